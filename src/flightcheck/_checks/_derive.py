@@ -1,0 +1,104 @@
+"""Derived facts shared by several check families (pure functions of the facts).
+
+GPU archs in FlashInfer's naming, the GPUs the engine will see, installed versions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from packaging.version import InvalidVersion, Version
+
+if TYPE_CHECKING:
+    from .._facts import Facts, Gpu
+
+GiB = 1 << 30
+
+#: compute capability -> FlashInfer's arch name (compilation_context.py normalisation).
+_ARCH_SUFFIX = {"12.0": "120f"}
+
+
+def arch_of(cc: str | None) -> str | None:
+    """FlashInfer's arch for a compute capability: 9.0 -> 90a, 10.3 -> 103a, 12.0 -> 120f.
+
+    Majors below 9 have no arch-specific variant (8.0 -> 80).
+    """
+    if not cc or "." not in cc:
+        return None
+    if cc in _ARCH_SUFFIX:
+        return _ARCH_SUFFIX[cc]
+    major, _, minor = cc.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        return None
+    base = f"{int(major)}{int(minor)}"
+    return base + "a" if int(major) >= 9 else base
+
+
+def arch_to_cc(arch: str) -> str:
+    """'103a' -> '10.3'; '120f' -> '12.0'; '80' -> '8.0'."""
+    digits = arch.rstrip("af")
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def sm_of(cc: str | None) -> str | None:
+    """'10.3' -> 'sm_103' (torch's arch-list naming)."""
+    if not cc or "." not in cc:
+        return None
+    major, _, minor = cc.partition(".")
+    return f"sm_{major}{minor}"
+
+
+def version(text: str | None) -> Version | None:
+    """A parsed version (local tags such as ``+cu130`` kept), or None when unparsable."""
+    if not text:
+        return None
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def major_minor(text: str | None) -> tuple[int, int] | None:
+    """'13.1' / '13.1.2' / '12.8.93' -> (13, 1); None when unparsable."""
+    if not text:
+        return None
+    parts = text.split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return None
+
+
+def package(facts: Facts, name: str) -> str | None:
+    """Installed version of a distribution in the engine's interpreter, or None."""
+    if facts.python is None or facts.python.packages is None:
+        return None
+    return facts.python.packages.get(name)
+
+
+def visible_gpus(facts: Facts) -> list[Gpu]:
+    """The GPUs the engine sees, in CUDA order.
+
+    CUDA_VISIBLE_DEVICES takes indices or (prefixes of) UUIDs; like the CUDA runtime, the
+    list stops at the first entry that matches no device. Unset: every GPU, in index order.
+    """
+    gpus = sorted(facts.gpus or [], key=lambda g: g.index if g.index is not None else 1 << 30)
+    spec = facts.visible_devices
+    if spec is None:
+        return gpus
+    chosen: list[Gpu] = []
+    for token in (t.strip() for t in spec.split(",")):
+        match = None
+        if token.lstrip("-").isdigit():
+            match = next((g for g in gpus if g.index == int(token)), None)
+        elif token.startswith(("GPU-", "MIG-")):
+            match = next((g for g in gpus if g.uuid and g.uuid.startswith(token)), None)
+        if match is None or match in chosen:
+            break
+        chosen.append(match)
+    return chosen
+
+
+def gpu_subject(gpu: Gpu) -> str:
+    """The report subject for a GPU: ``gpu:3``."""
+    return f"gpu:{gpu.index}"

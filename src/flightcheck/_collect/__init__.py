@@ -1,0 +1,187 @@
+"""Collection: read this host into a facts snapshot. Collectors never decide anything.
+
+Each collector declares the sections it fills and a timeout; they run concurrently in
+daemon threads, so one that hangs costs its timeout, not the run. A section that a
+``--facts`` file provides is not collected live at all (whole sections are replaced).
+After the merge, *active probes* run where asked (``--deep``, ``run``, ``probe``): they
+need the merged facts (which GPUs, which nvcc) and touch CUDA or compile, always in a child.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._facts import Facts, from_dict, load_file, merge, sections_of
+from .._intent import Intent
+
+#: Collector modules, imported on first use. A new collector is one more name here.
+COLLECTOR_MODULES = ("host", "env", "toolchain", "python_env", "jit_cache", "nvml", "compile_smoke", "multicast")
+
+
+@dataclass
+class CollectContext:
+    """What collectors may read besides the host itself."""
+
+    intent: Intent
+    env: dict[str, str]  # the engine's environment (PATH, CUDA_HOME, ... as it will see them)
+    python: str  # the engine's interpreter
+    python_how: str = ""  # how it was chosen, for the report
+    probes: set[str] = field(default_factory=set)  # active probes asked for explicitly
+    timeout_scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class Collector:
+    """A passive collector: fills ``sections`` from the host, within ``timeout`` seconds."""
+
+    name: str
+    sections: tuple[str, ...]
+    func: Callable[[CollectContext], dict[str, Any]]
+    timeout: float
+
+
+@dataclass(frozen=True)
+class Probe:
+    """An active probe: fills ``section`` from the merged facts; runs only when ``wanted``."""
+
+    name: str
+    section: str
+    func: Callable[[CollectContext, Facts], dict[str, Any]]
+    wanted: Callable[[CollectContext], bool]
+    timeout: float
+
+
+COLLECTORS: dict[str, Collector] = {}
+PROBES: dict[str, Probe] = {}
+
+
+def collector(name: str, sections: Iterable[str], timeout: float) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a passive collector. It returns ``{section: value, "unavailable": {...}}``."""
+
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        COLLECTORS[name] = Collector(name, tuple(sections), func, timeout)
+        return func
+
+    return register
+
+
+def probe(name: str, section: str, timeout: float, wanted: Callable[[CollectContext], bool]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare an active probe. It returns ``{section: value, "unavailable": {...}}``."""
+
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        PROBES[name] = Probe(name, section, func, wanted, timeout)
+        return func
+
+    return register
+
+
+def _load_modules() -> None:
+    for mod in COLLECTOR_MODULES:
+        try:
+            importlib.import_module(f"{__name__}.{mod}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{mod}":
+                raise
+
+
+def _run_bounded(jobs: list[tuple[str, tuple[str, ...], float, Callable[[], dict[str, Any]]]]) -> dict[str, Any]:
+    """Run jobs concurrently in daemon threads; a job past its timeout leaves its sections
+    null with the reason (the thread is abandoned: daemon threads do not block exit)."""
+    results: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+
+    def work(name: str, fn: Callable[[], dict[str, Any]]) -> None:
+        try:
+            results[name] = fn()
+        except Exception as exc:  # a collector bug must not lose the other sections
+            errors[name] = f"collector {name} crashed: {type(exc).__name__}: {exc}"
+
+    threads = []
+    for name, _sections, timeout, fn in jobs:
+        t = threading.Thread(target=work, args=(name, fn), name=f"flightcheck-{name}", daemon=True)
+        t.start()
+        threads.append((t, time.monotonic() + timeout, timeout))
+    for t, deadline, _ in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    doc: dict[str, Any] = {"unavailable": {}}
+    for (name, sections, timeout, _fn), (t, _, _) in zip(jobs, threads):
+        if name in results:
+            part = results[name]
+            doc["unavailable"].update(part.pop("unavailable", None) or {})
+            for s in sections:
+                doc[s] = part.get(s)
+            continue
+        why = errors.get(name) or f"collector {name} timed out after {timeout:g}s"
+        for s in sections:
+            doc[s] = None
+            doc["unavailable"][s] = why
+    return doc
+
+
+def context_for(
+    intent: Intent | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    python: str | None = None,
+    probes: Iterable[str] = (),
+) -> CollectContext:
+    """Build the collection context: the engine's environment and interpreter."""
+    from ._engine import engine_python
+
+    intent = intent or Intent()
+    environ = dict(os.environ if env is None else env)
+    exe, how = engine_python(intent, environ, python)
+    return CollectContext(intent, environ, exe, how, set(probes))
+
+
+def collect(
+    intent: Intent | None = None,
+    facts_files: Iterable[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    python: str | None = None,
+    probes: Iterable[str] = (),
+    facts_docs: Iterable[dict[str, Any]] = (),
+) -> Facts:
+    """Collect this host's facts, with ``facts_files`` (and ``facts_docs``) laid over them.
+
+    Sections a file provides are not collected live. Active probes run when ``intent.deep``
+    is set or when named in ``probes`` (``"multicast"``, ``"compile_smoke"``).
+
+    Raises:
+        UsageError: a facts file is unreadable or invalid.
+    """
+    docs = [load_file(f) for f in facts_files] + list(facts_docs)
+    provided: set[str] = set().union(*(sections_of(d) for d in docs)) if docs else set()
+    cctx = context_for(intent, env=env, python=python or (intent.python if intent else None), probes=probes)
+    _load_modules()
+    jobs = []
+    for c in COLLECTORS.values():
+        if set(c.sections) <= provided:
+            continue
+        jobs.append((c.name, c.sections, c.timeout * cctx.timeout_scale, (lambda c=c: c.func(cctx))))
+    live = _run_bounded(jobs) if jobs else {"unavailable": {}}
+    live["collected_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    merged = merge(live, *docs)
+    facts = from_dict(merged, "collected facts")
+    wanted = [p for p in PROBES.values() if p.section not in provided and p.wanted(cctx)]
+    if wanted:
+        extra = _run_bounded([
+            (p.name, (p.section,), p.timeout * cctx.timeout_scale, (lambda p=p: p.func(cctx, facts))) for p in wanted
+        ])
+        merged = merge(merged, extra)
+        facts = from_dict(merged, "collected facts")
+    return facts
+
+
+def own_python() -> str:
+    """flightcheck's own interpreter."""
+    return sys.executable

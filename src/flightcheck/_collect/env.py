@@ -1,0 +1,59 @@
+"""Environment collector: the allow-listed variables of the engine's environment.
+
+Secrets never leave the host: only names on the allow-list (exact, or by prefix) are
+recorded, and a name that looks like a secret is dropped whatever the allow-list says.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from . import CollectContext, collector
+
+#: Exact names always recorded (null when unset), as the facts spec lists them.
+ALWAYS = (
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "TORCH_CUDA_ARCH_LIST",
+    "NCCL_NVLS_ENABLE",
+    "HF_HOME",
+    "HF_HUB_CACHE",
+    "HF_HUB_OFFLINE",
+)
+#: Further exact names recorded when set.
+EXTRA = ("HUGGINGFACE_HUB_CACHE", "XDG_CACHE_HOME", "MAX_JOBS", "CC", "CXX", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "TRTLLM_DG_ENABLED", "NVIDIA_IMEX_CHANNELS", "PYTORCH_CUDA_ALLOC_CONF")
+#: Prefixes recorded when set.
+PREFIXES = ("FLASHINFER_", "VLLM_", "NCCL_", "TORCH_SYMM_MEM_", "TORCH_SYMMMEM", "SGLANG_", "CUDA_", "FLIGHTCHECK_")
+
+_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
+
+
+def is_secret(name: str) -> bool:
+    """A name that looks like it holds a secret (never recorded)."""
+    return bool(_SECRET.search(name))
+
+
+def allowed(name: str) -> bool:
+    """On the allow-list and not secret-looking."""
+    if is_secret(name):
+        return False
+    return name in ALWAYS or name in EXTRA or name.startswith(PREFIXES)
+
+
+def snapshot(env: Mapping[str, str]) -> dict[str, str | None]:
+    """The ``env`` section for an environment."""
+    out: dict[str, str | None] = {name: env.get(name) for name in ALWAYS}
+    for name in sorted(env):
+        if allowed(name):
+            out[name] = env[name]
+    return out
+
+
+@collector("env", sections=("env", "visible_devices"), timeout=1.0)
+def collect_env(cctx: CollectContext) -> dict[str, Any]:
+    """The ``env`` and ``visible_devices`` sections."""
+    return {"env": snapshot(cctx.env), "visible_devices": cctx.env.get("CUDA_VISIBLE_DEVICES")}

@@ -1,0 +1,104 @@
+"""Evaluation: facts + intent -> every check's results, the plan, the verdict.
+
+Pure: nothing here touches the host, except reading the checkpoint named by ``--model``
+(through the checks that need it).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._checks._framework import SUMMARIES, CheckResult, Context, Severity, Status, iter_checks, run_check
+from ._facts import Facts
+from ._intent import Intent
+from ._plan import Plan, build_plan
+from ._version import __version__
+
+REPORT_SCHEMA = "flightcheck.report/v1"
+
+READY, READY_WITH_FALLBACKS, NOT_READY, UNKNOWN = "ready", "ready-with-fallbacks", "not-ready", "unknown"
+
+
+@dataclass
+class Report:
+    """The outcome of one evaluation (JSON schema ``flightcheck.report/v1``)."""
+
+    verdict: str
+    exit_code: int
+    intent: Intent
+    checks: list[CheckResult]
+    plan: Plan
+    facts: Facts
+    memory: dict[str, Any] | None = None
+    summaries: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    strict: bool = False
+
+    @property
+    def failures(self) -> list[CheckResult]:
+        """Failing results, errors first."""
+        order = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+        return sorted((r for r in self.checks if r.status is Status.FAIL), key=lambda r: (order[r.severity], r.code))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report."""
+        out: dict[str, Any] = {
+            "schema": REPORT_SCHEMA,
+            "version": __version__,
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
+            "host": self.facts.host.hostname if self.facts.host else None,
+            "intent": self.intent.to_dict(),
+            "checks": [r.to_dict() for r in self.checks],
+            "plan": self.plan.to_dict() if self.plan else None,
+            "timings": self.timings,
+        }
+        if self.memory is not None:
+            out["memory"] = self.memory
+        return out
+
+
+def verdict_of(results: list[CheckResult], plan: Plan, strict: bool = False) -> tuple[str, int]:
+    """The verdict and exit code, exactly as the contract says.
+
+    1 not-ready: a failing ``error`` check (``--strict``: a failing warning too);
+    3 unknown: an ``error`` check could not be evaluated and nothing failed;
+    0 ready / ready-with-fallbacks (when the plan is not empty).
+    """
+    blocking = {Severity.ERROR, Severity.WARNING} if strict else {Severity.ERROR}
+    if any(r.status is Status.FAIL and r.severity in blocking for r in results):
+        return NOT_READY, 1
+    if any(r.status is Status.UNKNOWN and r.severity is Severity.ERROR for r in results):
+        return UNKNOWN, 3
+    return (READY_WITH_FALLBACKS if plan else READY), 0
+
+
+def evaluate(facts: Facts, intent: Intent | None = None, *, strict: bool = False) -> Report:
+    """Run every node check on ``facts`` for ``intent`` and decide the verdict."""
+    t0 = time.perf_counter()
+    intent = intent or Intent()
+    ctx = Context(facts, intent)
+    results: list[CheckResult] = []
+    for chk in iter_checks("node"):
+        results.extend(run_check(chk, ctx))
+    plan = build_plan(results)
+    verdict, code = verdict_of(results, plan, strict)
+    summaries: dict[str, str] = {}
+    for prefix, fn in SUMMARIES.items():
+        try:
+            summaries[prefix] = fn(ctx)
+        except Exception as exc:  # a headline must never break the report
+            summaries[prefix] = f"({type(exc).__name__})"
+    memory = None
+    if intent.model:
+        try:
+            model = ctx.memory
+            memory = model.to_dict() if model is not None and hasattr(model, "to_dict") else None
+        except Exception:  # FC4xx report the failure; the block is just absent
+            memory = None
+    return Report(
+        verdict, code, intent, results, plan, facts, memory, summaries,
+        {"evaluate_s": round(time.perf_counter() - t0, 4)}, strict,
+    )

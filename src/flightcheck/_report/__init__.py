@@ -1,0 +1,53 @@
+"""Reporters: one report, several formats. Each renderer is ``render(report) -> str``.
+
+Formats: ``text`` (flutter-doctor look), ``json`` (``flightcheck.report/v1``), ``junit``
+and ``prometheus`` (CI and fleets). ``write_atomic`` puts a rendered report in place with
+a temp file + rename, so a textfile collector never reads half a file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._errors import UsageError
+
+if TYPE_CHECKING:
+    from .._evaluate import Report
+
+FORMATS = ("text", "json", "junit", "prometheus")
+
+
+def render(report: Report, fmt: str = "text", *, verbose: bool = False, color: bool | None = None) -> str:
+    """Render ``report`` in ``fmt``."""
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    module = importlib.import_module(f"{__name__}.{fmt}_format")
+    if fmt == "text":
+        return module.render(report, verbose=verbose, color=color)
+    return module.render(report)
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same directory + rename.
+
+    Raises:
+        UsageError: the directory is not writable.
+    """
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise UsageError(f"--output {path}: cannot write in {directory}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the file from a textfile collector
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"--output {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,15 @@
+"""JSON reporter: one object, schema ``flightcheck.report/v1``, printed by the JSON library
+(never through a terminal renderer, so piping it never wraps or colours it)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .._evaluate import Report
+
+
+def render(report: Report) -> str:
+    """The report as indented JSON text."""
+    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"

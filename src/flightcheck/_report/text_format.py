@@ -1,0 +1,138 @@
+"""Text reporter, in the look of ``flutter doctor``: one line per check family with
+[✓] / [!] / [✗] / [?], every problem under it with its code, message and exact fix, then
+the memory table, the fallback plan, and the verdict last."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from .._checks._framework import FAMILIES, CheckResult, Severity, Status
+from .._version import __version__
+
+if TYPE_CHECKING:
+    from .._evaluate import Report
+
+_MARK = {"fail": ("✗", "red"), "warn": ("!", "yellow"), "unknown": ("?", "blue"), "ok": ("✓", "green"), "skip": ("-", "dim"), "info": ("•", "cyan")}
+
+_VERDICT_TEXT = {
+    "ready": "ready: no blocking problem found",
+    "ready-with-fallbacks": "ready with fallbacks: `flightcheck run` applies the plan above",
+    "not-ready": "not ready: the launch would fail; fix the ✗ items above",
+    "unknown": "unknown: a blocking check could not be evaluated (the ? items above)",
+}
+
+
+def _line_kind(r: CheckResult, strict: bool) -> str | None:
+    if r.status is Status.FAIL:
+        if r.severity is Severity.ERROR or (strict and r.severity is Severity.WARNING):
+            return "fail"
+        return "warn" if r.severity is Severity.WARNING else "info"
+    if r.status is Status.UNKNOWN:
+        return "unknown"
+    return None
+
+
+def _family_kind(results: list[CheckResult], strict: bool) -> str:
+    kinds = {_line_kind(r, strict) for r in results}
+    if "fail" in kinds:
+        return "fail"
+    if "warn" in kinds:
+        return "warn"
+    if any(r.status is Status.UNKNOWN and r.severity is not Severity.INFO for r in results):
+        return "unknown"
+    if results and all(r.status is Status.SKIP for r in results):
+        return "skip"
+    return "ok"
+
+
+def _intent_line(report: Report) -> str:
+    i = report.intent
+    parts = [i.engine]
+    layout = f"TP {i.tensor_parallel_size}"
+    if i.pipeline_parallel_size > 1:
+        layout += f" x PP {i.pipeline_parallel_size}"
+    if i.data_parallel_size > 1:
+        layout += f" x DP {i.data_parallel_size}"
+    if i.enable_expert_parallel:
+        layout += " + EP"
+    if i.nnodes > 1:
+        layout += f" over {i.nnodes} nodes"
+    parts.append(layout)
+    if i.model:
+        parts.append(i.model)
+    host = report.facts.host.hostname if report.facts.host else None
+    return f"flightcheck {__version__}" + (f" on {host}" if host else "") + ": " + ", ".join(parts)
+
+
+def render(report: Report, *, verbose: bool = False, color: bool | None = None) -> str:
+    """The report as text; ANSI colour when ``color`` (default: stdout is a terminal)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    if color is None:
+        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    buf = io.StringIO()
+    con = Console(file=buf, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True, width=100)
+
+    def mark(kind: str) -> str:
+        sym, style = _MARK[kind]
+        return f"[{style}]{sym}[/{style}]"
+
+    con.print(escape(_intent_line(report)), style="bold")
+    con.print()
+    by_family: dict[str, list[CheckResult]] = {}
+    for r in report.checks:
+        by_family.setdefault(r.code[:3], []).append(r)
+    problems = 0
+    for prefix, title in FAMILIES.items():
+        results = by_family.get(prefix)
+        if not results:
+            continue
+        kind = _family_kind(results, report.strict)
+        headline = report.summaries.get(prefix, "")
+        if kind == "skip":
+            headline = headline or results[0].message
+        con.print(f"\\[{mark(kind)}] [bold]{escape(title)}[/bold]" + (f" — {escape(headline)}" if headline else ""))
+        if kind in ("fail", "warn", "unknown"):
+            problems += 1
+        for r in results:
+            line = _line_kind(r, report.strict)
+            if line is None:
+                if verbose and r.status is Status.PASS and r.message:
+                    con.print(f"    {mark('ok')} [dim]{r.code}[/dim] {escape(r.message)}")
+                elif verbose and r.status is Status.SKIP:
+                    con.print(f"    {mark('skip')} [dim]{r.code} {escape(r.message)}[/dim]")
+                continue
+            subject = f" [dim]({escape(r.subject)})[/dim]" if r.subject != "host" else ""
+            con.print(f"    {mark(line)} [bold]{r.code}[/bold] {r.name}{subject}: {escape(r.message)}")
+            if r.fix:
+                for i, fix_line in enumerate(r.fix.splitlines()):
+                    lead = "fix: " if i == 0 else "     "
+                    con.print(f"        [dim]{lead}[/dim]{escape(fix_line)}")
+    if report.memory:
+        from .memory_text import render_memory
+
+        con.print()
+        render_memory(con, report.memory)
+    if report.plan:
+        con.print()
+        con.print("[bold]Fallback plan[/bold] (applied by `flightcheck run` and the vLLM plugin):")
+        for step in report.plan.steps:
+            if step.kind == "env":
+                what = f"export {step.name}={step.value}"
+            elif step.kind == "add_arg":
+                what = f"add {step.name}" + (f" {step.value}" if step.value is not None else "")
+            else:
+                what = f"drop {step.name}"
+            con.print(f"    {escape(what):<48} [dim]{step.code}: {escape(step.why)}[/dim]")
+    con.print()
+    if problems:
+        con.print(f"{mark('warn')} found issues in {problems} {'family' if problems == 1 else 'families'}.")
+    else:
+        con.print(f"{mark('info')} no issues found.")
+    style = {"ready": "green", "ready-with-fallbacks": "yellow", "not-ready": "red", "unknown": "blue"}[report.verdict]
+    con.print(f"[bold {style}]Verdict: {escape(_VERDICT_TEXT[report.verdict])}[/bold {style}] (exit {report.exit_code})")
+    return buf.getvalue()

@@ -1,0 +1,62 @@
+"""The command line: usage errors, rules / explain, examples, JSON output."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import cli
+
+
+def test_bad_flag_is_one_line_exit_2():
+    proc = cli("check", "--tensor-parallel-size", "eight")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert "invalid int value" in proc.stderr
+
+
+def test_bad_max_model_len_and_engine():
+    for args, needle in ((["--max-model-len", "lots"], "--max-model-len"), (["--engine", "trt"], "invalid choice")):
+        proc = cli("check", "--example", "b300", *args)
+        assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_rules_lists_the_catalogue_and_explain_prints_the_docs():
+    proc = cli("rules", "--format", "json")
+    rows = json.loads(proc.stdout)
+    assert proc.returncode == 0 and any(r["code"] == "FC601" for r in rows)
+    proc = cli("explain", "FC601")
+    assert proc.returncode == 0
+    for section in ("## What it checks", "## Why the launch dies", "## How to fix"):
+        assert section in proc.stdout
+    assert cli("explain", "shm-too-small").stdout == proc.stdout
+    bad = cli("explain", "FC000")
+    assert bad.returncode == 2 and "no check" in bad.stderr
+
+
+def test_example_b300_is_ready_and_json_is_pure():
+    proc = cli("check", "--example", "b300", "--format", "json")
+    report = json.loads(proc.stdout)
+    assert report["schema"] == "flightcheck.report/v1"
+    assert report["host"] == "example-b300-node"
+    assert report["intent"]["tensor_parallel_size"] == 8
+    assert proc.returncode == report["exit_code"] == 0
+    assert report["verdict"] == "ready"
+
+
+def test_example_flags_can_be_overridden():
+    report = json.loads(cli("check", "--example", "b300", "-tp", "4", "--format", "json").stdout)
+    assert report["intent"]["tensor_parallel_size"] == 4
+
+
+def test_underscore_spelling_of_flags_is_accepted():
+    report = json.loads(cli("check", "--example", "b300", "--tensor_parallel_size=2", "--format", "json").stdout)
+    assert report["intent"]["tensor_parallel_size"] == 2
+
+
+def test_output_file_is_written_atomically(tmp_path):
+    out = tmp_path / "report.json"
+    proc = cli("check", "--example", "b300", "--format", "json", "--output", str(out))
+    assert proc.stdout == ""
+    assert json.loads(out.read_text())["verdict"] == "ready"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
