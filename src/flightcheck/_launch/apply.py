@@ -1,0 +1,135 @@
+"""Apply a fallback plan to an engine command: environment, arguments, config file.
+
+Everything the plan does not name stays exactly as the user wrote it. A variable the plan
+sets replaces an ``env NAME=...`` assignment in front of the command too (otherwise that
+assignment would undo the fallback); ``VLLM_RAY_EXTRA_ENV_VARS_TO_COPY`` is extended,
+never replaced. A flag to drop that sits in the ``--config`` file is removed from a copy of
+the file, and the command is pointed at the copy.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from . import flags as F
+from .command import tokenize
+
+if TYPE_CHECKING:
+    from .._checks._framework import PlanStep
+    from .._plan import Plan
+    from .command import EngineCommand
+
+#: comma-separated list variables that a plan extends instead of replacing
+LIST_VARS = ("VLLM_RAY_EXTRA_ENV_VARS_TO_COPY",)
+
+
+@dataclass
+class Change:
+    """One change made to the launch, for the log line."""
+
+    what: str  # "set VLLM_ALLREDUCE_USE_SYMM_MEM=0", "drop --enable-symm-mem", ...
+    code: str
+    why: str
+
+
+@dataclass
+class Launch:
+    """The command and environment that will be executed."""
+
+    argv: list[str]
+    env: dict[str, str]
+    changes: list[Change] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # steps that could not be applied
+    env_set: dict[str, str] = field(default_factory=dict)  # name -> value (the fallback's env)
+
+
+def _merge_list(old: str | None, new: str) -> str:
+    items = [x for x in (old or "").split(",") if x]
+    for x in new.split(","):
+        if x and x not in items:
+            items.append(x)
+    return ",".join(items)
+
+
+def _set_env(launch: Launch, cmd: EngineCommand, step: PlanStep) -> None:
+    value = step.value or ""
+    old = launch.env.get(step.name)
+    if step.name in LIST_VARS:
+        value = _merge_list(old, value)
+    if old == value:
+        return
+    launch.env[step.name] = value
+    launch.env_set[step.name] = value
+    # an `env NAME=...` in front of the engine would override us: rewrite it there too
+    if step.name in cmd.env_prefix:
+        for i, tok in enumerate(launch.argv[: cmd.start]):
+            if tok.startswith(f"{step.name}="):
+                launch.argv[i] = f"{step.name}={value}"
+    was = f" (was {old})" if old is not None else ""
+    launch.changes.append(Change(f"set {step.name}={value}{was}", step.code, step.why))
+
+
+def _cli_occurrences(argv: list[str], cmd: EngineCommand, flag: str) -> list[tuple[int, int, str | None]]:
+    """(start, stop, value) of each ``flag`` on the engine's command line (indices into ``argv``)."""
+    want = F.canonical(flag, cmd.engine)
+    opts, _ = tokenize(argv[cmd.start:], cmd.engine)
+    return [(cmd.start + o.start, cmd.start + o.stop, o.value) for o in opts if o.flag == want]
+
+
+def _delete(argv: list[str], spans: list[tuple[int, int, str | None]]) -> None:
+    for start, stop, _ in sorted(spans, reverse=True):
+        del argv[start:stop]
+
+
+def _drop_from_config(launch: Launch, cmd: EngineCommand, flag: str) -> bool:
+    """Remove ``flag`` from a copy of the --config file; True when it was there."""
+    if not cmd.config_data:
+        return False
+    want = F.canonical(flag, cmd.engine)
+    keys = [k for k in cmd.config_data if F.canonical(f"--{k}", cmd.engine) == want]
+    if not keys:
+        return False
+    import yaml
+
+    for k in keys:
+        del cmd.config_data[k]
+    fd, path = tempfile.mkstemp(prefix="flightcheck-config-", suffix=".yaml")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(cmd.config_data, fh, sort_keys=False)
+    for start, stop, _ in _cli_occurrences(launch.argv, cmd, "--config"):
+        launch.argv[start:stop] = ["--config", path]
+        break
+    return True
+
+
+def apply_plan(plan: Plan, cmd: EngineCommand, env: dict[str, str]) -> Launch:
+    """The launch after the plan: a new argv and a new environment (inputs untouched)."""
+    launch = Launch(list(cmd.argv), dict(env))
+    for step in plan.steps:
+        if step.kind == "env":
+            _set_env(launch, cmd, step)
+            continue
+        if not cmd.recognised:
+            launch.problems.append(f"{step.kind} {step.name}: flightcheck could not read the engine command to change its arguments")
+            continue
+        if step.kind == "drop_arg":
+            spans = _cli_occurrences(launch.argv, cmd, step.name)
+            in_config = _drop_from_config(launch, cmd, step.name)
+            if spans or in_config:
+                _delete(launch.argv, spans)
+                where = " (from the --config file, via a copy)" if in_config and not spans else ""
+                launch.changes.append(Change(f"drop {step.name}{where}", step.code, step.why))
+        elif step.kind == "add_arg":
+            spans = _cli_occurrences(launch.argv, cmd, step.name)
+            tokens = [step.name] + ([step.value] if step.value is not None else [])
+            if len(spans) == 1 and spans[0][2] == step.value:
+                continue  # the command already says exactly this
+            _delete(launch.argv, spans)
+            launch.argv.extend(tokens)
+            launch.changes.append(Change(f"add {' '.join(tokens)}", step.code, step.why))
+        else:
+            launch.problems.append(f"unknown plan step {step.kind} {step.name}")
+    return launch

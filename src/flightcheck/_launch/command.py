@@ -1,0 +1,247 @@
+"""Read an engine command line into an :class:`~flightcheck._intent.Intent`.
+
+Understood forms (an ``env [-i] [-u NAME] [NAME=VALUE]...`` prefix and wrappers such as
+``numactl ...`` in front are allowed):
+
+- ``vllm serve MODEL [flags]`` and ``python -m vllm.entrypoints.cli.main serve ...``
+- ``python -m vllm.entrypoints.openai.api_server --model MODEL [flags]``
+- ``python -m sglang.launch_server --model-path MODEL [flags]`` and ``sglang serve ...``
+
+``--config file.yaml`` is read the way the engines read it: its keys are flags, placed
+before the command line's, so the command line wins. Nothing here executes anything; what
+cannot be read is listed in ``Intent.unparsed`` and the command still runs untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._errors import UsageError
+from .._intent import Intent
+from . import flags as F
+
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
+_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_NUMBER = re.compile(r"^-\d+(\.\d+)?$")
+
+#: ``python -m MODULE`` -> (engine, form, the module expects a subcommand first)
+_MODULES = {
+    "vllm.entrypoints.openai.api_server": ("vllm", "vllm-api-server", False),
+    "vllm.entrypoints.cli.main": ("vllm", "vllm-cli", True),
+    "sglang.launch_server": ("sglang", "sglang-launch-server", False),
+    "sglang.cli.main": ("sglang", "sglang-cli", True),
+}
+
+
+@dataclass
+class Opt:
+    """One option of the engine command: canonical flag, value, where it sits."""
+
+    flag: str
+    value: str | None
+    start: int  # index into the tokenised list
+    stop: int  # exclusive
+    source: str = "cli"  # "cli" | "config"
+    given: str = ""  # the name as written (``-tp``), for messages
+
+
+@dataclass
+class EngineCommand:
+    """A parsed engine command. ``argv`` is exactly what will be executed."""
+
+    argv: list[str]
+    intent: Intent
+    engine: str | None = None  # None: not recognised
+    form: str = "unknown"
+    start: int = 0  # index in argv of the first engine argument (after ``serve`` / the module)
+    env_prefix: dict[str, str | None] = field(default_factory=dict)  # from ``env``: None = unset (-u)
+    env_clear: bool = False  # ``env -i``
+    config: str | None = None  # the --config file, as given
+    config_data: dict[str, Any] | None = None  # its parsed content
+
+    @property
+    def recognised(self) -> bool:
+        """Whether flightcheck understood which engine this launches."""
+        return self.engine is not None
+
+    def engine_env(self, base: dict[str, str]) -> dict[str, str]:
+        """The environment the engine will see: ``base`` with the ``env`` prefix applied."""
+        env = {} if self.env_clear else dict(base)
+        for name, value in self.env_prefix.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        return env
+
+
+def tokenize(args: list[str], engine: str | None, source: str = "cli") -> tuple[list[Opt], list[tuple[int, str]]]:
+    """Split engine arguments into options and positionals ``(index, token)``."""
+    opts: list[Opt] = []
+    positionals: list[tuple[int, str]] = []
+    i, n = 0, len(args)
+    while i < n:
+        tok = args[i]
+        if tok == "--":
+            positionals.extend((j, args[j]) for j in range(i + 1, n))
+            break
+        if not tok.startswith("-") or tok == "-" or _NUMBER.match(tok):
+            positionals.append((i, tok))
+            i += 1
+            continue
+        name, eq, value = tok.partition("=")
+        flag = F.canonical(name, engine)
+        if eq:
+            opts.append(Opt(flag, value, i, i + 1, source, name))
+            i += 1
+            continue
+        wants = F.takes_value(flag, engine)
+        nxt = args[i + 1] if i + 1 < n else None
+        if nxt is not None and (wants or (wants is None and (not nxt.startswith("-") or _NUMBER.match(nxt)))):
+            opts.append(Opt(flag, nxt, i, i + 2, source, name))
+            i += 2
+        else:
+            opts.append(Opt(flag, None, i, i + 1, source, name))
+            i += 1
+    return opts, positionals
+
+
+def config_tokens(path: str) -> tuple[list[str], dict[str, Any]]:
+    """A ``--config`` YAML file as flag tokens (flat keys; nested values become JSON, as the
+    engines pass them to their dict-valued flags).
+
+    Raises:
+        UsageError: unreadable or not a mapping.
+    """
+    import json
+
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as exc:
+        raise UsageError(f"--config {path}: cannot read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--config {path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UsageError(f"--config {path}: expected a mapping of flag names to values")
+    tokens: list[str] = []
+    for key, value in data.items():
+        flag = f"--{key}"
+        if isinstance(value, bool):
+            if value:
+                tokens.append(flag)
+            elif not str(key).startswith("no-"):
+                tokens.append(f"--no-{key}")
+        elif isinstance(value, list):
+            if value:
+                tokens += [flag, *(str(v) for v in value)]
+        elif isinstance(value, dict):
+            tokens += [flag, json.dumps(value)]
+        elif value is not None:
+            tokens += [flag, str(value)]
+    return tokens, data
+
+
+def _recognise(argv: list[str]) -> tuple[int, str | None, str, int]:
+    """(index where the engine invocation starts, engine, form, index of its first argument)."""
+    for i, tok in enumerate(argv):
+        base = os.path.basename(tok)
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if base in ("vllm", "sglang") and nxt == "serve":
+            return i, base, f"{base}-cli", i + 2
+        if _PYTHON.match(base):
+            j = i + 1
+            while j < len(argv) and argv[j].startswith("-") and argv[j] != "-m":
+                j += 2 if argv[j] in ("-X", "-W") else 1
+            if j + 1 < len(argv) and argv[j] == "-m" and argv[j + 1] in _MODULES:
+                engine, form, sub = _MODULES[argv[j + 1]]
+                k = j + 2
+                if sub:
+                    if k < len(argv) and argv[k] == "serve":
+                        return i, engine, form, k + 1
+                    return i, None, "unknown", 0
+                return i, engine, form, k
+            if j < len(argv) and os.path.basename(argv[j]) in ("vllm", "sglang") and j + 1 < len(argv) and argv[j + 1] == "serve":
+                return i, os.path.basename(argv[j]), f"{os.path.basename(argv[j])}-cli", j + 2
+    return 0, None, "unknown", 0
+
+
+def _env_prefix(argv: list[str]) -> tuple[dict[str, str | None], bool]:
+    """Assignments of a leading ``env`` (``env -i A=1 -u B cmd``)."""
+    out: dict[str, str | None] = {}
+    clear = False
+    if not argv or os.path.basename(argv[0]) != "env":
+        return out, clear
+    i = 1
+    while i < len(argv):
+        tok = argv[i]
+        if tok in ("-i", "--ignore-environment", "-"):
+            clear = True
+        elif tok in ("-u", "--unset") and i + 1 < len(argv):
+            out[argv[i + 1]] = None
+            i += 1
+        elif _ASSIGN.match(tok):
+            name, _, value = tok.partition("=")
+            out[name] = value
+        else:
+            break
+        i += 1
+    return out, clear
+
+
+def _interpreter(argv: list[str], at: int, form: str, env: dict[str, str]) -> str | None:
+    """The engine's Python: the ``python`` given, or the one behind the ``vllm`` script."""
+    from .._collect._engine import shebang_python
+
+    exe = argv[at]
+    found = exe if os.sep in exe else shutil.which(exe, path=env.get("PATH", os.defpath))
+    if not found or not os.path.isfile(found):
+        return None
+    if form.endswith("-cli") and not _PYTHON.match(os.path.basename(exe)):
+        found = shebang_python(found) or _trampoline_python(found)
+        if not found or not os.path.isfile(found):
+            return None
+    return found if os.access(found, os.X_OK) else None
+
+
+def _trampoline_python(script: str) -> str | None:
+    """pip writes ``#!/bin/sh`` + ``'''exec' /very/long/python "$0" "$@"`` when the
+    interpreter path is too long for a shebang line; read the interpreter from there."""
+    try:
+        with open(script, "rb") as fh:
+            head = fh.read(2048).decode(errors="replace")
+    except OSError:
+        return None
+    m = re.search(r"^'''exec' (\S+) \"\$0\"", head, re.MULTILINE)
+    return m.group(1) if m else None
+
+
+def parse_command(argv: list[str], env: dict[str, str] | None = None) -> EngineCommand:
+    """Parse an engine command line. Never raises for what it cannot read: those items go to
+    ``intent.unparsed`` (an empty command is a usage error)."""
+    if not argv:
+        raise UsageError("give the engine command after --, e.g. -- vllm serve MODEL -tp 8")
+    argv = list(argv)
+    prefix, clear = _env_prefix(argv)
+    cmd = EngineCommand(argv, Intent(), env_prefix=prefix, env_clear=clear)
+    at, engine, form, start = _recognise(argv)
+    if engine is None:
+        cmd.intent = Intent(unparsed=[f"not a vLLM or SGLang launch: {' '.join(argv[:3])}{' ...' if len(argv) > 3 else ''}"])
+        return cmd
+    cmd.engine, cmd.form, cmd.start = engine, form, start
+    from .intent_read import read_intent
+
+    read_intent(cmd)
+    engine_env = cmd.engine_env(dict(os.environ if env is None else env))
+    python = _interpreter(argv, at, form, engine_env)
+    if python:
+        cmd.intent.python = python
+    return cmd

@@ -1,0 +1,120 @@
+"""The launch decision shared by ``flightcheck run`` and the vLLM plugin.
+
+stop  — a failing blocking check (the verdict is not-ready), a fallback that is needed but
+        refused (``--no-fallback``), or a fallback that cannot be applied to this command;
+start — otherwise, with the plan applied. A check that could not be evaluated (verdict
+        unknown) does not stop a launch on its own: flightcheck must never be the reason a
+        healthy node cannot serve because some fact was unreadable; it is reported instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TextIO
+
+from .._checks._framework import Severity, Status
+from .apply import Launch, apply_plan
+
+if TYPE_CHECKING:
+    from .._checks._framework import CheckResult
+    from .._evaluate import Report
+    from .command import EngineCommand
+
+#: set in the engine's environment once a launch has been checked, so the vLLM plugin in
+#: the engine's processes (API server, engine core, workers) does not check it again.
+MARKER = "FLIGHTCHECK_PLUGIN_DONE"
+
+
+@dataclass
+class Decision:
+    """What to do with the launch, and the words to say it."""
+
+    action: str  # "start" | "stop"
+    report: Report
+    launch: Launch
+    reasons: list[str] = field(default_factory=list)  # why it stops
+    warnings: list[str] = field(default_factory=list)  # said, but not stopping
+
+
+def _blocking(report: Report) -> list[CheckResult]:
+    blocking = {Severity.ERROR, Severity.WARNING} if report.strict else {Severity.ERROR}
+    return [r for r in report.failures if r.severity in blocking]
+
+
+def result_line(r: CheckResult) -> str:
+    """``FC301 fabric-not-ready (gpu:0): message``."""
+    subject = f" ({r.subject})" if r.subject != "host" else ""
+    return f"{r.code} {r.name}{subject}: {r.message}"
+
+
+def decide(report: Report, cmd: EngineCommand, env: dict[str, str], *, no_fallback: bool = False) -> Decision:
+    """Stop or start, and with which command and environment."""
+    launch = apply_plan(report.plan, cmd, env) if report.plan else Launch(list(cmd.argv), dict(env))
+    d = Decision("start", report, launch)
+    if report.intent.unparsed:
+        d.warnings.append("could not read from the engine command: " + "; ".join(report.intent.unparsed))
+    for r in report.checks:
+        if r.status is Status.UNKNOWN and r.severity is Severity.ERROR:
+            d.warnings.append(f"{r.code} {r.name} could not be evaluated: {r.message}")
+    blocking = _blocking(report)
+    if blocking:
+        d.reasons = [result_line(r) for r in blocking]
+    elif report.plan and no_fallback:
+        d.reasons = [f"a fallback is needed ({', '.join(report.plan.reasons)}) and --no-fallback refuses it"]
+        d.reasons += [result_line(r) for r in report.failures if r.code in report.plan.reasons]
+    elif launch.problems:
+        d.reasons = [f"the fallback cannot be applied: {p}" for p in launch.problems]
+    if d.reasons:
+        d.action = "stop"
+    return d
+
+
+def say(stream: TextIO, text: str) -> None:
+    """One or more lines prefixed ``flightcheck:``."""
+    for line in text.splitlines():
+        stream.write(f"flightcheck: {line}\n")
+    stream.flush()
+
+
+def print_changes(stream: TextIO, d: Decision) -> None:
+    """Each change of the fallback plan, with its code and reason."""
+    if not d.launch.changes:
+        return
+    say(stream, f"applying the fallback plan ({', '.join(d.report.plan.reasons)}):")
+    width = max(len(c.what) for c in d.launch.changes)
+    for c in d.launch.changes:
+        stream.write(f"    {c.what:<{width}}  # {c.code}: {c.why}\n")
+    stream.flush()
+
+
+def shell_script(d: Decision, base_env: dict[str, str]) -> str:
+    """The final launch as a POSIX shell script (``run --dry-run``): exports, then exec."""
+    lines = [f"# flightcheck: {d.report.verdict}" + (f" ({', '.join(d.report.plan.reasons)})" if d.report.plan else "")]
+    for name, value in sorted(d.launch.env.items()):
+        if base_env.get(name) != value:
+            lines.append(f"export {name}={shlex.quote(value)}")
+    for name in sorted(set(base_env) - set(d.launch.env)):
+        lines.append(f"unset {name}")
+    lines.append("exec " + shlex.join(d.launch.argv))
+    return "\n".join(lines) + "\n"
+
+
+def color_for(stream: TextIO) -> bool:
+    """ANSI colour on a terminal, unless NO_COLOR is set."""
+    return stream.isatty() and "NO_COLOR" not in os.environ
+
+
+def exec_engine(launch: Launch) -> int:
+    """Replace this process with the engine (same PID; its exit code and signals are the
+    engine's). Returns only when the engine cannot be started: 127 not found, 126 other."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execvpe(launch.argv[0], launch.argv, launch.env)
+    except OSError as exc:
+        say(sys.stderr, f"cannot start {launch.argv[0]}: {exc.strerror or exc}")
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    return 126  # not reached: exec does not return

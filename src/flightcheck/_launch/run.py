@@ -1,0 +1,80 @@
+"""``flightcheck run [check options] [--no-fallback] [--dry-run] -- <engine command>``.
+
+Check the real launch (the multicast probe always runs: it costs about a second next to a
+15-minute load), then stop it, or apply the fallback plan and ``exec`` the engine. Only the
+engine writes to stdout: flightcheck's own output goes to stderr (or ``--output FILE``),
+except ``--dry-run``, which prints the final launch as a shell script on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from .._errors import UsageError
+from .guard import MARKER, Decision, color_for, decide, exec_engine, print_changes, say, shell_script
+
+
+def _report_out(args: argparse.Namespace, d: Decision) -> None:
+    """The report: to --output in the chosen format; on stderr in full when there is
+    anything to say (or -v), else one line."""
+    from .._report import render, write_atomic
+
+    report = d.report
+    if args.output:
+        write_atomic(args.output, render(report, args.format, verbose=args.verbose))
+    elif args.format != "text":
+        sys.stderr.write(render(report, args.format))
+    noteworthy = d.action == "stop" or any(r.status.value in ("fail", "unknown") and r.severity.value != "info" for r in report.checks)
+    if args.format == "text" and not args.output and (noteworthy or args.verbose):
+        sys.stderr.write(render(report, "text", verbose=args.verbose, color=color_for(sys.stderr)))
+    elif not noteworthy:
+        n = sum(1 for r in report.checks if r.status.value == "pass")
+        say(sys.stderr, f"{report.verdict}: {n} checks passed in {report.timings.get('total_s', 0):.2f} s")
+    sys.stderr.flush()
+
+
+def main(args: argparse.Namespace, command: list[str]) -> int:
+    """Run the checks for ``command`` and exec it, or stop it. Returns an exit code only
+    when the engine is not started (exec does not return)."""
+    t0 = time.perf_counter()
+    if not command:
+        raise UsageError("run: give the engine command after --, e.g. flightcheck run -- vllm serve MODEL -tp 8")
+    from .._cli import intent_from_args
+    from .._collect import collect
+    from .._evaluate import evaluate
+    from .command import parse_command
+
+    base_env = dict(os.environ)
+    cmd = parse_command(command, base_env)
+    intent = intent_from_args(args, cmd.intent)
+    engine_env = cmd.engine_env(base_env)
+    docs: list[dict] = []
+    if getattr(args, "example", None):
+        from .._examples import load_example
+
+        docs, _ = load_example(args.example)
+    facts = collect(intent, args.facts, env=engine_env, python=intent.python, probes=["multicast"], facts_docs=docs)
+    report = evaluate(facts, intent, strict=args.strict)
+    report.timings["total_s"] = round(time.perf_counter() - t0, 4)
+    d = decide(report, cmd, base_env, no_fallback=args.no_fallback)
+    _report_out(args, d)
+    for w in d.warnings:
+        say(sys.stderr, f"warning: {w}")
+    if d.action == "stop":
+        say(sys.stderr, "not starting the engine:")
+        for reason in d.reasons:
+            sys.stderr.write(f"    {reason}\n")
+        sys.stderr.flush()
+        return 1
+    print_changes(sys.stderr, d)
+    if args.dry_run:
+        sys.stdout.write(shell_script(d, base_env))
+        sys.stdout.flush()
+        return 0
+    if intent.engine == "vllm" and cmd.recognised:
+        # this launch is checked: the vLLM plugin inside the engine need not check it again
+        d.launch.env[MARKER] = f"run:{os.getpid()}"
+    return exec_engine(d.launch)

@@ -1,0 +1,133 @@
+"""The vLLM plugin: guard every ``vllm serve`` on a host where flightcheck is installed.
+
+vLLM loads the entry points of the group ``vllm.general_plugins`` in every process it
+starts (API server, engine core, each worker) and calls them without catching exceptions.
+The first call, in the API-server process, happens while ``vllm serve`` builds its argument
+parser: before the arguments are parsed, before any engine or worker process exists, and
+long before a weight is read. So this plugin:
+
+- acts only for ``vllm serve`` (read from ``sys.argv``; ``vllm collect-env``, ``bench``,
+  ``--help`` ... return at once) and only once per launch: the first process sets
+  ``FLIGHTCHECK_PLUGIN_DONE=<pid>``, which every later process inherits and honours
+  (``flightcheck run`` sets it too: a launch it checked is not checked twice);
+- on a blocking problem writes the report to stderr and raises ``SystemExit(1)``;
+- on a fallback sets ``os.environ`` in this process, which the engine-core and worker
+  processes inherit (vLLM reads its ``VLLM_*`` variables lazily, and config defaults are
+  decided in this process, so this is early enough); under Ray the plan itself extends
+  ``VLLM_RAY_EXTRA_ENV_VARS_TO_COPY``;
+- never imports torch and never creates a CUDA context (collectors that touch the driver
+  run in child processes), and never crashes vLLM: any internal error is one line on
+  stderr and the launch goes on unchecked.
+
+The multicast probe is not run here by default. This plugin sits in every ``vllm serve``,
+including a developer's edit-run loop, and must cost well under a second; the probe
+initialises CUDA on every GPU used in a child process (seconds on 8 GPUs, more without
+persistence mode). The passive checks still catch what the driver reports (fabric state,
+multicast attribute, FC301/FC302/FC303) and FC309 says honestly that the probe did not
+run. ``FLIGHTCHECK_PROBE=1`` runs it here too; ``flightcheck run -- vllm serve ...``
+always runs it.
+
+Environment: ``FLIGHTCHECK_DISABLE=1`` (off), ``FLIGHTCHECK_FACTS=a.json:b.json`` (as
+``--facts``, separated by ``os.pathsep``), ``FLIGHTCHECK_PROBE=1``,
+``FLIGHTCHECK_NO_FALLBACK=1`` (a needed fallback stops the launch), ``FLIGHTCHECK_STRICT=1``
+(a failing warning blocks), ``FLIGHTCHECK_REPORT=path.json`` (write the JSON report).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+MARKER = "FLIGHTCHECK_PLUGIN_DONE"  # same name as flightcheck._launch.guard.MARKER
+
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _on(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def serve_command(argv: list[str]) -> list[str] | None:
+    """The launch as an engine command line when this process is ``vllm serve`` (the CLI
+    or the OpenAI API-server module), else None."""
+    if not argv:
+        return None
+    prog = argv[0].replace(os.sep, "/")
+    rest = argv[1:]
+    if "-h" in rest or "--help" in rest or any(a.startswith("--help=") for a in rest):
+        return None
+    if os.path.basename(prog) == "vllm" or prog.endswith("vllm/entrypoints/cli/main.py"):
+        return ["vllm", *rest] if rest[:1] == ["serve"] else None
+    if prog.endswith("vllm/entrypoints/openai/api_server.py"):
+        return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *rest]
+    return None
+
+
+def register() -> None:
+    """The entry point vLLM calls (``flightcheck._plugin:register``)."""
+    if _on("FLIGHTCHECK_DISABLE"):
+        return
+    command = serve_command(sys.argv)
+    if command is None or os.environ.get(MARKER):
+        return
+    os.environ[MARKER] = str(os.getpid())  # before anything can fail: children never re-check
+    try:
+        _guard(command)
+    except SystemExit:
+        raise
+    except Exception as exc:  # never the reason vLLM crashes
+        msg = str(exc).splitlines()[0] if str(exc) else ""
+        sys.stderr.write(f"flightcheck: launch not checked: {type(exc).__name__}: {msg}\n")
+        sys.stderr.flush()
+
+
+def _guard(command: list[str]) -> None:
+    """Check the launch; stop it (SystemExit) or apply the fallback to this process."""
+    import time
+
+    from ._collect import collect
+    from ._evaluate import evaluate
+    from ._launch.command import parse_command
+    from ._launch.guard import color_for, decide, print_changes, result_line, say
+
+    t0 = time.perf_counter()
+    env = dict(os.environ)
+    cmd = parse_command(command, env)
+    intent = cmd.intent
+    intent.python = sys.executable  # this process is the engine's interpreter
+    facts_files = [f for f in os.environ.get("FLIGHTCHECK_FACTS", "").split(os.pathsep) if f.strip()]
+    probes = ["multicast"] if _on("FLIGHTCHECK_PROBE") else []
+    facts = collect(intent, facts_files, env=env, python=sys.executable, probes=probes)
+    report = evaluate(facts, intent, strict=_on("FLIGHTCHECK_STRICT"))
+    report.timings["total_s"] = round(time.perf_counter() - t0, 4)
+    d = decide(report, cmd, env, no_fallback=_on("FLIGHTCHECK_NO_FALLBACK"))
+    out = os.environ.get("FLIGHTCHECK_REPORT")
+    if out:
+        from ._report import render, write_atomic
+
+        write_atomic(out, render(report, "json"))
+    err = sys.stderr
+    if d.action == "stop":
+        from ._report import render
+
+        err.write(render(report, "text", color=color_for(err)))
+        say(err, "stopping vllm serve before it loads anything:")
+        for reason in d.reasons:
+            err.write(f"    {reason}\n")
+        say(err, "fix the above, or set FLIGHTCHECK_DISABLE=1 to launch anyway")
+        raise SystemExit(1)
+    for w in d.warnings:
+        say(err, f"warning: {w}")
+    for r in report.failures:
+        if r.code not in report.plan.reasons:
+            say(err, f"{r.severity.value}: {result_line(r)}")
+    for name, value in d.launch.env_set.items():
+        os.environ[name] = value
+    if d.launch.argv != cmd.argv:
+        # vLLM parses sys.argv after this call: argument changes still take effect
+        offset = len(command) - (len(sys.argv) - 1)
+        sys.argv[1:] = d.launch.argv[offset:]
+    print_changes(err, d)
+    if not d.launch.changes:
+        n = sum(1 for r in report.checks if r.status.value == "pass")
+        say(err, f"{report.verdict}: {n} checks passed in {report.timings['total_s']:.2f} s")
