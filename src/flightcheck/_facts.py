@@ -139,6 +139,7 @@ class Toolchain(_S):
     # extensions: what helps write an exact fix
     ninja_in_venv: str | None = None  # a ninja in the engine's venv bin that PATH misses
     alternatives: list[Tool] | None = None  # other CUDA toolkits found on this host (nvcc path, version)
+    python_include: str | None = None  # the include dir searched for Python.h
 
 
 class CompileSmokeArch(_S):
@@ -164,12 +165,20 @@ class Python(_S):
     torch_cuda: str | None = None
     torch_arch_list: list[str] | None = None
     jit_cache_archs: list[str] | None = None
+    # extensions: how jit_cache_archs was learnt ("fatbin: ..." read from its .so files, or
+    # "table: ..." from its +cuXYZ tag and FlashInfer's release table)
+    jit_cache_archs_source: str | None = None
+    engine: str | None = None  # the engine the two fields below describe (vllm | sglang)
+    engine_requires: str | None = None  # its declared requirement on flashinfer-python
+    engine_env_vars: list[str] | None = None  # VLLM_* / SGLANG_* names the installed engine reads
 
 
 class JitCache(_S):
     dir: str | None = None
     writable: bool | None = None
     free_bytes: int | None = None
+    tested: str | None = None  # extension: the existing directory the write test ran in
+    problem: str | None = None  # extension: why the write test failed
 
 
 class CheckpointFacts(_S):

@@ -1,0 +1,98 @@
+"""FlashInfer's published ``flashinfer-jit-cache`` wheels: which archs each build carries.
+
+Pure data, used two ways: by the python collector when it cannot read the archs out of the
+installed .so files (it then trusts the wheel's ``+cuXYZ`` tag and this table), and by the
+checks to pick the wheel index (``https://flashinfer.ai/whl/cuXYZ``) whose build covers a GPU.
+From the ``release.yml`` workflow at each FlashInfer tag and ``ci/cuda-versions.json`` at
+HEAD (0.6.18): rows are (first version, first version after, {cuda tag: archs}, {machine:
+extra archs for that tag}).
+"""
+
+from __future__ import annotations
+
+import re
+
+from packaging.version import InvalidVersion, Version
+
+INDEX = "https://flashinfer.ai/whl"
+_OLD = ["7.5", "8.0", "8.9", "9.0a"]
+
+_TABLE: list[tuple[str, str | None, dict[str, list[str]], dict[str, dict[str, list[str]]]]] = [
+    ("0.4.1", "0.5.3", {
+        "cu128": _OLD + ["10.0a", "12.0a"],
+        "cu129": _OLD + ["10.0a", "10.3a", "12.0a"],
+        "cu130": _OLD + ["10.0a", "10.3a", "12.0a"],
+    }, {}),
+    ("0.5.3", "0.6.6", {
+        "cu128": _OLD + ["10.0a", "12.0a"],
+        "cu129": _OLD + ["10.0a", "12.0a"],  # 10.3a was dropped from cu129 in this range
+        "cu130": _OLD + ["10.0a", "10.3a", "11.0a", "12.0f"],
+    }, {}),
+    ("0.6.6", "0.6.11", {
+        "cu128": _OLD + ["10.0a", "12.0a"],
+        "cu129": _OLD + ["10.0a", "10.3a", "12.0f"],
+        "cu130": _OLD + ["10.0a", "10.3a", "11.0a", "12.0f"],
+    }, {}),
+    ("0.6.11", "0.6.18", {
+        "cu128": _OLD + ["10.0a", "12.0a"],
+        "cu129": _OLD + ["10.0a", "10.3a", "12.0f"],
+        "cu130": _OLD + ["10.0a", "10.3a", "12.0f"],  # x86_64 dropped 11.0a from 0.6.11
+    }, {"aarch64": {"cu130": ["11.0a"]}}),
+    ("0.6.18", None, {  # HEAD layout, assumed to hold for later releases
+        "cu129": _OLD + ["10.0a", "10.3a", "12.0f"],
+        "cu130": _OLD + ["10.0a", "10.3a", "12.0f"],
+        "cu134": _OLD + ["10.0a", "10.3a", "10.7a", "12.0f"],
+    }, {"aarch64": {"cu130": ["11.0a", "12.1a"], "cu134": ["11.0a", "12.1a"]}}),
+]
+
+#: CUDA versions FlashInfer has published jit-cache wheels for (cuXYZ tags).
+TAGS = ((12, 8), (12, 9), (13, 0), (13, 4))
+
+
+def _v(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def cuda_tag(version: str) -> str | None:
+    """'0.7.2.post1+cu130' -> 'cu130' (the local tag of a jit-cache wheel)."""
+    m = re.search(r"\+(cu\d{3,})", version)
+    return m.group(1) if m else None
+
+
+def published_archs(version: str, tag: str, machine: str | None = None) -> list[str] | None:
+    """The archs FlashInfer's release built ``flashinfer-jit-cache==version`` +``tag`` for, or
+    None when the table has no row (older than 0.4.1, or a tag that release did not build)."""
+    ver = _v(version.split("+", 1)[0])
+    if ver is None:
+        return None
+    for first, after, tags, extra in _TABLE:
+        if ver >= Version(first) and (after is None or ver < Version(after)):
+            if tag not in tags:
+                return None
+            return tags[tag] + extra.get(machine or "", {}).get(tag, [])
+    return None
+
+
+def tag_for(torch_cuda: str | None) -> str | None:
+    """The wheel tag matching torch's CUDA: the newest published tag of the same major not
+    newer than it (torch 13.0 -> cu130; 13.2 -> cu130; 12.8 -> cu128); else the oldest of that
+    major (the runtime is ABI-compatible within a major)."""
+    if not torch_cuda:
+        return None
+    try:
+        major, minor = (int(x) for x in torch_cuda.split(".")[:2])
+    except ValueError:
+        return None
+    same = [t for t in TAGS if t[0] == major]
+    if not same:
+        return None
+    fit = [t for t in same if t <= (major, minor)] or same[:1]
+    return f"cu{fit[-1][0]}{fit[-1][1]}"
+
+
+def index_url(tag: str) -> str:
+    """``https://flashinfer.ai/whl/cu130``."""
+    return f"{INDEX}/{tag}"

@@ -1,0 +1,178 @@
+"""Python collector: the ENGINE's interpreter, its packages, and what they were built for.
+
+Versions come from importlib.metadata in one child of the engine's interpreter (see
+``_pyinfo``). Everything else is read as text or bytes, never imported: torch's CUDA from
+``torch/version.py``, the archs of flashinfer-jit-cache from the fatbins inside its .so
+files, the environment variables the engine declares from ``vllm/envs.py`` or SGLang's
+``srt/environ.py``. Only ``--deep`` imports torch (in a child) for ``torch_arch_list``, via
+the arch flags torch was compiled with, which never initialises CUDA.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+from typing import Any
+
+from . import CollectContext, collector
+from . import _fatbin, _fi_wheels
+from ._proc import run
+from ._pyinfo import engine_info
+
+TORCH_TIMEOUT = 90.0  # importing torch from a cold page cache takes tens of seconds
+
+_TORCH_CUDA = re.compile(r"^cuda\s*(?::[^=\n]*)?=\s*(?:(['\"])(.*?)\1|None)", re.MULTILINE)
+_MARK = "@@flightcheck-arch@@"
+# The compiled-in arch flags need no device; get_arch_list() would first ask whether CUDA is
+# available (and answer [] on a node whose driver is broken), so it is only the fallback.
+_ARCH_SCRIPT = (
+    "import json, torch\n"
+    "f = getattr(torch._C, '_cuda_getArchFlags', None)\n"
+    "flags = f() if f is not None else None\n"
+    "archs = flags.split() if flags else torch.cuda.get_arch_list()\n"
+    f"print({_MARK!r} + json.dumps(archs))\n"
+)
+
+
+def _read_text(path: str, limit: int = 4 << 20) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(limit)
+    except OSError:
+        return None
+
+
+def torch_cuda(torch_dir: str) -> tuple[str | None, str | None]:
+    """(CUDA version torch was built with, why-unavailable) from torch/version.py as text."""
+    text = _read_text(os.path.join(torch_dir, "version.py"))
+    if text is None:
+        return None, f"{torch_dir}/version.py is not readable"
+    m = _TORCH_CUDA.search(text)
+    if m is None:
+        return None, f"{torch_dir}/version.py has no 'cuda = ...' line"
+    if m.group(2) is None:
+        return None, "torch is a CPU-only build (torch.version.cuda is None)"
+    return m.group(2), None
+
+
+def torch_arch_list(python: str, env: dict[str, str]) -> tuple[list[str] | None, str | None]:
+    """torch's compiled arch list (``sm_90``, ``sm_100`` ...), from a child of the engine's
+    interpreter; NVML-based availability so even the fallback creates no CUDA context."""
+    proc = run([python, "-c", _ARCH_SCRIPT], timeout=TORCH_TIMEOUT, env={**env, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}, cwd="/")
+    if not proc.ok:
+        return None, f"importing torch in {python} failed: {proc.why()}"
+    for line in reversed(proc.out.splitlines()):
+        if line.startswith(_MARK):
+            archs = json.loads(line[len(_MARK):])
+            return (archs or None), (None if archs else "torch reports no CUDA archs (CPU-only build)")
+    return None, "torch printed no arch list"
+
+
+def requirement_on(requires: list[str] | None, wanted: str = "flashinfer-python") -> str | None:
+    """The unconditional requirement on ``wanted`` among a distribution's Requires-Dist
+    lines, as ``flashinfer-python==0.7.2.post1`` (requirements behind an extra are ignored)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for line in requires or ():
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if re.sub(r"[-_.]+", "-", req.name).lower() != wanted:
+            continue
+        if req.marker is not None and "extra" in str(req.marker):
+            continue
+        return f"{wanted}{req.specifier}"
+    return None
+
+
+_VLLM_NAMES = (re.compile(r"""["'](VLLM_[A-Z0-9_]+)["']"""), re.compile(r"^\s*(VLLM_[A-Z0-9_]+)\s*:", re.MULTILINE))
+_SGLANG_NAMES = (re.compile(r"\b((?:SGLANG|SGL)_[A-Z0-9_]+)\b"),)
+
+
+def engine_env_vars(engine: str, package_dir: str) -> tuple[list[str] | None, str | None]:
+    """(names, why-unavailable): the environment variables the installed engine declares."""
+    if engine == "vllm":
+        files = [os.path.join(package_dir, "envs.py")]
+        split = os.path.join(package_dir, "envs")  # a future package layout
+        if os.path.isdir(split):
+            files += sorted(os.path.join(split, f) for f in os.listdir(split) if f.endswith(".py"))
+        patterns = _VLLM_NAMES
+    else:
+        files = [os.path.join(package_dir, "srt", "environ.py")]
+        patterns = _SGLANG_NAMES
+    texts = [t for t in (_read_text(f) for f in files) if t]
+    if not texts:
+        return None, f"{files[0]} is not readable"
+    names = {m for t in texts for p in patterns for m in p.findall(t)}
+    return sorted(names), None
+
+
+def jit_cache_archs(version: str, package_dir: str | None) -> tuple[list[str] | None, str]:
+    """(archs, source): from the .so files when readable, else from FlashInfer's table."""
+    why = "package directory not found"
+    if package_dir:
+        archs, why = _fatbin.jit_cache_archs(package_dir)
+        if archs:
+            return archs, why
+    tag = _fi_wheels.cuda_tag(version)
+    machine = platform.machine()
+    table = _fi_wheels.published_archs(version, tag, machine) if tag else None
+    if table:
+        return table, f"table: FlashInfer's release build list for {version} on {machine} (the .so files could not be read: {why})"
+    return None, f"not read from the .so files ({why}) and no release-table row for {version}"
+
+
+@collector("python_env", sections=("python",), timeout=120.0)
+def collect_python(cctx: CollectContext) -> dict[str, Any]:
+    """The ``python`` section."""
+    unavailable: dict[str, str] = {}
+    engine = cctx.intent.engine
+    info = engine_info(cctx.python, cctx.env)
+    python: dict[str, Any] = {"executable": cctx.python, "engine": engine}
+    if "error" in info:
+        for key in ("version", "packages", "torch_cuda", "jit_cache_archs", "engine_requires", "engine_env_vars"):
+            python[key] = None
+            unavailable[f"python.{key}"] = info["error"]
+        return {"python": python, "unavailable": unavailable}
+    packages: dict[str, str | None] = info.get("packages") or {}
+    dirs: dict[str, str | None] = info.get("dirs") or {}
+    python.update(version=info.get("version"), packages=packages)
+
+    python["torch_cuda"] = None
+    if packages.get("torch") and dirs.get("torch"):
+        python["torch_cuda"], why = torch_cuda(str(dirs["torch"]))
+        if why:
+            unavailable["python.torch_cuda"] = why
+    else:
+        unavailable["python.torch_cuda"] = "torch is not installed in the engine's interpreter"
+
+    python["torch_arch_list"] = None
+    if not cctx.intent.deep:
+        unavailable["python.torch_arch_list"] = "read only with --deep (imports torch in a child)"
+    elif packages.get("torch"):
+        python["torch_arch_list"], why = torch_arch_list(cctx.python, cctx.env)
+        if why:
+            unavailable["python.torch_arch_list"] = why
+
+    python["jit_cache_archs"] = None
+    jc = packages.get("flashinfer-jit-cache")
+    if jc:
+        python["jit_cache_archs"], python["jit_cache_archs_source"] = jit_cache_archs(jc, dirs.get("flashinfer_jit_cache"))
+        if python["jit_cache_archs"] is None:
+            unavailable["python.jit_cache_archs"] = python["jit_cache_archs_source"]
+    else:
+        unavailable["python.jit_cache_archs"] = "flashinfer-jit-cache is not installed"
+
+    python["engine_requires"] = python["engine_env_vars"] = None
+    if packages.get(engine):
+        python["engine_requires"] = requirement_on((info.get("requires") or {}).get(engine))
+        if dirs.get(engine):
+            python["engine_env_vars"], why = engine_env_vars(engine, str(dirs[engine]))
+            if why:
+                unavailable["python.engine_env_vars"] = why
+    else:
+        unavailable["python.engine_env_vars"] = f"{engine} is not installed in {cctx.python}"
+    return {"python": python, "unavailable": unavailable}

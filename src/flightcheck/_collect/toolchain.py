@@ -1,0 +1,120 @@
+"""Toolchain collector: the JIT toolchain exactly as FlashInfer will resolve it for the engine.
+
+Command-line equivalents: ``echo $CUDA_HOME``, ``$CUDA_HOME/bin/nvcc --version``,
+``nvcc --list-gpu-arch``, ``which ninja && ninja --version``, ``c++ -dumpfullversion``,
+``ls $CUDA_HOME/lib64/libcudart.so``, and the engine interpreter's Python.h. The tool calls
+run concurrently; a missing tool is a null field with its reason in ``unavailable``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from . import CollectContext, collector
+from . import _cuda
+from ._pyinfo import engine_info
+
+
+def _parallel(jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """Run independent tool queries at once; each bounds itself with its own timeout."""
+    out: dict[str, Any] = {}
+
+    def work(name: str, fn: Callable[[], Any]) -> None:
+        try:
+            out[name] = fn()
+        except Exception as exc:  # one broken query must not lose the others
+            out[name] = exc
+
+    threads = [threading.Thread(target=work, args=item, daemon=True) for item in jobs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
+def venv_ninja(python: str, env: dict[str, str]) -> str | None:
+    """A ninja in the engine interpreter's bin dir that the engine's PATH does not reach.
+
+    The pip ``ninja`` package installs ``<venv>/bin/ninja``; an unactivated venv leaves it off
+    PATH and FlashInfer's ``run_ninja`` fails with "No such file or directory: 'ninja'".
+    """
+    bindir = os.path.dirname(python)  # not resolved: a venv's python is a symlink out of it
+    candidate = os.path.join(bindir, "ninja")
+    if not (os.path.isfile(candidate) and os.access(candidate, os.X_OK)):
+        return None
+    path_dirs = [os.path.realpath(d) for d in env.get("PATH", "").split(os.pathsep) if d]
+    return None if os.path.realpath(bindir) in path_dirs else candidate
+
+
+@collector("toolchain", sections=("toolchain",), timeout=15.0)
+def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
+    """The ``toolchain`` section."""
+    env = cctx.env
+    unavailable: dict[str, str] = {}
+    home, source = _cuda.resolve_cuda_home(env)
+    nvcc_path = _cuda.nvcc_binary(home, env)
+    has_nvcc = bool(nvcc_path and os.path.isfile(nvcc_path) and os.access(nvcc_path, os.X_OK))
+    jobs: dict[str, Callable[[], Any]] = {
+        "ninja": lambda: _cuda.ninja(env),
+        "cxx": lambda: _cuda.compiler("CXX", "c++", env),
+        "cc": lambda: _cuda.compiler("CC", "cc", env),
+        "alternatives": lambda: _cuda.alternatives(env),
+        "py": lambda: engine_info(cctx.python, env),
+    }
+    if has_nvcc:
+        assert nvcc_path is not None
+        jobs["nvcc_version"] = lambda: _cuda.nvcc_version(nvcc_path, env)
+        jobs["nvcc_archs"] = lambda: _cuda.nvcc_archs(nvcc_path, env)
+    got = _parallel(jobs)
+    for name, value in got.items():
+        if isinstance(value, Exception):
+            unavailable[f"toolchain.{name}"] = f"{type(value).__name__}: {value}"
+            got[name] = None
+
+    nvcc: dict[str, Any] | None = None
+    if has_nvcc:
+        version, why_v = got.get("nvcc_version") or (None, "nvcc --version failed")
+        archs, why_a = got.get("nvcc_archs") or (None, "nvcc --list-gpu-arch failed")
+        nvcc = {"path": nvcc_path, "version": version, "archs": archs}
+        if why_v:
+            unavailable["toolchain.nvcc.version"] = why_v
+        if why_a:
+            unavailable["toolchain.nvcc.archs"] = why_a
+    elif home is None:
+        unavailable["toolchain.nvcc"] = "no CUDA_HOME/CUDA_PATH, no nvcc on the engine's PATH, no /usr/local/cuda"
+    else:
+        unavailable["toolchain.nvcc"] = f"{nvcc_path} does not exist (CUDA home {home} from {source})"
+
+    for key in ("cxx", "cc"):
+        value = got.get(key)
+        tool, why = value if value else (None, f"{key} lookup failed")
+        got[key] = tool
+        if why:
+            unavailable[f"toolchain.{key}"] = why
+    if got.get("ninja") is None:
+        unavailable["toolchain.ninja"] = "no ninja on the engine's PATH"
+
+    py = got.get("py") or {"error": "engine interpreter query failed"}
+    headers: bool | None = py.get("python_h")
+    if "error" in py:
+        unavailable["toolchain.python_headers"] = py["error"]
+        headers = None
+
+    libcudart = os.path.exists(os.path.join(home, "lib64", "libcudart.so")) if home else False
+    toolchain = {
+        "cuda_home": {"path": home, "source": source, "exists": bool(home and os.path.isdir(home))},
+        "nvcc": nvcc,
+        "ninja": got.get("ninja"),
+        "cxx": got.get("cxx"),
+        "cc": got.get("cc"),
+        "libcudart": libcudart,
+        "python_headers": headers,
+        "ninja_in_venv": venv_ninja(cctx.python, env),
+        "alternatives": got.get("alternatives"),
+        "python_include": py.get("include"),
+    }
+    return {"toolchain": toolchain, "unavailable": unavailable}
