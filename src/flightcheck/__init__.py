@@ -9,16 +9,35 @@ Public API (everything else is private and may change):
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from ._checks._framework import CheckResult, PlanStep, Severity, Status
-from ._collect import collect
-from ._errors import UsageError
-from ._evaluate import Report, evaluate
-from ._facts import Facts
-from ._intent import Intent
-from ._plan import Plan
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from ._checks._framework import CheckResult, PlanStep, Severity, Status
+    from ._collect import collect
+    from ._errors import UsageError
+    from ._evaluate import Report, evaluate
+    from ._facts import Facts
+    from ._intent import Intent
+    from ._plan import Plan
+
+# Resolved on first use (PEP 562): vLLM imports this package in every `vllm` command to
+# load the plugin, and `vllm collect-env` should not pay for msgspec and the catalogue.
+_LAZY = {
+    "CheckResult": "._checks._framework", "PlanStep": "._checks._framework", "Severity": "._checks._framework",
+    "Status": "._checks._framework", "collect": "._collect", "UsageError": "._errors", "Report": "._evaluate",
+    "evaluate": "._evaluate", "Facts": "._facts", "Intent": "._intent", "Plan": "._plan",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "CheckResult",

@@ -182,7 +182,7 @@ def cmd_check(args: argparse.Namespace, argv: list[str]) -> int:
     from ._report import render
 
     docs, example_args = _example_docs(args)
-    if example_args:  # the example's layout, unless the user's flags say otherwise
+    if example_args and not _engine_command(args):  # the example's layout, unless the user's flags (or engine command) say otherwise
         args = build_parser().parse_args(["check", *example_args, *argv[1:]])
     base = None
     command = _engine_command(args)

@@ -88,7 +88,7 @@ def _guard(command: list[str]) -> None:
     from ._collect import collect
     from ._evaluate import evaluate
     from ._launch.command import parse_command
-    from ._launch.guard import color_for, decide, print_changes, result_line, say
+    from ._launch.guard import color_for, decide, grouped_lines, print_changes, say
 
     t0 = time.perf_counter()
     env = dict(os.environ)
@@ -118,9 +118,8 @@ def _guard(command: list[str]) -> None:
         raise SystemExit(1)
     for w in d.warnings:
         say(err, f"warning: {w}")
-    for r in report.failures:
-        if r.code not in report.plan.reasons:
-            say(err, f"{r.severity.value}: {result_line(r)}")
+    for line in grouped_lines([r for r in report.failures if r.code not in report.plan.reasons]):
+        say(err, f"warning: {line}")  # not blocking (a blocking one stopped above)
     for name, value in d.launch.env_set.items():
         os.environ[name] = value
     if d.launch.argv != cmd.argv:

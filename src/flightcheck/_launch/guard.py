@@ -50,6 +50,22 @@ def result_line(r: CheckResult) -> str:
     return f"{r.code} {r.name}{subject}: {r.message}"
 
 
+def grouped_lines(results: list[CheckResult]) -> list[str]:
+    """One line per check: ``FC301 fabric-not-ready (gpu:0, gpu:1, +6 more): message``."""
+    by_code: dict[str, list[CheckResult]] = {}
+    for r in results:
+        by_code.setdefault(r.code, []).append(r)
+    lines = []
+    for group in by_code.values():
+        if len(group) == 1:
+            lines.append(result_line(group[0]))
+            continue
+        subjects = [r.subject for r in group]
+        shown = ", ".join(subjects[:3]) + (f", +{len(subjects) - 3} more" if len(subjects) > 3 else "")
+        lines.append(f"{group[0].code} {group[0].name} ({shown}): {group[0].message}")
+    return lines
+
+
 def decide(report: Report, cmd: EngineCommand, env: dict[str, str], *, no_fallback: bool = False) -> Decision:
     """Stop or start, and with which command and environment."""
     launch = apply_plan(report.plan, cmd, env) if report.plan else Launch(list(cmd.argv), dict(env))
@@ -61,10 +77,10 @@ def decide(report: Report, cmd: EngineCommand, env: dict[str, str], *, no_fallba
             d.warnings.append(f"{r.code} {r.name} could not be evaluated: {r.message}")
     blocking = _blocking(report)
     if blocking:
-        d.reasons = [result_line(r) for r in blocking]
+        d.reasons = grouped_lines(blocking)
     elif report.plan and no_fallback:
         d.reasons = [f"a fallback is needed ({', '.join(report.plan.reasons)}) and --no-fallback refuses it"]
-        d.reasons += [result_line(r) for r in report.failures if r.code in report.plan.reasons]
+        d.reasons += grouped_lines([r for r in report.failures if r.code in report.plan.reasons])
     elif launch.problems:
         d.reasons = [f"the fallback cannot be applied: {p}" for p in launch.problems]
     if d.reasons:

@@ -1,0 +1,146 @@
+"""Applying a fallback plan to an engine command, and the stop / start decision.
+
+These use hand-built check results, so they pin the launch logic itself; the end-to-end
+tests in test_launch_run.py use the real catalogue.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from flightcheck import Intent
+from flightcheck._checks._framework import CheckResult, PlanStep, Severity, Status
+from flightcheck._evaluate import Report, verdict_of
+from flightcheck._facts import Facts
+from flightcheck._launch import parse_command
+from flightcheck._launch.apply import apply_plan
+from flightcheck._launch.guard import decide, shell_script
+from flightcheck._plan import build_plan
+
+MULTICAST_OFF = (
+    PlanStep("env", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", "torch symmetric memory binds multicast"),
+    PlanStep("env", "VLLM_ALLREDUCE_USE_SYMM_MEM", "0", "the symm-mem all-reduce uses multicast"),
+)
+SGLANG_OFF = (
+    PlanStep("drop_arg", "--enable-symm-mem", None, "NCCL symmetric memory uses NVLS"),
+    PlanStep("drop_arg", "--enable-nccl-nvls", None, "NVLS is multicast"),
+    PlanStep("add_arg", "--flashinfer-allreduce-fusion-backend", "trtllm", "trtllm does not bind multicast"),
+)
+
+
+def result(code: str, status: Status, severity: Severity, plan=(), message: str = "msg", subject: str = "host") -> CheckResult:
+    steps = tuple(PlanStep(s.kind, s.name, s.value, s.why, code) for s in plan)
+    return CheckResult(code, f"name-{code}", status, severity, subject, message, "do this", {}, steps)
+
+
+def report_of(results: list[CheckResult], intent: Intent | None = None, strict: bool = False) -> Report:
+    plan = build_plan(results)
+    verdict, code = verdict_of(results, plan, strict)
+    return Report(verdict, code, intent or Intent(), results, plan, Facts(), strict=strict)
+
+
+def test_env_steps_are_set_and_reported_with_reasons():
+    cmd = parse_command(["vllm", "serve", "m", "-tp", "8"])
+    rep = report_of([result("FC304", Status.FAIL, Severity.WARNING, MULTICAST_OFF)])
+    launch = apply_plan(rep.plan, cmd, {"PATH": "/usr/bin", "VLLM_ALLREDUCE_USE_SYMM_MEM": "1"})
+    assert launch.argv == cmd.argv
+    assert launch.env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1" and launch.env["VLLM_ALLREDUCE_USE_SYMM_MEM"] == "0"
+    whats = [c.what for c in launch.changes]
+    assert whats == ["set TORCH_SYMM_MEM_DISABLE_MULTICAST=1", "set VLLM_ALLREDUCE_USE_SYMM_MEM=0 (was 1)"]
+    assert all(c.code == "FC304" and c.why for c in launch.changes)
+
+
+def test_an_env_prefix_assignment_cannot_undo_the_fallback():
+    cmd = parse_command(["env", "VLLM_ALLREDUCE_USE_SYMM_MEM=1", "vllm", "serve", "m"])
+    rep = report_of([result("FC304", Status.FAIL, Severity.WARNING, MULTICAST_OFF)])
+    launch = apply_plan(rep.plan, cmd, {})
+    assert launch.argv[:2] == ["env", "VLLM_ALLREDUCE_USE_SYMM_MEM=0"]
+    assert launch.argv[2:] == ["vllm", "serve", "m"]
+
+
+def test_ray_copy_list_is_extended_not_replaced():
+    cmd = parse_command(["vllm", "serve", "m", "--distributed-executor-backend", "ray"])
+    step = PlanStep("env", "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "ray copies only VLLM_/NCCL_ names")
+    rep = report_of([result("FC304", Status.FAIL, Severity.WARNING, (*MULTICAST_OFF, step))])
+    launch = apply_plan(rep.plan, cmd, {"VLLM_RAY_EXTRA_ENV_VARS_TO_COPY": "MY_VAR"})
+    assert launch.env["VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"] == "MY_VAR,TORCH_SYMM_MEM_DISABLE_MULTICAST"
+
+
+def test_sglang_flags_dropped_in_every_spelling_and_backend_replaced():
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--enable_symm_mem", "--tp", "8",
+            "--enable-nccl-nvls", "--flashinfer-allreduce-fusion-backend=mnnvl", "--port", "30000"]
+    cmd = parse_command(argv)
+    rep = report_of([result("FC304", Status.FAIL, Severity.WARNING, SGLANG_OFF)], cmd.intent)
+    launch = apply_plan(rep.plan, cmd, {})
+    assert launch.argv == ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--tp", "8", "--port", "30000",
+                           "--flashinfer-allreduce-fusion-backend", "trtllm"]
+    assert [c.what for c in launch.changes] == ["drop --enable-symm-mem", "drop --enable-nccl-nvls", "add --flashinfer-allreduce-fusion-backend trtllm"]
+    assert cmd.argv == argv  # the parsed command is not modified
+
+
+def test_absent_flags_are_not_changes_and_a_matching_backend_is_kept():
+    cmd = parse_command(["sglang", "serve", "--model-path", "m", "--flashinfer-allreduce-fusion-backend", "trtllm"])
+    launch = apply_plan(report_of([result("FC304", Status.FAIL, Severity.WARNING, SGLANG_OFF)]).plan, cmd, {})
+    assert launch.argv == cmd.argv and launch.changes == []
+
+
+def test_a_flag_to_drop_in_the_config_file_is_dropped_from_a_copy(tmp_path):
+    cfg = tmp_path / "sg.yaml"
+    cfg.write_text("model-path: /models/q\ntp-size: 8\nenable-symm-mem: true\n")
+    cmd = parse_command(["python3", "-m", "sglang.launch_server", "--config", str(cfg)])
+    launch = apply_plan(report_of([result("FC304", Status.FAIL, Severity.WARNING, SGLANG_OFF)]).plan, cmd, {})
+    new_cfg = launch.argv[launch.argv.index("--config") + 1]
+    assert new_cfg != str(cfg)
+    assert yaml.safe_load(open(new_cfg)) == {"model-path": "/models/q", "tp-size": 8}
+    assert "enable-symm-mem" in cfg.read_text()  # the user's file is never written
+    assert "drop --enable-symm-mem (from the --config file, via a copy)" in [c.what for c in launch.changes]
+
+
+def test_decide_stops_on_a_blocking_error_and_names_it():
+    cmd = parse_command(["vllm", "serve", "m"])
+    rep = report_of([result("FC301", Status.FAIL, Severity.ERROR, message="gpu 0 fabric state not_started", subject="gpu:0"),
+                     result("FC304", Status.FAIL, Severity.WARNING, MULTICAST_OFF)])
+    d = decide(rep, cmd, {})
+    assert d.action == "stop"
+    assert d.reasons == ["FC301 name-FC301 (gpu:0): gpu 0 fabric state not_started"]
+
+
+def test_decide_no_fallback_turns_a_fallback_into_a_stop():
+    cmd = parse_command(["vllm", "serve", "m"])
+    rep = report_of([result("FC304", Status.FAIL, Severity.WARNING, MULTICAST_OFF)])
+    assert decide(rep, cmd, {}).action == "start"
+    d = decide(rep, cmd, {}, no_fallback=True)
+    assert d.action == "stop" and "FC304" in d.reasons[0] and "--no-fallback" in d.reasons[0]
+
+
+def test_decide_strict_blocks_on_a_warning_and_unknown_does_not_block():
+    cmd = parse_command(["vllm", "serve", "m"])
+    warn = [result("FC602", Status.FAIL, Severity.WARNING)]
+    assert decide(report_of(warn), cmd, {}).action == "start"
+    assert decide(report_of(warn, strict=True), cmd, {}).action == "stop"
+    unk = report_of([result("FC201", Status.UNKNOWN, Severity.ERROR, message="driver.loaded is unavailable")])
+    d = decide(unk, cmd, {})
+    assert unk.exit_code == 3 and d.action == "start"
+    assert any("FC201" in w for w in d.warnings)
+
+
+def test_arg_steps_on_an_unreadable_command_stop_the_launch():
+    cmd = parse_command(["./launch.sh"])
+    d = decide(report_of([result("FC304", Status.FAIL, Severity.WARNING, SGLANG_OFF)]), cmd, {})
+    assert d.action == "stop" and "could not read the engine command" in d.reasons[0]
+    # env-only fallbacks still apply to a command flightcheck cannot read
+    d = decide(report_of([result("FC304", Status.FAIL, Severity.WARNING, MULTICAST_OFF)], cmd.intent), cmd, {})
+    assert d.action == "start" and d.launch.env["VLLM_ALLREDUCE_USE_SYMM_MEM"] == "0"
+    assert any("./launch.sh" in w for w in d.warnings)
+
+
+def test_shell_script_of_a_dry_run():
+    cmd = parse_command(["vllm", "serve", "my model", "-tp", "8"])
+    d = decide(report_of([result("FC304", Status.FAIL, Severity.WARNING, MULTICAST_OFF)]), cmd, {"HOME": "/root"})
+    text = shell_script(d, {"HOME": "/root"})
+    assert text.splitlines() == [
+        "# flightcheck: ready-with-fallbacks (FC304)",
+        "export TORCH_SYMM_MEM_DISABLE_MULTICAST=1",
+        "export VLLM_ALLREDUCE_USE_SYMM_MEM=0",
+        "exec vllm serve 'my model' -tp 8",
+    ]

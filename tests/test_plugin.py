@@ -1,0 +1,154 @@
+"""The vLLM plugin, loaded the way vLLM loads it: through its entry point, in a fresh process.
+
+Each test runs a small driver that sets ``sys.argv`` to a vLLM command line, loads the
+``vllm.general_plugins`` entry point named ``flightcheck`` with importlib.metadata and calls
+it, then prints what happened. A fake ``torch`` package is first on the path, so any
+import of torch would show in ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from test_launch_run import FALLBACK_ENV, FM_STOPPED, MULTICAST_401, base_facts
+
+DRIVER = r"""
+import json, os, sys
+from importlib.metadata import entry_points
+sys.argv = json.loads(os.environ.pop("PLUGIN_ARGV"))
+argv_before = list(sys.argv)
+(ep,) = [e for e in entry_points(group="vllm.general_plugins") if e.name == "flightcheck"]
+register = ep.load()
+if os.environ.pop("PLUGIN_RAW", None):  # as vLLM calls it: nothing caught
+    register()
+    outcome = "returned"
+else:
+    try:
+        register()
+        register()  # vLLM may load plugins again in the same process
+        outcome = "returned"
+    except SystemExit as exc:
+        outcome = f"exit:{exc.code}"
+print(json.dumps({
+    "outcome": outcome, "pid": os.getpid(), "env": dict(os.environ), "argv": sys.argv, "argv_before": argv_before,
+    "modules": sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cuda", "pynvml", "flightcheck")),
+}))
+"""
+
+
+def plugin(tmp_path: Path, argv: list[str], facts: list[Path] | None = None, *, raw: bool = False, **env: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
+    fake = tmp_path / "fakepkgs" / "torch"
+    fake.mkdir(parents=True, exist_ok=True)
+    (fake / "__init__.py").write_text("# stands in for torch: flightcheck must never import it\n")
+    full = {k: v for k, v in os.environ.items() if not k.startswith("FLIGHTCHECK_")}
+    full["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "fakepkgs"), full.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    full["PLUGIN_ARGV"] = json.dumps(argv)
+    if facts is not None:
+        full["FLIGHTCHECK_FACTS"] = os.pathsep.join(str(f) for f in facts)
+    if raw:
+        full["PLUGIN_RAW"] = "1"
+    full.update(env)
+    proc = subprocess.run([sys.executable, "-c", DRIVER], capture_output=True, text=True, env=full, timeout=120)
+    out = json.loads(proc.stdout) if proc.stdout.strip() else None
+    return proc, out
+
+
+VLLM = "/srv/vllm/.venv/bin/vllm"
+SERVE = [VLLM, "serve", "/models/kimi", "-tp", "8", "--port", "8000"]
+
+
+def no_torch(out: dict[str, Any]) -> None:
+    assert not [m for m in out["modules"] if m.split(".")[0] in ("torch", "cuda", "pynvml")]
+
+
+def test_blocking_problem_exits_non_zero_naming_the_code(tmp_path):
+    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), FM_STOPPED], raw=True)
+    assert proc.returncode == 1 and out is None  # SystemExit(1) ended the process, as it would end vllm serve
+    assert "FC301" in proc.stderr and "stopping vllm serve" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    _, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), FM_STOPPED])
+    assert out["outcome"] == "exit:1"
+    no_torch(out)
+
+
+def test_fallback_sets_the_env_in_process_and_returns(tmp_path):
+    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), MULTICAST_401])
+    assert out["outcome"] == "returned", proc.stderr
+    for name, value in FALLBACK_ENV.items():
+        assert out["env"][name] == value
+    assert out["argv"] == out["argv_before"]  # vLLM's arguments untouched
+    assert out["env"]["FLIGHTCHECK_PLUGIN_DONE"] == str(out["pid"])  # this process checked the launch
+    assert "FC304" in proc.stderr and "set VLLM_ALLREDUCE_USE_SYMM_MEM=0" in proc.stderr
+    no_torch(out)
+    assert "flightcheck._collect" in out["modules"]  # it did run (so the torch assertion means something)
+
+
+def test_other_vllm_subcommands_return_at_once(tmp_path):
+    for argv in ([VLLM, "collect-env"], [VLLM, "bench", "serve", "--model", "m"], [VLLM, "serve", "--help"], ["python", "train.py"]):
+        proc, out = plugin(tmp_path, argv, [base_facts(tmp_path), FM_STOPPED])
+        assert out["outcome"] == "returned", (argv, proc.stderr)
+        assert proc.stderr == ""
+        assert "FLIGHTCHECK_PLUGIN_DONE" not in out["env"]
+        # nothing beyond the plugin module itself was imported: no collection, no evaluation
+        assert not {"flightcheck._collect", "flightcheck._evaluate", "flightcheck._launch"} & set(out["modules"])
+        no_torch(out)
+
+
+def test_only_the_first_process_of_a_launch_checks(tmp_path):
+    _, first = plugin(tmp_path, SERVE, [base_facts(tmp_path), MULTICAST_401])
+    marker = first["env"]["FLIGHTCHECK_PLUGIN_DONE"]
+    # a worker / engine-core process inherits the first one's environment (and its argv)
+    proc, worker = plugin(tmp_path, SERVE, [base_facts(tmp_path), FM_STOPPED], FLIGHTCHECK_PLUGIN_DONE=marker)
+    assert worker["outcome"] == "returned" and proc.stderr == ""
+    assert "flightcheck._collect" not in worker["modules"]
+    # a launch `flightcheck run` already checked is not checked again
+    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), FM_STOPPED], FLIGHTCHECK_PLUGIN_DONE="run:4242")
+    assert out["outcome"] == "returned" and proc.stderr == ""
+
+
+def test_disable_switch(tmp_path):
+    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), FM_STOPPED], FLIGHTCHECK_DISABLE="1")
+    assert out["outcome"] == "returned" and proc.stderr == ""
+
+
+def test_an_internal_error_never_crashes_vllm(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"host": {"cpu_count": "many"}}')
+    proc, out = plugin(tmp_path, SERVE, [bad], raw=True)
+    assert proc.returncode == 0 and out["outcome"] == "returned"
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flightcheck: launch not checked:") and "cpu_count" in lines[0]
+    proc, out = plugin(tmp_path, SERVE, [tmp_path / "missing.json"])
+    assert out["outcome"] == "returned" and "launch not checked" in proc.stderr
+
+
+def test_no_fallback_switch_stops_instead(tmp_path):
+    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_NO_FALLBACK="1")
+    assert out["outcome"] == "exit:1" and "FC304" in proc.stderr
+    assert "VLLM_ALLREDUCE_USE_SYMM_MEM" not in out["env"]
+
+
+def test_ray_workers_get_the_non_vllm_names_copied(tmp_path):
+    argv = [*SERVE, "--distributed-executor-backend", "ray"]
+    proc, out = plugin(tmp_path, argv, [base_facts(tmp_path), MULTICAST_401], VLLM_RAY_EXTRA_ENV_VARS_TO_COPY="MY_SETTING")
+    assert out["outcome"] == "returned", proc.stderr
+    copied = out["env"]["VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"].split(",")
+    assert "MY_SETTING" in copied and "TORCH_SYMM_MEM_DISABLE_MULTICAST" in copied
+
+
+def test_openai_api_server_module_is_guarded_too(tmp_path):
+    argv = ["/srv/vllm/.venv/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py", "--model", "/models/kimi", "-tp", "8"]
+    proc, out = plugin(tmp_path, argv, [base_facts(tmp_path), MULTICAST_401])
+    assert out["outcome"] == "returned" and out["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+
+
+def test_report_file_for_the_fleet(tmp_path):
+    report = tmp_path / "flightcheck.json"
+    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_REPORT=str(report))
+    doc = json.loads(report.read_text())
+    assert doc["verdict"] == "ready-with-fallbacks" and doc["intent"]["model"] == "/models/kimi"
