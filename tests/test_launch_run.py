@@ -210,3 +210,22 @@ def test_run_writes_ci_formats_to_the_output_file(tmp_path, fmt):
     assert r.rc == 0 and r.engine is not None
     text = out.read_text()
     assert ("<testsuites" in text) if fmt == "junit" else ("flightcheck_ready 1" in text)
+
+
+def test_an_unreadable_command_is_judged_on_host_checks_only(tmp_path):
+    """Whether ./start.sh starts vLLM is unknown: an engine missing from the interpreter
+    flightcheck guessed must not stop it; --engine says which engine, and then it counts."""
+    script = tmp_path / "start.sh"
+    script.write_text('#!/bin/sh\necho started\nexit 0\n')
+    script.chmod(0o755)
+    py = host_doc("b300")["python"]
+    py["packages"] = {**py["packages"], "vllm": None}
+    no_vllm = tmp_path / "no-vllm.json"
+    no_vllm.write_text(json.dumps({"python": py}))
+    report = tmp_path / "report.json"
+    r = run_engine(tmp_path, [base_facts(tmp_path), no_vllm], [str(script)], "--format", "json", "-o", str(report))
+    assert r.rc == 0 and r.stdout == "started\n"
+    fc701 = [c for c in json.loads(report.read_text())["checks"] if c["code"] == "FC701"]
+    assert fc701 and {c["status"] for c in fc701} == {"skip"}
+    r = run_engine(tmp_path, [base_facts(tmp_path), no_vllm], [str(script)], "--engine", "vllm")
+    assert r.rc == 1 and "FC701" in r.stderr and r.stdout == ""

@@ -12,9 +12,13 @@ import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from .._errors import UsageError
 from .guard import MARKER, Decision, color_for, decide, exec_engine, print_changes, say, shell_script
+
+if TYPE_CHECKING:
+    from .._evaluate import Report
 
 
 def _report_out(args: argparse.Namespace, d: Decision) -> None:
@@ -34,6 +38,28 @@ def _report_out(args: argparse.Namespace, d: Decision) -> None:
         n = sum(1 for r in report.checks if r.status.value == "pass")
         say(sys.stderr, f"{report.verdict}: {n} checks passed in {report.timings.get('total_s', 0):.2f} s")
     sys.stderr.flush()
+
+
+#: families that do not depend on which engine (and interpreter) the command starts
+HOST_FAMILIES = ("FC2", "FC3", "FC6")
+
+
+def host_only(report: Report) -> Report:
+    """The report with engine-dependent checks skipped: for a command flightcheck cannot
+    read, the toolchain / engine checks would judge an interpreter that may not be the
+    engine's, and must not stop a launch they know nothing about."""
+    from dataclasses import replace
+
+    from .._checks._framework import Status
+    from .._evaluate import verdict_of
+    from .._plan import build_plan
+
+    why = "skipped: flightcheck could not read which engine this command starts (give --engine to check it)"
+    checks = [r if r.code[:3] in HOST_FAMILIES or r.status is Status.SKIP else replace(r, status=Status.SKIP, message=why, fix=None, plan=())
+              for r in report.checks]
+    plan = build_plan(checks)
+    verdict, code = verdict_of(checks, plan, report.strict)
+    return replace(report, checks=checks, plan=plan, verdict=verdict, exit_code=code)
 
 
 def main(args: argparse.Namespace, command: list[str]) -> int:
@@ -58,6 +84,8 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
         docs, _ = load_example(args.example)
     facts = collect(intent, args.facts, env=engine_env, python=intent.python, probes=["multicast"], facts_docs=docs)
     report = evaluate(facts, intent, strict=args.strict)
+    if not cmd.recognised and args.engine is None:
+        report = host_only(report)
     report.timings["total_s"] = round(time.perf_counter() - t0, 4)
     d = decide(report, cmd, base_env, no_fallback=args.no_fallback)
     _report_out(args, d)
