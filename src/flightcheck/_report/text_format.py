@@ -82,6 +82,8 @@ def render(report: Report, *, verbose: bool = False, color: bool | None = None) 
         return f"[{style}]{sym}[/{style}]"
 
     con.print(escape(_intent_line(report)), style="bold")
+    for item in report.intent.unparsed:  # what `-- <engine command>` said that flightcheck could not read
+        con.print(f"{mark('warn')} could not read from the engine command: {escape(item)}")
     con.print()
     by_family: dict[str, list[CheckResult]] = {}
     for r in report.checks:
