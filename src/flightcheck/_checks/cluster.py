@@ -217,12 +217,13 @@ def nvlink_domain_split(ctx: ClusterContext) -> Iterator[Outcome]:
     """Nodes meant to share one multi-node NVLink domain are split, or one has no IMEX channel.
 
     ## What it checks
-    When the nodes form a multi-node NVLink domain (GB200/GB300 NVL72-style: two nodes
-    report the same fabric cluster UUID, or a node has IMEX provisioned next to a completed
-    fabric with a non-zero cluster UUID), every GPU used on every node must report the same
-    cluster UUID and clique, and every node must have an IMEX channel. A split is an error
-    when the tensor-parallel (or expert-parallel) group spans nodes; when only pipeline
-    stages cross it, a warning. Separate NVLink islands (HGX nodes) are skipped.
+    When the nodes form a multi-node NVLink system (GB200/GB300 NVL72-style: a node whose
+    fabric completed with a non-zero cluster UUID has IMEX provisioned, or runs no local
+    fabric manager because the NVLink switch trays manage the fabric), every GPU used on
+    every node must report the same cluster UUID and clique, and every node must have an
+    IMEX channel. A split is an error when the tensor-parallel (or expert-parallel) group
+    spans nodes; when only pipeline stages cross it, a warning. Nodes that are separate
+    NVLink islands (HGX: a local fabric manager, no IMEX) are skipped.
 
     ## Why the launch dies
     Multi-node NVLink (NCCL MNNVL, FlashInfer's mnnvl all-reduce, torch symmetric memory

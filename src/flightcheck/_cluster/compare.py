@@ -110,9 +110,16 @@ def _domains(ctx: ClusterContext, name: str) -> set[tuple[str, int | None]]:
     return out
 
 
-def _imex_provisioned(facts: Facts) -> bool:
+def _multi_node_member(facts: Facts) -> bool:
+    """A node with a real fabric domain that is part of a multi-node NVLink system: IMEX is
+    provisioned there, or no local fabric manager runs although the fabric completed (the
+    NVLink switch trays manage it, as on GB200/GB300 NVL72). An HGX node runs its own fabric
+    manager and no IMEX: its domain is its own, whatever UUID it reports."""
     imex = facts.imex
-    return bool(imex and (imex.channels or imex.service in ("active", "inactive", "failed")))
+    if imex and (imex.channels or imex.service in ("active", "inactive", "failed")):
+        return True
+    fm = facts.fabric_manager
+    return bool(fm and fm.service in ("not-installed", "inactive"))
 
 
 def _domain_text(key: tuple[str, int | None]) -> str:
@@ -132,13 +139,7 @@ def _imex_fix(facts: Facts) -> str:
 def nvlink_domain(ctx: ClusterContext) -> Iterator[Outcome]:
     """FC805's findings: nodes outside the domain the others share, nodes without IMEX."""
     doms = {name: _domains(ctx, name) for name in ctx.nodes}
-    seen: dict[tuple[str, int | None], list[str]] = {}
-    for name, keys in doms.items():
-        for key in keys:
-            seen.setdefault(key, []).append(name)
-    shared = any(len(members) > 1 for members in seen.values())
-    provisioned = [n for n in ctx.nodes if doms[n] and _imex_provisioned(ctx.nodes[n])]
-    if not shared and not provisioned:
+    if not any(doms[n] and _multi_node_member(ctx.nodes[n]) for n in ctx.nodes):
         raise Skip("no multi-node NVLink domain: each node has its own NVLink fabric and they talk over the network")
     intent = ctx.intent
     group = intent.tensor_parallel_size * (intent.data_parallel_size if intent.enable_expert_parallel else 1)
