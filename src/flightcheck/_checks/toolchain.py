@@ -113,14 +113,15 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     for arch, gpus in archs.items():
         need = _jit.MIN_NVCC.get(arch)
         base = "sm_" + arch.rstrip("af")
-        if (need and version < need) or (listed and base not in listed and base + arch[-1] not in listed):
-            bad.append((arch, need, gpus))
+        if need and version < need:
+            bad.append((arch, need, gpus, f"needs nvcc >= {_jit.fmt(need)}"))
+        elif listed and base not in listed and base + arch[-1] not in listed:
+            bad.append((arch, need, gpus, f"{base} is not in its --list-gpu-arch"))
     if not bad:
         yield ok(f"nvcc {_jit.fmt(version)} targets {' '.join(archs)}")
         return
-    need_all = _jit.need_for([a for a, _, _ in bad])
-    for arch, need, gpus in bad:
-        why_too_old = f"needs nvcc >= {_jit.fmt(need)}" if need else "is not in its --list-gpu-arch"
+    need_all = max(_jit.need_for([b[0] for b in bad]), version)
+    for arch, need, gpus, why_too_old in bad:
         yield fail(
             f"nvcc {_jit.fmt(version)} ({path}) cannot compile for {arch} ({gpus[0].name or 'GPU'}): {arch} {why_too_old}; {why}",
             fix=_jit.toolkit_fix(ctx, need_all),

@@ -190,6 +190,15 @@ def _smoke_fix(ctx: Context, output: str, arch: str | None) -> str:
     return "the evidence holds the compiler's own output; fix the toolchain failures above, then rerun with --deep"
 
 
+_ERROR_LINE = re.compile(r"nvcc fatal|fatal error|error:|cannot find|undefined reference|No such file", re.I)
+
+
+def _first_error(output: str) -> str:
+    """The line of compiler output that names the problem (else its last line)."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    return next((ln for ln in lines if _ERROR_LINE.search(ln)), lines[-1] if lines else "no output")[:300]
+
+
 @check("FC109", "compile-smoke-failed", ERROR)
 def compile_smoke_failed(ctx: Context) -> Iterator[Outcome]:
     """``--deep``: compiling and linking a tiny CUDA kernel for each arch used fails.
@@ -231,9 +240,8 @@ def compile_smoke_failed(ctx: Context) -> Iterator[Outcome]:
             yield ok(f"{arch} compiled and linked" + (" (cached)" if res.cached else f" in {res.duration_s or 0:.1f}s"))
         else:
             out = res.output or ""
-            tail = "\n".join(out.strip().splitlines()[-12:])
             yield fail(
-                f"compiling a test kernel for {arch} with {smoke.nvcc} failed: {tail.splitlines()[-1] if tail else 'no output'}",
+                f"compiling a test kernel for {arch} with {smoke.nvcc} failed: {_first_error(out)}",
                 fix=_smoke_fix(ctx, out, arch),
                 evidence={"arch": arch, "nvcc": smoke.nvcc, "ninja": smoke.ninja, "output": out[-4000:]},
             )

@@ -85,9 +85,10 @@ def read_archs(path: str) -> tuple[set[str], set[str]]:
             if magic not in FATBIN_MAGICS:
                 # zero padding between containers is skipped; anything else ends the walk
                 gap += 1
-                if head16.strip(b"\0") or gap > 64:
+                nxt = start + (((pos - start) | 7) + 1)  # alignment is relative to the section
+                if head16[: nxt - pos].strip(b"\0") or gap > 64:
                     break
-                pos = (pos | 7) + 1
+                pos = nxt
                 continue
             gap = 0
             entry, stop = pos + hsize, min(pos + hsize + fsize, end)

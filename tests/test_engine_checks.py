@@ -1,0 +1,80 @@
+"""FC701–FC702 on recorded nodes: the engine is where it will run, with the FlashInfer it
+declares."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import FIXTURES, assert_fires, assert_silent, facts, statuses
+
+TP8 = {"tensor_parallel_size": 8}
+
+
+def sections(name: str) -> dict:
+    return json.loads((FIXTURES / "toolchain" / f"{name}.json").read_text())
+
+
+def test_healthy_engine():
+    f = facts("b300", **sections("healthy-cu131"))
+    assert statuses(f, "FC701", **TP8) == {"pass"}
+    assert statuses(f, "FC702", **TP8) == {"pass"}
+
+
+def test_engine_missing_names_the_interpreter_and_the_other_engine():
+    f = facts("b300", **sections("sglang-only"))
+    (r,) = assert_fires("FC701", f, engine="vllm", **TP8)
+    assert r.message == "vllm is not installed in /opt/serve/venv/bin/python3 (sglang 0.5.23 is there: --engine sglang?)"
+    assert r.fix.endswith("/opt/serve/venv/bin/python3 -m pip install vllm")
+    assert "--python" in r.fix
+    assert_silent("FC701", f, engine="sglang", **TP8)
+    assert statuses(f, "FC702", engine="vllm", **TP8) == {"skip"}
+
+
+def test_unknown_interpreter_is_unknown_not_a_pass():
+    doc = sections("healthy-cu131")
+    doc["python"] = {"executable": "/opt/serve/venv/bin/python3", "packages": None}
+    doc["unavailable"] = {"python.packages": "the engine's interpreter /opt/serve/venv/bin/python3 could not run: timed out after 20.0s"}
+    assert statuses(facts("b300", **doc), "FC701", **TP8) == {"unknown"}
+
+
+def test_flashinfer_other_than_declared_by_metadata():
+    doc = sections("healthy-cu131")
+    doc["python"]["packages"]["flashinfer-python"] = "0.7.1"
+    (r,) = assert_fires("FC702", facts("b300", **doc), **TP8)
+    assert r.severity.value == "warning"
+    assert r.message == "flashinfer-python 0.7.1; vllm 0.33.0 declares flashinfer-python==0.7.2.post1 (vllm's metadata)"
+    assert r.fix.startswith("/opt/serve/venv/bin/python3 -m pip install flashinfer-python==0.7.2.post1")
+    assert "FC110" in r.fix  # cubin installed too: keep it in step
+
+
+def test_declared_range_is_honoured():
+    doc = sections("healthy-cu131")
+    doc["python"]["engine_requires"] = "flashinfer-python>=0.7,<0.8"
+    assert_silent("FC702", facts("b300", **doc), **TP8)
+    doc["python"]["packages"]["flashinfer-python"] = "0.8.0"
+    (r,) = assert_fires("FC702", facts("b300", **doc), **TP8)
+    assert "'flashinfer-python<0.8,>=0.7'" in r.fix or "'flashinfer-python>=0.7,<0.8'" in r.fix
+
+
+def test_table_is_used_for_snapshots_without_engine_requires():
+    doc = sections("healthy-cu131")
+    doc["python"]["engine_requires"] = None
+    doc["python"]["packages"]["flashinfer-python"] = "0.6.12"
+    (r,) = assert_fires("FC702", facts("b300", **doc), **TP8)
+    assert "requirements/cuda.txt" in r.message
+    doc["python"]["packages"]["vllm"] = "0.34.0"  # not in the table: say so, do not guess
+    assert statuses(facts("b300", **doc), "FC702", **TP8) == {"skip"}
+
+
+def test_requirement_recorded_for_another_engine_is_not_applied():
+    doc = sections("healthy-cu131")
+    doc["python"]["engine"] = "sglang"
+    doc["python"]["engine_requires"] = "flashinfer-python==0.1.0"
+    assert_silent("FC702", facts("b300", **doc), **TP8)
+
+
+def test_engine_headline():
+    from flightcheck import Intent, evaluate
+
+    rep = evaluate(facts("b300", **sections("healthy-cu131")), Intent(tensor_parallel_size=8))
+    assert rep.summaries["FC7"] == "vllm 0.33.0, flashinfer 0.7.2.post1, torch 2.14.0+cu130 (/opt/serve/venv/bin/python3)"

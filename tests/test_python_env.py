@@ -1,0 +1,178 @@
+"""The python collector against fake engine venvs (another interpreter, fake metadata,
+torch/version.py, engine env declarations, a jit-cache of synthetic .so files), and the
+fatbin reader against synthetic ELF files and, where nvcc exists, real ones."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from fake_cuda import elf_with_fatbin, script
+from fake_engine import make_engine
+from flightcheck import Intent
+from flightcheck._collect import CollectContext, _cuda, _fatbin, _fi_wheels
+from flightcheck._collect.python_env import collect_python, requirement_on
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    _cuda.clear_cache()
+    yield
+    _cuda.clear_cache()
+
+
+def collect(python, engine: str = "vllm", deep: bool = False, env: dict | None = None):
+    cctx = CollectContext(Intent(engine=engine, deep=deep), dict(env or {"PATH": "/usr/bin:/bin"}), str(python))
+    out = collect_python(cctx)
+    return out["python"], out["unavailable"]
+
+
+def test_engine_venv_packages_torch_cuda_and_declarations(tmp_path):
+    py = make_engine(tmp_path / "venv")
+    got, unavailable = collect(py)
+    assert got["executable"] == str(py)
+    assert got["version"].startswith(f"{sys.version_info[0]}.{sys.version_info[1]}")
+    assert got["packages"]["vllm"] == "0.33.0"
+    assert got["packages"]["flashinfer-python"] == "0.7.2.post1"
+    assert got["packages"]["flashinfer-jit-cache"] is None and got["packages"]["sglang"] is None
+    assert got["torch_cuda"] == "13.0"
+    assert got["engine"] == "vllm"
+    assert got["engine_requires"] == "flashinfer-python==0.7.2.post1"  # the extra's ray line is not it
+    assert got["engine_env_vars"] == ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_FLASHINFER_ALLREDUCE_BACKEND", "VLLM_HOST_IP"]
+    assert got["torch_arch_list"] is None and "--deep" in unavailable["python.torch_arch_list"]
+    assert unavailable["python.jit_cache_archs"] == "flashinfer-jit-cache is not installed"
+
+
+def test_sglang_engine(tmp_path):
+    py = make_engine(tmp_path / "venv", engine="sglang", flashinfer="0.7.4")
+    got, _ = collect(py, engine="sglang")
+    assert got["engine_requires"] == "flashinfer-python==0.7.4"
+    assert got["engine_env_vars"] == ["SGLANG_ENABLE_TORCH_SYMM_MEM", "SGLANG_JIT_DEEPGEMM_PRECOMPILE", "SGL_DG_CACHE_DIR"]
+
+
+def test_jit_cache_archs_read_from_the_so_files(tmp_path):
+    py = make_engine(tmp_path / "venv", jit_cache="0.7.2.post1+cu130", jit_cache_archs=["9.0a", "10.0a", "10.3a", "12.0f"])
+    got, unavailable = collect(py)
+    assert got["jit_cache_archs"] == ["9.0a", "10.0a", "10.3a", "12.0f"]
+    assert got["jit_cache_archs_source"] == "fatbin: read from 3 .so files (norm.so, sampling.so, page.so)"
+    assert "python.jit_cache_archs" not in unavailable
+
+
+def test_jit_cache_archs_from_the_release_table_when_unreadable(tmp_path):
+    py = make_engine(tmp_path / "venv", flashinfer="0.6.3", jit_cache="0.6.3+cu129", jit_cache_archs=None)
+    got, _ = collect(py)
+    assert got["jit_cache_archs"] == ["7.5", "8.0", "8.9", "9.0a", "10.0a", "12.0a"]  # no 10.3a
+    assert got["jit_cache_archs_source"].startswith("table: FlashInfer's release build list for 0.6.3+cu129")
+    py = make_engine(tmp_path / "v2", flashinfer="0.3.0", jit_cache="0.3.0+cu128", jit_cache_archs=None)
+    got, unavailable = collect(py)
+    assert got["jit_cache_archs"] is None and "no release-table row" in unavailable["python.jit_cache_archs"]
+
+
+def test_cpu_only_torch(tmp_path):
+    got, unavailable = collect(make_engine(tmp_path / "venv", torch_cuda=None))
+    assert got["torch_cuda"] is None and "CPU-only" in unavailable["python.torch_cuda"]
+
+
+def test_deep_reads_torch_arch_flags_without_cuda(tmp_path):
+    py = make_engine(tmp_path / "venv", importable_torch=True)
+    got, unavailable = collect(py, deep=True)
+    assert got["torch_arch_list"] == ["sm_80", "sm_90", "sm_100", "sm_103", "sm_120"]
+    py = make_engine(tmp_path / "v2")  # its torch raises on import
+    got, unavailable = collect(py, deep=True)
+    assert got["torch_arch_list"] is None and "importing torch" in unavailable["python.torch_arch_list"]
+
+
+def test_an_interpreter_that_cannot_run_is_recorded(tmp_path):
+    bad = script(tmp_path / "bin" / "python3", "echo 'bad interpreter' >&2; exit 126")
+    got, unavailable = collect(bad)
+    assert got["executable"] == str(bad) and got["packages"] is None
+    assert "could not run" in unavailable["python.packages"] and "bad interpreter" in unavailable["python.packages"]
+
+
+def test_own_interpreter_is_queried_in_process():
+    got, _ = collect(sys.executable, env={"PATH": "/usr/bin:/bin"})
+    import importlib.metadata as md
+
+    assert got["executable"] == sys.executable
+    assert got["packages"]["vllm"] is None
+    want = None
+    try:
+        want = md.version("ninja")
+    except md.PackageNotFoundError:
+        pass
+    assert got["packages"]["ninja"] == want
+
+
+@pytest.mark.parametrize(
+    "lines, want",
+    [
+        (["flashinfer-python==0.7.2.post1"], "flashinfer-python==0.7.2.post1"),
+        (["flashinfer_python (==0.2.5)"], "flashinfer-python==0.2.5"),
+        (['flashinfer-python>=0.5; extra == "flashinfer"'], None),
+        (['flashinfer-python==0.6.1; platform_system == "Linux"'], "flashinfer-python==0.6.1"),
+        (["torch==2.9.0", "not a requirement ((("], None),
+        ([], None),
+    ],
+)
+def test_requirement_parsing(lines, want):
+    assert requirement_on(lines) == want
+
+
+# --- fatbin reader ------------------------------------------------------------------------
+
+
+def test_fatbin_reader_on_synthetic_elf(tmp_path):
+    so = elf_with_fatbin(tmp_path / "m.so", [[("elf", "10.0a"), ("elf", "10.3a"), ("ptx", "9.0")], [("elf", "12.0f"), ("elf", "8.0")]], pad_between=8)
+    assert _fatbin.read_archs(str(so)) == ({"10.0a", "10.3a", "12.0f", "8.0"}, {"9.0"})
+    plain = elf_with_fatbin(tmp_path / "plain.so", None)
+    assert _fatbin.read_archs(str(plain)) == (set(), set())
+
+
+def test_fatbin_reader_refuses_garbage_and_truncation(tmp_path):
+    (tmp_path / "x.so").write_bytes(b"hello world" * 10)
+    with pytest.raises(_fatbin.NotFatbin):
+        _fatbin.read_archs(str(tmp_path / "x.so"))
+    so = elf_with_fatbin(tmp_path / "t.so", [[("elf", "10.3a")]])
+    data = so.read_bytes()
+    so.write_bytes(data[:200])  # the section header table is gone
+    with pytest.raises(_fatbin.NotFatbin):
+        _fatbin.read_archs(str(so))
+
+
+def test_sampling_skips_arch_pinned_modules(tmp_path):
+    root = tmp_path / "jit_cache"
+    elf_with_fatbin(root / "fused_moe_103" / "fused_moe_103.so", [[("elf", "10.3a")]])
+    elf_with_fatbin(root / "gemm_sm100" / "gemm_sm100.so", [[("elf", "10.0a")]])
+    elf_with_fatbin(root / "sampling" / "sampling.so", [[("elf", "9.0a"), ("elf", "12.0f")]])
+    assert _fatbin.sample_modules(str(root)) == [str(root / "sampling" / "sampling.so")]
+    assert _fatbin.jit_cache_archs(str(tmp_path))[0] == ["9.0a", "12.0f"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine")
+def test_fatbin_reader_on_a_real_nvcc_build(tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
+    gencodes = ["-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_103a,code=sm_103a",
+                "-gencode=arch=compute_120f,code=sm_120f", "-gencode=arch=compute_100,code=sm_100",
+                "-gencode=arch=compute_90,code=compute_90"]
+    proc = subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", *gencodes, "-o", str(tmp_path / "k.so"), str(src)], capture_output=True, text=True)
+    if proc.returncode != 0 and "Unsupported gpu architecture" in proc.stderr:
+        pytest.skip("this nvcc is older than 12.9")
+    assert proc.returncode == 0, proc.stderr
+    cubins, ptx = _fatbin.read_archs(str(tmp_path / "k.so"))
+    assert cubins == {"9.0a", "10.3a", "12.0f", "10.0"}
+    assert ptx == {"9.0"}
+
+
+def test_release_table_and_tags():
+    assert _fi_wheels.published_archs("0.7.2.post1", "cu130", "x86_64") == ["7.5", "8.0", "8.9", "9.0a", "10.0a", "10.3a", "12.0f"]
+    assert "12.1a" in _fi_wheels.published_archs("0.7.2.post1", "cu130", "aarch64")
+    assert "10.3a" not in _fi_wheels.published_archs("0.6.3", "cu129")
+    assert _fi_wheels.published_archs("0.7.2", "cu128") is None  # HEAD builds no cu128
+    assert _fi_wheels.tag_for("13.0") == "cu130" and _fi_wheels.tag_for("13.2") == "cu130"
+    assert _fi_wheels.tag_for("12.8") == "cu128" and _fi_wheels.tag_for("12.6") == "cu128"
+    assert _fi_wheels.tag_for("11.8") is None
+    assert _fi_wheels.cuda_tag("0.7.2.post1+cu130") == "cu130" and _fi_wheels.cuda_tag("0.7.2") is None

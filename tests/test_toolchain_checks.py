@@ -1,0 +1,287 @@
+"""FC101–FC113 on recorded nodes: each check fires on the node that has its problem, stays
+silent on a healthy one, and its fix is the exact thing to run on that node."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from conftest import FIXTURES, assert_fires, assert_silent, facts, results, statuses
+
+TP8 = {"tensor_parallel_size": 8}
+
+
+def sections(name: str) -> dict:
+    return json.loads((FIXTURES / "toolchain" / f"{name}.json").read_text())
+
+
+def node(name: str, **override):
+    """The bundled 8x B300 node with a recorded toolchain/python/env/jit_cache state."""
+    doc = sections(name)
+    doc.update(override)
+    return facts("b300", **doc)
+
+
+def no_gpu(name: str, **override):
+    """The same state on a machine whose driver could not be read."""
+    return node(name, driver={"loaded": False, "error": "NVML Shared Library Not Found"}, gpus=None, **override)
+
+
+ALL = ["FC101", "FC102", "FC103", "FC104", "FC105", "FC106", "FC107", "FC108", "FC110", "FC111", "FC112", "FC113"]
+
+
+@pytest.mark.parametrize("code", ALL)
+def test_healthy_node_fails_nothing(code):
+    assert_silent(code, node("healthy-cu131"), **TP8)
+
+
+def test_driver_only_node_needs_nvcc_and_names_the_venv_ninja():
+    f = node("driver-only")
+    (r101,) = assert_fires("FC101", f, **TP8)
+    assert "flashinfer-python 0.7.2.post1 without flashinfer-jit-cache" in r101.message
+    # the driver supports CUDA 13.1 and torch is cu130: the 13.1 toolkit; ninja is in the venv
+    assert r101.fix.startswith("apt-get install -y cuda-toolkit-13-1 && export CUDA_HOME=/usr/local/cuda-13.1")
+    assert "ninja-build" not in r101.fix
+    assert "/opt/serve/venv/bin/python3 -m pip install flashinfer-jit-cache==0.7.2.post1 --index-url https://flashinfer.ai/whl/cu130" in r101.fix
+    (r103,) = assert_fires("FC103", f, **TP8)
+    assert "/opt/serve/venv/bin/ninja exists" in r103.message
+    assert r103.fix == "export PATH=/opt/serve/venv/bin:$PATH"
+
+
+def test_no_ninja_anywhere_installs_it_with_the_os_package_manager():
+    doc = sections("driver-only")
+    doc["toolchain"]["ninja_in_venv"] = None
+    f = facts("b300", **doc)
+    (r101,) = assert_fires("FC101", f, **TP8)
+    assert "cuda-toolkit-13-1 ninja-build" in r101.fix
+    (r103,) = assert_fires("FC103", f, **TP8)
+    assert r103.fix.startswith("apt-get install -y ninja-build")
+    rhel = facts("b300", **doc, host={"os": "Rocky Linux 9.4", "machine": "x86_64"})
+    (r103,) = assert_fires("FC103", rhel, **TP8)
+    assert r103.fix.startswith("dnf install -y ninja-build")
+
+
+def test_a_toolkit_already_on_the_host_is_preferred_to_installing_one():
+    doc = sections("driver-only")
+    doc["toolchain"]["alternatives"] = [{"path": "/usr/local/cuda-13.1/bin/nvcc", "version": "13.1"}]
+    (r,) = assert_fires("FC101", facts("b300", **doc), **TP8)
+    assert r.fix.startswith("export CUDA_HOME=/usr/local/cuda-13.1")
+
+
+def test_cuda_12_8_cannot_target_b300():
+    f = node("cuda-12-8-home")
+    fails = assert_fires("FC102", f, **TP8)
+    assert len(fails) == 1 and fails[0].subject == "gpu:0"
+    assert "nvcc 12.8 (/usr/local/cuda-12.8/bin/nvcc) cannot compile for 103a" in fails[0].message
+    assert "needs nvcc >= 12.9" in fails[0].message
+    assert fails[0].fix == "export CUDA_HOME=/usr/local/cuda-13.1"
+    assert fails[0].evidence["min_nvcc"] == "12.9"
+
+
+def test_nvcc_whose_arch_list_lacks_the_gpu_fails_even_when_new_enough():
+    doc = sections("healthy-cu131")
+    doc["toolchain"]["nvcc"]["archs"] = ["sm_90", "sm_100", "sm_120"]
+    (r,) = assert_fires("FC102", facts("b300", **doc), **TP8)
+    assert "is not in its --list-gpu-arch" in r.message
+
+
+def test_arch_checks_without_gpu_facts_say_why_and_what_nvcc_can_do():
+    f = no_gpu("healthy-cu131")
+    got = results(f, **TP8)["FC102"]
+    assert [r.status.value for r in got] == ["skip"]
+    assert "FC201" in got[0].message and "NVML Shared Library Not Found" in got[0].message
+    assert "103a" in got[0].message and "110a" in got[0].message  # what nvcc 13.1 can target
+    # without GPUs the toolchain-only checks still answer
+    assert statuses(f, "FC101", **TP8) == {"pass"}
+    assert statuses(f, "FC103", **TP8) == {"pass"}
+    assert_fires("FC101", no_gpu("driver-only"), **TP8)
+
+
+def test_jit_cache_covering_the_gpu_means_nothing_to_compile():
+    f = node("jit-cache-cu130")
+    for code in ("FC101", "FC102", "FC103", "FC106", "FC111", "FC113"):
+        assert_silent(code, f, **TP8)
+    assert statuses(f, "FC101", **TP8) == {"skip"}
+    assert statuses(f, "FC113", **TP8) == {"pass"}
+    # on a machine without GPU facts coverage cannot be known: unknown, not a pass
+    assert statuses(no_gpu("jit-cache-cu130"), "FC101", **TP8) == {"unknown"}
+
+
+def test_jit_cache_without_the_gpu_arch_is_caught():
+    f = node("jit-cache-cu129-no-103a")
+    (r,) = assert_fires("FC113", f, **TP8)
+    assert "not 103a" in r.message and "cudaErrorNoKernelImageForDevice" in r.message
+    # torch is cu129 and 0.6.3's cu129 build has no 10.3a: no published build fits, so the
+    # fix is to let FlashInfer compile (FC101 then asks for the toolkit)
+    assert r.fix == "/opt/serve/venv/bin/python3 -m pip uninstall -y flashinfer-jit-cache"
+    assert r.evidence["source"].startswith("table:")
+    (r101,) = assert_fires("FC101", f, **TP8)
+    assert "not for 103a" in r101.message
+
+
+def test_jit_cache_fix_replaces_the_build_when_one_for_torchs_cuda_covers_the_gpu():
+    doc = sections("jit-cache-cu129-no-103a")
+    doc["python"]["torch_cuda"] = "13.0"
+    (r,) = assert_fires("FC113", facts("b300", **doc), **TP8)
+    assert r.fix == (
+        "/opt/serve/venv/bin/python3 -m pip install --force-reinstall --no-deps "
+        "flashinfer-jit-cache==0.6.3+cu130 --index-url https://flashinfer.ai/whl/cu130"
+    )
+
+
+def test_no_host_compiler_and_no_headers():
+    f = node("bare-image")
+    (r104,) = assert_fires("FC104", f, **TP8)
+    assert r104.fix == "apt-get install -y build-essential"
+    (r112,) = assert_fires("FC112", f, **TP8)
+    assert r112.fix == "apt-get install -y python3.12-dev"
+    assert "/usr/include/python3.12" in r112.message
+
+
+def test_cxx_pointing_nowhere_is_named_in_the_fix():
+    doc = sections("bare-image")
+    doc["env"]["CXX"] = "/opt/gcc-14/bin/g++"
+    doc["unavailable"] = {"toolchain.cxx": "CXX=/opt/gcc-14/bin/g++: not found on the engine's PATH"}
+    (r,) = assert_fires("FC104", facts("b300", **doc), **TP8)
+    assert "CXX=/opt/gcc-14/bin/g++: not found" in r.message
+    assert r.fix.startswith("unset CXX CC") or r.fix.startswith("unset CXX")
+
+
+def test_headers_of_a_non_system_python_need_that_python_reinstalled():
+    doc = sections("bare-image")
+    doc["toolchain"]["python_include"] = "/root/.local/share/uv/python/cpython-3.12/include/python3.12"
+    (r,) = assert_fires("FC112", facts("b300", **doc), **TP8)
+    assert "reinstall that Python with its headers" in r.fix
+
+
+def test_stale_cuda_home():
+    f = node("stale-cuda-home")
+    (r,) = assert_fires("FC105", f, **TP8)
+    assert r.message == "CUDA_HOME=/opt/cuda-12.4 does not exist"
+    assert r.fix == "export CUDA_HOME=/usr/local/cuda-13.1"
+    assert_fires("FC101", f, **TP8)
+
+
+def test_cuda_home_without_nvcc():
+    doc = sections("stale-cuda-home")
+    doc["toolchain"]["cuda_home"]["exists"] = True
+    doc["toolchain"]["alternatives"] = []
+    (r,) = assert_fires("FC105", facts("b300", **doc), **TP8)
+    assert r.message.endswith("has no bin/nvcc")
+    assert r.fix.startswith("unset CUDA_HOME; apt-get install -y cuda-toolkit-13-1")
+
+
+def test_nvcc_13_with_a_cu128_torch():
+    f = node("torch-cu128-nvcc13")
+    (r,) = assert_fires("FC106", f, **TP8)
+    assert r.severity.value == "warning"
+    assert "torch is built with CUDA 12.8" in r.message
+    assert r.fix == "export CUDA_HOME=/usr/local/cuda-12.9"  # the 12.x toolkit already there
+
+
+def test_nvcc_torch_mismatch_installs_the_last_12x_when_none_is_there():
+    doc = sections("torch-cu128-nvcc13")
+    doc["toolchain"]["alternatives"] = []
+    (r,) = assert_fires("FC106", facts("b300", **doc), **TP8)
+    assert r.fix == "apt-get install -y cuda-toolkit-12-9 && export CUDA_HOME=/usr/local/cuda-12.9"
+
+
+def test_wrapper_nvcc_gives_a_cuda_home_without_libcudart():
+    f = node("wrapper-nvcc")
+    (r,) = assert_fires("FC111", f, **TP8)
+    assert "/usr/local/lib64/libcudart.so is missing (derived from the nvcc on PATH, /usr/local/bin/nvcc)" in r.message
+    assert r.fix == "export CUDA_HOME=/usr/local/cuda-13.0"
+    assert_silent("FC101", f, **TP8)
+    assert_silent("FC102", f, **TP8)
+
+
+def test_unwritable_and_full_cache_dir():
+    (r,) = assert_fires("FC107", node("readonly-home"), **TP8)
+    assert "Read-only file system" in r.message
+    assert r.fix.startswith("export FLASHINFER_WORKSPACE_BASE=/var/tmp/flashinfer")
+    doc = sections("healthy-cu131")
+    doc["jit_cache"]["free_bytes"] = 512 << 20
+    (r,) = assert_fires("FC107", facts("b300", **doc), **TP8)
+    assert "0.5 GiB free" in r.message
+
+
+def test_companion_versions():
+    f = node("companion-mismatch")
+    (r,) = assert_fires("FC110", f, **TP8)
+    assert "flashinfer-cubin 0.7.1 and flashinfer-jit-cache 0.7.1+cu130 with flashinfer-python 0.7.2.post1" in r.message
+    assert "flashinfer-cubin==0.7.2.post1" in r.fix and "flashinfer-jit-cache==0.7.2.post1 --index-url https://flashinfer.ai/whl/cu130" in r.fix
+    assert r.severity.value == "error"
+    doc = sections("companion-mismatch")
+    doc["env"]["FLASHINFER_DISABLE_VERSION_CHECK"] = "1"
+    (r,) = assert_fires("FC110", facts("b300", **doc), **TP8)
+    assert r.severity.value == "warning"
+
+
+def test_arch_lists():
+    doc = sections("healthy-cu131")
+    doc["env"]["FLASHINFER_CUDA_ARCH_LIST"] = "9.0a 10.0a"
+    (r,) = assert_fires("FC108", facts("b300", **doc), **TP8)
+    assert r.severity.value == "error" and "leaves out 103a" in r.message
+    assert r.fix.startswith('export FLASHINFER_CUDA_ARCH_LIST="9.0a 10.0a 10.3a"')
+    doc["env"]["FLASHINFER_CUDA_ARCH_LIST"] = "10.0f"  # the family target runs on 10.3
+    assert_silent("FC108", facts("b300", **doc), **TP8)
+    doc["env"]["FLASHINFER_CUDA_ARCH_LIST"] = "10.3"  # normalised to 10.3a by FlashInfer
+    assert_silent("FC108", facts("b300", **doc), **TP8)
+    doc["env"]["FLASHINFER_CUDA_ARCH_LIST"] = "10.0a;10.3a"  # FlashInfer splits on spaces only
+    (r,) = assert_fires("FC108", facts("b300", **doc), **TP8)
+    assert "cannot parse" in r.message and "ValueError" in r.message
+    doc["env"].pop("FLASHINFER_CUDA_ARCH_LIST")
+    doc["env"]["TORCH_CUDA_ARCH_LIST"] = "9.0;10.0a"
+    (r,) = assert_fires("FC108", facts("b300", **doc), **TP8)
+    assert r.severity.value == "warning"
+    assert r.fix == 'export TORCH_CUDA_ARCH_LIST="9.0;10.0a;10.3"'
+    doc["env"]["TORCH_CUDA_ARCH_LIST"] = "9.0;10.0+PTX"  # PTX runs on anything newer
+    assert_silent("FC108", facts("b300", **doc), **TP8)
+    doc["env"]["TORCH_CUDA_ARCH_LIST"] = "10.0a;10.3a"  # the bundled example's value
+    assert_silent("FC108", facts("b300", **doc), **TP8)
+
+
+def test_no_flashinfer_means_nothing_to_check_for_jit():
+    doc = sections("driver-only")
+    doc["python"]["packages"].update({"flashinfer-python": None, "flashinfer-cubin": None})
+    f = facts("b300", **doc)
+    for code in ("FC101", "FC102", "FC103", "FC106", "FC107", "FC110", "FC111", "FC113"):
+        assert statuses(f, code, **TP8) == {"skip"}, code
+
+
+def test_engine_interpreter_that_could_not_run_makes_jit_checks_unknown():
+    doc = copy.deepcopy(sections("driver-only"))
+    doc["python"] = {"executable": "/opt/serve/venv/bin/python3", "packages": None}
+    doc["unavailable"] = {"python.packages": "the engine's interpreter could not run: exit 127"}
+    f = facts("b300", **doc)
+    got = results(f, **TP8)["FC101"]
+    assert got[0].status.value == "unknown" and "could not run" in got[0].message
+
+
+def test_family_headline():
+    from flightcheck import Intent, evaluate
+
+    rep = evaluate(node("healthy-cu131"), Intent(tensor_parallel_size=8))
+    assert rep.summaries["FC1"] == "nvcc 13.1 (/usr/local/cuda-13.1), ninja 1.11.1, c++ 13.3.0"
+    rep = evaluate(node("jit-cache-cu130"), Intent(tensor_parallel_size=8))
+    assert rep.summaries["FC1"].startswith("no nvcc, no ninja, c++ 13.3.0, flashinfer-jit-cache for 7.5")
+
+
+def test_compile_smoke_results_are_judged():
+    ok_arch = {"ok": True, "cached": True, "duration_s": 0.0, "output": ""}
+    bad_arch = {"ok": False, "cached": False, "duration_s": 1.2,
+                "output": "FAILED: k_103a.cuda.o\nnvcc fatal   : Unsupported gpu architecture 'compute_103a'"}
+    base = sections("cuda-12-8-home")
+    f = facts("b300", **base, compile_smoke={"nvcc": "/usr/local/cuda-12.8/bin/nvcc", "ninja": "/usr/bin/ninja", "archs": {"103a": bad_arch}})
+    (r,) = assert_fires("FC109", f, deep=True, **TP8)
+    assert "Unsupported gpu architecture 'compute_103a'" in r.message
+    assert r.fix == "export CUDA_HOME=/usr/local/cuda-13.1"
+    assert "FAILED: k_103a.cuda.o" in r.evidence["output"]
+    f = facts("b300", **sections("healthy-cu131"), compile_smoke={"nvcc": "x", "ninja": "y", "archs": {"103a": ok_arch}})
+    assert statuses(f, "FC109", deep=True, **TP8) == {"pass"}
+    assert statuses(node("healthy-cu131"), "FC109", **TP8) == {"skip"}  # not --deep
+    f = facts("b300", **sections("driver-only"), compile_smoke={"nvcc": None, "ninja": None, "archs": None, "error": "no nvcc will be found (FC101)"})
+    (r,) = assert_fires("FC109", f, deep=True, **TP8)
+    assert "no nvcc will be found" in r.message

@@ -1,0 +1,200 @@
+"""The toolchain and jit_cache collectors against fake tools, and against the real nvcc,
+ninja and compilers where this machine has them."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from fake_cuda import clean_path, fake_nvcc, fake_toolkit, script
+from flightcheck import Intent
+from flightcheck._collect import CollectContext, _cuda
+from flightcheck._collect.jit_cache import collect_jit_cache, nearest_existing, workspace_dir
+from flightcheck._collect.toolchain import collect_toolchain, venv_ninja
+
+REAL_NVCC = shutil.which("nvcc")
+REAL_NINJA = shutil.which("ninja")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tool_cache():
+    _cuda.clear_cache()
+    yield
+    _cuda.clear_cache()
+
+
+def ctx(env: dict[str, str], python: str = sys.executable) -> CollectContext:
+    return CollectContext(Intent(), dict(env), python)
+
+
+def collect(env: dict[str, str], python: str = sys.executable) -> tuple[dict, dict]:
+    out = collect_toolchain(ctx(env, python))
+    return out["toolchain"], out["unavailable"]
+
+
+# --- resolution order: FlashInfer's get_cuda_path() --------------------------------------
+
+
+def test_cuda_home_wins_over_the_nvcc_on_path(tmp_path):
+    fake_nvcc(tmp_path / "pathbin" / "nvcc", release="12.8")
+    home = fake_toolkit(tmp_path / "cuda-13.1", "13.1")
+    env = {"PATH": clean_path(tmp_path / "pathbin"), "CUDA_HOME": str(home)}
+    assert _cuda.resolve_cuda_home(env) == (str(home), "CUDA_HOME")
+    tc, _ = collect(env)
+    assert tc["nvcc"]["path"] == str(home / "bin" / "nvcc") and tc["nvcc"]["version"] == "13.1"
+    assert tc["cuda_home"] == {"path": str(home), "source": "CUDA_HOME", "exists": True}
+    assert tc["libcudart"] is True
+
+
+def test_cuda_path_then_nvcc_on_path_then_default(tmp_path, monkeypatch):
+    fake_nvcc(tmp_path / "tk" / "bin" / "nvcc")
+    env = {"PATH": clean_path(tmp_path / "tk" / "bin"), "CUDA_HOME": "", "CUDA_PATH": "/opt/cuda"}
+    assert _cuda.resolve_cuda_home(env) == ("/opt/cuda", "CUDA_PATH")  # an empty CUDA_HOME is unset
+    del env["CUDA_PATH"]
+    assert _cuda.resolve_cuda_home(env) == (str(tmp_path / "tk"), "nvcc-on-path")
+    monkeypatch.setattr(_cuda, "DEFAULT_CUDA_HOME", str(tmp_path / "default-cuda"))
+    env["PATH"] = clean_path(tmp_path / "empty")
+    assert _cuda.resolve_cuda_home(env) == (None, None)  # FlashInfer raises here
+    (tmp_path / "default-cuda").mkdir()
+    assert _cuda.resolve_cuda_home(env) == (str(tmp_path / "default-cuda"), "default")
+
+
+def test_flashinfer_nvcc_overrides_the_binary(tmp_path):
+    home = fake_toolkit(tmp_path / "cuda-12.9", "12.9")
+    other = fake_nvcc(tmp_path / "wrap" / "my-nvcc", release="13.0")
+    env = {"PATH": clean_path(tmp_path / "wrap"), "CUDA_HOME": str(home), "FLASHINFER_NVCC": "my-nvcc"}
+    tc, _ = collect(env)
+    assert tc["nvcc"]["path"] == str(other) and tc["nvcc"]["version"] == "13.0"
+
+
+def test_fake_nvcc_version_and_archs_and_no_libcudart(tmp_path):
+    fake_nvcc(tmp_path / "tk" / "bin" / "nvcc", release="12.8", archs=("90", "100", "101", "120"))
+    tc, unavailable = collect({"PATH": clean_path(tmp_path / "tk" / "bin")})
+    assert tc["nvcc"] == {"path": str(tmp_path / "tk" / "bin" / "nvcc"), "version": "12.8", "archs": ["sm_90", "sm_100", "sm_101", "sm_120"]}
+    assert tc["cuda_home"]["source"] == "nvcc-on-path"
+    assert tc["libcudart"] is False
+    assert tc["ninja"] is None and "no ninja" in unavailable["toolchain.ninja"]
+    assert tc["cxx"] is None and "c++: not found" in unavailable["toolchain.cxx"]
+
+
+def test_cuda_home_that_does_not_exist(tmp_path):
+    tc, unavailable = collect({"PATH": clean_path(tmp_path), "CUDA_HOME": "/nonexistent"})
+    assert tc["cuda_home"] == {"path": "/nonexistent", "source": "CUDA_HOME", "exists": False}
+    assert tc["nvcc"] is None
+    assert unavailable["toolchain.nvcc"] == "/nonexistent/bin/nvcc does not exist (CUDA home /nonexistent from CUDA_HOME)"
+
+
+def test_nvcc_that_prints_garbage_or_hangs(tmp_path, monkeypatch):
+    script(tmp_path / "a" / "bin" / "nvcc", 'echo "something else"')
+    tc, unavailable = collect({"PATH": clean_path(tmp_path / "a" / "bin")})
+    assert tc["nvcc"]["version"] is None
+    assert "printed no 'release X.Y,'" in unavailable["toolchain.nvcc.version"]
+    _cuda.clear_cache()
+    monkeypatch.setattr(_cuda, "TOOL_TIMEOUT", 0.3)
+    script(tmp_path / "b" / "bin" / "nvcc", "exec /bin/sleep 30")
+    tc, unavailable = collect({"PATH": clean_path(tmp_path / "b" / "bin")})
+    assert tc["nvcc"]["version"] is None
+    assert "timed out" in unavailable["toolchain.nvcc.version"]
+
+
+def test_compilers_from_cc_cxx_with_launcher_and_clang_style_versions(tmp_path):
+    script(tmp_path / "bin" / "ccache", 'exec "$@"')
+    script(tmp_path / "bin" / "g++-14", 'case "$1" in -dumpfullversion) echo 14.2.0;; esac')
+    script(tmp_path / "bin" / "clang", 'case "$1" in -dumpfullversion) echo "clang: error: unknown argument" >&2; exit 1;; --version) echo "Ubuntu clang version 18.1.3 (1ubuntu1)";; esac')
+    env = {"PATH": clean_path(tmp_path / "bin"), "CXX": "ccache g++-14", "CC": "clang"}
+    tc, _ = collect(env)
+    assert tc["cxx"] == {"path": str(tmp_path / "bin" / "g++-14"), "version": "14.2.0"}
+    assert tc["cc"] == {"path": str(tmp_path / "bin" / "clang"), "version": "18.1.3"}
+
+
+def test_ninja_found_and_venv_ninja_off_path(tmp_path):
+    script(tmp_path / "bin" / "ninja", "echo 1.12.1")
+    tc, _ = collect({"PATH": clean_path(tmp_path / "bin")})
+    assert tc["ninja"] == {"path": str(tmp_path / "bin" / "ninja"), "version": "1.12.1"}
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").symlink_to(sys.executable)
+    script(venv_bin / "ninja", "echo 1.13.0")
+    assert venv_ninja(str(venv_bin / "python"), {"PATH": clean_path(tmp_path / "bin")}) == str(venv_bin / "ninja")
+    assert venv_ninja(str(venv_bin / "python"), {"PATH": clean_path(venv_bin)}) is None  # activated
+    tc, _ = collect({"PATH": clean_path(tmp_path / "empty")}, python=str(venv_bin / "python"))
+    assert tc["ninja"] is None and tc["ninja_in_venv"] == str(venv_bin / "ninja")
+
+
+def test_alternatives_are_real_toolkits_newest_first(tmp_path, monkeypatch):
+    fake_toolkit(tmp_path / "cuda-12.8", "12.8")
+    fake_toolkit(tmp_path / "cuda-13.1", "13.1")
+    fake_toolkit(tmp_path / "cuda-12.9", "12.9", version_file=False)  # version from nvcc
+    fake_nvcc(tmp_path / "wrapper" / "bin" / "nvcc", release="13.1")  # no headers: not a CUDA_HOME
+    (tmp_path / "cuda").symlink_to(tmp_path / "cuda-13.1")
+    monkeypatch.setattr(_cuda, "TOOLKIT_GLOBS", (str(tmp_path / "cuda-*" / "bin" / "nvcc"), str(tmp_path / "cuda" / "bin" / "nvcc")))
+    alts = _cuda.alternatives({"PATH": clean_path(tmp_path / "wrapper" / "bin")})
+    assert alts == [
+        {"path": str(tmp_path / "cuda-13.1" / "bin" / "nvcc"), "version": "13.1"},
+        {"path": str(tmp_path / "cuda-12.9" / "bin" / "nvcc"), "version": "12.9"},
+        {"path": str(tmp_path / "cuda-12.8" / "bin" / "nvcc"), "version": "12.8"},
+    ]
+
+
+def test_tool_runs_are_cached_per_binary(tmp_path):
+    counter = tmp_path / "count"
+    nvcc = script(tmp_path / "bin" / "nvcc", f'echo x >> {counter}; echo "Cuda compilation tools, release 13.0, V13.0.1"')
+    env = {"PATH": str(tmp_path / "bin")}
+    assert _cuda.nvcc_version(str(nvcc), env) == ("13.0", None)
+    assert _cuda.nvcc_version(str(nvcc), env) == ("13.0", None)
+    assert counter.read_text().count("x") == 1
+
+
+@pytest.mark.skipif(REAL_NVCC is None, reason="no nvcc on this machine")
+def test_real_nvcc():
+    out = subprocess.run([REAL_NVCC, "--version"], capture_output=True, text=True).stdout
+    want = re.search(r"release (\d+\.\d+),", out).group(1)
+    tc, unavailable = collect(dict(os.environ))
+    assert tc["nvcc"]["version"] == want
+    assert tc["nvcc"]["archs"] and all(a.startswith("sm_") for a in tc["nvcc"]["archs"])
+    if tuple(int(x) for x in want.split(".")) >= (12, 9):
+        assert "sm_103" in tc["nvcc"]["archs"]
+    assert not any(k.startswith("toolchain.nvcc") for k in unavailable)
+
+
+@pytest.mark.skipif(REAL_NINJA is None or shutil.which("c++") is None, reason="no ninja / c++ here")
+def test_real_ninja_compilers_and_python_headers():
+    tc, _ = collect(dict(os.environ))
+    version = subprocess.run([REAL_NINJA, "--version"], capture_output=True, text=True).stdout.strip()
+    assert tc["ninja"] == {"path": REAL_NINJA, "version": version}
+    assert re.fullmatch(r"\d+(\.\d+)+", tc["cxx"]["version"])
+    import sysconfig
+
+    assert tc["python_include"] == sysconfig.get_path("include")
+    assert tc["python_headers"] == os.path.exists(os.path.join(sysconfig.get_path("include"), "Python.h"))
+
+
+# --- jit_cache ----------------------------------------------------------------------------
+
+
+def test_workspace_follows_flashinfer(tmp_path):
+    assert workspace_dir({"FLASHINFER_WORKSPACE_BASE": str(tmp_path)}) == str(tmp_path / ".cache" / "flashinfer")
+    assert workspace_dir({"HOME": "/home/serve"}) == "/home/serve/.cache/flashinfer"
+    assert nearest_existing(str(tmp_path / "a" / "b" / "c")) == str(tmp_path)
+
+
+def test_jit_cache_writable_and_free(tmp_path):
+    out = collect_jit_cache(ctx({"FLASHINFER_WORKSPACE_BASE": str(tmp_path)}))["jit_cache"]
+    assert out["dir"] == str(tmp_path / ".cache" / "flashinfer")
+    assert out["writable"] is True and out["tested"] == str(tmp_path) and out["problem"] is None
+    assert out["free_bytes"] > 0
+    assert os.listdir(tmp_path) == []  # the probe file is gone
+
+
+def test_jit_cache_blocked_by_a_file_and_by_an_unwritable_filesystem(tmp_path):
+    (tmp_path / ".cache").write_text("not a directory")
+    out = collect_jit_cache(ctx({"FLASHINFER_WORKSPACE_BASE": str(tmp_path)}))["jit_cache"]
+    assert out["writable"] is False and "is not a directory" in out["problem"]
+    if sys.platform.startswith("linux"):  # /proc refuses new files even to root
+        out = collect_jit_cache(ctx({"FLASHINFER_WORKSPACE_BASE": "/proc"}))["jit_cache"]
+        assert out["writable"] is False and out["problem"].startswith("cannot create a file in /proc")
