@@ -229,3 +229,9 @@ def test_an_unreadable_command_is_judged_on_host_checks_only(tmp_path):
     assert fc701 and {c["status"] for c in fc701} == {"skip"}
     r = run_engine(tmp_path, [base_facts(tmp_path), no_vllm], [str(script)], "--engine", "vllm")
     assert r.rc == 1 and "FC701" in r.stderr and r.stdout == ""
+
+
+def test_check_says_what_it_could_not_read_from_the_engine_command(tmp_path):
+    proc = cli("check", "--facts", str(base_facts(tmp_path)), "--", "vllm", "serve", "m", "-tp", "eight", env={"NO_COLOR": "1"})
+    assert "could not read from the engine command: -tp 'eight': not a number" in proc.stdout
+    assert json.loads(cli("check", "--facts", str(base_facts(tmp_path)), "--format", "json", "--", "vllm", "serve", "m", "-tp", "eight").stdout)["intent"]["unparsed"] == ["-tp 'eight': not a number"]
