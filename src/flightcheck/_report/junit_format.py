@@ -74,7 +74,7 @@ def render(report: Report) -> str:
     """The report as JUnit XML text."""
     host = report.facts.host.hostname if report.facts.host and report.facts.host.hostname else "localhost"
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
-    total = str(report.timings.get("total_s", 0.0))
+    total = f"{float(report.timings.get('total_s', 0.0)):.3f}"  # xs:decimal: never "1e-05"
     root = ET.Element("testsuites", name="flightcheck", time=total)
     by_family: dict[str, list[CheckResult]] = {}
     for r in report.checks:
