@@ -165,3 +165,13 @@ def test_empty_command_is_a_usage_error():
 
     with pytest.raises(UsageError, match="after --"):
         parse_command([])
+
+
+def test_other_ways_to_start_vllm_serve():
+    cmd = parse_command([sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", "org/m", "-tp", "2"])
+    assert (cmd.engine, cmd.form, cmd.intent.model, cmd.intent.tensor_parallel_size) == ("vllm", "vllm-cli", "org/m", 2)
+    assert cmd.intent.python == sys.executable
+    cmd = parse_command(["python3", "/srv/venv/bin/vllm", "serve", "org/m"])
+    assert cmd.engine == "vllm" and cmd.intent.model == "org/m"
+    # argparse takes the positional model between flags too
+    assert intent("vllm", "serve", "-tp", "8", "--enforce-eager", "org/m", "--port", "1").model == "org/m"

@@ -89,8 +89,8 @@ def read_intent(cmd: EngineCommand) -> None:
             fields.pop(name, None)
             continue
         fields[name] = value
-    # vLLM: the model is the first argument after `serve` (the engine's own rule)
-    if cmd.form == "vllm-cli" and positionals and positionals[0][0] == 0:
+    # vLLM: the positional model_tag (argparse takes it anywhere between the flags)
+    if cmd.form == "vllm-cli" and positionals:
         fields["model"] = positionals[0][1]
     if cmd.engine == "sglang" and dp_attention:
         # DP attention splits the TP group; it does not add GPUs
