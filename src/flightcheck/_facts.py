@@ -53,6 +53,11 @@ class FabricHealth(_S):
     degraded_bandwidth: bool | None = None
     route_unhealthy: bool | None = None
     incorrect_configuration: bool | None = None
+    # extensions: which incorrect configuration (no_partition, insufficient_nvlinks, ...)
+    # and the other health bits, so a fix can be specific
+    configuration: str | None = None
+    route_recovery: bool | None = None
+    access_timeout_recovery: bool | None = None
 
 
 class Fabric(_S):
@@ -61,6 +66,7 @@ class Fabric(_S):
     clique_id: int | None = None
     cluster_uuid: str | None = None
     health: FabricHealth | None = None
+    health_mask: int | None = None  # extension: the raw NVML healthMask, for bug reports
 
 
 class NvLink(_S):
@@ -89,12 +95,14 @@ class Gpu(_S):
     fabric: Fabric | None = None
     nvlink: NvLink | None = None
     remapped_rows: RemappedRows | None = None
+    error: str | None = None  # extension: NVML said the GPU is unusable ("GPU is lost", hung)
 
 
 class FabricManager(_S):
     nvswitch_system: bool | None = None
     service: str | None = None  # active | inactive | failed | not-installed | unknown
     version: str | None = None
+    detected_by: list[str] | None = None  # extension: what showed NVSwitches (or their absence)
 
 
 class Imex(_S):
@@ -111,6 +119,13 @@ class MulticastProbe(_S):
     handle_type: str | None = None
     duration_s: float | None = None
     detail: str | None = None  # extension: what the child said (stderr tail, reason)
+    # extensions: per-device CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (probe device order),
+    # the last stage reached (a timeout's context), the device a failing call was for,
+    # and the libcuda that answered (forward-compat packages swap it)
+    multicast_supported: list[bool | None] | None = None
+    last_stage: str | None = None
+    device: int | None = None
+    libcuda: str | None = None
 
 
 class CudaHome(_S):

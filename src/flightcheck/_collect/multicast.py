@@ -1,0 +1,180 @@
+"""The active NVLS multicast probe: bind multicast memory on the GPUs, in a child, once.
+
+``flightcheck probe multicast``, ``flightcheck.probe_multicast()`` and the ``multicast``
+active probe (``--deep``, and always under ``flightcheck run``) all land here. The CUDA
+work happens in :mod:`._multicast_child` (ctypes on libcuda.so.1; see :mod:`._cuda_ctypes`
+for why not cuda-bindings), started in its own process group with a hard timeout and always
+reaped: a bind that hangs is killed with its whole group and reported as stage
+``timeout``, with the last stage it reached. This process never creates a CUDA context.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .._errors import UsageError
+from .._facts import Facts, MulticastProbe
+from . import CollectContext, probe
+from ._proc import Proc, run
+
+CHILD = str(Path(__file__).with_name("_multicast_child.py"))
+DEFAULT_TIMEOUT = 30.0
+FIELDS = tuple(MulticastProbe.__struct_fields__)
+
+
+def _empty(detail: str) -> dict[str, Any]:
+    out: dict[str, Any] = dict.fromkeys(FIELDS)
+    out["detail"] = detail
+    return out
+
+
+def parse(proc: Proc, timeout: float, devices: list[int] | None, handle_type: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """(the ``multicast_probe`` section, why the probe did not run) from the child's lines."""
+    events = []
+    for line in proc.out.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            events.append(obj)
+    for e in events:
+        if e.get("event") == "unavailable":
+            return None, str(e.get("reason") or "the probe could not start")
+    result = next((e for e in events if e.get("event") == "result"), None)
+    stages = [e for e in events if e.get("event") == "stage"]
+    count = next((e.get("count") for e in events if e.get("event") == "devices"), None)
+    used = next((e.get("handle_type") for e in reversed(stages) if e.get("handle_type")), None)
+    libcuda = next((e.get("libcuda") for e in stages if e.get("libcuda")), None)
+    n = count if count is not None else (len(devices) if devices else None)
+    if result is not None:
+        section = {k: result.get(k) for k in FIELDS}
+        section["duration_s"] = round(proc.duration_s, 3)
+    elif not stages:
+        return None, f"the probe child did not start: {proc.why()}"
+    else:
+        last = stages[-1]
+        where = last["stage"] + (f" on device {last['device']}" if last.get("device") is not None else "")
+        if proc.timed_out:
+            detail = (f"no answer within {timeout:g}s; last stage reached: {where}"
+                      + (" (a bind blocks until the NVSwitch multicast team forms)" if last["stage"] in ("bind", "map") else ""))
+            stage = "timeout"
+        else:  # the driver crashed the child mid-sequence: that stage failed
+            detail = f"the probe child died during {where}: {proc.why()}"
+            stage = last["stage"]
+        section = {**dict.fromkeys(FIELDS), "ok": False, "stage": stage, "devices": n, "handle_type": used or handle_type,
+                   "duration_s": round(proc.duration_s, 3), "detail": detail, "last_stage": last["stage"],
+                   "device": last.get("device"), "libcuda": libcuda}
+    try:
+        msgspec.convert(section, MulticastProbe)
+    except msgspec.ValidationError as exc:
+        return None, f"the probe child sent an invalid result: {exc}"
+    return section, None
+
+
+def run_probe(devices: list[int] | None = None, timeout: float = DEFAULT_TIMEOUT, handle_type: str | None = None,
+              env: Mapping[str, str] | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """Run the child and parse it: (section or None, why-not)."""
+    cmd = [sys.executable, CHILD, "--devices", ",".join(map(str, devices)) if devices else "all", "--handle-type", handle_type or "auto"]
+    proc = run(cmd, timeout=timeout, env=dict(os.environ if env is None else env))
+    return parse(proc, timeout, devices, handle_type)
+
+
+def probe_multicast(devices: list[int] | None = None, timeout: float = DEFAULT_TIMEOUT, handle_type: str | None = None,
+                    env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Run the NVLS multicast bind probe in a child process and return its result.
+
+    Args:
+        devices: CUDA device ordinals (as the engine's CUDA_VISIBLE_DEVICES shows them);
+            None: every visible device.
+        timeout: seconds before the child and its process group are killed (stage ``timeout``).
+        handle_type: ``"posix_fd"`` or ``"fabric"``; None: what PyTorch would pick.
+        env: the environment the child runs in (default: this process's).
+
+    Returns:
+        The ``multicast_probe`` facts section as a dict. ``ok`` is True or False when the
+        probe ran, None when it could not run (no driver, no device), ``detail`` says why.
+    """
+    section, why = run_probe(devices, timeout, handle_type, env)
+    return section if section is not None else _empty(why or "did not run")
+
+
+def _wanted(cctx: CollectContext) -> bool:
+    return cctx.intent.deep or "multicast" in cctx.probes
+
+
+@probe("multicast", section="multicast_probe", timeout=DEFAULT_TIMEOUT + 5.0, wanted=_wanted)
+def collect_probe(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
+    """The ``multicast_probe`` section for the launch: every GPU it uses on this node."""
+    from .._checks._derive import visible_gpus
+
+    intent = cctx.intent
+
+    def skip(why: str) -> dict[str, Any]:
+        return {"multicast_probe": None, "unavailable": {"multicast_probe": why}}
+
+    if intent.tensor_parallel_size <= 1:
+        return skip("TP 1: no tensor-parallel group, so no multicast to test")
+    if facts.driver is None or not facts.driver.loaded:
+        return skip("no NVIDIA driver: " + ((facts.driver.error if facts.driver else None) or "NVML unavailable"))
+    n = min(intent.gpus_per_node, len(visible_gpus(facts)))
+    if n < 2:
+        return skip(f"{n} GPU visible: a multicast team needs two")
+    section, why = run_probe(list(range(n)), DEFAULT_TIMEOUT * cctx.timeout_scale, None, cctx.env)
+    if section is None:
+        return skip(why or "did not run")
+    return {"multicast_probe": section}
+
+
+def _parse_devices(text: str | None) -> list[int] | None:
+    if not text or text == "all":
+        return None
+    try:
+        out = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise UsageError(f"--devices {text!r}: expected device ordinals such as 0,1,2,3") from None
+    if not out or any(d < 0 for d in out) or len(set(out)) != len(out):
+        raise UsageError(f"--devices {text!r}: expected distinct, non-negative device ordinals")
+    return out
+
+
+def render_text(result: dict[str, Any]) -> str:
+    """One human line (and a hint on failure) for ``probe multicast``."""
+    from .._checks._fabric_text import probe_hint
+
+    n, ht, secs = result.get("devices"), result.get("handle_type"), result.get("duration_s")
+    tail = f"{n} device(s), {ht} handles, {secs:.2f}s" if secs is not None else ""
+    if result.get("ok") is None:
+        return f"multicast probe did not run: {result.get('detail')}\n"
+    if result["ok"]:
+        return f"multicast probe: ok ({tail})\n"
+    err = f"CUDA error {result['cuda_error']} {result.get('cuda_error_name')}" if result.get("cuda_error") is not None else result.get("detail")
+    where = f" (device {result['device']})" if result.get("device") is not None else ""
+    lines = [f"multicast probe: FAILED at {result['stage']}{where}: {err} ({tail})"]
+    if result.get("detail") and result.get("cuda_error") is not None:
+        lines.append(f"  {result['detail']}")
+    lines.append("  fix: " + probe_hint(result).replace("\n", "\n       "))
+    return "\n".join(lines) + "\n"
+
+
+def main(args: Any) -> int:
+    """``flightcheck probe multicast``: 0 ok, 1 multicast failed, 3 the probe could not run."""
+    devices = _parse_devices(getattr(args, "devices", None))
+    timeout = float(getattr(args, "timeout", DEFAULT_TIMEOUT))
+    if timeout <= 0:
+        raise UsageError("--timeout must be positive")
+    result = probe_multicast(devices, timeout, getattr(args, "handle_type", None))
+    if getattr(args, "format", "text") == "json":
+        sys.stdout.write(json.dumps(result, indent=1) + "\n")
+    else:
+        sys.stdout.write(render_text(result))
+    if result.get("ok") is None:
+        return 3
+    return 0 if result["ok"] else 1

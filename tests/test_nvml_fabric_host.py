@@ -1,0 +1,114 @@
+"""Fabric manager / IMEX / NVSwitch detection from the host side, against a fake root tree
+and fake ``systemctl`` / ``nv-fabricmanager`` / ``dpkg-query`` executables on PATH."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from flightcheck._collect import fabric
+from flightcheck._collect.nvml import decide_nvswitch
+
+
+def tool(bindir: Path, name: str, script: str) -> None:
+    p = bindir / name
+    p.write_text("#!/bin/sh\n" + script + "\n")
+    p.chmod(p.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.fixture
+def bindir(tmp_path, monkeypatch):
+    d = tmp_path / "bin"
+    d.mkdir()
+    monkeypatch.setenv("PATH", str(d))  # only our fakes: no real systemctl, dpkg, rpm
+    return d
+
+
+def test_systemd_active_and_version_from_the_binary(tmp_path, bindir):
+    tool(bindir, "systemctl", 'echo LoadState=loaded; echo ActiveState=active')
+    tool(bindir, "nv-fabricmanager", 'echo "Fabric Manager version is : 590.44.01"')
+    out = fabric.collect_host_side(tmp_path, in_container=False)
+    assert out["fabric_manager"] == {"service": "active", "service_how": "systemctl", "version": "590.44.01"}
+
+
+def test_systemd_unit_not_found_is_not_installed(tmp_path, bindir):
+    tool(bindir, "systemctl", 'echo LoadState=not-found; echo ActiveState=inactive')
+    state, how = fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, False)
+    assert (state, how) == ("not-installed", "systemctl")
+
+
+def test_failed_unit_and_version_from_dpkg(tmp_path, bindir):
+    tool(bindir, "systemctl", 'echo LoadState=loaded; echo ActiveState=failed')
+    tool(bindir, "dpkg-query", 'echo "nvidia-fabricmanager-dev-590 590.44.01-1"; echo "nvidia-fabricmanager-590 590.44.01-1"')
+    out = fabric.collect_host_side(tmp_path, in_container=False)
+    assert out["fabric_manager"]["service"] == "failed" and out["fabric_manager"]["version"] == "590.44.01"
+
+
+def test_no_systemd_falls_back_to_process_list_then_pidfile(tmp_path, bindir):
+    tool(bindir, "systemctl", 'echo "System has not been booted with systemd" >&2; exit 1')
+    (tmp_path / "proc" / "4242").mkdir(parents=True)
+    (tmp_path / "proc" / "4242" / "comm").write_text("nv-fabricmanager\n")
+    assert fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, True) == ("active", "process list")
+    (tmp_path / "proc" / "4242" / "comm").write_text("bash\n")
+    pidfile = tmp_path / fabric.FM_PIDFILE
+    pidfile.parent.mkdir(parents=True)
+    pidfile.write_text("4242")
+    assert fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, True)[0] == "active"
+    pidfile.write_text("999999")  # stale pid file: installed, not running
+    assert fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, True)[0] == "inactive"
+
+
+def test_container_without_any_trace_is_unknown_host_is_not_installed(tmp_path, bindir):
+    assert fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, True)[0] == "unknown"
+    assert fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, False)[0] == "not-installed"
+    version, why = fabric.fabric_manager_version(tmp_path)
+    assert version is None and "no nv-fabricmanager" in why
+
+
+def test_imex_channels(tmp_path):
+    assert fabric.imex_channels(tmp_path) == []
+    d = tmp_path / fabric.IMEX_CHANNELS
+    d.mkdir(parents=True)
+    (d / "channel0").touch()
+    (d / "channel1").touch()
+    assert fabric.imex_channels(tmp_path) == ["channel0", "channel1"]
+
+
+def test_host_nvswitch_evidence_proc_devices_and_cx7_bridge(tmp_path):
+    assert fabric.host_nvswitch_evidence(tmp_path) == []
+    devs = tmp_path / fabric.NVSWITCH_PROC
+    devs.mkdir(parents=True)
+    for n in range(4):
+        (devs / f"0000:0{n}:00.0").mkdir()
+    assert "4 NVSwitch device(s)" in fabric.host_nvswitch_evidence(tmp_path)[0]
+    # HGX B300: the switches are behind a ConnectX-7 bridge whose VPD says SW_MNG
+    root2 = tmp_path / "b300"
+    for dev, vpd in (("0000:a1:00.0", b"\x82\x10ConnectX-7 NIC"), ("0000:a2:00.0", b"\x82\x10xx SW_MNG yy")):
+        d = root2 / "sys/bus/pci/devices" / dev
+        d.mkdir(parents=True)
+        (d / "vendor").write_text("0x15b3\n")
+        (d / "vpd").write_bytes(vpd)
+    ev = fabric.host_nvswitch_evidence(root2)
+    assert len(ev) == 1 and "0000:a2:00.0" in ev[0]
+
+
+def test_decide_nvswitch():
+    pcie = [{"index": 0, "nvlink": {"total": 0, "active": 0, "to_switch": False}, "fabric": {"state": "not_supported"}}]
+    assert decide_nvswitch(pcie, [])[0] is False
+    fm_down = [{"index": 0, "nvlink": {"total": 18, "active": 0, "to_switch": False}, "fabric": {"state": "in_progress"}}]
+    yes, ev, _ = decide_nvswitch(fm_down, [])
+    assert yes is True and "in_progress" in ev[0]
+    assert decide_nvswitch([], ["4 NVSwitch device(s)"])[0] is True
+    unknown, _, why = decide_nvswitch(None, [])
+    assert unknown is None and "NVML" in why
+    partial = [{"index": 0, "nvlink": None, "fabric": None}]
+    assert decide_nvswitch(partial, [])[0] is None
+
+
+def test_fake_root_never_touches_the_real_host(tmp_path, bindir):
+    out = fabric.collect_host_side(tmp_path, in_container=False)
+    assert out["imex"] == {"channels": [], "service": "not-installed"}
+    assert out["evidence"] == [] and os.environ["PATH"] == str(bindir)
