@@ -91,7 +91,8 @@ def test_a_flag_to_drop_in_the_config_file_is_dropped_from_a_copy(tmp_path):
     launch = apply_plan(report_of([result("FC304", Status.FAIL, Severity.WARNING, SGLANG_OFF)]).plan, cmd, {})
     new_cfg = launch.argv[launch.argv.index("--config") + 1]
     assert new_cfg != str(cfg)
-    assert yaml.safe_load(open(new_cfg)) == {"model-path": "/models/q", "tp-size": 8}
+    with open(new_cfg) as fh:
+        assert yaml.safe_load(fh) == {"model-path": "/models/q", "tp-size": 8}
     assert "enable-symm-mem" in cfg.read_text()  # the user's file is never written
     assert "drop --enable-symm-mem (from the --config file, via a copy)" in [c.what for c in launch.changes]
 

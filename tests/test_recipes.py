@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 import yaml
 
 from flightcheck._cli import _normalise, build_parser

@@ -55,8 +55,10 @@ def host_only(report: Report) -> Report:
     from .._plan import build_plan
 
     why = "skipped: flightcheck could not read which engine this command starts (give --engine to check it)"
-    checks = [r if r.code[:3] in HOST_FAMILIES or r.status is Status.SKIP else replace(r, status=Status.SKIP, message=why, fix=None, plan=())
-              for r in report.checks]
+    checks = [
+        r if r.code[:3] in HOST_FAMILIES or r.status is Status.SKIP else replace(r, status=Status.SKIP, message=why, fix=None, plan=())
+        for r in report.checks
+    ]
     plan = build_plan(checks)
     verdict, code = verdict_of(checks, plan, report.strict)
     return replace(report, checks=checks, plan=plan, verdict=verdict, exit_code=code)

@@ -63,7 +63,10 @@ def _case(suite: ET.Element, r: CheckResult, name: str, strict: bool) -> str:
     elif r.message:
         out.append(r.message)
     for step in r.plan:
-        what = f"{step.name}={step.value}" if step.kind == "env" else f"{step.kind} {step.name}" + (f" {step.value}" if step.value is not None else "")
+        if step.kind == "env":
+            what = f"{step.name}={step.value}"
+        else:
+            what = f"{step.kind} {step.name}" + (f" {step.value}" if step.value is not None else "")
         out.append(f"fallback: {what} ({step.why})")
     if out:
         ET.SubElement(tc, "system-out").text = _x("\n".join(out))

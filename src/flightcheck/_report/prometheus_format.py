@@ -20,6 +20,7 @@ flightcheck_last_run_timestamp_seconds`` says when the file went stale.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .._checks._framework import Severity, Status
@@ -42,7 +43,7 @@ def _labels(**labels: object) -> str:
     return "{" + ",".join(f'{k}="{_label(v)}"' for k, v in labels.items()) + "}"
 
 
-def _family(out: list[str], name: str, help_text: str, samples: list[tuple[str, float | int]]) -> None:
+def _family(out: list[str], name: str, help_text: str, samples: Sequence[tuple[str, float]]) -> None:
     out.append(f"# HELP {name} {help_text}")
     out.append(f"# TYPE {name} gauge")
     for labels, value in samples:
@@ -65,7 +66,8 @@ def render(report: Report, now: float | None = None) -> str:
     )
     _family(out, "flightcheck_ready", "1 when the checked launch would work on this node (exit code 0), else 0.",
             [("", 1 if report.exit_code == 0 else 0)])
-    _family(out, "flightcheck_verdict", "1 for the verdict of the last run (ready, ready-with-fallbacks, not-ready, unknown), 0 for the others.",
+    _family(out, "flightcheck_verdict",
+            "1 for the verdict of the last run (ready, ready-with-fallbacks, not-ready, unknown), 0 for the others.",
             [(_labels(verdict=v), 1 if v == report.verdict else 0) for v in VERDICTS])
     _family(out, "flightcheck_exit_code", "Exit code of the last run: 0 ready, 1 not ready, 3 unknown.", [("", report.exit_code)])
     failing = {s: 0 for s in Severity}
