@@ -27,36 +27,64 @@ PACKAGES = (
 #: Import names whose directories the collectors read files from (as text, never imported).
 PACKAGE_DIRS = ("torch", "vllm", "sglang", "flashinfer", "flashinfer_jit_cache")
 ENGINES = ("vllm", "sglang")
+#: Distributions worth a slow importlib.metadata lookup when no dist-info names them
+#: (their import name, to tell whether they are there at all).
+MODULES = {"vllm": "vllm", "sglang": "sglang", "torch": "torch", "flashinfer-python": "flashinfer"}
 TIMEOUT = 20.0
 _MARK = "@@flightcheck-pyinfo@@"
 
 # Runs inside the engine's interpreter: Python >= 3.8 syntax, stdlib only, imports nothing
-# of the packages it asks about.
+# of the packages it asks about. Versions come from the *.dist-info directory names on
+# sys.path (first entry wins, as for importlib.metadata) without importing
+# importlib.metadata and its email parser, which alone cost ~40 ms of start-up; a name
+# whose module is importable but has no such directory (egg-links, odd installs) falls back
+# to importlib.metadata.
 SCRIPT = r'''
-import json, os, platform, sys, sysconfig
+import json, os, re, sys, sysconfig
 import importlib.util
-try:
-    import importlib.metadata as _md
-except ImportError:  # Python < 3.8
-    _md = None
 
-def _version(name):
-    if _md is None:
+def _norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+def _scan():
+    found = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for n in names:
+            if n.endswith(".dist-info") or n.endswith(".egg-info"):
+                stem = n.rsplit(".", 1)[0]
+                dist, sep, ver = stem.partition("-")
+                if sep and ver and _norm(dist) not in found:
+                    found[_norm(dist)] = (ver.split("-")[0], os.path.join(entry or ".", n))
+    return found
+
+def _metadata_version(name):
+    try:
+        import importlib.metadata as md
+    except ImportError:
         return None
     for n in (name, name.replace("-", "_")):
         try:
-            return _md.version(n)
+            return md.version(n)
         except Exception:
             pass
     return None
 
-def _requires(name):
-    if _md is None:
+def _requires(info):
+    if info is None:
         return None
+    meta = os.path.join(info[1], "METADATA")
+    if not os.path.exists(meta):
+        meta = os.path.join(info[1], "PKG-INFO")
     try:
-        return _md.requires(name) or []
-    except Exception:
+        with open(meta, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(1 << 20).split("\n\n", 1)[0]
+    except OSError:
         return None
+    return [ln.split(":", 1)[1].strip() for ln in head.splitlines() if ln.startswith("Requires-Dist:")]
 
 def _pkgdir(mod):
     try:
@@ -70,15 +98,23 @@ def _pkgdir(mod):
         return locs[0]
     return os.path.dirname(spec.origin) if spec.origin else None
 
-def gather(names, dirs, engines):
+def gather(names, dirs, engines, modules):
     inc = sysconfig.get_path("include")
+    found = _scan()
+    packages = {}
+    for n in names:
+        info = found.get(_norm(n))
+        version = info[0] if info else None
+        if version is None and n in modules and _pkgdir(modules[n]):
+            version = _metadata_version(n)
+        packages[n] = version
     return {
         "executable": sys.executable,
-        "version": platform.python_version(),
-        "packages": dict((n, _version(n)) for n in names),
+        "version": sys.version.split()[0],
+        "packages": packages,
         "include": inc,
         "python_h": bool(inc) and os.path.exists(os.path.join(inc, "Python.h")),
-        "requires": dict((e, _requires(e)) for e in engines),
+        "requires": dict((e, _requires(found.get(_norm(e)))) for e in engines),
         "dirs": dict((m, _pkgdir(m)) for m in dirs),
     }
 
@@ -93,7 +129,7 @@ def _same_interpreter(python: str, env: Mapping[str, str]) -> bool:
 
 
 def _gather_now(python: str, env: Mapping[str, str]) -> dict[str, Any]:
-    args = [list(PACKAGES), list(PACKAGE_DIRS), list(ENGINES)]
+    args = [list(PACKAGES), list(PACKAGE_DIRS), list(ENGINES), MODULES]
     if _same_interpreter(python, env):
         ns: dict[str, Any] = {"__name__": "flightcheck_pyinfo"}
         exec(compile(SCRIPT, "<flightcheck-pyinfo>", "exec"), ns)  # our own constant code

@@ -50,7 +50,7 @@ def venv_ninja(python: str, env: dict[str, str]) -> str | None:
     return None if os.path.realpath(bindir) in path_dirs else candidate
 
 
-@collector("toolchain", sections=("toolchain",), timeout=15.0)
+@collector("toolchain", sections=("toolchain",), timeout=30.0)  # > the engine interpreter query (20 s)
 def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
     """The ``toolchain`` section."""
     env = cctx.env
