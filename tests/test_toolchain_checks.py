@@ -285,3 +285,15 @@ def test_compile_smoke_results_are_judged():
     f = facts("b300", **sections("driver-only"), compile_smoke={"nvcc": None, "ninja": None, "archs": None, "error": "no nvcc will be found (FC101)"})
     (r,) = assert_fires("FC109", f, deep=True, **TP8)
     assert "no nvcc will be found" in r.message
+
+
+def test_arch_list_without_gpu_facts_is_skipped_with_the_reason():
+    doc = sections("healthy-cu131")
+    doc["env"]["FLASHINFER_CUDA_ARCH_LIST"] = "10.3a"
+    f = facts("b300", **doc, driver={"loaded": False, "error": "NVML Shared Library Not Found"}, gpus=None)
+    got = results(f, **TP8)["FC108"]
+    assert [r.status.value for r in got] == ["skip"] and "FC201" in got[0].message
+    doc["env"]["FLASHINFER_CUDA_ARCH_LIST"] = "10.0a,10.3a"  # still unparseable, GPUs or not
+    f = facts("b300", **doc, driver={"loaded": False}, gpus=None)
+    (r,) = assert_fires("FC108", f, **TP8)
+    assert r.fix == "unset FLASHINFER_CUDA_ARCH_LIST"

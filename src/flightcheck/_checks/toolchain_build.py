@@ -129,41 +129,45 @@ def arch_list_excludes_gpu(ctx: Context) -> Iterator[Outcome]:
     if not present:
         raise Skip("neither FLASHINFER_CUDA_ARCH_LIST nor TORCH_CUDA_ARCH_LIST is set")
     archs = _jit.archs_used(ctx)
+    out: list[Outcome] = []
+    passed_over: list[str] = []
     for var in present:
         is_fi = var == "FLASHINFER_CUDA_ARCH_LIST"
         if is_fi and ctx.get("python.packages") is not None and not package(ctx.facts, "flashinfer-python"):
+            passed_over.append(f"{var} is set but flashinfer-python is not installed")
             continue
         value = str(env[var])
-        severity = None if is_fi else WARNING
         entries, bad = parse_arch_list(value, is_fi)
-        wanted = " ".join(_label(a, is_fi) for a in archs) if archs else ""
         good = [t for t in (value.split(" ") if is_fi else re.split(r"[ ;]+", value.strip())) if t and t not in bad]
         if bad and is_fi:
-            new = " ".join(dict.fromkeys(good + wanted.split())) if archs else " ".join(good)
-            yield fail(
+            new = " ".join(dict.fromkeys(good + [_label(a, True) for a in archs or ()]))
+            out.append(fail(
                 f"{var}={value!r}: FlashInfer cannot parse {', '.join(bad)} (it splits on single spaces); import flashinfer raises ValueError",
                 fix=f'export {var}="{new}"' if new else f"unset {var}",
                 evidence={var: value, "bad_tokens": bad},
-            )
+            ))
             continue
         if archs is None:
-            yield unknown(f"{var}={value!r}; GPU archs unknown, {_jit.no_gpu_note(ctx)}")
+            passed_over.append(f"{var}={value!r}: GPU archs unknown, {_jit.no_gpu_note(ctx)}")
             continue
         missing = {a: g for a, g in archs.items() if not arch_list_covers(entries, str(g[0].compute_capability))}
         if not missing:
-            yield ok(f"{var}={value!r} covers {' '.join(archs)}")
+            out.append(ok(f"{var}={value!r} covers {' '.join(archs)}"))
             continue
         sep = " " if is_fi else ";"
         add = [_label(a, is_fi) for a in missing]
         fix = f'export {var}="{sep.join(dict.fromkeys(good + add))}"' + (f"  (or: unset {var})" if is_fi else "")
         first = next(iter(missing.values()))[0]
-        yield fail(
+        out.append(fail(
             f"{var}={value!r} leaves out {' '.join(missing)} ({first.name or 'GPU'})" + ("" if is_fi else ": torch extension builds will not run there"),
             fix=fix,
             subject=gpu_subject(first),
-            severity=severity,
+            severity=None if is_fi else WARNING,
             evidence={var: value, "missing": list(missing)},
-        )
+        ))
+    if not out:
+        raise Skip("; ".join(passed_over))
+    yield from out
 
 
 _SMOKE_FIXES = (
