@@ -4,6 +4,7 @@ format (text one line per node, JSON ``flightcheck.cluster-report/v1``, JUnit, P
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -13,7 +14,8 @@ import pytest
 import xmlschema
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import cli
+from ckptgen import load_config, write_checkpoint
+from conftest import cli, host_doc
 from flightcheck._cluster.snapshots import load_dir
 
 FIX = Path(__file__).parent / "fixtures" / "cluster"
@@ -189,3 +191,27 @@ def test_rules_and_explain_know_the_cluster_checks():
     }
     proc = cli("explain", "nvlink-domain-split")
     assert proc.returncode == 0 and "IMEX" in proc.stdout and "## How to fix" in proc.stdout
+
+
+def test_collect_model_then_cluster_end_to_end(tmp_path):
+    """The Slurm way on one machine: `collect --model` per node, then `cluster --facts-dir`."""
+    cfg = load_config("tiny-llama")
+    good = write_checkpoint(tmp_path / "a" / "tiny", cfg, shards=3)
+    bad = write_checkpoint(tmp_path / "b" / "tiny", cfg, shards=3)
+    shard = sorted(bad.glob("model-*.safetensors"))[1]
+    os.truncate(shard, shard.stat().st_size - 64)  # an interrupted copy on node b
+    recorded = tmp_path / "gpus.json"  # this machine has no GPU: the node's hardware as recorded
+    doc = host_doc("b300")
+    recorded.write_text(json.dumps({k: doc[k] for k in ("driver", "gpus", "fabric_manager", "imex")}))
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    for name, model in (("node-a", good), ("node-b", bad)):
+        proc = cli("collect", "--model", str(model), "--facts", str(recorded), "-o", str(facts / f"{name}.json"))
+        assert proc.returncode == 0, proc.stderr
+        section = json.loads((facts / f"{name}.json").read_text())["checkpoint"]
+        assert section["path"] == str(model) and len(section["header_sha256"]) == 3 and "config.json" in section["files"]
+    rc, rep = run_json("--facts-dir", str(facts), "--model", "tiny", "-tp", "8")
+    assert set(rep["nodes"]) == {"node-a", "node-b"}  # one hostname twice: named by file
+    [f] = [c for c in rep["checks"] if c["code"] == "FC802" and c["status"] == "fail"]
+    assert f["subject"] == "node:node-b" and shard.name in f["message"] and rc == 1
+    assert f"rsync -a --checksum node-a:{good}/{shard.name} {bad}/{shard.name}" in f["fix"]

@@ -30,7 +30,7 @@ class Diff:
     """One file of one node that differs from the reference copy."""
 
     file: str
-    issue: str  # "missing" | "extra" | "size" | "header"
+    issue: str  # "missing" | "extra" | "size" | "header" | "content" (config.json) | "revision"
     mine: int | str | None
     reference: int | str | None
     reference_nodes: tuple[str, ...]
@@ -43,7 +43,10 @@ class Diff:
             return f"{self.file} is extra (absent on {where})"
         if self.issue == "size":
             return f"{self.file} is {self.mine:,} bytes ({self.reference:,} on {where})"
-        return f"{self.file} has another header ({str(self.mine)[:12]}..., {str(self.reference)[:12]}... on {where})"
+        if self.issue == "revision":
+            return f"the model is at revision {str(self.mine)[:12]} ({str(self.reference)[:12]} on {where})"
+        what = "header" if self.issue == "header" else "content"
+        return f"{self.file} has another {what} (sha256 {str(self.mine)[:12]}..., {str(self.reference)[:12]}... on {where})"
 
 
 def _compared(name: str) -> bool:
@@ -75,6 +78,13 @@ def _diffs(sections: dict[str, CheckpointFacts]) -> dict[str, list[Diff]]:
         for digest, members in ranked_h[1:]:
             for n in members:
                 out[n].append(Diff(file, "header", digest, ranked_h[0][0], tuple(ranked_h[0][1])))
+    # config.json of the same size but other content; another snapshot of a repo id
+    for attr, file, issue in (("config_sha256", "config.json", "content"), ("commit", "revision", "revision")):
+        ranked_v = groups({n: v for n, s in sections.items() if (v := getattr(s, attr, None))})
+        for value, members in ranked_v[1:]:
+            for n in members:
+                if not any(d.file == file for d in out[n]):
+                    out[n].append(Diff(file, issue, value, ranked_v[0][0], tuple(ranked_v[0][1])))
     return out
 
 
@@ -86,7 +96,9 @@ def _fix(name: str, diffs: list[Diff], sections: dict[str, CheckpointFacts]) -> 
             votes[n] = votes.get(n, 0) + 1
     good = max(sorted(votes), key=lambda n: votes[n]) if votes else None
     lines = [f"rm {mine}/{d.file}   # not in the other nodes' copies" for d in diffs if d.issue == "extra"]
-    fetch = [d for d in diffs if d.issue != "extra"]
+    model = sections[name].model or mine
+    lines += [f"huggingface-cli download {model} --revision {d.reference}   # the revision the other nodes hold" for d in diffs if d.issue == "revision"]
+    fetch = [d for d in diffs if d.issue not in ("extra", "revision")]
     if fetch and good:
         src = sections[good].path or mine
         if len(fetch) > _LIST:
@@ -106,7 +118,8 @@ def checkpoint_findings(ctx: ClusterContext) -> list[Outcome] | None:
     for name, facts in ctx.nodes.items():
         if name in sections:
             continue
-        why = facts.reason("checkpoint")
+        ck = facts.checkpoint
+        why = facts.reason("checkpoint") or (f"{ck.model} was not found there" if ck is not None and ck.model else None)
         if why:
             out.append(fail(
                 f"{name} could not read the model: {why}",

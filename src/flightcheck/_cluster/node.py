@@ -40,6 +40,7 @@ def collect_node(intent_fields: dict[str, Any], env: Mapping[str, str] | None = 
         UsageError: a facts file named by FLIGHTCHECK_FACTS is unreadable or invalid.
     """
     from .._collect import collect
+    from .._facts import from_dict
     from .._intent import Intent
 
     known = {f.name for f in dataclasses.fields(Intent)}  # a newer caller may send more fields
@@ -50,7 +51,9 @@ def collect_node(intent_fields: dict[str, Any], env: Mapping[str, str] | None = 
         try:
             from .._checkpoint import checkpoint_section
 
-            facts.checkpoint = checkpoint_section(intent)
+            facts.checkpoint = from_dict({"checkpoint": checkpoint_section(intent)}, "checkpoint section").checkpoint
+            if facts.checkpoint is not None and facts.checkpoint.path is None:
+                facts.unavailable["checkpoint"] = f"model {intent.model} not found on this node"
         except Exception as exc:  # keep the node's other facts; FC802 reports the model
             facts.unavailable["checkpoint"] = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
     return facts.to_json()
