@@ -20,6 +20,16 @@ EXAMPLES: dict[str, tuple[str, list[str], str]] = {
         ["--engine", "vllm", "-tp", "8"],
         "driver + fabric manager only: FlashInfer would JIT after the load and die",
     ),
+    "b300-multicast-401": (
+        "b300-multicast-401.json",
+        ["--engine", "vllm", "-tp", "8"],
+        "after a warm reboot the multicast bind fails with CUDA error 401: ready with the fallback plan",
+    ),
+    "h100-hgx": (
+        "h100-hgx.json",
+        ["--engine", "vllm", "-tp", "8"],
+        "8x HGX H100 (R570, CUDA 12.8), passive run: the multicast probe has not run (FC309)",
+    ),
 }
 
 

@@ -1,0 +1,208 @@
+"""FC301–FC309 on recorded hosts and variations; the verdicts the fabric story needs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from conftest import assert_fires, assert_silent, cli, host_doc, results, statuses
+from flightcheck import Intent, evaluate
+from flightcheck._facts import from_dict
+
+FC3 = ("FC301", "FC302", "FC303", "FC304", "FC305", "FC306", "FC307", "FC308", "FC309")
+PROBE_401 = {"ok": False, "stage": "bind", "cuda_error": 401, "cuda_error_name": "CUDA_ERROR_ILLEGAL_STATE",
+             "devices": 8, "handle_type": "posix_fd", "duration_s": 0.4}
+
+
+def host(name: str = "hgx-b300", **sections: Any) -> dict[str, Any]:
+    d = host_doc(name)
+    d.update(sections)
+    return d
+
+
+def with_fabric(name: str = "hgx-b300", **fabric: Any) -> dict[str, Any]:
+    d = host(name)
+    for g in d["gpus"]:
+        g["fabric"].update(fabric)
+    return d
+
+
+@pytest.mark.parametrize("name,tp", [("hgx-b300", 8), ("hgx-h100", 8), ("pcie-l40s", 4), ("h200-single", 1), ("vm-passthrough-h100", 1)])
+@pytest.mark.parametrize("code", FC3)
+def test_healthy_recorded_hosts_do_not_fail(name, tp, code):
+    assert_silent(code, from_dict(host(name)), tensor_parallel_size=tp)
+
+
+def test_fc301_fabric_manager_stopped():
+    d = with_fabric(state="in_progress", status=None)
+    d["fabric_manager"]["service"] = "inactive"
+    [r] = assert_fires("FC301", from_dict(d), tensor_parallel_size=8)
+    assert "in_progress on 8 of 8 GPUs" in r.message and "inactive" in r.message and r.subject == "gpus:0-7"
+    assert r.fix.startswith("sudo systemctl start nvidia-fabricmanager") and "nvidia-smi -r" in r.fix
+    report = evaluate(from_dict(d), Intent(tensor_parallel_size=8))
+    assert report.exit_code == 1 and not report.plan  # no fallback for a fabric that is not up
+
+
+def test_fc301_stuck_while_running_and_not_installed():
+    d = with_fabric(state="in_progress", status=None)
+    [r] = assert_fires("FC301", from_dict(d))
+    assert "stuck" in r.fix and "1. stop every CUDA process" in r.fix and "(validated on bare metal)" in r.fix
+    d["fabric_manager"].update(service="not-installed", version=None)
+    [r] = assert_fires("FC301", from_dict(d))
+    assert "nvidia-fabricmanager-580=580.95.05" in r.fix
+    d["fabric_manager"]["service"] = "unknown"
+    d["host"]["container"] = "docker"
+    [r] = assert_fires("FC301", from_dict(d))
+    assert "on the host" in r.fix
+
+
+def test_fc301_fm_down_on_h100_with_links_inactive_also_warns_fc307():
+    d = with_fabric("hgx-h100", state="not_started", status=None)
+    for g in d["gpus"]:
+        g["nvlink"]["active"] = 0
+    d["fabric_manager"]["service"] = "failed"
+    assert_fires("FC301", from_dict(d), tensor_parallel_size=8)
+    assert_fires("FC307", from_dict(d), tensor_parallel_size=8)
+
+
+def test_fc302_completed_but_failed_status_or_bad_health():
+    d = with_fabric(status="insufficient resources", clique_id=0)
+    [r] = assert_fires("FC302", from_dict(d), tensor_parallel_size=8)
+    assert "status insufficient resources" in r.message and "fabricmanager.log" in r.fix and "nvidia-smi -r" in r.fix
+    d = host()
+    d["gpus"][4]["fabric"]["health"].update(incorrect_configuration=True, configuration="insufficient_nvlinks")
+    [r] = assert_fires("FC302", from_dict(d), tensor_parallel_size=8)
+    assert r.subject == "gpu:4" and "insufficient_nvlinks" in r.message and "FC307" in r.fix
+
+
+def test_fc303_attribute_off_gives_the_plan():
+    d = host(multicast_probe={**PROBE_401, "ok": False, "stage": "attribute", "cuda_error": None, "cuda_error_name": None,
+                              "multicast_supported": [True, True, True, False, True, True, True, True], "detail": "attribute 0"})
+    [r] = assert_fires("FC303", from_dict(d), tensor_parallel_size=8)
+    assert r.severity.value == "warning" and r.subject == "gpu:3"
+    assert {s.name for s in r.plan} >= {"TORCH_SYMM_MEM_DISABLE_MULTICAST", "VLLM_ALLREDUCE_USE_SYMM_MEM"}
+    assert statuses(from_dict(d), "FC304", tensor_parallel_size=8) == {"skip"}  # not a bind failure
+    report = evaluate(from_dict(d), Intent(tensor_parallel_size=8))
+    assert report.verdict == "ready-with-fallbacks" and report.plan.env["NCCL_NVLS_ENABLE"] == "0"
+
+
+def test_fc303_without_any_attribute_reading_is_skipped():
+    assert statuses(from_dict(host("hgx-h100")), "FC303", tensor_parallel_size=8) == {"skip"}
+
+
+def test_fc304_the_warm_reboot_401_story():
+    d = host(multicast_probe=PROBE_401)
+    d["python"]["packages"]["vllm"] = "0.34.0"
+    report = evaluate(from_dict(d), Intent(tensor_parallel_size=8))
+    [r] = [c for c in report.checks if c.code == "FC304"]
+    assert r.status.value == "fail" and r.severity.value == "warning"
+    assert "CUDA error 401 CUDA_ERROR_ILLEGAL_STATE" in r.message
+    assert "systemctl stop nvidia-fabricmanager" in r.fix and "nvidia-smi -r" in r.fix and "bare metal" in r.fix
+    assert report.verdict == "ready-with-fallbacks" and report.exit_code == 0
+    assert report.plan.env == {"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0",
+                               "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm", "NCCL_NVLS_ENABLE": "0", "VLLM_USE_NCCL_SYMM_MEM": "0"}
+    assert all(s.why for s in report.plan.steps) and report.plan.reasons == ["FC304"]
+
+
+def test_fc304_tp1_has_nothing_to_fall_back_from():
+    report = evaluate(from_dict(host(multicast_probe=PROBE_401)), Intent(tensor_parallel_size=1))
+    assert {r.status.value for r in report.checks if r.code == "FC304"} == {"skip"} and not report.plan
+
+
+@pytest.mark.parametrize("probe,status", [
+    ({"stage": "timeout", "last_stage": "bind", "detail": "no answer within 30s"}, "fail"),
+    ({"stage": "timeout", "last_stage": "attribute", "detail": "no answer within 30s"}, "unknown"),
+    ({"stage": "mem_create", "cuda_error": 2, "cuda_error_name": "CUDA_ERROR_OUT_OF_MEMORY"}, "unknown"),
+    ({"stage": "attribute", "cuda_error": 802, "cuda_error_name": "CUDA_ERROR_SYSTEM_NOT_READY"}, "fail"),
+    ({"ok": True, "stage": None, "cuda_error": None, "cuda_error_name": None}, "pass"),
+])
+def test_fc304_outcomes(probe, status):
+    p = {**PROBE_401, "cuda_error": None, "cuda_error_name": None, **probe}
+    assert statuses(from_dict(host(multicast_probe=p)), "FC304", tensor_parallel_size=8) == {status}
+
+
+def test_fc304_802_hint_names_the_fabric_manager():
+    p = {**PROBE_401, "stage": "attribute", "cuda_error": 802, "cuda_error_name": "CUDA_ERROR_SYSTEM_NOT_READY"}
+    [r] = assert_fires("FC304", from_dict(host(multicast_probe=p)), tensor_parallel_size=8)
+    assert "nvlsm" in r.fix
+
+
+def test_fc305_nccl_nvls_off_while_symm_mem_is_on():
+    d = host()
+    d["env"]["NCCL_NVLS_ENABLE"] = "0"
+    [r] = assert_fires("FC305", from_dict(d), tensor_parallel_size=8)
+    assert r.severity.value == "info" and "torch symmetric-memory" in r.message and "TORCH_SYMM_MEM_DISABLE_MULTICAST=1" in r.fix
+    assert evaluate(from_dict(d), Intent(tensor_parallel_size=8)).exit_code == 0
+    d["env"].update(TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+    assert_silent("FC305", from_dict(d), tensor_parallel_size=8)
+
+
+def test_fc306_multi_node_domain_without_imex_channel():
+    d = with_fabric(cluster_uuid="5d2a90c1-77e4-4b0e-9f3c-0c1d2e3f4a5b")
+    [r] = assert_fires("FC306", from_dict(d), tensor_parallel_size=16, nnodes=2)
+    assert "mknod /dev/nvidia-caps-imex-channels/channel0" in r.fix and "NVIDIA_IMEX_CHANNELS=0" in r.fix
+    d["imex"]["channels"] = ["channel0"]
+    assert_silent("FC306", from_dict(d), tensor_parallel_size=16, nnodes=2)
+    assert statuses(from_dict(with_fabric(cluster_uuid="5d2a90c1-77e4-4b0e-9f3c-0c1d2e3f4a5b")), "FC306", tensor_parallel_size=8) == {"skip"}
+
+
+def test_fc307_links_down():
+    d = host()
+    d["gpus"][2]["nvlink"]["active"] = 16
+    [r] = assert_fires("FC307", from_dict(d), tensor_parallel_size=8)
+    assert "GPU 2: 16/18" in r.message and "nvidia-smi nvlink -s -i 2" in r.fix
+
+
+def test_fc308_fabric_manager_version_mismatch():
+    d = host()
+    d["fabric_manager"]["version"] = "580.82.07"
+    [r] = assert_fires("FC308", from_dict(d), tensor_parallel_size=8)
+    assert "580.82.07 != driver 580.95.05" in r.message and "nvidia-fabricmanager-580=580.95.05" in r.fix
+    d["fabric_manager"].update(version=None, service="unknown")
+    assert statuses(from_dict(d), "FC308", tensor_parallel_size=8) == {"skip"}
+
+
+def test_fc309_no_probe_on_an_nvswitch_system_is_honestly_unknown():
+    report = evaluate(from_dict(host("hgx-h100")), Intent(tensor_parallel_size=8))
+    [r] = [c for c in report.checks if c.code == "FC309"]
+    assert r.status.value == "unknown" and r.severity.value == "info" and "--deep" in r.message
+    assert report.exit_code == 0  # an info unknown never blocks
+    assert statuses(from_dict(host("hgx-b300")), "FC309", tensor_parallel_size=8) == {"pass"}
+    assert statuses(from_dict(host("hgx-h100")), "FC309", tensor_parallel_size=1) == {"skip"}
+
+
+def test_family_headline_and_text_report():
+    report = evaluate(from_dict(host()), Intent(tensor_parallel_size=8))
+    assert report.summaries["FC3"] == ("NVSwitch system, fabric manager active 580.95.05, fabric completed on 8/8 GPUs, "
+                                       "multicast bind ok (1.38s)")
+    assert evaluate(from_dict(host("pcie-l40s")), Intent(tensor_parallel_size=4)).summaries["FC3"].startswith("no NVSwitch")
+
+
+def test_cli_scenario_json_plan(tmp_path):
+    delta = tmp_path / "delta.json"
+    delta.write_text(json.dumps({"multicast_probe": PROBE_401}))
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(host_doc("hgx-b300")))
+    r = cli("check", "--facts", str(base), "--facts", str(delta), "--format", "json", "-tp", "8")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["verdict"] == "ready-with-fallbacks"
+    assert doc["plan"]["env"]["VLLM_ALLREDUCE_USE_SYMM_MEM"] == "0" and doc["plan"]["reasons"] == ["FC304"]
+    fc304 = next(c for c in doc["checks"] if c["code"] == "FC304")
+    assert fc304["evidence"]["probe"]["cuda_error"] == 401
+    text = cli("check", "--facts", str(base), "--facts", str(delta), "-tp", "8", env={"NO_COLOR": "1"}).stdout
+    assert "Fallback plan" in text and "export TORCH_SYMM_MEM_DISABLE_MULTICAST=1" in text
+
+
+def test_results_cover_every_fc3_code():
+    res = results(from_dict(host()), tensor_parallel_size=8)
+    assert set(FC3) <= set(res)
+
+
+@pytest.mark.parametrize("example,verdict,code", [("b300-multicast-401", "ready-with-fallbacks", "FC304"), ("h100-hgx", "ready", "FC309")])
+def test_bundled_examples(example, verdict, code):
+    r = cli("check", "--example", example, "--format", "json")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["verdict"] == verdict
+    assert next(c for c in doc["checks"] if c["code"] == code)["status"] in ("fail", "unknown")
