@@ -274,3 +274,19 @@ def test_node_failures_count_in_the_cluster_verdict():
     assert report.nodes["gpu-b300-018"].verdict == "not-ready" and report.nodes["gpu-b300-017"].verdict == "ready"
     assert not [r for r in report.checks if r.status.value == "fail"]
     assert report.verdict == "not-ready" and report.exit_code == 1
+
+
+def test_fc802_config_content_and_revision():
+    a, b = hgx()
+    c = copy.deepcopy(a)
+    c["host"]["hostname"] = "gpu-b300-019"
+    for d in (a, b, c):
+        d["checkpoint"].update(config_sha256="aa" * 32, commit="1f2e3d4c" * 5, model="moonshotai/Kimi-K3")
+    b["checkpoint"]["config_sha256"] = "bb" * 32  # config.json edited on one node, same size
+    c["checkpoint"]["commit"] = "9" * 40  # another snapshot of the repo in that node's cache
+    report = run(a, b, c, tensor_parallel_size=8, pipeline_parallel_size=3)
+    by_subject = {r.subject: r for r in failing(report, "FC802")}
+    assert by_subject["node:gpu-b300-018"].evidence["files"]["config.json"]["issue"] == "content"
+    rev = by_subject["node:gpu-b300-019"]
+    assert "revision 999999999999" in rev.message and "1f2e3d4c1f2e" in rev.message
+    assert "huggingface-cli download moonshotai/Kimi-K3 --revision " + "1f2e3d4c" * 5 in rev.fix

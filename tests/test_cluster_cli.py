@@ -215,3 +215,11 @@ def test_collect_model_then_cluster_end_to_end(tmp_path):
     [f] = [c for c in rep["checks"] if c["code"] == "FC802" and c["status"] == "fail"]
     assert f["subject"] == "node:node-b" and shard.name in f["message"] and rc == 1
     assert f"rsync -a --checksum node-a:{good}/{shard.name} {bad}/{shard.name}" in f["fix"]
+
+
+def test_collect_output_expands_slurms_node_name(tmp_path):
+    recorded = tmp_path / "host.json"
+    recorded.write_text(json.dumps({k: host_doc("b300")[k] for k in ("driver", "gpus")}))
+    proc = cli("collect", "--facts", str(recorded), "-o", str(tmp_path / "%N.json"), env={"SLURMD_NODENAME": "gpu-b300-042"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "gpu-b300-042.json").read_text())["driver"]["version"] == host_doc("b300")["driver"]["version"]

@@ -137,6 +137,21 @@ def test_one_ray_node_is_collected_there_and_judged_here(ray_cluster):
     print(f"\nray: head started in {ray_cluster['started_s']:.1f}s, one-node collection {rep['timings']['collect_s']:.1f}s")
 
 
+def test_the_ray_recipe_refuses_to_serve_on_a_node_that_is_not_ready(ray_cluster, tmp_path):
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "ray" / "preflight-and-serve.sh"
+    fc = tmp_path / "flightcheck"
+    fc.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m flightcheck "$@"\n')
+    vllm = tmp_path / "vllm"
+    vllm.write_text(f"#!/bin/sh\ntouch {tmp_path}/vllm-started\n")
+    fc.chmod(0o755)
+    vllm.chmod(0o755)
+    env = {**os.environ, "RAY_ADDRESS": ray_cluster["address"], "FLIGHTCHECK": str(fc), "VLLM": str(vllm), "TP": "2", "PP": "1"}
+    proc = subprocess.run(["bash", str(recipe), "/models/absent"], capture_output=True, text=True, env=env, timeout=180)
+    # the node's recorded /dev/shm (64 MiB, through FLIGHTCHECK_FACTS) cannot hold 2 ranks
+    assert proc.returncode == 1 and "FC601" in proc.stdout and "Verdict: not ready" in proc.stdout
+    assert "not starting vLLM" in proc.stderr and not (tmp_path / "vllm-started").exists()
+
+
 def test_a_node_that_does_not_answer_is_fc803(ray_cluster):
     env = {**ray_cluster["env"], HOOK_DELAY: "300"}  # this node's collection sleeps past any timeout
     env.pop("FLIGHTCHECK_FACTS")

@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_intent_flags(co)
     co.add_argument("--facts", action="append", default=[], metavar="FILE")
     co.add_argument("--deep", action="store_true")
-    co.add_argument("--output", "-o", default=None, metavar="FILE")
+    co.add_argument("--output", "-o", default=None, metavar="FILE", help="write the snapshot here; %%N is this node's name (Slurm's pattern)")
 
     ru = sub.add_parser("rules", help="list the check catalogue")
     ru.add_argument("--format", default="text", choices=("text", "json"))
@@ -210,7 +210,12 @@ def cmd_collect(args: argparse.Namespace) -> int:
         from ._checkpoint import checkpoint_section
 
         facts.checkpoint = checkpoint_section(intent)
-    _emit(facts.to_json(), args.output)
+    output = args.output
+    if output and "%N" in output:  # Slurm's node-name pattern: `srun flightcheck collect -o facts/%N.json`
+        import socket
+
+        output = output.replace("%N", os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0])
+    _emit(facts.to_json(), output)
     return 0
 
 
