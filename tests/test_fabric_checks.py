@@ -115,7 +115,7 @@ def test_fc304_tp1_has_nothing_to_fall_back_from():
     ({"stage": "timeout", "last_stage": "bind", "detail": "no answer within 30s"}, "fail"),
     ({"stage": "timeout", "last_stage": "attribute", "detail": "no answer within 30s"}, "unknown"),
     ({"stage": "mem_create", "cuda_error": 2, "cuda_error_name": "CUDA_ERROR_OUT_OF_MEMORY"}, "unknown"),
-    ({"stage": "attribute", "cuda_error": 802, "cuda_error_name": "CUDA_ERROR_SYSTEM_NOT_READY"}, "fail"),
+    ({"stage": "bind", "cuda_error": 802, "cuda_error_name": "CUDA_ERROR_SYSTEM_NOT_READY"}, "fail"),
     ({"ok": True, "stage": None, "cuda_error": None, "cuda_error_name": None}, "pass"),
 ])
 def test_fc304_outcomes(probe, status):
@@ -124,9 +124,18 @@ def test_fc304_outcomes(probe, status):
 
 
 def test_fc304_802_hint_names_the_fabric_manager():
-    p = {**PROBE_401, "stage": "attribute", "cuda_error": 802, "cuda_error_name": "CUDA_ERROR_SYSTEM_NOT_READY"}
+    p = {**PROBE_401, "cuda_error": 802, "cuda_error_name": "CUDA_ERROR_SYSTEM_NOT_READY"}
     [r] = assert_fires("FC304", from_dict(host(multicast_probe=p)), tensor_parallel_size=8)
-    assert "nvlsm" in r.fix
+    assert "nvlsm" in r.fix and r.severity.value == "warning" and r.plan
+
+
+def test_fc304_cuda_that_cannot_start_is_an_error_without_a_plan():
+    p = {**PROBE_401, "stage": "attribute", "cuda_error": 802, "cuda_error_name": "CUDA_ERROR_SYSTEM_NOT_READY",
+         "detail": "cuInit failed", "last_stage": "init"}
+    report = evaluate(from_dict(host(multicast_probe=p)), Intent(tensor_parallel_size=8))
+    [r] = [c for c in report.checks if c.code == "FC304"]
+    assert r.status.value == "fail" and r.severity.value == "error" and "CUDA cannot start" in r.message
+    assert not report.plan and report.exit_code == 1 and "systemctl status nvidia-fabricmanager" in r.fix
 
 
 def test_fc305_nccl_nvls_off_while_symm_mem_is_on():

@@ -90,6 +90,18 @@ def test_each_stage_fails_with_its_error(fake_driver, tmp_path, spec, stage, cod
     assert sum(c.startswith("cuDevicePrimaryCtxRetain") for c in log) == sum(c.startswith("cuDevicePrimaryCtxRelease") for c in log)
 
 
+def test_cuda_that_cannot_initialise_is_marked_init(fake_driver, tmp_path):
+    r = probe_multicast(timeout=20, env=env_for(fake_driver, tmp_path, fail="cuInit:802"))
+    assert r["stage"] == "attribute" and r["last_stage"] == "init" and r["detail"] == "cuInit failed"
+    r = probe_multicast(timeout=20, env=env_for(fake_driver, tmp_path, fail="cuDevicePrimaryCtxRetain:999:#4"))
+    assert r["last_stage"] == "init" and r["device"] == 3 and r["cuda_error"] == 999
+
+
+def test_safe_path_mode_still_finds_the_bindings(fake_driver, tmp_path):
+    r = probe_multicast(timeout=20, env={**env_for(fake_driver, tmp_path), "PYTHONSAFEPATH": "1"})
+    assert r["ok"] is True
+
+
 def test_attribute_zero_is_unsupported_not_an_error(fake_driver, tmp_path):
     r = probe_multicast(timeout=20, env=env_for(fake_driver, tmp_path, no_mc="3"))
     assert r["ok"] is False and r["stage"] == "attribute" and r["cuda_error"] is None

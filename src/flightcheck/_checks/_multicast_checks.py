@@ -25,11 +25,13 @@ def _tp_gt_1(ctx: Context) -> None:
 
 
 def probe_state(p: Any) -> str:
-    """ok | unsupported | failed | inconclusive for a recorded probe result."""
+    """ok | unsupported | no-cuda | failed | inconclusive for a recorded probe result."""
     if p.ok:
         return "ok"
     if p.stage == "attribute" and p.cuda_error is None:
         return "unsupported"  # attribute 132 is 0, or the driver predates multicast
+    if p.stage == "attribute" and p.last_stage == "init":
+        return "no-cuda"  # cuInit / a context failed: every launch dies, multicast or not
     if p.stage == "timeout":
         return "failed" if p.last_stage in HANG_MEANS_BROKEN else "inconclusive"
     if p.stage == "mem_create" and p.cuda_error == 2:
@@ -134,11 +136,15 @@ def multicast_bind_failed(ctx: Context) -> Iterator[Outcome]:
     if state == "inconclusive":
         yield unknown(f"the multicast probe was inconclusive: {p.detail or p.cuda_error_name}")
         return
+    hint = probe_hint(p, **host_flags(ctx))
+    if state == "no-cuda":
+        yield fail(f"CUDA cannot start on this node ({p.detail}: {p.cuda_error_name} {p.cuda_error}); no engine setting helps",
+                   severity=ERROR, fix=hint, evidence={"probe": {"stage": p.stage, "cuda_error": p.cuda_error, "detail": p.detail}})
+        return
     where = f"{p.stage}" + (f" (device {p.device})" if p.device is not None else "")
     err = f"CUDA error {p.cuda_error} {p.cuda_error_name}" if p.cuda_error is not None else (p.detail or "failed")
     msg = f"multicast probe failed at {where}: {err} on {p.devices} GPUs ({p.handle_type} handles)"
     fb = multicast_fallback(ctx)
-    hint = probe_hint(p, **host_flags(ctx))
     ev = {"probe": {k: getattr(p, k) for k in ("stage", "cuda_error", "cuda_error_name", "device", "devices", "handle_type", "detail")}, **describe(fb.steps, fb.notes)}
     if fb.blocker or not fb.steps:
         why = fb.blocker or "no setting of the installed engine turns its multicast paths off"

@@ -125,12 +125,15 @@ class Driver:
             self._fns[name] = fn
 
     def fn(self, name: str) -> Any:
+        """The bound entry point, or None when this driver does not export it."""
         return self._fns.get(name)
 
     def call(self, name: str, *args: Any) -> int:
+        """Call an entry point known to exist; the CUresult as an int."""
         return int(self._fns[name](*args))
 
     def error_name(self, code: int) -> str:
+        """The driver's name for a CUresult, else the built-in table's."""
         fn, out = self._fns.get("cuGetErrorName"), C.c_char_p()
         if fn is not None:
             try:

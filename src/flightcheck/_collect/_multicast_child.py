@@ -21,14 +21,18 @@ from __future__ import annotations
 import ctypes as C
 import json
 import math
+import os
 import sys
 import time
 from typing import Any
 
-import _cuda_ctypes as cu
+# the sibling bindings module; explicit because PYTHONSAFEPATH drops the script's directory
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _cuda_ctypes as cu  # noqa: E402
 
 
 def emit(obj: dict[str, Any]) -> None:
+    """One protocol line, flushed at once: the parent reads how far a hung child got."""
     sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
     sys.stdout.flush()
 
@@ -196,6 +200,7 @@ def parse_devices(text: str) -> list[int] | None:
 
 
 def main(argv: list[str]) -> int:
+    """``--devices 0,1|all --handle-type auto|posix_fd|fabric``: run the probe, print the result line."""
     args = dict(zip(argv[::2], argv[1::2]))
     t0 = time.perf_counter()
     drv, path, why = cu.load()
@@ -220,12 +225,14 @@ def main(argv: list[str]) -> int:
     result: dict[str, Any] = {"event": "result", "libcuda": path}
     try:
         if rc != 0:  # 802 (fabric manager / NVLSM not running), 999, ...: CUDA itself fails
-            raise Failed("attribute", "cuInit", rc, None, "cuInit failed: no CUDA work can start on this node")
+            raise Failed("attribute", "cuInit", rc, None, "cuInit failed")
         probe.run()
         result.update(ok=True, stage=None, cuda_error=None, cuda_error_name=None, device=None)
     except Failed as f:
         result.update(ok=False, stage=f.stage, cuda_error=f.code, device=f.device, detail=f.detail or f"{f.call} failed",
                       cuda_error_name=drv.error_name(f.code) if f.code is not None else None)
+        if f.call in ("cuInit", "cuDevicePrimaryCtxRetain"):
+            result["last_stage"] = "init"  # CUDA itself cannot start here, multicast or not
     finally:
         problems = probe.teardown()
     notes = probe.notes + ([f"teardown: {'; '.join(problems)}"] if problems else [])

@@ -48,6 +48,7 @@ GPU_FATAL = {15: "GPU is lost (fell off the bus; see `dmesg | grep -i xid`, Xid 
 
 
 def emit(obj: dict[str, Any]) -> None:
+    """One protocol line, flushed at once so a later hang cannot swallow it."""
     sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
     sys.stdout.flush()
 
@@ -98,6 +99,7 @@ class Gpu:
             return None
 
     def collect(self) -> None:
+        """Every field of this GPU; a failing query nulls its field only."""
         nv, out = self.nv, self.out
         try:
             h = nv.nvmlDeviceGetHandleByIndex(self.index)
@@ -217,6 +219,7 @@ def _flag(mask: int, shift: int) -> bool | None:
 
 
 def _decode_fabric(info: Any, how: str) -> dict[str, Any]:
+    """The facts ``fabric`` block from an NVML fabric-info struct (v1 legacy or v2)."""
     # pynvml declares state as c_uint where nvml.h has unsigned char: keep the low byte
     state = int(info.state) & 0xFF
     status_code = int(info.status)
@@ -246,6 +249,7 @@ def _decode_fabric(info: Any, how: str) -> dict[str, Any]:
 
 
 def main() -> int:
+    """Initialise NVML, stream the driver and each GPU, always shut NVML down."""
     try:
         import pynvml as nv
     except ImportError as exc:
