@@ -6,6 +6,12 @@ work happens in :mod:`._multicast_child` (ctypes on libcuda.so.1; see :mod:`._cu
 for why not cuda-bindings), started in its own process group with a hard timeout and always
 reaped: a bind that hangs is killed with its whole group and reported as stage
 ``timeout``, with the last stage it reached. This process never creates a CUDA context.
+
+Why ctypes on libcuda.so.1 rather than ``cuda-bindings``: the probe must work on any
+driver from R535 to current. cuda-bindings is versioned with the toolkit (13.x targets
+13.x drivers), may be missing from the interpreter flightcheck runs in, and is slow to
+import; libcuda's C ABI is stable, a missing entry point on an old driver is an exact
+answer, and dlopen picks the libcuda the engine would get (LD_LIBRARY_PATH, cuda-compat).
 """
 
 from __future__ import annotations
