@@ -107,6 +107,21 @@ def test_r535_legacy_fabric_call_and_reason_for_missing_health(tmp_path):
     assert out["driver"]["version"] == "535.183.01"
 
 
+def test_v_call_refusing_the_v2_struct_falls_back_to_the_legacy_call(tmp_path):
+    s = r570(2)
+    for g in s["gpus"]:
+        g["errors"] = {"nvmlDeviceGetGpuFabricInfoV": 25}  # NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+    out = collect(tmp_path, s)
+    assert out["gpus"][0]["fabric"]["state"] == "completed" and out["gpus"][0]["fabric"]["health"] is None
+
+
+def test_a_surprise_in_one_gpu_costs_only_that_gpu(tmp_path):
+    s = r570(3)
+    s["gpus"][1]["crash"] = "nvmlDeviceGetName"
+    out = collect(tmp_path, s)
+    assert "RuntimeError" in out["gpus"][1]["error"] and out["gpus"][2]["name"] and len(out["gpus"]) == 3
+
+
 def test_old_nvidia_ml_py_without_v2_struct_uses_the_legacy_call(tmp_path):
     s = r570(1)
     s["no_v2_struct"] = True

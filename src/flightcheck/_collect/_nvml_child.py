@@ -97,6 +97,9 @@ class Gpu:
         except self.nv.NVMLError as exc:
             self.record(field, call, exc)
             return None
+        except AttributeError:  # an nvidia-ml-py older than the call
+            self.unavailable[f"gpus[{self.index}].{field}"] = f"{call}: this nvidia-ml-py lacks it (pip install -U nvidia-ml-py)"
+            return None
 
     def collect(self) -> None:
         """Every field of this GPU; a failing query nulls its field only."""
@@ -149,7 +152,7 @@ class Gpu:
         nv = self.nv
         info, how = None, "nvmlDeviceGetGpuFabricInfoV"
         try:
-            if hasattr(nv, "c_nvmlGpuFabricInfo_v2_t"):
+            if hasattr(nv, "c_nvmlGpuFabricInfo_v2_t") and hasattr(nv, "nvmlDeviceGetGpuFabricInfoV"):
                 info = nv.c_nvmlGpuFabricInfo_v2_t()
                 nv.nvmlDeviceGetGpuFabricInfoV(h, info)
             else:
@@ -159,7 +162,8 @@ class Gpu:
             code = _err_code(exc)
             if code == getattr(nv, "NVML_ERROR_NOT_SUPPORTED", 3):
                 return {"state": "not_supported", "status": None, "clique_id": None, "cluster_uuid": None, "health": None}
-            if code != getattr(nv, "NVML_ERROR_FUNCTION_NOT_FOUND", 13):
+            # no V call (R525..R545), or a V call that refuses the v2 struct (ARGUMENT_VERSION_MISMATCH)
+            if code not in (getattr(nv, "NVML_ERROR_FUNCTION_NOT_FOUND", 13), getattr(nv, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", 25)):
                 self.record("fabric", how, exc)
                 return None
             # R525..R545 drivers: the legacy call has state/status/clique but no health mask
@@ -169,7 +173,7 @@ class Gpu:
                 return None
             info = legacy
             self.unavailable[f"gpus[{self.index}].fabric.health"] = (
-                "this driver has no nvmlDeviceGetGpuFabricInfoV (R550+): health flags unknown")
+                "no usable nvmlDeviceGetGpuFabricInfoV here (drivers R550+ have it): health flags unknown")
         return _decode_fabric(info, how)
 
     def _nvlink(self, h: Any) -> dict[str, Any] | None:
@@ -282,7 +286,11 @@ def main() -> int:
         for i in range(driver["count"] or 0):
             emit({"event": "gpu_start", "index": i})
             gpu = Gpu(nv, i)
-            gpu.collect()
+            try:
+                gpu.collect()
+            except Exception as exc:  # one GPU's surprise must not cost the others
+                gpu.out["error"] = f"NVML collection failed: {type(exc).__name__}: {exc}"
+                gpu.unavailable[f"gpus[{i}]"] = gpu.out["error"]
             emit({"event": "gpu", "gpu": gpu.out, "unavailable": gpu.unavailable})
         emit({"event": "done"})
     finally:
