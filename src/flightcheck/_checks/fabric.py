@@ -5,6 +5,7 @@ FC303–FC305 and FC309 (multicast) live in :mod:`._multicast_checks`, imported 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 
 from .._facts import Gpu
@@ -48,10 +49,9 @@ def _headline(ctx: Context) -> str:
     parts = ["NVSwitch system" if nvs else "NVSwitch: unknown"]
     if fm is not None and fm.service:
         parts.append(f"fabric manager {fm.service}" + (f" {fm.version}" if fm.version else ""))
-    states = [g.fabric.state for g in ctx.gpus_used if g.fabric and g.fabric.state]
+    states = Counter(g.fabric.state for g in ctx.gpus_used if g.fabric and g.fabric.state)
     if states:
-        done = sum(s == "completed" for s in states)
-        parts.append(f"fabric completed on {done}/{len(ctx.gpus_used)} GPUs")
+        parts.append("fabric " + ", ".join(f"{s} on {n}/{len(ctx.gpus_used)} GPUs" for s, n in states.most_common()))
     p = ctx.facts.multicast_probe
     if p is not None and p.ok is not None:
         parts.append(f"multicast bind ok ({p.duration_s:.2f}s)" if p.ok else f"multicast FAILED at {p.stage}")
