@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -14,13 +16,34 @@ import pytest
 import xmlschema
 from prometheus_client.parser import text_string_to_metric_families
 
-from ckptgen import load_config, write_checkpoint
 from conftest import cli, host_doc
 from flightcheck._cluster.snapshots import load_dir
 
 FIX = Path(__file__).parent / "fixtures" / "cluster"
 XSD = Path(__file__).parent / "fixtures" / "junit" / "junit-10.xsd"
 LAYOUT = ("-tp", "8", "-pp", "2")
+
+
+def tiny_model(path: Path, shards: int = 3) -> Path:
+    """A small, valid safetensors checkpoint: config.json, ``shards`` BF16 shards, the index."""
+    path.mkdir(parents=True)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+              "num_hidden_layers": shards, "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 512,
+              "max_position_embeddings": 2048, "torch_dtype": "bfloat16"}
+    (path / "config.json").write_text(json.dumps(config))
+    weight_map = {}
+    for i in range(shards):
+        name = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        tensors = {f"model.layers.{i}.mlp.{proj}.weight": (proj, k) for k, proj in enumerate(("gate_proj", "up_proj"))}
+        size = 128 * 64 * 2
+        header = json.dumps({t: {"dtype": "BF16", "shape": [128, 64], "data_offsets": [k * size, (k + 1) * size]} for t, (_p, k) in tensors.items()}).encode()
+        header += b" " * (-len(header) % 8)
+        with open(path / name, "wb") as fh:
+            fh.write(len(header).to_bytes(8, "little") + header + bytes(size * len(tensors)))
+        weight_map.update(dict.fromkeys(tensors, name))
+    index = {"metadata": {"total_size": shards * 2 * 128 * 64 * 2}, "weight_map": weight_map}
+    (path / "model.safetensors.index.json").write_text(json.dumps(index))
+    return path
 
 
 def snapshot_dir(tmp_path: Path, *names: str, edit: dict[str, Any] | None = None) -> Path:
@@ -195,9 +218,8 @@ def test_rules_and_explain_know_the_cluster_checks():
 
 def test_collect_model_then_cluster_end_to_end(tmp_path):
     """The Slurm way on one machine: `collect --model` per node, then `cluster --facts-dir`."""
-    cfg = load_config("tiny-llama")
-    good = write_checkpoint(tmp_path / "a" / "tiny", cfg, shards=3)
-    bad = write_checkpoint(tmp_path / "b" / "tiny", cfg, shards=3)
+    good = tiny_model(tmp_path / "a" / "tiny")
+    bad = tiny_model(tmp_path / "b" / "tiny")
     shard = sorted(bad.glob("model-*.safetensors"))[1]
     os.truncate(shard, shard.stat().st_size - 64)  # an interrupted copy on node b
     recorded = tmp_path / "gpus.json"  # this machine has no GPU: the node's hardware as recorded
@@ -223,3 +245,32 @@ def test_collect_output_expands_slurms_node_name(tmp_path):
     proc = cli("collect", "--facts", str(recorded), "-o", str(tmp_path / "%N.json"), env={"SLURMD_NODENAME": "gpu-b300-042"})
     assert proc.returncode == 0, proc.stderr
     assert json.loads((tmp_path / "gpu-b300-042.json").read_text())["driver"]["version"] == host_doc("b300")["driver"]["version"]
+
+
+def test_facts_dir_path_never_imports_ray():
+    code = (
+        "import sys\nfrom flightcheck._cli import main\n"
+        f"rc = main(['cluster', '--facts-dir', {str(FIX)!r}, '-tp', '8', '--format', 'json', '-o', '/dev/null'])\n"
+        "print(rc, 'ray' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split() == ["1", "False"], proc.stderr  # the mixed fixture set: HGX and GB200 nodes differ
+
+
+def test_text_names_unreachable_and_skipped_nodes():
+    from flightcheck import Intent
+    from flightcheck._cluster import render
+    from flightcheck._cluster.evaluate import evaluate_cluster
+
+    nodes = {name: facts for name, (facts, _) in load_dir(FIX).items() if name.startswith("gpu-b300")}
+    report = evaluate_cluster(
+        nodes, Intent(tensor_parallel_size=8, pipeline_parallel_size=3, nnodes=3),
+        unreachable={"gpu-b300-019": "no answer within 60s (--timeout)"}, skipped={"ray-head": "no GPU resource: vLLM places no rank there"},
+        source={"kind": "ray", "address": "10.0.0.1:6379"},
+    )
+    out = render(report, "text", color=False)
+    assert "(Ray cluster 10.0.0.1:6379)" in out.splitlines()[0]
+    assert "[✗] gpu-b300-019  gave no facts (FC803): no answer within 60s (--timeout)" in out
+    assert "[-] ray-head      not checked: no GPU resource" in out
+    assert "FC803 node-unreachable (node:gpu-b300-019)" in out and "run `flightcheck collect` by hand" in out
+    assert report.exit_code == 1

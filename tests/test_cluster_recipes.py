@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from ckptgen import load_config, write_checkpoint
 from flightcheck._cli import _normalise, build_parser
+from test_cluster_cli import tiny_model
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 SBATCH = RECIPES / "slurm-cluster" / "flightcheck-cluster.sbatch"
@@ -73,7 +73,7 @@ def test_sbatch_header_is_slurm_options():
 
 def slurm_job(tmp_path: Path, edit_b: Any = None) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     """Run the sbatch script as Slurm would on the batch host of a 2-node allocation."""
-    model = write_checkpoint(tmp_path / "models" / "tiny", load_config("tiny-llama"), shards=2)
+    model = tiny_model(tmp_path / "models" / "tiny", shards=2)
     recorded = tmp_path / "recorded"
     recorded.mkdir()
     for fixture, node in (("hgx-b300-a", "gpu-b300-017"), ("hgx-b300-b", "gpu-b300-018")):
