@@ -290,3 +290,10 @@ def test_fc802_config_content_and_revision():
     rev = by_subject["node:gpu-b300-019"]
     assert "revision 999999999999" in rev.message and "1f2e3d4c1f2e" in rev.message
     assert "huggingface-cli download moonshotai/Kimi-K3 --revision " + "1f2e3d4c" * 5 in rev.fix
+
+
+def test_fc803_missing_ray_nodes_get_a_ray_fix():
+    nodes = {d["host"]["hostname"]: from_dict(d) for d in hgx()}
+    report = evaluate_cluster(nodes, Intent(tensor_parallel_size=8, nnodes=3), expected=3, source={"kind": "ray", "address": "auto"})
+    [f] = failing(report, "FC803")
+    assert "ray start --address=" in f.fix and "scontrol" not in f.fix

@@ -143,9 +143,13 @@ def node_unreachable(ctx: ClusterContext) -> Iterator[Outcome]:
             fix = f"collect again on {name}: srun -w {name} flightcheck collect -o <dir>/{name}.json"
         yield fail(f"{name} gave no facts: {why}", fix=fix, subject=f"node:{name}", evidence={"reason": why})
     if ctx.expected is not None and n + len(ctx.unreachable) < ctx.expected:
+        if ctx.source == "ray":
+            fix = "join the missing GPU nodes to the Ray cluster (`ray start --address=<head>:6379` on each) and check `ray status`"
+        else:
+            fix = 'collect on the nodes without a snapshot (compare the directory with `scontrol show hostnames "$SLURM_JOB_NODELIST"`)'
         yield fail(
             f"{ctx.expected} nodes expected (--nnodes), {n} gave facts ({names_text(ctx.names, 6) or 'none'})",
-            fix='collect on the nodes without a snapshot (compare the directory with `scontrol show hostnames "$SLURM_JOB_NODELIST"`)',
+            fix=fix,
             subject="cluster",
             evidence={"expected": ctx.expected, "answered": ctx.names},
         )
