@@ -297,3 +297,10 @@ def test_fc803_missing_ray_nodes_get_a_ray_fix():
     report = evaluate_cluster(nodes, Intent(tensor_parallel_size=8, nnodes=3), expected=3, source={"kind": "ray", "address": "auto"})
     [f] = failing(report, "FC803")
     assert "ray start --address=" in f.fix and "scontrol" not in f.fix
+
+
+def test_fc805_imex_not_installed_fix_installs_the_drivers_branch():
+    a, b = gb200()
+    b["imex"] = {"channels": [], "service": "not-installed"}
+    [f] = failing(run(a, b, tensor_parallel_size=8), "FC805")
+    assert "apt-get install -y nvidia-imex-580 && sudo systemctl enable --now nvidia-imex" in f.fix

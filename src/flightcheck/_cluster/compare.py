@@ -131,7 +131,11 @@ def _imex_fix(facts: Facts) -> str:
         "sudo mkdir -p /dev/nvidia-caps-imex-channels && sudo mknod /dev/nvidia-caps-imex-channels/channel0 c "
         "$(grep nvidia-caps-imex-channels /proc/devices | cut -d' ' -f1) 0"
     )
-    if not (facts.imex and facts.imex.service == "active"):
+    service = facts.imex.service if facts.imex else None
+    if service == "not-installed":
+        branch = (facts.driver.version or "").split(".")[0] if facts.driver else ""
+        fix += f"\nsudo apt-get install -y nvidia-imex-{branch or '<driver branch>'} && sudo systemctl enable --now nvidia-imex   # the IMEX package of the node's driver branch"
+    elif service != "active":
         fix += "\nsudo systemctl restart nvidia-imex"
     return fix + "\n(in a container: pass NVIDIA_IMEX_CHANNELS=0)"
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._checks._framework import CheckResult, Status, iter_checks, run_check
+from .._checks._framework import CheckResult, iter_checks, run_check
 from .._evaluate import evaluate, verdict_of
 from .._plan import Plan, build_plan
 from .._version import __version__
@@ -101,16 +101,3 @@ def evaluate_cluster(
         {"evaluate_s": round(time.perf_counter() - t0, 4)}, strict,
     )
 
-
-def failing_codes(report: Report) -> list[str]:
-    """A node's failing codes, errors first, each once."""
-    seen: list[str] = []
-    for r in report.failures:
-        if r.code not in seen:
-            seen.append(r.code)
-    return seen
-
-
-def unknown_codes(report: Report) -> list[str]:
-    """A node's error checks that could not be evaluated."""
-    return sorted({r.code for r in report.checks if r.status is Status.UNKNOWN and r.severity.value == "error"})

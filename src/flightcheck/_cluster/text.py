@@ -9,11 +9,10 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from .._checks._framework import CheckResult, Status
+from .._checks._framework import CheckResult, Severity, Status
 from .._report.text_format import _MARK, _VERDICT_TEXT, _family_kind, _line_kind
 from .._version import __version__
 from .context import names_text
-from .evaluate import failing_codes, unknown_codes
 
 if TYPE_CHECKING:
     from .evaluate import ClusterReport
@@ -33,8 +32,17 @@ def _headline(report: ClusterReport) -> str:
     return f"flightcheck {__version__} cluster: {', '.join(parts)} ({where})"
 
 
-def _is_blocking(rep, code: str, strict: bool) -> bool:  # noqa: ANN001 - a node Report
-    return any(r.code == code and _line_kind(r, strict) == "fail" for r in rep.checks)
+def _codes_by_kind(results: list[CheckResult], strict: bool) -> dict[str, list[str]]:
+    """Line kind (fail / warn / info / unknown) -> the codes of that kind, each once, in order.
+    Unknown counts only for error checks: those are what make a verdict unknown."""
+    out: dict[str, list[str]] = {"fail": [], "warn": [], "info": [], "unknown": []}
+    for r in results:
+        kind = _line_kind(r, strict)
+        if kind == "unknown" and r.severity is not Severity.ERROR:
+            continue
+        if kind is not None and r.code not in out[kind]:
+            out[kind].append(r.code)
+    return out
 
 
 def _finding_lines(con, r: CheckResult, kind: str, where: str, mark) -> None:  # noqa: ANN001 - rich objects
@@ -64,9 +72,9 @@ def render(report: ClusterReport, *, verbose: bool = False, color: bool | None =
     width = max([len(n) for n in [*report.nodes, *report.unreachable, *report.skipped]] + [4])
     con.print("[bold]Nodes[/bold]")
     for name, rep in report.nodes.items():
-        blocking = [c for c in failing_codes(rep) if _is_blocking(rep, c, report.strict)]
-        other = [c for c in failing_codes(rep) if c not in blocking]
-        unknown = [c for c in unknown_codes(rep) if c not in blocking]
+        kinds = _codes_by_kind(rep.checks, report.strict)
+        blocking, other = kinds["fail"], [c for c in kinds["warn"] + kinds["info"] if c not in kinds["fail"]]
+        unknown = [c for c in kinds["unknown"] if c not in blocking]
         tail = (" " + " ".join(blocking) if blocking else "") + (f" [dim](non-blocking: {' '.join(other)})[/dim]" if other else "")
         tail += f" [dim](could not evaluate: {' '.join(unknown)})[/dim]" if unknown else ""
         con.print(f"  \\[{mark(_NODE_KIND[rep.verdict])}] {escape(name):<{width}}  {rep.verdict}{tail}")
@@ -96,7 +104,7 @@ def render(report: ClusterReport, *, verbose: bool = False, color: bool | None =
             if line is not None:
                 seen.setdefault((r.code, r.subject, r.message, r.fix, line), (r, line, []))[2].append(name)
     if seen:
-        problems += 1
+        problems += any(line != "info" for _r, line, _n in seen.values())
         con.print()
         con.print("[bold]Node findings[/bold]")
         order = {"fail": 0, "unknown": 1, "warn": 2, "info": 3}
