@@ -1,0 +1,126 @@
+"""``model.safetensors.index.json``: read it fast, and cross-check it against the headers.
+
+The index of a 390k-tensor checkpoint is ~40 MB of JSON; decoding its ``weight_map`` is
+the largest single cost of a cold scan, so it is decoded once with the shard names known
+to exist as a ``Literal`` type (msgspec then returns the interned name instead of
+allocating 390k strings) and reduced to (tensor count, names digest) per shard, which the
+cache keeps. Names are only materialised again when a digest disagrees, to say exactly
+which tensor is missing where.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import stat
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import msgspec
+
+from .cache import IndexScan
+from .validate import _HEADER, names_digest
+
+INDEX_NAME = "model.safetensors.index.json"
+MAX_INDEX = 1 << 30  # a 1 GiB index would be 10M tensors: refuse rather than exhaust memory
+
+
+class _IndexStr(msgspec.Struct):
+    weight_map: dict[str, str]
+    metadata: Optional[dict[str, Any]] = None
+
+
+def read_bytes(path: Path) -> tuple[Optional[bytes], Optional[str]]:
+    """The index bytes, or why not (not a regular file, too large, unreadable)."""
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "is not a regular file"
+        if st.st_size > MAX_INDEX:
+            return None, f"is {st.st_size:,} bytes, over the {MAX_INDEX:,}-byte limit flightcheck reads"
+        with open(path, "rb") as fh:
+            return fh.read(), None
+    except OSError as exc:
+        return None, f"cannot be read: {exc.strerror or exc}"
+
+
+def parse(raw: bytes, on_disk: list[str]) -> IndexScan:
+    """Reduce an index to per-shard (count, digest), total_size, or a problem."""
+    weight_map: Optional[dict[str, str]] = None
+    metadata: Optional[dict[str, Any]] = None
+    if on_disk:
+        fast = msgspec.defstruct(
+            "_IndexFast",
+            [("weight_map", dict[str, Literal[tuple(on_disk)]]), ("metadata", Optional[dict[str, Any]], None)],  # type: ignore[valid-type]
+        )
+        try:
+            doc = msgspec.json.decode(raw, type=fast)
+            weight_map, metadata = doc.weight_map, doc.metadata  # type: ignore[attr-defined]
+        except msgspec.MsgspecError:
+            weight_map = None  # a name not on disk, or worse: the slow path says which
+    if weight_map is None:
+        try:
+            doc2 = msgspec.json.decode(raw, type=_IndexStr)
+        except msgspec.DecodeError as exc:
+            return IndexScan(problem=f"is not valid JSON: {str(exc)[:200]}")
+        except msgspec.ValidationError as exc:
+            return IndexScan(problem=f"does not have the index's shape ({{'weight_map': {{tensor: file}}}}): {str(exc)[:200]}")
+        weight_map, metadata = doc2.weight_map, doc2.metadata
+    by_file: dict[str, list[str]] = {}
+    for name, file in weight_map.items():
+        bucket = by_file.get(file)
+        if bucket is None:
+            bucket = by_file[file] = []
+        bucket.append(name)
+    files = {f: (len(names), names_digest(sorted(names))) for f, names in by_file.items()}
+    total = (metadata or {}).get("total_size")
+    return IndexScan(total_size=total if isinstance(total, int) and not isinstance(total, bool) else None, files=files)
+
+
+def names_by_file(raw: bytes) -> dict[str, list[str]]:
+    """file -> sorted tensor names the index maps to it (slow path: a digest disagreed)."""
+    try:
+        doc = msgspec.json.decode(raw, type=_IndexStr)
+    except msgspec.MsgspecError:
+        return {}
+    out: dict[str, list[str]] = {}
+    for name, file in doc.weight_map.items():
+        out.setdefault(file, []).append(name)
+    for names in out.values():
+        names.sort()
+    return out
+
+
+def header_names(path: str) -> Optional[list[str]]:
+    """Tensor names in a shard's header (slow path), or None when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            if n > 100_000_000:
+                return None
+            header = _HEADER.decode(fh.read(n))
+    except (OSError, msgspec.MsgspecError):
+        return None
+    header.pop("__metadata__", None)
+    return sorted(header)
+
+
+def escapes(name: str) -> bool:
+    """Does an index file name leave the model directory lexically (absolute, ``..``)?"""
+    if not name or "\x00" in name or name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":"):
+        return True
+    norm = posixpath.normpath(name.replace("\\", "/"))
+    return norm == ".." or norm.startswith("../") or norm == "."
+
+
+def within(path: str, roots: list[str]) -> bool:
+    """Is the real path ``path`` inside one of the real directories ``roots``?"""
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def diff_names(expected: list[str], actual: list[str], limit: int = 5) -> tuple[list[str], list[str], int, int]:
+    """(first missing, first extra, #missing, #extra) between two sorted name lists."""
+    exp, act = set(expected), set(actual)
+    missing = sorted(exp - act)
+    extra = sorted(act - exp)
+    return missing[:limit], extra[:limit], len(missing), len(extra)

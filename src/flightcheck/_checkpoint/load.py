@@ -1,0 +1,263 @@
+"""Read a checkpoint for the checks: resolve, scan (cached), cross-check, find problems.
+
+``load()`` never raises for anything on disk: each problem becomes a :class:`Finding` with
+the code of the check that reports it and the file as its subject
+(``shard:model-00007-of-00096.safetensors``). Only shards the engine will load are judged:
+those the index names, or every ``*.safetensors`` of the directory when there is no index
+(vLLM ignores files the index does not name).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import msgspec
+
+from . import index as idx
+from .cache import IndexScan, ScanCache, file_key
+from .resolve import Resolved, expected_files, incomplete_downloads, resolve
+from .scan import ScanStats, scan_paths
+from .validate import ShardScan
+
+MAX_CONFIG = 64 << 20
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem found on disk, for the check whose code it carries."""
+
+    code: str
+    subject: str
+    message: str
+    fix: Optional[str] = None
+    severity: Optional[str] = None  # "warning" / "error" to override the check's own
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Shard:
+    """One weight file the engine will load."""
+
+    name: str  # as the index names it (relative to the model directory)
+    path: Path
+    size: int = 0
+    allocated: Optional[int] = None  # st_blocks x 512
+    scan: Optional[ShardScan] = None  # None: not scanned (missing, escaping)
+
+    @property
+    def subject(self) -> str:
+        return f"shard:{self.name}"
+
+
+@dataclass
+class Checkpoint:
+    """Everything the FC4xx / FC5xx checks and the memory model read about the model."""
+
+    resolved: Resolved
+    config: Optional[dict[str, Any]] = None
+    config_error: Optional[str] = None
+    index_name: Optional[str] = None  # "model.safetensors.index.json" when there is one
+    index: Optional[IndexScan] = None
+    shards: list[Shard] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    stats: ScanStats = field(default_factory=ScanStats)
+    cache: str = "off"  # "off" | "cold" | "warm" | "partial"
+    seconds: float = 0.0
+    throughput: Optional[dict[str, Any]] = None  # --deep read measurement
+
+    @property
+    def found(self) -> bool:
+        return self.resolved.path is not None
+
+    @property
+    def path(self) -> Optional[Path]:
+        return self.resolved.path
+
+    def of(self, code: str) -> list[Finding]:
+        """Findings for one check."""
+        return [f for f in self.findings if f.code == code]
+
+    @property
+    def scanned(self) -> list[Shard]:
+        """Shards whose header could be read and parsed (their groups are usable)."""
+        return [s for s in self.shards if s.scan is not None and not any(p.code in ("FC504", "FC508") for p in s.scan.problems)]
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of the weight files the engine will read."""
+        return sum(s.size for s in self.shards if s.scan is not None)
+
+    @property
+    def tensor_count(self) -> int:
+        return sum(s.scan.n_tensors for s in self.shards if s.scan is not None)
+
+
+def load(
+    model: str,
+    *,
+    revision: Optional[str] = None,
+    envs: tuple[Mapping[str, Optional[str]], ...] = (),
+    download_dir: Optional[str] = None,
+    cache_env: Optional[Mapping[str, str]] = None,
+    workers: Optional[int] = None,
+    sha: bool = False,
+) -> Checkpoint:
+    """Resolve and read ``model``; see the module docstring. ``sha``: every scan also
+    carries its header's sha256 (for ``collect``; cached scans without one are redone)."""
+    t0 = time.perf_counter()
+    res = resolve(model, revision=revision, envs=envs, download_dir=download_dir)
+    ck = Checkpoint(res)
+    if res.path is None:
+        ck.findings.append(Finding("FC501", f"model:{model}", res.problem or f"{model} not found", fix=_not_found_fix(res)))
+        ck.seconds = time.perf_counter() - t0
+        return ck
+    root = res.path
+    _read_config(ck, root)
+    cache = ScanCache(root.resolve(), env=cache_env)
+    ck.cache = "off" if not cache.enabled else "cold"
+    on_disk = _safetensors_in(root)
+    index_path = root / idx.INDEX_NAME
+    raw_index: Optional[bytes] = None
+    index_key = None
+    if index_path.exists() or index_path.is_symlink():
+        ck.index_name = idx.INDEX_NAME
+        try:
+            index_key = file_key(index_path.stat())
+            ck.index = cache.index(index_key) if cache.enabled else None
+        except OSError:
+            index_key = None
+    # Scan what is on disk now, while (if needed) this process parses the index: for a
+    # 390k-tensor model both take ~0.2 s and they overlap.
+    todo: list[tuple[str, str, tuple[int, ...]]] = []  # (name, real path, key)
+    scans: dict[str, ShardScan] = {}
+    stats_by_name: dict[str, os.stat_result] = {}
+    for name in on_disk:
+        if name.startswith("consolidated") and ck.index_name:
+            continue  # Mistral's duplicate single file: the index's shards are loaded instead
+        try:
+            st = os.stat(root / name)
+        except OSError:
+            continue
+        stats_by_name[name] = st
+        real = os.path.realpath(root / name)
+        key = file_key(st)
+        hit = cache.shard(real, key) if cache.enabled else None
+        if hit is not None and (not sha or hit.header_sha256 or not hit.ok):
+            scans[name] = hit
+        else:
+            todo.append((name, real, key))
+
+    def parse_index() -> None:
+        nonlocal raw_index
+        if ck.index_name is None or ck.index is not None:
+            return
+        raw_index, why = idx.read_bytes(index_path)
+        ck.index = IndexScan(problem=why) if raw_index is None else idx.parse(raw_index, on_disk)
+        if index_key is not None and ck.index.problem is None:
+            cache.put_index(index_key, ck.index)
+
+    try:
+        index_cost = index_path.stat().st_size if ck.index_name and ck.index is None else 0
+    except OSError:
+        index_cost = 0
+    fresh, ck.stats = scan_paths([r for _, r, _ in todo], parent_extra=index_cost // 2, parent_work=parse_index, workers=workers, sha=sha)
+    for (name, real, key), scan in zip(todo, fresh):
+        scans[name] = scan
+        if cache.enabled and not any(p.code == "FC508" for p in scan.problems):
+            cache.put_shard(real, key, scan)  # unreadable is not cached: it may be a passing hiccup
+    ck.stats.shards = len(todo) + (len(scans) - len(fresh))
+    ck.stats.cached = len(scans) - len(fresh)
+    if cache.enabled:
+        ck.cache = "warm" if not todo else ("partial" if ck.stats.cached else "cold")
+    from .crosscheck import assemble
+
+    assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache)
+    _hf_cache_checks(ck)
+    cache.prune({os.path.realpath(s.path) for s in ck.shards})
+    cache.save()
+    ck.seconds = time.perf_counter() - t0
+    return ck
+
+
+def _safetensors_in(root: Path) -> list[str]:
+    try:
+        return sorted(e.name for e in os.scandir(root) if e.name.endswith(".safetensors"))
+    except OSError:
+        return []
+
+
+def _read_config(ck: Checkpoint, root: Path) -> None:
+    path = root / "config.json"
+    try:
+        if path.stat().st_size > MAX_CONFIG:
+            ck.config_error = f"config.json is over {MAX_CONFIG >> 20} MiB: not a model config"
+            return
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        ck.config_error = "config.json is missing: the engine cannot tell the architecture"
+        return
+    except OSError as exc:
+        ck.config_error = f"config.json cannot be read: {exc.strerror or exc}"
+        return
+    try:
+        doc = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        ck.config_error = f"config.json is not valid JSON ({exc}): truncated or corrupt"
+        return
+    if not isinstance(doc, dict):
+        ck.config_error = f"config.json holds a JSON {type(doc).__name__}, not an object"
+        return
+    ck.config = doc
+
+
+def _not_found_fix(res: Resolved) -> str:
+    if res.repo_id:
+        rev = f" --revision {res.revision}" if res.revision else ""
+        return f"hf download {res.repo_id}{rev}    # on this node, before the launch (or pass --model /path/to/the/model)"
+    return "pass the directory that holds config.json and the *.safetensors files"
+
+
+def _hf_cache_checks(ck: Checkpoint) -> None:
+    """FC505: interrupted downloads, and files whose size differs from the cache's record."""
+    res = ck.resolved
+    expected = expected_files(res)
+    by_blob = {blob: name for name, (_size, blob) in expected.items() if blob}
+    for path, size in incomplete_downloads(res):
+        etag = path.name.split(".", 1)[0]
+        name = by_blob.get(etag) or next((n for b, n in by_blob.items() if b.startswith(etag)), None)
+        what = f" ({name}, {size:,} of {expected[name][0]:,} bytes)" if name else f" ({size:,} bytes so far)"
+        ck.findings.append(Finding(
+            "FC505", f"shard:{name}" if name else f"file:{path.name}",
+            f"an interrupted download: {path}{what}",
+            fix=_redownload_fix(res, name, path),
+            evidence={"path": str(path), "bytes": size},
+        ))
+    if res.path is None:
+        return
+    for name, (size, _blob) in sorted(expected.items()):
+        p = res.path / name
+        try:
+            actual = p.stat().st_size
+        except OSError:
+            continue  # not downloaded: FC502 speaks for the files the engine needs
+        if actual != size:
+            ck.findings.append(Finding(
+                "FC505", f"shard:{name}" if name.endswith(".safetensors") else f"file:{name}",
+                f"{name} is {actual:,} bytes but the cache's record of commit {res.commit[:12] if res.commit else '?'} says {size:,}",
+                fix=_redownload_fix(res, name, p),
+                evidence={"bytes": actual, "expected": size},
+            ))
+
+
+def _redownload_fix(res: Resolved, name: Optional[str], path: Path) -> str:
+    if res.repo_id and name:
+        rev = f" --revision {res.commit}" if res.commit else ""
+        return f"rm -f {path}; hf download {res.repo_id} {name}{rev}"
+    if res.repo_id:
+        return f"rm -f {path}; hf download {res.repo_id}" + (f" --revision {res.commit}" if res.commit else "")
+    return f"rm -f {path}; re-run the download that was interrupted"

@@ -1,0 +1,377 @@
+"""Read and validate one safetensors shard header, as the safetensors library would.
+
+This module is also the body of the parallel scan's worker processes, so it imports only
+the standard library and msgspec (a worker starts in ~20 ms with ``python -S``) and never
+raises: every problem becomes a :class:`Problem` with the code of the check that reports
+it (FC503 size, FC504 header, FC508 unreadable).
+
+The rules are safetensors' own (``tensor.rs``): an 8-byte little-endian header length N of
+at most 100,000,000 that fits in the file; N bytes of UTF-8 JSON (leading and trailing
+spaces allowed); known dtypes; ``__metadata__`` a string-to-string map; data offsets that,
+sorted, start at 0 and tile the data region with no hole or overlap; each span equal to
+numel x dtype bits / 8; and file size == 8 + N + end of the last tensor.
+
+Besides the verdict, a scan returns what the memory model and the index cross-check need,
+compactly: tensors grouped by (name pattern, first index, dtype, bytes each) with counts,
+and a digest of the sorted tensor names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import stat
+import sys
+from bisect import bisect_left
+from itertools import repeat
+from operator import itemgetter, lshift, mul, sub
+from typing import Annotated, Literal, Optional, Tuple
+
+import msgspec
+
+MAX_HEADER = 100_000_000  # safetensors' MAX_HEADER_SIZE
+MAX_DIMS = 64  # no real tensor has more; bounds the work a hostile shape can cause
+
+#: dtype -> bits per element (safetensors Dtype::bitsize, 0.8).
+DTYPE_BITS: dict[str, int] = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+    "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64, "C64": 64,
+    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+}
+
+_U = Annotated[int, msgspec.Meta(ge=0)]
+_Dtype = Literal[tuple(DTYPE_BITS)]  # type: ignore[valid-type]  # validated in C by msgspec
+
+
+class _Entry(msgspec.Struct, gc=False):
+    """One header entry. Everything optional: ``__metadata__`` decodes to all-None too."""
+
+    dtype: Optional[_Dtype] = None
+    shape: Optional[Annotated[Tuple[_U, ...], msgspec.Meta(max_length=MAX_DIMS)]] = None
+    data_offsets: Optional[Tuple[_U, _U]] = None
+
+
+class _MetaOnly(msgspec.Struct):
+    meta: Optional[dict[str, str]] = msgspec.field(default=None, name="__metadata__")
+
+
+_HEADER = msgspec.json.Decoder(dict[str, _Entry])
+_META = msgspec.json.Decoder(_MetaOnly)
+
+
+class Group(msgspec.Struct, array_like=True, frozen=True):
+    """Tensors of one shard that the memory model treats alike.
+
+    Either tensors sharing a name pattern (digits as ``#``), first index, dtype and shape,
+    or a whole block of routed experts of one layer (``pattern`` ends in ``experts.#.*``,
+    ``dtype`` is ``""``): ``per_item`` is then the number of tensors one expert has.
+    """
+
+    pattern: str  # "model.layers.#.self_attn.q_proj.weight" | "model.layers.#.mlp.experts.#.*"
+    index: int  # the first integer in the name (the layer, when the pattern says so), or -1
+    dtype: str
+    shape: tuple[int, ...]  # of one member ("()" for an expert block)
+    nbytes: int  # all members together
+    count: int  # tensors
+    per_item: int = 1  # tensors per expert (expert blocks)
+
+
+class Problem(msgspec.Struct, array_like=True, frozen=True):
+    """One finding about a shard: the code of the check that reports it and what is wrong."""
+
+    code: str
+    message: str
+
+
+class ShardScan(msgspec.Struct, array_like=True):
+    """What one header scan found (cached per shard)."""
+
+    size: int = 0
+    header_len: Optional[int] = None
+    header_sha256: Optional[str] = None  # of the 8-byte length + the header (filled on demand)
+    n_tensors: int = 0
+    data_end: int = 0
+    names_digest: Optional[str] = None  # blake2b-128 of the sorted names joined by "\n"
+    groups: list[Group] = msgspec.field(default_factory=list)
+    problems: list[Problem] = msgspec.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No problem found."""
+        return not self.problems
+
+
+def names_digest(sorted_names: list[str]) -> str:
+    """The digest the index cross-check compares: the names sorted, one per line (SHA-1
+    for speed, with the CPU's SHA extensions; this guards against mistakes, not attacks)."""
+    return hashlib.sha1("\n".join(sorted_names).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+_DIGITS = str.maketrans("0123456789", "##########")
+
+
+def _fail(scan: ShardScan, code: str, message: str) -> ShardScan:
+    scan.problems.append(Problem(code, message))
+    return scan
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def scan_file(path: str, sha: bool = False) -> ShardScan:
+    """Scan one shard on disk (``sha``: also hash the header). Never raises; never reads
+    past the header."""
+    scan = ShardScan()
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return _fail(scan, "FC508", "not a regular file")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        return _fail(scan, "FC508", f"cannot open: {exc.strerror or exc}")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped after the stat: refuse all the same
+            return _fail(scan, "FC508", "not a regular file")
+        scan.size = st.st_size
+        head = _pread(fd, 8, 0)
+        if len(head) < 8:
+            return _fail(scan, "FC503", f"the file is {scan.size} bytes: too short for even the 8-byte header length (truncated)")
+        n = int.from_bytes(head, "little")
+        if n > MAX_HEADER:
+            scan.header_len = n
+            return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes, over safetensors' {_n(MAX_HEADER)}-byte limit")
+        if 8 + n > scan.size:
+            scan.header_len = n
+            return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes but the file has only {_n(scan.size - 8)} after it (truncated or not safetensors)")
+        raw = _pread(fd, n, 8)
+    except OSError as exc:
+        return _fail(scan, "FC508", f"read failed: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
+    if len(raw) < n:  # shrank while we read it
+        return _fail(scan, "FC503", f"the file ended after {_n(8 + len(raw))} bytes while reading a {_n(n)}-byte header (truncated)")
+    return parse_header(head + raw, scan.size, scan, sha=sha)
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    parts = []
+    while size > 0:
+        chunk = os.pread(fd, min(size, 1 << 26), offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        size -= len(chunk)
+        offset += len(chunk)
+    return b"".join(parts)
+
+
+def parse_header(buf: bytes, file_size: Optional[int] = None, scan: Optional[ShardScan] = None, *, sha: bool = False) -> ShardScan:
+    """Validate ``buf`` = the 8-byte length + the header (``file_size`` None: skip the size rule).
+
+    Pure and total: any input gives a :class:`ShardScan`, problems included.
+    """
+    scan = scan or ShardScan(size=file_size or 0)
+    if len(buf) < 8:
+        return _fail(scan, "FC503", f"only {len(buf)} bytes: too short for the 8-byte header length (truncated)")
+    n = int.from_bytes(buf[:8], "little")
+    scan.header_len = n
+    if n > MAX_HEADER:
+        return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes, over safetensors' {_n(MAX_HEADER)}-byte limit")
+    raw = buf[8 : 8 + n]
+    if len(raw) < n:
+        return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes but only {_n(len(raw))} follow it")
+    if sha:  # the cross-node comparison's fingerprint (collect only: it costs ~0.3 ms/MB)
+        scan.header_sha256 = hashlib.sha256(buf[: 8 + n]).hexdigest()
+    try:
+        header = _HEADER.decode(raw)
+    except msgspec.ValidationError as exc:
+        return _fail(scan, "FC504", _explain_invalid(raw, exc))
+    except msgspec.DecodeError as exc:
+        return _fail(scan, "FC504", f"the header is not valid JSON: {str(exc)[:200]}")
+    if b'"__metadata__"' in raw and not (raw.count(b'"__metadata__"') == 1 and b'"__metadata__":{"format":"pt"}' in raw):
+        # (the usual {"format":"pt"} needs no second pass; anything else is checked)
+        try:
+            _META.decode(raw)
+        except msgspec.MsgspecError:
+            return _fail(scan, "FC504", "__metadata__ must map strings to strings (safetensors refuses anything else)")
+    header.pop("__metadata__", None)
+    return _check_tensors(scan, header, file_size)
+
+
+def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: Optional[int]) -> ShardScan:
+    # Every step is a C-level pass over lists (map, sort, list equality): a Python loop per
+    # tensor would cost more than the JSON decoding on a 390k-tensor checkpoint.
+    names = sorted(header)
+    entries = list(map(header.__getitem__, names))
+    dtypes = [e.dtype for e in entries]
+    shapes = [e.shape for e in entries]
+    offsets = [e.data_offsets for e in entries]
+    if None in dtypes or None in shapes or None in offsets:
+        for name, e in zip(names, entries):
+            missing = [f for f in ("dtype", "shape", "data_offsets") if getattr(e, f) is None]
+            if missing:
+                return _fail(scan, "FC504", f"tensor {name!r} has no {', '.join(missing)}")
+    scan.n_tensors = len(names)
+    starts = list(map(itemgetter(0), offsets))
+    ends = list(map(itemgetter(1), offsets))
+    spans = list(map(sub, ends, starts))
+    if names and not _tiled(starts, ends, spans):  # (a negative span that slips by fails the per-group size rule)
+        return _fail(scan, "FC504", _explain_offsets(names, offsets))
+    # numel x bits must equal 8 x span for every tensor, else shape, dtype and offsets
+    # disagree (a sub-byte total fails too: 8 x span is whole bytes).
+    bits = list(map(mul, map(math.prod, shapes), map(DTYPE_BITS.__getitem__, dtypes)))
+    if bits != list(map(lshift, spans, repeat(3))):
+        i = next(i for i, (b, s) in enumerate(zip(bits, spans)) if b != s * 8)
+        e = entries[i]
+        return _fail(scan, "FC504", f"tensor {names[i]!r} is {e.dtype} {list(e.shape)} = {bits[i] / 8:,g} bytes but its data_offsets {list(e.data_offsets)} span {_n(spans[i])}")
+    scan.data_end = max(ends) if names else 0
+    if file_size is not None and file_size != 8 + scan.header_len + scan.data_end:  # type: ignore[operator]
+        need = 8 + scan.header_len + scan.data_end  # type: ignore[operator]
+        if file_size < need:
+            msg = f"the file is {_n(file_size)} bytes but its header needs {_n(need)}: {_n(need - file_size)} bytes missing (truncated download)"
+        else:
+            msg = f"the file is {_n(file_size)} bytes but its header accounts for {_n(need)}: {_n(file_size - need)} extra bytes (padded, or appended to)"
+        _fail(scan, "FC503", msg)
+    scan.names_digest = names_digest(names)
+    scan.groups = _group(names, dtypes, shapes, spans)
+    return scan
+
+
+def _tiled(starts: list[int], ends: list[int], spans: list[int]) -> bool:
+    """Do the spans tile [0, end) with no hole or overlap, as safetensors requires?
+
+    With every span non-empty, sorting starts and ends separately is enough: the largest
+    start can only pair with the largest end, and so on down, so ``starts[k+1] == ends[k]``
+    on the sorted lists means the sorted intervals abut. Empty tensors make the pairing
+    ambiguous; then sort the (start, end) pairs as safetensors does.
+    """
+    if 0 in spans:
+        order = sorted(zip(starts, ends))
+        o_starts = list(map(itemgetter(0), order))
+        o_ends = list(map(itemgetter(1), order))
+    else:
+        o_starts, o_ends = sorted(starts), sorted(ends)
+    return o_starts[0] == 0 and o_starts[1:] == o_ends[:-1]
+
+
+def _group(names: list[str], dtypes: list[str], shapes: list[tuple[int, ...]], spans: list[int]) -> list[Group]:
+    """Group a shard's tensors for the memory model, touching few names one by one.
+
+    ``names`` is sorted, so all tensors of one layer's routed experts
+    (``model.layers.12.mlp.experts.*``, ~98% of a big MoE's names) are contiguous: one
+    bisect finds the block and ``sum`` of a slice sizes it. The other names (attention,
+    norms, dense MLPs, embeddings: a few dozen a shard) are grouped one by one.
+    """
+    out: dict[tuple[str, int, str, tuple[int, ...]], list[int]] = {}
+    blocks: list[Group] = []
+    i, n = 0, len(names)
+    while i < n:
+        name = names[i]
+        k = name.find(".experts.")
+        if k >= 0 and name[k + 9 : k + 10].isdigit():
+            prefix = name[: k + 9]  # "...mlp.experts."
+            j = bisect_left(names, prefix[:-1] + "/", i + 1)  # "/" sorts right after "."
+            e_end = name.find(".", k + 9)
+            one = name[: e_end + 1] if e_end > 0 else name
+            per = bisect_left(names, one[:-1] + "/", i + 1) - i if e_end > 0 else 1
+            m = _FIRST.search(prefix)
+            blocks.append(Group(prefix.translate(_DIGITS).replace("##", "#") + "#.*", int(m.group()) if m else -1, "", (), sum(spans[i:j]), j - i, max(1, per)))
+            i = j
+            continue
+        m = _FIRST.search(name)
+        key = (_collapse(name.translate(_DIGITS)), int(m.group()) if m else -1, dtypes[i], shapes[i])
+        acc = out.get(key)
+        if acc is None:
+            out[key] = [spans[i], 1]
+        else:
+            acc[0] += spans[i]
+            acc[1] += 1
+        i += 1
+    groups = [Group(p, x, d, sh, nb, c) for (p, x, d, sh), (nb, c) in out.items()]
+    return sorted(groups + _merge_blocks(blocks), key=lambda g: (g.pattern, g.index, g.dtype))
+
+
+def _merge_blocks(blocks: list[Group]) -> list[Group]:
+    merged: dict[tuple[str, int], Group] = {}
+    for b in blocks:
+        key = (b.pattern, b.index)
+        if key in merged:
+            o = merged[key]
+            merged[key] = Group(o.pattern, o.index, "", (), o.nbytes + b.nbytes, o.count + b.count, max(o.per_item, b.per_item))
+        else:
+            merged[key] = b
+    return list(merged.values())
+
+
+def _collapse(pattern: str) -> str:
+    while "##" in pattern:
+        pattern = pattern.replace("##", "#")
+    return pattern
+
+
+_FIRST = re.compile(r"\d+")
+
+
+def _explain_invalid(raw: bytes, exc: msgspec.ValidationError) -> str:
+    """Name the offending tensor of a typed-decode failure (slow path, failures only)."""
+    text = str(exc)
+    try:
+        doc = msgspec.json.decode(raw)
+    except msgspec.MsgspecError:
+        return f"the header is not valid: {text[:200]}"
+    if not isinstance(doc, dict):
+        return f"the header must be a JSON object, not {type(doc).__name__}"
+    for name, e in doc.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(e, dict):
+            return f"tensor {name!r}: expected an object, got {type(e).__name__}"
+        if e.get("dtype") not in DTYPE_BITS:
+            return f"tensor {name!r} has unknown dtype {e.get('dtype')!r}"
+        shape = e.get("shape")
+        if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(isinstance(d, int) and d >= 0 for d in shape):
+            return f"tensor {name!r} has an invalid shape {str(shape)[:80]}"
+        offs = e.get("data_offsets")
+        if not (isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) and o >= 0 for o in offs)):
+            return f"tensor {name!r} has invalid data_offsets {str(offs)[:80]}"
+    return f"the header is not valid: {text[:200]}"
+
+
+def _explain_offsets(names: list[str], offsets: list[tuple[int, int]]) -> str:
+    """Say where the offsets stop tiling the data region (failures only)."""
+    order = sorted(zip(offsets, names))
+    (first, fname) = order[0]
+    if first[0] != 0:
+        return f"the first tensor {fname!r} starts at {_n(first[0])}, not 0: a hole at the start of the data"
+    for (a, an), (b, bn) in zip(order, order[1:]):
+        if b[0] < a[1]:
+            return f"tensors {an!r} {list(a)} and {bn!r} {list(b)} overlap"
+        if b[0] > a[1]:
+            return f"a hole of {_n(b[0] - a[1])} bytes between tensors {an!r} and {bn!r}"
+    return "the data offsets do not tile the data region"
+
+
+def main() -> int:
+    """Worker: read msgpack [paths, sha] on stdin, write a msgpack list of ShardScan."""
+    import gc
+
+    gc.disable()  # many short-lived containers, no cycles: collection only costs time
+    paths, sha = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=Tuple[list[str], bool])
+    out = []
+    for p in paths:
+        try:
+            out.append(scan_file(p, sha))
+        except Exception as exc:  # a bug must cost one shard, not the batch
+            out.append(ShardScan(problems=[Problem("FC508", f"scan crashed: {type(exc).__name__}: {exc}")]))
+    sys.stdout.buffer.write(msgspec.msgpack.encode(out))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,332 @@
+"""FC5xx — the checkpoint on disk: found, complete, uncorrupted, consistent, readable.
+
+Every check reads ``ctx.checkpoint`` (resolved, scanned and cross-checked once, see
+``flightcheck._checkpoint``) and reports its own findings, one per file, with the file as
+the subject (``shard:model-00007-of-00096.safetensors``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ._framework import ERROR, INFO, WARNING, Context, Outcome, Severity, Skip, check, fail, ok, summary
+
+LIMIT = 5  # findings listed one by one per check; the rest are counted on one line
+
+
+def _checkpoint(ctx: Context, *, found: bool = True) -> Any:
+    ck = ctx.checkpoint
+    if ck is None:
+        raise Skip("no --model given")
+    if found and not ck.found:
+        raise Skip("the model was not found (FC501)")
+    return ck
+
+
+def _report(ck: Any, code: str, passed: str) -> Iterator[Outcome]:
+    findings = ck.of(code)
+    for f in findings[:LIMIT]:
+        sev = Severity(f.severity) if f.severity else None
+        yield fail(f.message, fix=f.fix, subject=f.subject, evidence=f.evidence, severity=sev)
+    if len(findings) > LIMIT:
+        # One line for the rest (a 96-shard download cut short would otherwise print 96).
+        rest = findings[LIMIT:]
+        explicit = {f.severity for f in rest}
+        if "error" in explicit:
+            sev: Severity | None = Severity.ERROR
+        elif None in explicit:
+            sev = None  # the check's own severity
+        else:
+            sev = Severity(rest[0].severity)
+        yield fail(f"... and {len(rest)} more like these ({', '.join(f.subject.split(':', 1)[-1] for f in rest[:3])}, ...)",
+                   fix=rest[0].fix, subject=f"model:{ck.resolved.model}", severity=sev,
+                   evidence={"more": len(rest), "subjects": [f.subject for f in rest]})
+    if not findings:
+        yield ok(passed)
+
+
+@summary("FC5")
+def _headline(ctx: Context) -> str:
+    ck = ctx.checkpoint
+    if ck is None:
+        return "no --model given"
+    from .._checkpoint import summary_line
+
+    return summary_line(ck)
+
+
+@check("FC501", "model-not-found", ERROR)
+def model_not_found(ctx: Context) -> Iterator[Outcome]:
+    """The model directory or Hugging Face repo id cannot be found on this node.
+
+    ## What it checks
+    ``--model`` is a directory, or a repo id (``org/name``, ``--revision``) present in the
+    local Hugging Face cache: ``HF_HUB_CACHE``, ``HUGGINGFACE_HUB_CACHE``, ``$HF_HOME/hub``
+    or ``~/.cache/huggingface/hub`` (and ``--download-dir``), with ``refs/<revision>``
+    pointing at a snapshot that exists. flightcheck never downloads anything.
+
+    ## Why the launch dies
+    With ``HF_HUB_OFFLINE=1`` the engine fails at once; without it, every node starts
+    downloading a checkpoint of hundreds of gigabytes at launch time, or fails on a gated
+    or private repo after minutes.
+
+    ## How to fix
+    Download it before the launch on every node (``hf download org/name``, with
+    ``--revision`` if pinned), point ``HF_HUB_CACHE`` at the cache that holds it, or pass
+    the directory itself as ``--model``.
+    """
+    ck = _checkpoint(ctx, found=False)
+    yield from _report(ck, "FC501", f"{ck.resolved.model} -> {ck.path}" + (f" ({ck.resolved.note})" if ck.resolved.note else ""))
+
+
+@check("FC502", "shard-missing", ERROR)
+def shard_missing(ctx: Context) -> Iterator[Outcome]:
+    """A weight file the index names is not there.
+
+    ## What it checks
+    Every file ``model.safetensors.index.json`` maps a tensor to exists (a symlink into the
+    cache's blobs must not dangle); with no index, that the directory has ``*.safetensors``.
+
+    ## Why the launch dies
+    vLLM checks this only when it starts loading ("Weight files referenced in index but
+    missing"), or, with a partial snapshot, fails on the first tensor of the absent shard
+    after the others have loaded.
+
+    ## How to fix
+    Download the missing files (``hf download org/name FILE``) or copy them from the
+    source; the message names each one.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC502", f"all {len(ck.shards)} weight files are present")
+
+
+@check("FC503", "shard-size-mismatch", ERROR)
+def shard_size_mismatch(ctx: Context) -> Iterator[Outcome]:
+    """A shard's size is not what its header says: truncated or padded.
+
+    ## What it checks
+    For every shard, file size == 8 + header length + end of the last tensor's data, the
+    rule safetensors itself enforces.
+
+    ## Why the launch dies
+    ``safe_open`` refuses the file ("incomplete metadata, file not fully covered") when the
+    loader reaches that shard, after the shards before it have been read — typically
+    minutes into the load. A copy interrupted by ``cp``/``rsync``/``wget`` leaves exactly this.
+
+    ## How to fix
+    Delete the file and fetch it again (the message gives the exact command for a cached
+    repo id); for a copied directory, copy that file again and compare its size with the
+    source.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC503", f"every shard's size matches its header ({len(ck.shards)} shards)")
+
+
+@check("FC504", "shard-header-invalid", ERROR)
+def shard_header_invalid(ctx: Context) -> Iterator[Outcome]:
+    """A shard's safetensors header is invalid.
+
+    ## What it checks
+    Each header as safetensors validates it: length at most 100,000,000 bytes and inside
+    the file, UTF-8 JSON, string-only ``__metadata__``, known dtypes (F4, F6 and F8
+    variants included), data offsets that tile the data region from 0 with no overlap or
+    hole, and each span equal to the element count times the dtype size.
+
+    ## Why the launch dies
+    The engine opens each shard only when it reaches it, so a corrupt shard 70 of 96 fails
+    the launch after most of the checkpoint has been read ("Error while deserializing
+    header", "invalid offset for tensor").
+
+    ## How to fix
+    Re-download or re-copy the named shard; if the header itself was written by a custom
+    exporter, fix the exporter: no other reader will accept it either.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC504", f"{len(ck.shards)} headers valid, {ck.tensor_count:,} tensors")
+
+
+@check("FC505", "download-incomplete", ERROR)
+def download_incomplete(ctx: Context) -> Iterator[Outcome]:
+    """A download of this model was interrupted.
+
+    ## What it checks
+    ``*.incomplete`` blobs in the repo's cache folder (or ``.cache/huggingface/download``
+    of a ``--local-dir`` download), and every snapshot file whose size differs from the
+    size the cache recorded for that commit (``trees/<commit>.json``).
+
+    ## Why the launch dies
+    An interrupted ``hf download`` leaves a partial blob and no snapshot link: the engine
+    either starts downloading it again at launch or fails on the missing file; a
+    size-mismatched file fails when its turn to load comes.
+
+    ## How to fix
+    Run the download again (``hf download org/name``): it resumes the partial blob. The
+    fix line names the file and the revision.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC505", "no interrupted download" + (", sizes match the cache's records" if ck.resolved.repo_dir else ""))
+
+
+@check("FC506", "index-inconsistent", ERROR)
+def index_inconsistent(ctx: Context) -> Iterator[Outcome]:
+    """The index and the shards' headers disagree.
+
+    ## What it checks
+    ``model.safetensors.index.json`` is valid JSON mapping tensors to files; each file
+    holds exactly the tensors the index maps to it (compared by count and a digest of the
+    names); no tensor is in two shards. A ``metadata.total_size`` that differs from the sum
+    of the headers' data, or tensors a shard holds but the index does not list, are
+    warnings.
+
+    ## Why the launch dies
+    The loader asks a shard for a tensor the index promised and gets a KeyError, or loads
+    a duplicate that silently replaces the right weights — after most of the load.
+
+    ## How to fix
+    Re-download the index and the named shards together from the same revision; mixing
+    files of two revisions is the usual cause.
+    """
+    ck = _checkpoint(ctx)
+    if ck.index_name is None and len(ck.shards) <= 1 and not ck.of("FC506"):
+        raise Skip("single-file checkpoint: no index to cross-check")
+    yield from _report(ck, "FC506", f"the index matches the {len(ck.shards)} headers" if ck.index_name else "no tensor is in two shards")
+
+
+@check("FC507", "config-invalid", ERROR)
+def config_invalid(ctx: Context) -> Iterator[Outcome]:
+    """config.json is missing, unparseable, or lacks a field the memory model needs.
+
+    ## What it checks
+    ``config.json`` exists, is a JSON object, and has ``num_hidden_layers``,
+    ``hidden_size`` and ``num_attention_heads`` (in ``text_config`` for multimodal models).
+
+    ## Why the launch dies
+    The engine reads config.json first to pick the architecture; a truncated or missing
+    one fails at once on every node, and a missing field fails model construction.
+
+    ## How to fix
+    Download config.json again (``hf download org/name config.json``) or restore it from
+    the source; do not hand-edit it.
+    """
+    ck = _checkpoint(ctx)
+    subject = "file:config.json"
+    fix = f"hf download {ck.resolved.repo_id} config.json" if ck.resolved.repo_id else f"restore {ck.path}/config.json from the model's source"
+    if ck.config_error:
+        yield fail(ck.config_error, fix=fix, subject=subject)
+        return
+    from .._memory.config import parse
+
+    cfg = parse(ck.config)
+    if cfg.missing:
+        yield fail(f"config.json has no {', '.join(cfg.missing)}: the architecture cannot be built", fix=fix, subject=subject)
+        return
+    arch = cfg.architectures[0] if cfg.architectures else cfg.model_type or "unknown architecture"
+    yield ok(f"{arch}, {cfg.layers} layers, hidden {cfg.hidden}" + (f", {cfg.experts} experts" if cfg.experts else ""), subject=subject)
+
+
+@check("FC508", "shard-unreadable", ERROR)
+def shard_unreadable(ctx: Context) -> Iterator[Outcome]:
+    """A shard exists but cannot be read.
+
+    ## What it checks
+    Each shard opens for reading and its header can be read: permissions, a symlink loop,
+    a file that is not a regular file, an I/O error or a read that hangs past its timeout.
+
+    ## Why the launch dies
+    The engine's workers (often another user, in a container) fail with "Permission
+    denied" or an I/O error when they reach that shard.
+
+    ## How to fix
+    Fix the permissions (``chmod a+r``), the link, or the filesystem; the message quotes
+    the error.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC508", "every shard is readable")
+
+
+@check("FC509", "index-path-escape", ERROR)
+def index_path_escape(ctx: Context) -> Iterator[Outcome]:
+    """The index names a file outside the model directory.
+
+    ## What it checks
+    Every file name in the index stays inside the model directory: no absolute path, no
+    ``..``; refused outright, never opened. A shard that is a symlink resolving outside the
+    directory (other than into the Hugging Face cache's blobs) is a warning.
+
+    ## Why the launch dies
+    A crafted index makes the loader open arbitrary files (``../../etc/passwd``); at best
+    the launch fails on a non-safetensors file, at worst it reads what it should not.
+
+    ## How to fix
+    Do not run this checkpoint: re-download the index from a trusted source.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC509", "every file the index names is inside the model directory")
+
+
+@check("FC510", "load-time-estimate", INFO)
+def load_time_estimate(ctx: Context) -> Iterator[Outcome]:
+    """How many bytes each node reads, and how long that takes.
+
+    ## What it checks
+    The bytes of the shards this node loads; with ``--deep``, the read throughput measured
+    on about 1 GiB sampled across the shards (page cache bypassed where the filesystem
+    allows) and the expected load time.
+
+    ## Why the launch dies
+    It does not; but a slow network filesystem turns a 15-minute load into an hour, and a
+    health check or scheduler timeout kills the engine while it loads.
+
+    ## How to fix
+    Copy the checkpoint to local NVMe before launching, or raise the start-up timeout of
+    the orchestrator above the expected load time.
+    """
+    ck = _checkpoint(ctx)
+    m = ctx.memory
+    read = m.load_bytes if m is not None and m.load_bytes else ck.total_bytes
+    from .._checkpoint import _size
+
+    msg = f"reads {_size(read)} per node"
+    evidence: dict[str, Any] = {"load_bytes": read}
+    tp = ck.throughput
+    if tp and tp.get("bytes_per_s"):
+        rate = tp["bytes_per_s"]
+        secs = read / rate
+        msg += f"; measured {rate / 1e9:.2f} GB/s ({tp.get('method')}, {tp.get('bytes', 0) / (1 << 30):.1f} GiB sampled) -> about {_duration(secs)} to load"
+        evidence.update(read_bytes_per_s=int(rate), load_seconds_estimate=round(secs, 1))
+    elif tp and tp.get("error"):
+        msg += f"; read speed not measured: {tp['error']}"
+    elif tp:
+        msg += "; read speed not measured: every sample fell in a hole (sparse files)"
+    else:
+        msg += " (--deep measures the read speed and the load time)"
+    yield fail(msg, subject=f"model:{ck.resolved.model}", evidence=evidence)
+
+
+@check("FC511", "shard-sparse", WARNING)
+def shard_sparse(ctx: Context) -> Iterator[Outcome]:
+    """A shard has far fewer blocks on disk than its size: sparse or preallocated.
+
+    ## What it checks
+    For every shard of at least 1 MiB, allocated blocks (``st_blocks`` x 512) cover at
+    least half of its size (a compressing filesystem stays well above that for weights).
+
+    ## Why the launch dies
+    A downloader that preallocates (aria2, some S3 tools) or a ``truncate``d placeholder
+    gives a file of the right size whose content was never written: the header checks out,
+    the weights are zeros, and the model loads and serves garbage.
+
+    ## How to fix
+    Re-download the shard; if it is sparse on purpose (a test fixture), ignore this.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC511", "every shard is fully allocated on disk")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

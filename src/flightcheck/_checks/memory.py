@@ -1,0 +1,284 @@
+"""FC4xx — memory fit: per-rank weights, one max-length sequence of KV cache, the reserve.
+
+Every number comes from ``ctx.memory`` (``flightcheck._memory``): the checkpoint's headers
+and config.json against the memory of the smallest GPU used. Suggestions are computed by
+re-running the model on other layouts, KV dtypes and lengths, never guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ._framework import ERROR, WARNING, Context, Outcome, Skip, check, fail, ok, summary, unknown
+
+GiB = 1 << 30
+
+
+def _gib(n: float) -> str:
+    return f"{n / GiB:,.1f} GiB"
+
+
+def _model(ctx: Context) -> Any:
+    m = ctx.memory
+    if m is None:
+        raise Skip("no --model given")
+    if m.error:
+        raise Skip(f"needs the checkpoint: {m.error}")
+    return m
+
+
+def _gpu(m: Any) -> str:
+    return f"a {m.gpu_name.removeprefix('NVIDIA ')} ({_gib(m.total)})" if m.gpu_name else f"a {_gib(m.total)} GPU"
+
+
+@summary("FC4")
+def _headline(ctx: Context) -> str:
+    m = ctx.memory
+    if m is None:
+        return "no --model given"
+    if m.error:
+        return m.error
+    f = m.fit()
+    w = m.weights()
+    if f is None:
+        return f"weights {_gib(w)} per GPU; GPU memory unknown"
+    length = f"{f.max_model_len:,} tokens" if f.max_model_len else "auto length"
+    return f"weights {_gib(f.weights)} + KV {_gib(f.kv_need)} ({length}) + reserve {_gib(f.reserve)} of {_gib(f.usable)} usable per GPU"
+
+
+def _layout_hint(m: Any) -> tuple[str | None, str]:
+    """(flags of the smallest layout that fits, or None; a sentence saying so)."""
+    from .._memory.suggest import smallest_layout
+
+    lf = smallest_layout(m)
+    if lf is None:
+        return None, "no layout up to TP 64 fits it on this GPU model: use a smaller (quantized) checkpoint or pipeline parallelism across nodes"
+    nodes = f", {-(-lf.gpus // 8)} nodes of 8" if lf.gpus > 8 else ""
+    flags = lf.layout.describe()
+    return flags, f"{flags} fits ({lf.gpus} GPUs{nodes}; {_gib(lf.weights)} of weights per GPU)"
+
+
+@check("FC401", "weights-exceed-gpu-memory", ERROR)
+def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
+    """The weights one rank holds exceed what the engine may use on a GPU.
+
+    ## What it checks
+    Per-rank weights — every tensor classed as replicated, split by TP (vocabulary padded
+    to 64), or an expert split by TP or owned by an EP rank; MTP layers skipped; MXFP4
+    padding and MLA's bf16 copies added; the largest PP stage — against
+    ``memory_total x gpu_memory_utilization`` minus the reserve, on the smallest GPU used.
+
+    ## Why the launch dies
+    The engine allocates weights as it loads them and runs out of memory part-way through
+    (``torch.OutOfMemoryError``), after reading much of the checkpoint.
+
+    ## How to fix
+    Spread the model over more GPUs: the message names the smallest TP (with or without
+    expert parallelism) that fits, computed for this checkpoint; or use a quantized
+    checkpoint.
+    """
+    m = _model(ctx)
+    f = m.fit()
+    if f is None:
+        yield unknown(f"cannot evaluate: GPU memory unknown ({m.gpu_error})", evidence={"weights_bytes": int(m.weights())})
+        return
+    ev = {"weights_bytes": int(f.weights), "usable_bytes": f.usable, "reserve_bytes": f.reserve}
+    if not f.weights_fit:
+        flags, hint = _layout_hint(m)
+        yield fail(
+            f"weights need {_gib(f.weights)} per GPU at {m.layout.describe()} but {_gpu(m)} has {_gib(f.usable)} usable "
+            f"at gpu_memory_utilization {f.utilization:g} minus a {_gib(f.reserve)} reserve; {hint}",
+            fix=flags or hint, evidence=ev,
+        )
+    else:
+        yield ok(f"weights {_gib(f.weights)} per GPU of {_gib(f.usable)} usable ({100 * f.weights / f.usable:.0f}%)", evidence=ev)
+
+
+@check("FC402", "kv-cache-too-small", ERROR)
+def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
+    """The KV cache for one sequence of max_model_len does not fit in what is left.
+
+    ## What it checks
+    KV bytes per token on one rank — standard attention ``2 x max(1, kv_heads/TP) x
+    head_dim x bytes`` per layer; MLA ``(kv_lora_rank + qk_rope_head_dim) x bytes`` per
+    layer on every rank; sliding-window layers capped at their window; linear-attention
+    layers a fixed state — times max_model_len (the model's ``max_position_embeddings``
+    unless given) against ``usable - weights - reserve``. The reserve defaults to an
+    estimate of vLLM's profiling peak at 8192 batched tokens and 1024 sequences (layer
+    temporaries + fp32 logits) + 0.5 GiB CUDA graphs + 0.25 GiB non-torch + 0.5 GiB
+    communication buffers with several ranks; ``--reserve-gib`` replaces it.
+
+    ## Why the launch dies
+    vLLM loads every weight, profiles, then refuses to start: "To serve at least one
+    request with the model's max seq len (...), (... GiB KV cache is needed, which is
+    larger than the available KV cache memory".
+
+    ## How to fix
+    Any one of the options the message lists, each computed for this launch: a smaller
+    ``--max-model-len`` (the largest that fits is given), ``--kv-cache-dtype fp8``, a higher
+    ``--gpu-memory-utilization``, or more GPUs.
+    """
+    m = _model(ctx)
+    f = m.fit()
+    if f is None:
+        yield unknown(f"cannot evaluate: GPU memory unknown ({m.gpu_error})")
+        return
+    if not f.weights_fit:
+        raise Skip("the weights alone do not fit (FC401)")
+    per_tok = m.kv().per_token
+    ev = {"kv_bytes_per_token": int(per_tok), "kv_budget_bytes": int(f.kv_budget), "max_model_len_fit": f.max_model_len_fit}
+    if m.requested_len == -1:
+        if f.max_model_len_fit <= 0:
+            flags, hint = _layout_hint(m)
+            yield fail(f"no room for any KV cache: {_gib(f.kv_budget)} left after weights and reserve; {hint}", fix=flags or hint, evidence=ev)
+        else:
+            yield ok(f"--max-model-len auto: up to {f.max_model_len_fit:,} tokens fit", evidence=ev)
+        return
+    if f.max_model_len is None:
+        yield unknown("the model sets no max_position_embeddings: pass --max-model-len to evaluate the KV cache")
+        return
+    if f.kv_fits and f.max_model_len_fit > 0:
+        yield ok(f"KV for {f.max_model_len:,} tokens: {_gib(f.kv_need)} of {_gib(f.kv_budget)} left (up to {f.max_model_len_fit:,} fit)", evidence=ev)
+        return
+    from .._memory.suggest import fp8_kv, utilization_that_fits
+
+    dtype = "fp8" if m.kv_cache_dtype.startswith("fp8") else m.cfg.dtype_name if m.kv_cache_dtype == "auto" else m.kv_cache_dtype
+    options = [f"--max-model-len {f.max_model_len_fit}" + ("" if f.max_model_len_fit else " (nothing fits: see the other options)")]
+    said = [f"the largest max_model_len that fits is {f.max_model_len_fit:,}"]
+    fp8 = fp8_kv(m)
+    if fp8 is not None:
+        if fp8[0]:
+            options.append("--kv-cache-dtype fp8")
+            said.append(f"an fp8 KV cache would fit (up to {fp8[1]:,} tokens)")
+        else:
+            said.append(f"an fp8 KV cache would not fit either (up to {fp8[1]:,} tokens)")
+    util = utilization_that_fits(m)
+    if util is not None:
+        options.append(f"--gpu-memory-utilization {util:.2f}")
+    flags, hint = _layout_hint(m)
+    if flags:
+        options.append(flags)
+        said.append(hint)
+    if f.max_model_len_fit <= 0:
+        options.pop(0)
+    yield fail(
+        f"one sequence of {f.max_model_len:,} tokens needs {_gib(f.kv_need)} of KV cache ({int(per_tok):,} B/token, {dtype}) "
+        f"but {_gib(max(0.0, f.kv_budget))} is left per GPU after {_gib(f.weights)} of weights and a {_gib(f.reserve)} reserve; "
+        + "; ".join(said),
+        fix="\n".join(options) if options else hint, evidence=ev,
+    )  # each fix line alone makes it fit
+
+
+@check("FC403", "memory-headroom-low", WARNING)
+def memory_headroom_low(ctx: Context) -> Iterator[Outcome]:
+    """It fits, with under 5% of usable GPU memory to spare.
+
+    ## What it checks
+    What is left of ``memory_total x gpu_memory_utilization`` after the weights, the
+    reserve and the KV cache of one max-length sequence, against 5% of it.
+
+    ## Why the launch dies
+    The reserve is an estimate; a larger activation peak (long prompts, a bigger
+    ``--max-num-batched-tokens``, another attention backend) or memory taken by another
+    process at start-up tips a tight fit into "not enough KV cache" or an OOM under load.
+
+    ## How to fix
+    Lower ``--max-model-len`` to the value in the fix (which leaves 5%), or raise
+    ``--gpu-memory-utilization`` if the GPUs hold nothing else.
+    """
+    from .._memory.budget import HEADROOM_MIN
+
+    m = _model(ctx)
+    f = m.fit()
+    if f is None:
+        raise Skip("GPU memory unknown")
+    if not f.fits or f.max_model_len is None:
+        raise Skip("does not fit, or the length is automatic: FC401/FC402 speak")
+    spare = f.spare
+    if spare < HEADROOM_MIN * f.usable:
+        shape = m.kv()
+        safer = shape.max_len(f.kv_budget - HEADROOM_MIN * f.usable)
+        yield fail(f"only {_gib(spare)} ({100 * spare / f.usable:.1f}%) of usable memory is left after weights, reserve and one {f.max_model_len:,}-token sequence",
+                   fix=f"--max-model-len {safer}" if safer > 0 else "--gpu-memory-utilization with more headroom, or more GPUs",
+                   evidence={"spare_bytes": int(spare)})
+    else:
+        yield ok(f"{_gib(spare)} ({100 * spare / f.usable:.0f}%) of usable memory to spare")
+
+
+@check("FC404", "parallel-layout-invalid", ERROR)
+def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
+    """The parallel layout does not divide the model.
+
+    ## What it checks
+    Attention heads divide by TP (and KV heads by TP, or TP by them); the MoE intermediate
+    size per rank (and a block-FP8 dense one) is a multiple of the quantization block —
+    128 for block FP8, the group size (32) for MXFP4 / INT4, 16 for NVFP4; with expert
+    parallelism at least one expert per rank; no more PP stages than layers.
+
+    ## Why the launch dies
+    vLLM asserts these while building the model ("Total number of attention heads must be
+    divisible by tensor parallel size", "... is not divisible by weight quantization
+    block_n"), in every worker, sometimes only after the weights start loading.
+
+    ## How to fix
+    Use a TP the model divides by, or ``--enable-expert-parallel`` so experts stay whole;
+    the fix lists the valid choices.
+    """
+    from .._memory.layout import problems
+    from .._memory.suggest import TP_CANDIDATES
+    from .._memory.weights import Layout
+
+    m = _model(ctx)
+    found = problems(m.cfg, m.layout)
+    if not found:
+        yield ok(f"{m.layout.describe()} divides the model ({m.cfg.heads} heads" + (f", {m.cfg.experts} experts" if m.cfg.experts else "") + ")")
+        return
+    base = m.layout
+    valid = [t for t in TP_CANDIDATES if not problems(m.cfg, Layout(t, base.pp, base.dp, base.ep))]
+    alt = []
+    if m.cfg.moe and not base.ep and not problems(m.cfg, Layout(base.tp, base.pp, base.dp, True)):
+        alt.append(f"{Layout(base.tp, base.pp, base.dp, True).describe()}")
+    if valid:
+        alt.append(f"-tp one of {', '.join(map(str, valid))}")
+    for p in found:
+        yield fail(p + f" ({m.layout.describe()})", fix="\n".join(alt) or "no power-of-two TP divides this model", evidence={"valid_tp": valid})
+
+
+@check("FC405", "max-model-len-over-model-limit", ERROR)
+def max_model_len_over_limit(ctx: Context) -> Iterator[Outcome]:
+    """--max-model-len is longer than the model's context window.
+
+    ## What it checks
+    A given ``--max-model-len`` against the model's ``max_position_embeddings`` (times a
+    linear/dynamic rope-scaling factor), unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` (vLLM)
+    or ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` (SGLang) is set.
+
+    ## Why the launch dies
+    vLLM refuses it at start-up ("User-specified max_model_len ... is greater than the
+    derived max_model_len"); SGLang likewise. With the override set, positions past the
+    trained window produce degraded output rather than an error.
+
+    ## How to fix
+    Use a length up to the model's window, or set the override if the model really
+    supports longer contexts (e.g. with a rope scaling you configure).
+    """
+    m = _model(ctx)
+    req = m.requested_len
+    if req is None or req == -1:
+        raise Skip("no explicit --max-model-len")
+    limit = m.cfg.max_position
+    if limit is None:
+        raise Skip("the model states no max_position_embeddings")
+    if m.cfg.rope_factor:
+        limit = int(limit * m.cfg.rope_factor)
+    var = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" if m.engine == "sglang" else "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+    env = ctx.facts.env or {}
+    if req > limit:
+        if (env.get(var) or "").strip().lower() in ("1", "true"):
+            yield ok(f"--max-model-len {req:,} exceeds the model's {limit:,} but {var}=1 allows it")
+        else:
+            yield fail(f"--max-model-len {req:,} exceeds the model's context window of {limit:,} tokens",
+                       fix=f"--max-model-len {limit}\n(or, if the model really supports it: export {var}=1)", evidence={"limit": limit})
+    else:
+        yield ok(f"--max-model-len {req:,} within the model's {limit:,}")

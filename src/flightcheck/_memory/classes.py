@@ -1,0 +1,76 @@
+"""Which share of each tensor a rank holds: the tensor classes of memory.md.
+
+A group of tensors (a name pattern with digits as ``#``) is one of:
+
+- ``replicated`` — norms, MoE routers, ``e_score_correction_bias``, MLA's ``q_a_proj`` and
+  ``kv_a_proj_with_mqa``, biases of row-parallel layers: whole on every rank;
+- ``kv`` — k/v projections: split by TP down to one KV head a rank, replicated beyond;
+- ``qkv`` — fused q/k/v projections: the q part split by TP, the k/v part as ``kv``;
+- ``tp`` — every other linear layer of a decoder layer (q/o, dense MLP, shared experts);
+- ``vocab`` / ``head`` — embeddings / the LM head: the vocabulary, padded to 64, split by
+  TP (the first / the last pipeline stage);
+- ``expert`` — routed experts: split by TP (EP off) or owned whole by an EP rank;
+- ``skipped`` — never loaded: MTP layers (index >= num_hidden_layers), ``inv_freq``, a
+  tied LM head stored anyway.
+
+The names of Llama / Mistral / Qwen2-3 / Mixtral / Qwen-MoE / DeepSeek-V2-3 / Kimi-K2 /
+gpt-oss are covered by these rules; other architectures fall back to them by name.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from .config import ModelConfig
+
+_WRAPPERS = ("model.language_model.", "language_model.model.", "language_model.", "model.", "transformer.", "backbone.", "decoder.")
+_CONTAINER = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer|decoder_layers)\.$")
+_AUX = ("vision", "visual", "vit.", "image", "audio", "mm_projector", "multi_modal_projector", "patch_embed", "speech")
+_VOCAB = ("embed_tokens", "wte.", "word_embeddings", "tok_embeddings", "embedding.weight", "embeddings.weight")
+_HEAD = ("lm_head", "unembedding", "output.weight", "embed_out")
+_ROUTER = re.compile(r"(?:^|\.)(?:gate|router|gating|gate_inp)\.(?:weight|bias|e_score_correction_bias)$|e_score_correction_bias|shared_expert_gate")
+_REPLICATED = ("q_a_proj", "kv_a_proj_with_mqa", "q_a_layernorm", "kv_a_layernorm")
+_ROW_BIAS = re.compile(r"(?:o_proj|down_proj|w2|dense_4h_to_h|out_proj|c_proj|fc2|wo)\.bias$")
+_KV = re.compile(r"(?:^|\.)(?:k_proj|v_proj|key|value)\.")
+_QKV = re.compile(r"(?:^|\.)(?:qkv_proj|query_key_value|c_attn|Wqkv|W_pack|qkv)\.")
+
+
+def strip_wrapper(pattern: str) -> str:
+    """``model.layers.#.mlp`` -> ``layers.#.mlp`` (one known wrapper prefix removed)."""
+    for w in _WRAPPERS:
+        if pattern.startswith(w):
+            return pattern[len(w):]
+    return pattern
+
+
+def classify(pattern: str, index: int, dtype: str, cfg: ModelConfig) -> tuple[str, Optional[int]]:
+    """(class, decoder layer or None) of a group; see the module docstring."""
+    p = strip_wrapper(pattern)
+    aux = any(a in pattern for a in _AUX)
+    k = p.find("#")
+    # the first index is a decoder layer only right after a layer container (layers.#)
+    layer = index if (not aux and k > 0 and _CONTAINER.search(p[:k])) else None
+    if p.endswith("inv_freq") or p.startswith("mtp.") or ".mtp." in p:
+        return "skipped", layer
+    if layer is not None and cfg.layers and layer >= cfg.layers:
+        return "skipped", layer  # MTP / next-token-prediction layers: vLLM skips them
+    if aux:
+        return "tp", None  # vision / audio towers: TP-sharded in vLLM, first PP stage
+    if layer is None and any(h in p for h in _HEAD) and "embed_tokens" not in p:
+        return ("skipped" if cfg.tie_embeddings else "head"), None
+    if any(v in p for v in _VOCAB):
+        return "vocab", layer
+    if dtype == "" and p.endswith("experts.#.*"):
+        return "expert", layer
+    if ".experts." in p and "shared_expert" not in p:
+        return "expert", layer  # fused experts (gpt-oss w13/w2 blocks, scales, biases)
+    last = p.rsplit(".", 2)
+    module = last[-2] if len(last) >= 2 else p
+    if "norm" in module or module.startswith("ln") or _ROUTER.search(p) or any(r in p for r in _REPLICATED) or _ROW_BIAS.search(p):
+        return "replicated", layer
+    if _QKV.search("." + p):
+        return "qkv", layer
+    if _KV.search("." + p) and not cfg.mla:
+        return "kv", layer
+    return "tp", layer

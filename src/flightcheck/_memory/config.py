@@ -1,0 +1,213 @@
+"""What the memory model needs from config.json, read the way vLLM reads it.
+
+Multimodal wrappers keep the language model's fields under ``text_config`` (or
+``llm_config``); those win, with ``architectures`` and ``quantization_config`` taken from
+the top level when the inner config lacks them. Nothing here guesses a missing required
+field: ``missing`` names it and FC507 reports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+#: Fields without which no memory figure can be computed (FC507).
+REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads")
+
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp32": 4, "bf16": 2, "fp16": 2}
+_EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "n_experts", "moe_num_experts")
+_MOE_INTER_KEYS = ("moe_intermediate_size", "expert_intermediate_size", "intermediate_size_moe")
+
+
+@dataclass(frozen=True)
+class Quant:
+    """The checkpoint's weight quantization, as far as memory and layout care."""
+
+    method: Optional[str] = None  # "fp8-block" | "fp8" | "mxfp4" | "nvfp4" | "int4" | other name
+    block: Optional[int] = None  # output-dim block (block FP8: 128)
+    group: Optional[int] = None  # input-dim group (MXFP4 32, NVFP4 16, INT4 e.g. 32/128)
+    raw: Optional[str] = None  # quant_method as written
+
+    @property
+    def alignment(self) -> Optional[int]:
+        """What the per-rank intermediate size must be a multiple of (FC404)."""
+        return self.block or self.group
+
+
+@dataclass
+class ModelConfig:
+    """The fields of config.json the memory model reads."""
+
+    model_type: str = ""
+    architectures: tuple[str, ...] = ()
+    layers: int = 0
+    hidden: int = 0
+    heads: int = 0
+    kv_heads: int = 0
+    head_dim: int = 0
+    vocab: Optional[int] = None
+    max_position: Optional[int] = None
+    rope_factor: Optional[float] = None  # linear / dynamic rope scaling multiplies the limit
+    dtype_bytes: int = 2
+    dtype_name: str = "bfloat16"
+    tie_embeddings: bool = False
+    intermediate: Optional[int] = None
+    # MLA (DeepSeek-V2/V3, Kimi-K2)
+    kv_lora_rank: Optional[int] = None
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    # MoE
+    experts: Optional[int] = None
+    moe_intermediate: Optional[int] = None
+    top_k: int = 0
+    # per-layer attention kind: "full" | "sliding" | "linear"
+    layer_kinds: list[str] = field(default_factory=list)
+    sliding_window: Optional[int] = None
+    linear: dict[str, Any] = field(default_factory=dict)  # the linear-attention config, raw
+    quant: Quant = field(default_factory=Quant)
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def mla(self) -> bool:
+        return bool(self.kv_lora_rank)
+
+    @property
+    def moe(self) -> bool:
+        return bool(self.experts)
+
+    def layers_of(self, kind: str) -> int:
+        return sum(1 for k in self.layer_kinds if k == kind)
+
+
+def _int(d: dict[str, Any], *keys: str) -> Optional[int]:
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def text_config(doc: dict[str, Any]) -> dict[str, Any]:
+    """The language model's config (the inner one of a multimodal wrapper)."""
+    for key in ("text_config", "llm_config", "language_config"):
+        inner = doc.get(key)
+        if isinstance(inner, dict) and "num_hidden_layers" in inner:
+            merged = dict(inner)
+            for k in ("architectures", "quantization_config", "torch_dtype", "dtype", "tie_word_embeddings"):
+                if k not in merged and k in doc:
+                    merged[k] = doc[k]
+            return merged
+    return doc
+
+
+def parse(doc: dict[str, Any], hf_quant: Optional[dict[str, Any]] = None) -> ModelConfig:
+    """Read ``doc`` (config.json); ``hf_quant`` is ModelOpt's hf_quant_config.json if any."""
+    d = text_config(doc)
+    c = ModelConfig(model_type=str(d.get("model_type") or ""), architectures=tuple(a for a in d.get("architectures") or () if isinstance(a, str)))
+    c.missing = [k for k in REQUIRED if _int(d, k) is None]
+    c.layers = _int(d, "num_hidden_layers") or 0
+    c.hidden = _int(d, "hidden_size") or 0
+    c.heads = _int(d, "num_attention_heads") or 0
+    c.kv_heads = _int(d, "num_key_value_heads", "num_kv_heads") or c.heads
+    c.head_dim = _int(d, "head_dim") or (c.hidden // c.heads if c.heads else 0)
+    c.vocab = _int(d, "vocab_size", "padded_vocab_size")
+    c.max_position = _int(d, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
+    dtype = str(d.get("torch_dtype") or d.get("dtype") or "bfloat16").replace("torch.", "")
+    c.dtype_name, c.dtype_bytes = dtype, _DTYPE_BYTES.get(dtype, 2)
+    c.tie_embeddings = bool(d.get("tie_word_embeddings", False))
+    c.intermediate = _int(d, "intermediate_size", "ffn_hidden_size")
+    rope = d.get("rope_scaling") if isinstance(d.get("rope_scaling"), dict) else None
+    if rope and str(rope.get("rope_type") or rope.get("type")) in ("linear", "dynamic") and isinstance(rope.get("factor"), (int, float)):
+        c.rope_factor = float(rope["factor"])
+    c.kv_lora_rank = _int(d, "kv_lora_rank")
+    c.qk_rope_head_dim = _int(d, "qk_rope_head_dim") or 0
+    c.qk_nope_head_dim = _int(d, "qk_nope_head_dim") or 0
+    c.v_head_dim = _int(d, "v_head_dim") or 0
+    c.experts = _int(d, *_EXPERT_KEYS)
+    c.moe_intermediate = _int(d, *_MOE_INTER_KEYS) or (c.intermediate if c.experts else None)
+    c.top_k = _int(d, "num_experts_per_tok", "experts_per_token", "moe_topk", "num_selected_experts") or 0
+    c.layer_kinds, c.sliding_window, c.linear = _layer_kinds(d, c.layers)
+    c.quant = quant_of(d.get("quantization_config") if isinstance(d.get("quantization_config"), dict) else None, hf_quant)
+    return c
+
+
+def _layer_kinds(d: dict[str, Any], layers: int) -> tuple[list[str], Optional[int], dict[str, Any]]:
+    """Each layer's attention kind, from ``layer_types``, the linear-attention config, a
+    hybrid pattern, or the sliding-window settings; everything "full" otherwise."""
+    window = _int(d, "sliding_window")
+    if d.get("use_sliding_window") is False:
+        window = None  # Qwen2 writes a window it does not use
+    kinds = ["full"] * layers
+    types = d.get("layer_types")
+    linear_cfg = d.get("linear_attn_config") if isinstance(d.get("linear_attn_config"), dict) else {}
+    if isinstance(types, list) and len(types) == layers:
+        for i, t in enumerate(types):
+            t = str(t)
+            if "linear" in t or "mamba" in t or "conv" in t or "kda" in t:
+                kinds[i] = "linear"
+            elif "sliding" in t or "local" in t or "chunk" in t:
+                kinds[i] = "sliding" if window else "full"
+    elif isinstance(linear_cfg.get("full_attn_layers"), list):
+        full = {int(x) for x in linear_cfg["full_attn_layers"] if isinstance(x, int)}
+        one_based = 0 not in full and layers in full
+        kinds = ["full" if (i + 1 if one_based else i) in full else "linear" for i in range(layers)]
+    elif isinstance(d.get("hybrid_override_pattern"), str) and len(d["hybrid_override_pattern"]) == layers:
+        kinds = ["full" if ch == "*" else ("linear" if ch == "M" else "none") for ch in d["hybrid_override_pattern"]]
+    elif _int(d, "attn_layer_period") and d.get("attn_layer_offset") is not None:
+        period, offset = _int(d, "attn_layer_period") or 1, _int(d, "attn_layer_offset") or 0
+        kinds = ["full" if i % period == offset else "linear" for i in range(layers)]
+    elif window and str(d.get("model_type")) in ("mistral", "mixtral"):
+        kinds = ["sliding"] * layers
+    elif window and str(d.get("model_type")) == "gemma2":
+        kinds = ["sliding" if i % 2 == 0 else "full" for i in range(layers)]
+    if "sliding" not in kinds:
+        window = None
+    linear = dict(linear_cfg)
+    for k, v in d.items():
+        if k.startswith(("linear_", "mamba_", "ssm_", "conv_", "state_", "n_groups", "time_step")):
+            linear.setdefault(k, v)
+    return kinds, window, linear
+
+
+def quant_of(q: Optional[dict[str, Any]], hf_quant: Optional[dict[str, Any]] = None) -> Quant:
+    """The quantization scheme from quantization_config (or ModelOpt's hf_quant_config)."""
+    if q is None and hf_quant and isinstance(hf_quant.get("quantization"), dict):
+        algo = str(hf_quant["quantization"].get("quant_algo") or "")
+        q = {"quant_method": "modelopt", "quant_algo": algo}
+    if not q:
+        return Quant()
+    method = str(q.get("quant_method") or "").lower()
+    if method == "fp8":
+        blk = q.get("weight_block_size")
+        if isinstance(blk, list) and len(blk) == 2 and all(isinstance(x, int) for x in blk):
+            return Quant("fp8-block", block=blk[0], raw=method)
+        return Quant("fp8", raw=method)
+    if method == "mxfp4":
+        return Quant("mxfp4", group=32, raw=method)
+    if method == "modelopt":
+        algo = str(q.get("quant_algo") or "").upper()
+        if "FP4" in algo:
+            return Quant("nvfp4", group=_int(q, "group_size") or 16, raw=method)
+        return Quant("fp8", raw=method)
+    if method == "compressed-tensors":
+        fmt = str(q.get("format") or "").lower()
+        group = None
+        for g in (q.get("config_groups") or {}).values():
+            w = (g or {}).get("weights") or {}
+            group = group or _int(w, "group_size")
+            blk = w.get("block_structure")
+            if isinstance(blk, list) and blk and isinstance(blk[0], int):
+                return Quant("fp8-block", block=blk[0], raw=method)
+        if "mxfp4" in fmt:
+            return Quant("mxfp4", group=group or 32, raw=method)
+        if "nvfp4" in fmt:
+            return Quant("nvfp4", group=group or 16, raw=method)
+        if "pack" in fmt:
+            return Quant("int4", group=group, raw=method)
+        if "float" in fmt:
+            return Quant("fp8", raw=method)
+        return Quant(method, group=group, raw=method)
+    if method in ("awq", "gptq", "awq_marlin", "gptq_marlin"):
+        return Quant("int4", group=_int(q, "group_size", "q_group_size"), raw=method)
+    return Quant(method or None, group=_int(q, "group_size"), raw=method)

@@ -1,0 +1,148 @@
+"""The memory model of one launch: weights, KV and budget per rank, and what-ifs.
+
+Built once per evaluation from the checkpoint (grouped headers + config) and the facts
+(GPU memory, engine version); ``fit()`` re-evaluates any layout / KV dtype / length
+cheaply, which the FC4xx suggestions use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .budget import Fit, default_reserve, default_utilization, usable_bytes
+from .config import ModelConfig
+from .kv import KvShape, kv_bytes, kv_shape
+from .weights import Layout, Tally, largest_stage, per_rank, stage_layers
+
+GiB = 1 << 30
+AUTO = -1
+
+
+@dataclass
+class MemoryModel:
+    """See the module docstring. ``error`` says why nothing could be computed."""
+
+    engine: str = "vllm"
+    layout: Layout = field(default_factory=Layout)
+    kv_cache_dtype: str = "auto"
+    requested_len: Optional[int] = None  # the launch's --max-model-len (None: default, -1: auto)
+    cfg: Optional[ModelConfig] = None
+    tally: Optional[Tally] = None
+    total: Optional[int] = None  # memory_total of the smallest GPU used
+    gpu_name: Optional[str] = None
+    utilization: Optional[float] = None
+    utilization_source: str = ""
+    reserve: Optional[int] = None
+    reserve_parts: dict[str, int] = field(default_factory=dict)
+    reserve_source: str = ""
+    online_fp8: bool = False
+    eager: bool = False
+    load_bytes: Optional[int] = None
+    throughput: Optional[dict[str, Any]] = None
+    error: Optional[str] = None
+    gpu_error: Optional[str] = None  # why GPU memory is unknown
+    notes: list[str] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ what-ifs
+
+    @property
+    def max_model_len(self) -> Optional[int]:
+        """The length the launch asks for (model default resolved; None for auto or unknown)."""
+        if self.requested_len == AUTO:
+            return None
+        if self.requested_len is not None:
+            return self.requested_len
+        return self.cfg.max_position if self.cfg else None
+
+    def stages(self, layout: Optional[Layout] = None) -> list[dict[str, float]]:
+        assert self.cfg is not None and self.tally is not None
+        return per_rank(self.tally, self.cfg, layout or self.layout, online_fp8=self.online_fp8)
+
+    def weights(self, layout: Optional[Layout] = None) -> float:
+        """Bytes the busiest rank holds."""
+        return largest_stage(self.stages(layout))[1]
+
+    def kv(self, layout: Optional[Layout] = None, kv_dtype: Optional[str] = None, stage: int = 0) -> KvShape:
+        assert self.cfg is not None
+        lay = layout or self.layout
+        layers = stage_layers(self.cfg.layers or 1, lay.pp)[stage]
+        return kv_shape(self.cfg, layers, lay.tp, kv_dtype or self.kv_cache_dtype)
+
+    def fit(self, layout: Optional[Layout] = None, kv_dtype: Optional[str] = None, max_len: Optional[int] = None,
+            utilization: Optional[float] = None) -> Optional[Fit]:
+        """The budget of the binding PP stage (the one with the least room), or None when
+        GPU memory is unknown."""
+        if self.total is None or self.cfg is None or self.tally is None:
+            return None
+        lay = layout or self.layout
+        util = utilization or self.utilization or 0.9
+        usable = usable_bytes(self.total, util)
+        if self.reserve_source == "--reserve-gib" or layout is None:
+            reserve = self.reserve or 0
+        else:
+            reserve = default_reserve(self.cfg, lay, self.engine, eager=self.eager)[0]
+        length = self.max_model_len if max_len is None else max_len
+        worst: Optional[Fit] = None
+        for i, stage in enumerate(self.stages(lay)):
+            w = sum(stage.values())
+            shape = self.kv(lay, kv_dtype, i)
+            budget = usable - w - reserve
+            need = shape.bytes_for(length) if length else 0.0
+            f = Fit(self.total, util, usable, reserve, w, need, length, shape.max_len(budget))
+            if worst is None or (f.fits, f.max_model_len_fit, -f.weights) < (worst.fits, worst.max_model_len_fit, -worst.weights):
+                worst = f
+        return worst
+
+    # ------------------------------------------------------------------ report
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's ``memory`` block (spec shape, plus detail)."""
+        per: dict[str, Any] = {k: None for k in ("weights_bytes", "kv_bytes_per_token", "kv_budget_bytes", "usable_bytes", "reserve_bytes")}
+        out: dict[str, Any] = {"per_rank": per, "max_model_len": self.max_model_len if self.requested_len != AUTO else AUTO,
+                               "max_model_len_fit": None, "load_bytes": self.load_bytes, "load_seconds_estimate": None}
+        if self.error or self.cfg is None or self.tally is None:
+            out["error"] = self.error
+            return out
+        stage, weights = largest_stage(self.stages())
+        shape = self.kv(stage=stage)
+        per.update(weights_bytes=int(weights), kv_bytes_per_token=int(shape.per_token), reserve_bytes=self.reserve)
+        fit = self.fit()
+        if fit is not None:
+            per.update(usable_bytes=fit.usable, kv_budget_bytes=int(fit.kv_budget), kv_bytes_for_max_model_len=int(fit.kv_need),
+                       free_bytes=int(fit.spare), weights_bytes=int(fit.weights))
+            out["max_model_len_fit"] = fit.max_model_len_fit
+        if self.throughput and self.throughput.get("bytes_per_s") and self.load_bytes:
+            out["load_seconds_estimate"] = round(self.load_bytes / self.throughput["bytes_per_s"], 1)
+            out["read_bytes_per_s"] = int(self.throughput["bytes_per_s"])
+        breakdown = {k: int(v) for k, v in self.stages()[stage].items()}
+        out.update({
+            "engine": self.engine,
+            "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "dp": self.layout.dp, "ep": self.layout.ep},
+            "gpu": {"name": self.gpu_name, "memory_total_bytes": self.total} if self.total else None,
+            "gpu_memory_utilization": self.utilization, "gpu_memory_utilization_source": self.utilization_source,
+            "reserve_breakdown": self.reserve_parts or None, "reserve_source": self.reserve_source,
+            "kv_cache_dtype": self.kv_cache_dtype, "kv_bytes_per_element": kv_bytes(self.kv_cache_dtype, self.cfg),
+            "attention": "mla" if self.cfg.mla else ("hybrid" if len(set(self.cfg.layer_kinds)) > 1 else "standard"),
+            "kv_fixed_bytes": int(shape.fixed) or None, "sliding_window": shape.window or None,
+            "weights_breakdown": breakdown, "weights_total_bytes": self.tally.total - self.tally.skipped,
+            "skipped_bytes": self.tally.skipped, "pp_stage": stage, "notes": self.notes or None,
+        })
+        return out
+
+
+def resolve_reserve(m: MemoryModel, reserve_gib: Optional[float]) -> None:
+    """The reserve: ``--reserve-gib`` when given, else the documented default."""
+    assert m.cfg is not None
+    if reserve_gib is not None:
+        m.reserve, m.reserve_source, m.reserve_parts = int(reserve_gib * GiB), "--reserve-gib", {}
+    else:
+        m.reserve, m.reserve_parts = default_reserve(m.cfg, m.layout, m.engine, eager=m.eager)
+        m.reserve_source = "default estimate (see `flightcheck explain FC402`)" if m.engine == "vllm" else "outside SGLang's mem_fraction_static"
+
+
+def resolve_utilization(m: MemoryModel, given: Optional[float], engine_version: Optional[str]) -> None:
+    if given is not None:
+        m.utilization, m.utilization_source = given, "--gpu-memory-utilization" if m.engine == "vllm" else "--mem-fraction-static"
+    elif m.total is not None:
+        m.utilization, m.utilization_source = default_utilization(m.engine, engine_version, m.total, m.layout)

@@ -1,0 +1,89 @@
+"""What would fit: computed by re-running the memory model, never guessed.
+
+- the smallest TP (powers of two, valid for the model), with expert parallelism tried for
+  MoE models, that fits weights and one max-length sequence;
+- whether an fp8 KV cache would fit, and up to which length;
+- the largest max_model_len that fits as launched (``max_model_len_fit``);
+- the gpu_memory_utilization that would make it fit (vLLM only, capped at 0.98).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .layout import problems
+from .model import MemoryModel
+from .weights import Layout
+
+TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
+MAX_UTILIZATION = 0.98
+
+
+@dataclass(frozen=True)
+class LayoutFit:
+    layout: Layout
+    gpus: int
+    weights: float
+    max_len_fit: int
+
+
+def smallest_layout(m: MemoryModel, gpus_available: Optional[int] = None, *, need_len: bool = True) -> Optional[LayoutFit]:
+    """The smallest valid layout (by GPUs, then EP off first) where everything fits.
+
+    PP and DP are kept as launched; ``gpus_available`` (GPUs per node x nodes) bounds the
+    search when known, else up to TP 64.
+    """
+    if m.cfg is None or m.tally is None or m.total is None:
+        return None
+    base = m.layout
+    for tp in TP_CANDIDATES:
+        for ep in ((False, True) if m.cfg.moe else (False,)):
+            lay = Layout(tp, base.pp, base.dp, ep)
+            gpus = tp * base.pp * base.dp
+            if gpus_available is not None and gpus > gpus_available:
+                return None
+            if problems(m.cfg, lay):
+                continue
+            f = m.fit(lay)
+            if f is None:
+                return None
+            ok = f.fits if need_len else f.weights_fit
+            if ok:
+                return LayoutFit(lay, gpus, f.weights, f.max_model_len_fit)
+    return None
+
+
+def fp8_kv(m: MemoryModel) -> Optional[tuple[bool, int]]:
+    """(fits with an fp8 KV cache, largest length then) — None if already fp8 or unknown."""
+    if (m.kv_cache_dtype or "auto").startswith("fp8"):
+        return None
+    f = m.fit(kv_dtype="fp8")
+    if f is None or not f.weights_fit:
+        return None
+    return f.kv_fits and f.max_model_len_fit > 0, f.max_model_len_fit
+
+
+def utilization_that_fits(m: MemoryModel) -> Optional[float]:
+    """The smallest gpu_memory_utilization (step 0.01, up to 0.98) where it fits (vLLM)."""
+    if m.engine != "vllm" or m.total is None or m.utilization is None:
+        return None
+    u = round(m.utilization + 0.01, 2)
+    while u <= MAX_UTILIZATION:
+        f = m.fit(utilization=u)
+        if f is not None and f.fits:
+            return u
+        u = round(u + 0.01, 2)
+    return None
+
+
+def gib(n: float) -> str:
+    """'181.6 GiB'."""
+    return f"{n / (1 << 30):,.1f} GiB"
+
+
+def tokens(n: int) -> str:
+    """'1,048,576 (1024K)' — lengths as vLLM's flags take them."""
+    if n >= 1024 and n % 1024 == 0:
+        return f"{n:,} ({n // 1024}K)"
+    return f"{n:,}"

@@ -1,0 +1,168 @@
+"""Per-rank weight bytes for a parallel layout, from the checkpoint's grouped headers.
+
+The checkpoint is first reduced to a :class:`Tally` — bytes per (class, decoder layer) —
+once; every layout (the launch's, and the ones the suggestions try) is then a cheap pass
+over it. Pipeline stages follow vLLM's ``get_pp_indices`` (the remainder layers go to the
+stages before the last), embeddings sit on the first stage and the LM head and final norm
+on the last; the largest stage is what must fit.
+
+What vLLM allocates beyond the stored bytes is added: MXFP4 experts padded (hidden to a
+multiple of 256, the per-rank intermediate to 128) and MLA's bf16 ``W_UK_T``/``W_UV``
+copies (heads per rank x kv_lora_rank x (qk_nope + v_head) per layer, 2 bytes each).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .classes import classify
+from .config import ModelConfig
+
+VOCAB_PAD = 64  # vLLM's pad_vocab_size
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A parallel layout: TP x PP x DP, expert parallel on or off."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    ep: bool = False
+
+    @property
+    def moe_size(self) -> int:
+        """Ranks the experts are spread over (vLLM flattens DP x TP for the MoE layers)."""
+        return self.tp * self.dp
+
+    def describe(self) -> str:
+        parts = [f"-tp {self.tp}"] + ([f"-pp {self.pp}"] if self.pp > 1 else []) + ([f"-dp {self.dp}"] if self.dp > 1 else [])
+        return " ".join(parts + (["--enable-expert-parallel"] if self.ep else []))
+
+
+@dataclass
+class Tally:
+    """The checkpoint reduced to bytes per (class, layer) and what splitting them needs."""
+
+    bytes: dict[tuple[str, Optional[int]], int] = field(default_factory=dict)
+    expert_tensors: dict[Optional[int], int] = field(default_factory=dict)  # tensors in expert blocks
+    per_expert: dict[Optional[int], int] = field(default_factory=dict)  # tensors one expert has
+    vocab_rows: dict[str, int] = field(default_factory=dict)  # "vocab" / "head" -> rows stored
+    total: int = 0
+    skipped: int = 0
+
+    def add(self, cls: str, layer: Optional[int], nbytes: int) -> None:
+        self.bytes[(cls, layer)] = self.bytes.get((cls, layer), 0) + nbytes
+        self.total += nbytes
+        if cls == "skipped":
+            self.skipped += nbytes
+
+    def of(self, cls: str) -> int:
+        return sum(b for (c, _), b in self.bytes.items() if c == cls)
+
+
+def tally(groups: Iterable[tuple[str, int, str, tuple[int, ...], int, int, int]], cfg: ModelConfig) -> Tally:
+    """Reduce (pattern, index, dtype, shape, nbytes, count, per_item) groups to a Tally."""
+    t = Tally()
+    seen: dict[tuple[str, int, str], tuple[str, Optional[int]]] = {}
+    for pattern, index, dtype, shape, nbytes, count, per_item in groups:
+        key = (pattern, index, dtype)
+        if key not in seen:
+            seen[key] = classify(pattern, index, dtype, cfg)
+        cls, layer = seen[key]
+        t.add(cls, layer, nbytes)
+        if cls == "expert" and dtype == "":
+            t.expert_tensors[layer] = t.expert_tensors.get(layer, 0) + count
+            t.per_expert[layer] = max(t.per_expert.get(layer, 1), per_item)
+        elif cls in ("vocab", "head") and shape:
+            t.vocab_rows[cls] = max(t.vocab_rows.get(cls, 0), shape[0])
+    return t
+
+
+def stage_layers(layers: int, pp: int) -> list[range]:
+    """vLLM's default split of decoder layers over PP stages."""
+    pp = max(1, min(pp, max(1, layers)))
+    sizes = [layers // pp] * pp
+    for i in range(2, layers % pp + 2):
+        sizes[-i] += 1
+    out, start = [], 0
+    for s in sizes:
+        out.append(range(start, start + s))
+        start += s
+    return out
+
+
+def _experts_in(t: Tally, layer: Optional[int], cfg: ModelConfig) -> int:
+    if cfg.experts:
+        return cfg.experts
+    n = t.expert_tensors.get(layer, 0) // max(1, t.per_expert.get(layer, 1))
+    return max(1, n)
+
+
+def _round_up(x: float, m: int) -> float:
+    return -(-x // m) * m
+
+
+def mxfp4_padding(cfg: ModelConfig, layout: Layout) -> float:
+    """How much bigger vLLM allocates MXFP4 experts than they are stored."""
+    if cfg.quant.method != "mxfp4" or not cfg.hidden or not cfg.moe_intermediate:
+        return 1.0
+    inter = cfg.moe_intermediate if layout.ep else cfg.moe_intermediate / layout.moe_size
+    if inter <= 0:
+        return 1.0
+    return (_round_up(cfg.hidden, 256) / cfg.hidden) * (_round_up(inter, 128) / inter)
+
+
+def per_rank(t: Tally, cfg: ModelConfig, layout: Layout, *, online_fp8: bool = False) -> list[dict[str, float]]:
+    """Bytes one rank of each PP stage holds, by class (plus ``"mla_copies"``)."""
+    stages = stage_layers(cfg.layers or 1, layout.pp)
+    where = {layer: s for s, r in enumerate(stages) for layer in r}
+    out: list[dict[str, float]] = [dict() for _ in stages]
+    tp, kv = layout.tp, max(1, cfg.kv_heads or 1)
+    kv_per_rank = max(1, kv // tp)
+    pad = mxfp4_padding(cfg, layout)
+    shrink = 0.5 if online_fp8 else 1.0  # --quantization fp8 on a 16-bit checkpoint
+    for (cls, layer), nbytes in t.bytes.items():
+        if cls == "skipped":
+            continue
+        if layer is not None:
+            stage = where.get(layer, len(stages) - 1)
+        else:
+            stage = len(stages) - 1 if cls in ("head", "replicated") else 0
+        if cls == "replicated":
+            share = float(nbytes)
+        elif cls == "tp":
+            share = nbytes / tp * shrink
+        elif cls == "kv":
+            share = nbytes * kv_per_rank / kv * shrink
+        elif cls == "qkv":
+            heads = max(1, cfg.heads)
+            share = nbytes * (heads / tp + 2 * kv_per_rank) / (heads + 2 * kv) * shrink
+        elif cls in ("vocab", "head"):
+            rows = cfg.vocab or t.vocab_rows.get(cls) or 0
+            share = nbytes * (_round_up(_round_up(rows, VOCAB_PAD) / tp, 1) / rows) if rows else nbytes / tp
+        else:  # expert
+            experts = _experts_in(t, layer, cfg)
+            if layout.ep:
+                share = nbytes * (-(-experts // layout.moe_size)) / experts
+            else:
+                share = nbytes / layout.moe_size
+            share *= pad * shrink
+        out[stage][cls] = out[stage].get(cls, 0.0) + share
+    if cfg.mla and cfg.kv_lora_rank:
+        heads = max(1, cfg.heads // tp)
+        copy = heads * cfg.kv_lora_rank * (cfg.qk_nope_head_dim + cfg.v_head_dim) * 2
+        for s, r in enumerate(stages):
+            n = sum(1 for i in r if i < len(cfg.layer_kinds) and cfg.layer_kinds[i] != "linear") if cfg.layer_kinds else len(r)
+            if n:
+                out[s]["mla_copies"] = copy * n
+    return out
+
+
+def largest_stage(stages: list[dict[str, float]]) -> tuple[int, float]:
+    """(stage, bytes) of the PP stage that holds the most."""
+    totals = [sum(s.values()) for s in stages]
+    i = max(range(len(totals)), key=totals.__getitem__)
+    return i, totals[i]
