@@ -304,3 +304,9 @@ def test_fc805_imex_not_installed_fix_installs_the_drivers_branch():
     b["imex"] = {"channels": [], "service": "not-installed"}
     [f] = failing(run(a, b, tensor_parallel_size=8), "FC805")
     assert "apt-get install -y nvidia-imex-580 && sudo systemctl enable --now nvidia-imex" in f.fix
+
+
+def test_fc803_no_node_at_all_is_never_ready():
+    report = evaluate_cluster({}, Intent(), source={"kind": "ray", "address": "auto"})
+    [f] = failing(report, "FC803")
+    assert f.message == "no node gave facts" and report.exit_code == 1

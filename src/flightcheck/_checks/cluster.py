@@ -136,6 +136,9 @@ def node_unreachable(ctx: ClusterContext) -> Iterator[Outcome]:
     collect`` step for the missing node and read the job's error output.
     """
     n = len(ctx.nodes)
+    if n == 0 and not ctx.unreachable:  # nothing answered and nothing to name: never "ready"
+        yield fail("no node gave facts", fix="check that the cluster has GPU nodes (`ray status`) or that the facts directory holds their snapshots", subject="cluster")
+        return
     for name, why in ctx.unreachable.items():
         if ctx.source == "ray":
             fix = f"on {name}: run `flightcheck collect` by hand to see what hangs or fails (`ray status` on the head shows whether the node is alive)"
