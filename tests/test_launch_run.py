@@ -35,6 +35,15 @@ sys.exit(int(os.environ.get("FAKE_ENGINE_EXIT", "0")))
 """
 
 
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> str:
+    """A small but complete checkpoint (2 shards, index, config) that fits at TP 8, so the
+    checkpoint and memory checks pass and the launch decision is about the node."""
+    from ckptgen import load_config, write_checkpoint
+
+    return str(write_checkpoint(tmp_path_factory.mktemp("models") / "tiny-llama", load_config("tiny-llama"), shards=2, dense=True))
+
+
 def make_engine(bin_dir: Path, names: tuple[str, ...] = ("vllm", "sglang")) -> None:
     """Fake ``vllm`` / ``sglang`` console scripts whose shebang is this interpreter."""
     bin_dir.mkdir(parents=True, exist_ok=True)
@@ -99,10 +108,11 @@ def run_engine(tmp_path: Path, facts: list[Path], command: list[str], *flags: st
 ENGINE_ARGS = ["serve", "-tp", "8", "--port", "8123", "--some-future-flag", "x", "--enforce-eager"]
 
 
-def test_multicast_401_node_gets_the_fallback_env_args_untouched_exit_code_passed_through(tmp_path):
-    r = run_engine(tmp_path, [base_facts(tmp_path), MULTICAST_401], ["vllm", *ENGINE_ARGS], env={"FAKE_ENGINE_EXIT": "7"})
+def test_multicast_401_node_gets_the_fallback_env_args_untouched_exit_code_passed_through(tmp_path, tiny_model):
+    args = ["serve", tiny_model, *ENGINE_ARGS[1:], "--max-model-len", "2k"]
+    r = run_engine(tmp_path, [base_facts(tmp_path), MULTICAST_401], ["vllm", *args], env={"FAKE_ENGINE_EXIT": "7"})
     assert r.engine is not None, r.stderr
-    assert r.engine["argv"] == ENGINE_ARGS  # unknown flags pass through untouched
+    assert r.engine["argv"] == args  # unknown flags pass through untouched
     for name, value in FALLBACK_ENV.items():
         assert r.engine["env"][name] == value
     assert r.rc == 7  # the engine's exit code
@@ -150,14 +160,14 @@ def test_dry_run_prints_the_final_launch_and_starts_nothing(tmp_path):
     assert r.rc == 1 and "FC301" in r.stderr and "exec " not in r.stdout
 
 
-def test_sglang_fallback_drops_and_adds_arguments(tmp_path):
-    args = ["serve", "--model-path", "org/model", "--tp", "8", "--enable-symm-mem", "--enable-nccl-nvls", "--port", "30000"]
+def test_sglang_fallback_drops_and_adds_arguments(tmp_path, tiny_model):
+    args = ["serve", "--model-path", tiny_model, "--tp", "8", "--enable-symm-mem", "--enable-nccl-nvls", "--port", "30000"]
     r = run_engine(tmp_path, [base_facts(tmp_path), sglang_python(tmp_path), MULTICAST_401], ["sglang", *args], "--dry-run")
     assert r.rc == 0, r.stderr
     final = r.stdout.splitlines()[-1]
     assert "--enable-symm-mem" not in final and "--enable-nccl-nvls" not in final
     assert final.endswith("--flashinfer-allreduce-fusion-backend trtllm")
-    assert "--model-path org/model --tp 8" in final and "--port 30000" in final
+    assert f"--model-path {tiny_model} --tp 8" in final and "--port 30000" in final
 
 
 def test_an_unreadable_command_runs_as_is_with_a_warning(tmp_path):

@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from test_launch_run import FALLBACK_ENV, FM_STOPPED, MULTICAST_401, base_facts
+import pytest
+
+from test_launch_run import FALLBACK_ENV, FM_STOPPED, MULTICAST_401, base_facts, tiny_model  # noqa: F401 (fixture)
 
 DRIVER = r"""
 import json, os, sys
@@ -59,25 +61,30 @@ def plugin(tmp_path: Path, argv: list[str], facts: list[Path] | None = None, *, 
 
 
 VLLM = "/srv/vllm/.venv/bin/vllm"
-SERVE = [VLLM, "serve", "/models/kimi", "-tp", "8", "--port", "8000"]
+
+
+@pytest.fixture
+def serve_argv(tiny_model) -> list[str]:
+    """`vllm serve` of a real (tiny) checkpoint at TP 8."""
+    return [VLLM, "serve", tiny_model, "-tp", "8", "--port", "8000"]
 
 
 def no_torch(out: dict[str, Any]) -> None:
     assert not [m for m in out["modules"] if m.split(".")[0] in ("torch", "cuda", "pynvml")]
 
 
-def test_blocking_problem_exits_non_zero_naming_the_code(tmp_path):
-    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), FM_STOPPED], raw=True)
+def test_blocking_problem_exits_non_zero_naming_the_code(tmp_path, serve_argv):
+    proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), FM_STOPPED], raw=True)
     assert proc.returncode == 1 and out is None  # SystemExit(1) ended the process, as it would end vllm serve
     assert "FC301" in proc.stderr and "stopping vllm serve" in proc.stderr
     assert "Traceback" not in proc.stderr
-    _, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), FM_STOPPED])
+    _, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), FM_STOPPED])
     assert out["outcome"] == "exit:1"
     no_torch(out)
 
 
-def test_fallback_sets_the_env_in_process_and_returns(tmp_path):
-    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), MULTICAST_401])
+def test_fallback_sets_the_env_in_process_and_returns(tmp_path, serve_argv):
+    proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), MULTICAST_401])
     assert out["outcome"] == "returned", proc.stderr
     for name, value in FALLBACK_ENV.items():
         assert out["env"][name] == value
@@ -99,56 +106,56 @@ def test_other_vllm_subcommands_return_at_once(tmp_path):
         no_torch(out)
 
 
-def test_only_the_first_process_of_a_launch_checks(tmp_path):
-    _, first = plugin(tmp_path, SERVE, [base_facts(tmp_path), MULTICAST_401])
+def test_only_the_first_process_of_a_launch_checks(tmp_path, serve_argv):
+    _, first = plugin(tmp_path, serve_argv, [base_facts(tmp_path), MULTICAST_401])
     marker = first["env"]["FLIGHTCHECK_PLUGIN_DONE"]
     # a worker / engine-core process inherits the first one's environment (and its argv)
-    proc, worker = plugin(tmp_path, SERVE, [base_facts(tmp_path), FM_STOPPED], FLIGHTCHECK_PLUGIN_DONE=marker)
+    proc, worker = plugin(tmp_path, serve_argv, [base_facts(tmp_path), FM_STOPPED], FLIGHTCHECK_PLUGIN_DONE=marker)
     assert worker["outcome"] == "returned" and proc.stderr == ""
     assert "flightcheck._collect" not in worker["modules"]
     # a launch `flightcheck run` already checked is not checked again
-    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), FM_STOPPED], FLIGHTCHECK_PLUGIN_DONE="run:4242")
+    proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), FM_STOPPED], FLIGHTCHECK_PLUGIN_DONE="run:4242")
     assert out["outcome"] == "returned" and proc.stderr == ""
 
 
-def test_disable_switch(tmp_path):
-    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), FM_STOPPED], FLIGHTCHECK_DISABLE="1")
+def test_disable_switch(tmp_path, serve_argv):
+    proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), FM_STOPPED], FLIGHTCHECK_DISABLE="1")
     assert out["outcome"] == "returned" and proc.stderr == ""
 
 
-def test_an_internal_error_never_crashes_vllm(tmp_path):
+def test_an_internal_error_never_crashes_vllm(tmp_path, serve_argv):
     bad = tmp_path / "bad.json"
     bad.write_text('{"host": {"cpu_count": "many"}}')
-    proc, out = plugin(tmp_path, SERVE, [bad], raw=True)
+    proc, out = plugin(tmp_path, serve_argv, [bad], raw=True)
     assert proc.returncode == 0 and out["outcome"] == "returned"
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("flightcheck: launch not checked:") and "cpu_count" in lines[0]
-    proc, out = plugin(tmp_path, SERVE, [tmp_path / "missing.json"])
+    proc, out = plugin(tmp_path, serve_argv, [tmp_path / "missing.json"])
     assert out["outcome"] == "returned" and "launch not checked" in proc.stderr
 
 
-def test_no_fallback_switch_stops_instead(tmp_path):
-    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_NO_FALLBACK="1")
+def test_no_fallback_switch_stops_instead(tmp_path, serve_argv):
+    proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_NO_FALLBACK="1")
     assert out["outcome"] == "exit:1" and "FC304" in proc.stderr
     assert "VLLM_ALLREDUCE_USE_SYMM_MEM" not in out["env"]
 
 
-def test_ray_workers_get_the_non_vllm_names_copied(tmp_path):
-    argv = [*SERVE, "--distributed-executor-backend", "ray"]
+def test_ray_workers_get_the_non_vllm_names_copied(tmp_path, serve_argv):
+    argv = [*serve_argv, "--distributed-executor-backend", "ray"]
     proc, out = plugin(tmp_path, argv, [base_facts(tmp_path), MULTICAST_401], VLLM_RAY_EXTRA_ENV_VARS_TO_COPY="MY_SETTING")
     assert out["outcome"] == "returned", proc.stderr
     copied = out["env"]["VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"].split(",")
     assert "MY_SETTING" in copied and "TORCH_SYMM_MEM_DISABLE_MULTICAST" in copied
 
 
-def test_openai_api_server_module_is_guarded_too(tmp_path):
-    argv = ["/srv/vllm/.venv/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py", "--model", "/models/kimi", "-tp", "8"]
+def test_openai_api_server_module_is_guarded_too(tmp_path, serve_argv):
+    argv = ["/srv/vllm/.venv/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py", "--model", serve_argv[2], "-tp", "8"]
     proc, out = plugin(tmp_path, argv, [base_facts(tmp_path), MULTICAST_401])
     assert out["outcome"] == "returned" and out["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
 
 
-def test_report_file_for_the_fleet(tmp_path):
+def test_report_file_for_the_fleet(tmp_path, serve_argv):
     report = tmp_path / "flightcheck.json"
-    proc, out = plugin(tmp_path, SERVE, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_REPORT=str(report))
+    proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_REPORT=str(report))
     doc = json.loads(report.read_text())
-    assert doc["verdict"] == "ready-with-fallbacks" and doc["intent"]["model"] == "/models/kimi"
+    assert doc["verdict"] == "ready-with-fallbacks" and doc["intent"]["model"] == serve_argv[2]
