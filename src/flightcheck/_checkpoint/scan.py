@@ -138,14 +138,15 @@ def scan_paths(
     results: list[Optional[ShardScan]] = [None] * len(paths)
     costs = [(i, header_length(p)) for i, p in enumerate(paths)] if paths else []
     total = sum(c for _, c in costs)
+    penalty = 0  # forced worker counts get an even split (tests, benchmarks)
     if workers is None:
-        workers = 0
+        workers, penalty = 0, WORKER_START_BYTES
         if total >= PARALLEL_MIN_BYTES and len(paths) > 1:
             workers = min(MAX_WORKERS, len(paths) - 1, max(1, cpus() - 1), max(1, total // (2 * WORKER_START_BYTES)))
     procs: list[tuple[subprocess.Popen[bytes], list[int]]] = []
     mine = list(range(len(paths)))
     if workers > 0:
-        bins = _partition(costs, [parent_extra] + [WORKER_START_BYTES] * workers)
+        bins = _partition(costs, [parent_extra] + [penalty] * workers)
         mine = bins[0]
         for share in bins[1:]:
             if not share:

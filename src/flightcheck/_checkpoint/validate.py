@@ -322,8 +322,8 @@ def _explain_invalid(raw: bytes, exc: msgspec.ValidationError) -> str:
     text = str(exc)
     try:
         doc = msgspec.json.decode(raw)
-    except msgspec.MsgspecError:
-        return f"the header is not valid: {text[:200]}"
+    except msgspec.MsgspecError as exc:
+        return f"the header is not valid JSON: {str(exc)[:200]}"
     if not isinstance(doc, dict):
         return f"the header must be a JSON object, not {type(doc).__name__}"
     for name, e in doc.items():

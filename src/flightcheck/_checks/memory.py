@@ -55,7 +55,7 @@ def _layout_hint(m: Any) -> tuple[str | None, str]:
     if lf is None:
         return None, "no layout up to TP 64 fits it on this GPU model: use a smaller (quantized) checkpoint or pipeline parallelism across nodes"
     nodes = f", {-(-lf.gpus // 8)} nodes of 8" if lf.gpus > 8 else ""
-    flags = lf.layout.describe()
+    flags = lf.layout.describe(m.engine)
     return flags, f"{flags} fits ({lf.gpus} GPUs{nodes}; {_gib(lf.weights)} of weights per GPU)"
 
 
@@ -87,7 +87,7 @@ def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
     if not f.weights_fit:
         flags, hint = _layout_hint(m)
         yield fail(
-            f"weights need {_gib(f.weights)} per GPU at {m.layout.describe()} but {_gpu(m)} has {_gib(f.usable)} usable "
+            f"weights need {_gib(f.weights)} per GPU at {m.layout.describe(m.engine)} but {_gpu(m)} has {_gib(f.usable)} usable "
             f"at gpu_memory_utilization {f.utilization:g} minus a {_gib(f.reserve)} reserve; {hint}",
             fix=flags or hint, evidence=ev,
         )
@@ -141,21 +141,21 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     if f.kv_fits and f.max_model_len_fit > 0:
         yield ok(f"KV for {f.max_model_len:,} tokens: {_gib(f.kv_need)} of {_gib(f.kv_budget)} left (up to {f.max_model_len_fit:,} fit)", evidence=ev)
         return
-    from .._memory.suggest import fp8_kv, utilization_that_fits
+    from .._memory.suggest import flag, fp8_kv, utilization_that_fits
 
     dtype = "fp8" if m.kv_cache_dtype.startswith("fp8") else m.cfg.dtype_name if m.kv_cache_dtype == "auto" else m.kv_cache_dtype
-    options = [f"--max-model-len {f.max_model_len_fit}" + ("" if f.max_model_len_fit else " (nothing fits: see the other options)")]
+    options = [f"{flag('max_len', m.engine)} {f.max_model_len_fit}"]
     said = [f"the largest max_model_len that fits is {f.max_model_len_fit:,}"]
     fp8 = fp8_kv(m)
     if fp8 is not None:
         if fp8[0]:
-            options.append("--kv-cache-dtype fp8")
+            options.append(flag("kv_fp8", m.engine))
             said.append(f"an fp8 KV cache would fit (up to {fp8[1]:,} tokens)")
         else:
             said.append(f"an fp8 KV cache would not fit either (up to {fp8[1]:,} tokens)")
     util = utilization_that_fits(m)
     if util is not None:
-        options.append(f"--gpu-memory-utilization {util:.2f}")
+        options.append(f"{flag('util', m.engine)} {util:.2f}")
     flags, hint = _layout_hint(m)
     if flags:
         options.append(flags)
@@ -188,6 +188,7 @@ def memory_headroom_low(ctx: Context) -> Iterator[Outcome]:
     ``--gpu-memory-utilization`` if the GPUs hold nothing else.
     """
     from .._memory.budget import HEADROOM_MIN
+    from .._memory.suggest import flag
 
     m = _model(ctx)
     f = m.fit()
@@ -200,7 +201,7 @@ def memory_headroom_low(ctx: Context) -> Iterator[Outcome]:
         shape = m.kv()
         safer = shape.max_len(f.kv_budget - HEADROOM_MIN * f.usable)
         yield fail(f"only {_gib(spare)} ({100 * spare / f.usable:.1f}%) of usable memory is left after weights, reserve and one {f.max_model_len:,}-token sequence",
-                   fix=f"--max-model-len {safer}" if safer > 0 else "--gpu-memory-utilization with more headroom, or more GPUs",
+                   fix=f"{flag('max_len', m.engine)} {safer}" if safer > 0 else "more GPUs (a larger -tp)",
                    evidence={"spare_bytes": int(spare)})
     else:
         yield ok(f"{_gib(spare)} ({100 * spare / f.usable:.0f}%) of usable memory to spare")
@@ -232,17 +233,17 @@ def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
     m = _model(ctx)
     found = problems(m.cfg, m.layout)
     if not found:
-        yield ok(f"{m.layout.describe()} divides the model ({m.cfg.heads} heads" + (f", {m.cfg.experts} experts" if m.cfg.experts else "") + ")")
+        yield ok(f"{m.layout.describe(m.engine)} divides the model ({m.cfg.heads} heads" + (f", {m.cfg.experts} experts" if m.cfg.experts else "") + ")")
         return
     base = m.layout
     valid = [t for t in TP_CANDIDATES if not problems(m.cfg, Layout(t, base.pp, base.dp, base.ep))]
     alt = []
     if m.cfg.moe and not base.ep and not problems(m.cfg, Layout(base.tp, base.pp, base.dp, True)):
-        alt.append(f"{Layout(base.tp, base.pp, base.dp, True).describe()}")
+        alt.append(Layout(base.tp, base.pp, base.dp, True).describe(m.engine))
     if valid:
-        alt.append(f"-tp one of {', '.join(map(str, valid))}")
+        alt.append(f"{'--tp' if m.engine == 'sglang' else '-tp'} one of {', '.join(map(str, valid))}")
     for p in found:
-        yield fail(p + f" ({m.layout.describe()})", fix="\n".join(alt) or "no power-of-two TP divides this model", evidence={"valid_tp": valid})
+        yield fail(p + f" ({m.layout.describe(m.engine)})", fix="\n".join(alt) or "no power-of-two TP divides this model", evidence={"valid_tp": valid})
 
 
 @check("FC405", "max-model-len-over-model-limit", ERROR)
@@ -278,7 +279,8 @@ def max_model_len_over_limit(ctx: Context) -> Iterator[Outcome]:
         if (env.get(var) or "").strip().lower() in ("1", "true"):
             yield ok(f"--max-model-len {req:,} exceeds the model's {limit:,} but {var}=1 allows it")
         else:
-            yield fail(f"--max-model-len {req:,} exceeds the model's context window of {limit:,} tokens",
-                       fix=f"--max-model-len {limit}\n(or, if the model really supports it: export {var}=1)", evidence={"limit": limit})
+            opt = "--context-length" if m.engine == "sglang" else "--max-model-len"
+            yield fail(f"{opt} {req:,} exceeds the model's context window of {limit:,} tokens",
+                       fix=f"{opt} {limit}\n(or, if the model really supports it: export {var}=1)", evidence={"limit": limit})
     else:
         yield ok(f"--max-model-len {req:,} within the model's {limit:,}")

@@ -60,6 +60,8 @@ class ModelConfig:
     # MoE
     experts: Optional[int] = None
     moe_intermediate: Optional[int] = None
+    shared_intermediate: Optional[int] = None  # shared experts (TP-split even with EP)
+    first_dense: int = 0  # leading dense-MLP layers of a MoE (first_k_dense_replace)
     top_k: int = 0
     # per-layer attention kind: "full" | "sliding" | "linear"
     layer_kinds: list[str] = field(default_factory=list)
@@ -127,6 +129,9 @@ def parse(doc: dict[str, Any], hf_quant: Optional[dict[str, Any]] = None) -> Mod
     c.experts = _int(d, *_EXPERT_KEYS)
     c.moe_intermediate = _int(d, *_MOE_INTER_KEYS) or (c.intermediate if c.experts else None)
     c.top_k = _int(d, "num_experts_per_tok", "experts_per_token", "moe_topk", "num_selected_experts") or 0
+    shared = _int(d, "n_shared_experts", "num_shared_experts")
+    c.shared_intermediate = _int(d, "shared_expert_intermediate_size") or (shared * c.moe_intermediate if shared and c.moe_intermediate else None)
+    c.first_dense = _int(d, "first_k_dense_replace") or 0
     c.layer_kinds, c.sliding_window, c.linear = _layer_kinds(d, c.layers)
     c.quant = quant_of(d.get("quantization_config") if isinstance(d.get("quantization_config"), dict) else None, hf_quant)
     return c

@@ -36,10 +36,18 @@ def problems(cfg: ModelConfig, layout: Layout) -> list[str]:
                 out.append(f"the MoE intermediate size {cfg.moe_intermediate} does not divide by {layout.moe_size} ranks")
             elif align and int(per) % align:
                 out.append(f"the MoE intermediate size per rank, {cfg.moe_intermediate} / {layout.moe_size} = {int(per)}, is not a multiple of the {cfg.quant.method} block of {align}")
-    if cfg.quant.method == "fp8-block" and cfg.intermediate and align and not (cfg.moe and cfg.intermediate == cfg.moe_intermediate):
-        per = cfg.intermediate / tp
-        if per == int(per) and int(per) % align:
-            out.append(f"the dense intermediate size per rank, {cfg.intermediate} / {tp} = {int(per)}, is not a multiple of the FP8 block of {align}")
+    if cfg.quant.method == "fp8-block" and align:
+        # dense MLPs (all layers of a dense model, the first layers of DeepSeek-style MoEs)
+        # and shared experts are TP-split whatever EP says
+        sizes = []
+        if cfg.intermediate and (not cfg.moe or cfg.first_dense):
+            sizes.append(("dense intermediate", cfg.intermediate))
+        if cfg.moe and cfg.shared_intermediate:
+            sizes.append(("shared-expert intermediate", cfg.shared_intermediate))
+        for what, size in sizes:
+            per = size / tp
+            if per == int(per) and int(per) % align:
+                out.append(f"the {what} size per rank, {size} / {tp} = {int(per)}, is not a multiple of the FP8 block of {align}")
     if cfg.layers and layout.pp > cfg.layers:
         out.append(f"PP {layout.pp} exceeds the {cfg.layers} layers")
     return out

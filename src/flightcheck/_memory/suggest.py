@@ -65,8 +65,9 @@ def fp8_kv(m: MemoryModel) -> Optional[tuple[bool, int]]:
 
 
 def utilization_that_fits(m: MemoryModel) -> Optional[float]:
-    """The smallest gpu_memory_utilization (step 0.01, up to 0.98) where it fits (vLLM)."""
-    if m.engine != "vllm" or m.total is None or m.utilization is None:
+    """The smallest gpu_memory_utilization / mem_fraction_static (step 0.01, up to 0.98)
+    where it fits."""
+    if m.total is None or m.utilization is None:
         return None
     u = round(m.utilization + 0.01, 2)
     while u <= MAX_UTILIZATION:
@@ -75,6 +76,20 @@ def utilization_that_fits(m: MemoryModel) -> Optional[float]:
             return u
         u = round(u + 0.01, 2)
     return None
+
+
+#: (vLLM flag, SGLang flag) for the options the fixes suggest
+FLAGS = {
+    "max_len": ("--max-model-len", "--context-length"),
+    "kv_fp8": ("--kv-cache-dtype fp8", "--kv-cache-dtype fp8_e4m3"),
+    "util": ("--gpu-memory-utilization", "--mem-fraction-static"),
+}
+
+
+def flag(name: str, engine: str) -> str:
+    """The engine's spelling of a suggested option."""
+    vllm, sglang = FLAGS[name]
+    return sglang if engine == "sglang" else vllm
 
 
 def gib(n: float) -> str:

@@ -37,7 +37,11 @@ class Layout:
         """Ranks the experts are spread over (vLLM flattens DP x TP for the MoE layers)."""
         return self.tp * self.dp
 
-    def describe(self) -> str:
+    def describe(self, engine: str = "vllm") -> str:
+        """The layout as the engine's flags."""
+        if engine == "sglang":
+            parts = [f"--tp {self.tp}"] + ([f"--pp-size {self.pp}"] if self.pp > 1 else []) + ([f"--dp {self.dp}"] if self.dp > 1 else [])
+            return " ".join(parts + ([f"--ep-size {self.moe_size}"] if self.ep else []))
         parts = [f"-tp {self.tp}"] + ([f"-pp {self.pp}"] if self.pp > 1 else []) + ([f"-dp {self.dp}"] if self.dp > 1 else [])
         return " ".join(parts + (["--enable-expert-parallel"] if self.ep else []))
 

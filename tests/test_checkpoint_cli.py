@@ -1,0 +1,107 @@
+"""End to end through the CLI: every broken checkpoint of the contract exits 1 naming its
+code, with no traceback; healthy ones pass FC5xx; the JSON memory block and the collect
+section have their documented shape."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
+from conftest import cli
+from test_checkpoint_load import COMMIT, break_checkpoint
+
+TINY = load_config("tiny-llama")
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "HF_HUB_CACHE": str(tmp_path / "hub"), "HOME": str(tmp_path / "home")}
+
+
+def check_json(model: str, env: dict[str, str], *extra: str) -> tuple[int, dict, str]:
+    proc = cli("check", "--example", "b300", "--model", model, "-tp", "1", "--format", "json", *extra, env=env)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout), proc.stderr
+
+
+def failing(doc: dict) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for c in doc["checks"]:
+        if c["status"] == "fail":
+            out.setdefault(c["code"], []).append(c)
+    return out
+
+
+@pytest.mark.parametrize(
+    "breakage, code",
+    [("truncate", "FC503"), ("pad", "FC503"), ("delete", "FC502"), ("header-1tb", "FC504"), ("overlap", "FC504"),
+     ("not-json", "FC504"), ("escape", "FC509"), ("index-lies", "FC506"), ("no-config", "FC507"), ("config-truncated", "FC507")],
+)
+def test_broken_directory_exits_1_naming_the_code(tmp_path: Path, env: dict[str, str], breakage: str, code: str) -> None:
+    root = write_checkpoint(tmp_path / "m", TINY, shards=3, dense=True)
+    break_checkpoint(root, breakage)
+    rc, doc, _ = check_json(str(root), env)
+    assert rc == 1 and doc["verdict"] == "not-ready"
+    bad = failing(doc)
+    assert code in bad and all(c["severity"] == "error" and c["fix"] for c in bad[code]), bad
+    if code != "FC507":
+        assert any(c["subject"].startswith("shard:") for c in bad[code])
+
+
+def test_repo_not_in_cache_and_interrupted_download(tmp_path: Path, env: dict[str, str]) -> None:
+    rc, doc, _ = check_json("acme/absent", env)
+    assert rc == 1 and failing(doc)["FC501"][0]["subject"] == "model:acme/absent"
+    assert doc["memory"]["error"] and doc["memory"]["per_rank"]["weights_bytes"] is None
+    write_hf_cache(tmp_path / "hub", "acme/tiny", TINY, shards=2, commit=COMMIT)
+    blobs = tmp_path / "hub" / "models--acme--tiny" / "blobs"
+    (blobs / ("f" * 64 + ".incomplete")).write_bytes(b"\0" * 10)
+    rc, doc, _ = check_json("acme/tiny", env)
+    assert rc == 1 and "FC505" in failing(doc)
+
+
+def test_healthy_dir_and_cached_repo_pass_fc5xx(tmp_path: Path, env: dict[str, str]) -> None:
+    root = write_checkpoint(tmp_path / "m", TINY, shards=3, dense=True)
+    write_hf_cache(tmp_path / "hub", "acme/tiny", TINY, shards=2, commit=COMMIT)
+    for model in (str(root), "acme/tiny"):
+        rc, doc, _ = check_json(model, env)
+        fc5 = {c["code"]: c["status"] for c in doc["checks"] if c["code"].startswith("FC5")}
+        assert fc5["FC501"] == "pass" and fc5["FC504"] == "pass" and fc5["FC510"] == "fail"  # FC510 is info: always says
+        assert not [c for c in doc["checks"] if c["code"].startswith(("FC4", "FC5")) and c["status"] == "fail" and c["severity"] != "info"]
+        assert rc == 0, failing(doc)
+
+
+def test_memory_block_has_the_spec_shape(tmp_path: Path, env: dict[str, str]) -> None:
+    root = write_checkpoint(tmp_path / "llama", load_config("llama-3-8b"), shards=4)
+    rc, doc, _ = check_json(str(root), env, "--max-model-len", "8k")
+    mem = doc["memory"]
+    assert set(mem["per_rank"]) >= {"weights_bytes", "kv_bytes_per_token", "kv_budget_bytes", "usable_bytes", "reserve_bytes"}
+    assert {"max_model_len", "max_model_len_fit", "load_bytes", "load_seconds_estimate"} <= set(mem)
+    assert mem["per_rank"]["kv_bytes_per_token"] == 131072 and mem["max_model_len"] == 8000
+    assert abs(mem["per_rank"]["weights_bytes"] / (1 << 30) - 14.96) < 0.01
+    assert mem["max_model_len_fit"] % 16 == 0 and mem["max_model_len_fit"] > 8000
+    assert mem["load_bytes"] == 16060522496 and mem["load_seconds_estimate"] is None
+
+
+def test_text_report_draws_the_bar(tmp_path: Path, env: dict[str, str]) -> None:
+    root = write_checkpoint(tmp_path / "llama", load_config("llama-3-8b"), shards=4)
+    proc = cli("check", "--example", "b300", "--model", str(root), "-tp", "1", env={**env, "NO_COLOR": "1"})
+    assert "Memory per GPU (B300 SXM6 AC, 268.6 GiB x 0.92 = 247.1 GiB usable, TP 1)" in proc.stdout
+    assert "█" in proc.stdout and "weights 15.0 GiB" in proc.stdout and "131,072 B/token" in proc.stdout
+
+
+def test_collect_writes_the_checkpoint_section(tmp_path: Path, env: dict[str, str]) -> None:
+    root = write_checkpoint(tmp_path / "m", TINY, shards=3, dense=True)
+    proc = cli("collect", "--model", str(root), "--facts", str(Path(__file__).parent.parent / "src/flightcheck/_examples/b300.json"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    section = json.loads(proc.stdout)["checkpoint"]
+    assert section["model"] == str(root) and section["path"] == str(root)
+    name = shard_name(1, 3)
+    data = (root / name).read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    assert section["files"][name] == len(data) and "config.json" in section["files"]
+    assert section["header_sha256"][name] == hashlib.sha256(data[: 8 + n]).hexdigest()
+    assert section["config_sha256"] == hashlib.sha256((root / "config.json").read_bytes()).hexdigest()

@@ -1,0 +1,270 @@
+"""Reading a checkpoint from disk: resolution (directory, HF cache), the scan in parallel
+workers, the index cross-check, and every way a download goes wrong named by its code."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
+from flightcheck._checkpoint import load
+from flightcheck._checkpoint.resolve import hub_dirs, resolve
+from flightcheck._checkpoint.scan import scan_paths
+
+TINY = load_config("tiny-llama")
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "FLIGHTCHECK_NO_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+def codes(ck) -> set[str]:
+    return {f.code for f in ck.findings}
+
+
+def healthy(tmp_path: Path, shards: int = 3) -> Path:
+    return write_checkpoint(tmp_path / "m", TINY, shards=shards, dense=True)
+
+
+def test_healthy_directory_has_no_findings(tmp_path: Path) -> None:
+    root = healthy(tmp_path)
+    ck = load(str(root))
+    assert ck.found and ck.findings == []
+    assert [s.name for s in ck.shards] == [shard_name(i, 3) for i in range(3)]
+    assert ck.tensor_count == 4 * 9 + 3 and ck.config["model_type"] == "llama"
+
+
+def test_single_file_model(tmp_path: Path) -> None:
+    root = write_checkpoint(tmp_path / "one", TINY, shards=1, dense=True)
+    assert (root / "model.safetensors").exists() and not (root / "model.safetensors.index.json").exists()
+    ck = load(str(root))
+    assert ck.findings == [] and ck.index_name is None and [s.name for s in ck.shards] == ["model.safetensors"]
+
+
+@pytest.mark.parametrize(
+    "breakage, code, where",
+    [
+        ("truncate", "FC503", "shard:model-00002-of-00003.safetensors"),
+        ("pad", "FC503", "shard:model-00002-of-00003.safetensors"),
+        ("delete", "FC502", "shard:model-00002-of-00003.safetensors"),
+        ("header-1tb", "FC504", "shard:model-00002-of-00003.safetensors"),
+        ("overlap", "FC504", "shard:model-00002-of-00003.safetensors"),
+        ("not-json", "FC504", "shard:model-00002-of-00003.safetensors"),
+        ("escape", "FC509", "shard:../../../../etc/passwd"),
+        ("index-lies", "FC506", "shard:model-00002-of-00003.safetensors"),
+        ("duplicate", "FC506", "shard:model-00003-of-00003.safetensors"),
+        ("no-config", "FC507", None),
+        ("config-truncated", "FC507", None),
+        ("loop", "FC508", "shard:model-00002-of-00003.safetensors"),
+        ("index-not-json", "FC506", "file:model.safetensors.index.json"),
+        ("sparse", "FC511", "shard:model-00002-of-00003.safetensors"),
+    ],
+)
+def test_each_breakage_is_named_by_its_code(tmp_path: Path, breakage: str, code: str, where: str | None) -> None:
+    root = healthy(tmp_path)
+    break_checkpoint(root, breakage)
+    ck = load(str(root))
+    if code == "FC507":
+        assert ck.config is None and ck.config_error and "config.json" in ck.config_error
+        return
+    hits = ck.of(code)
+    assert hits, (breakage, ck.findings)
+    assert where in {f.subject for f in hits}, [f.subject for f in hits]
+    assert all(f.fix for f in hits)
+
+
+def break_checkpoint(root: Path, how: str) -> None:
+    """Damage a healthy 3-shard tiny checkpoint the way real downloads and exporters do."""
+    s2 = root / shard_name(1, 3)
+    index = root / "model.safetensors.index.json"
+    doc = json.loads(index.read_text())
+    data = s2.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    if how == "truncate":
+        s2.write_bytes(data[:-100])
+    elif how == "pad":
+        s2.write_bytes(data + b"\0" * 4096)
+    elif how == "delete":
+        s2.unlink()
+    elif how == "header-1tb":
+        s2.write_bytes((1 << 40).to_bytes(8, "little") + data[8:])
+    elif how in ("overlap", "not-json"):
+        if how == "overlap":
+            names = [k for k in header if k != "__metadata__"]
+            header[names[1]]["data_offsets"] = [0, header[names[1]]["data_offsets"][1] - header[names[1]]["data_offsets"][0]]
+            raw = json.dumps(header).encode()
+        else:
+            raw = b"{not json" + b" " * (n - 9)
+        raw = raw.ljust(n) if len(raw) <= n else raw
+        s2.write_bytes(len(raw).to_bytes(8, "little") + raw + data[8 + n :])
+    elif how == "escape":
+        doc["weight_map"]["model.layers.0.mlp.down_proj.weight"] = "../../../../etc/passwd"
+        index.write_text(json.dumps(doc))
+    elif how == "index-lies":
+        doc["weight_map"]["model.layers.9.ghost.weight"] = shard_name(1, 3)
+        index.write_text(json.dumps(doc))
+    elif how == "duplicate":  # a tensor of shard 2 written into shard 3 as well
+        from ckptgen import write_shard
+
+        s3 = root / shard_name(2, 3)
+        n3 = int.from_bytes(s3.read_bytes()[:8], "little")
+        h3 = json.loads(s3.read_bytes()[8 : 8 + n3])
+        extra = next(k for k in header if k != "__metadata__")
+        tensors = [(k, e["dtype"], e["shape"]) for k, e in h3.items() if k != "__metadata__"] + [(extra, header[extra]["dtype"], header[extra]["shape"])]
+        write_shard(s3, tensors, dense=True)
+    elif how == "no-config":
+        (root / "config.json").unlink()
+    elif how == "config-truncated":
+        (root / "config.json").write_text((root / "config.json").read_text()[:40])
+    elif how == "loop":
+        s2.unlink()
+        s2.symlink_to(s2.name)
+    elif how == "index-not-json":
+        index.write_text(index.read_text()[:100])
+    elif how == "sparse":
+        with open(s2, "r+b") as fh:  # make it big and sparse: same header, a hole for data
+            fh.truncate(8 << 20)
+        hdr_tensors = [(k, "U8", [((8 << 20) - 8 - n) if i == 0 else 0]) for i, k in enumerate(k for k in header if k != "__metadata__")]
+        from ckptgen import write_shard
+
+        write_shard(s2, hdr_tensors[:1], dense=False)
+        doc["weight_map"] = {k: v for k, v in doc["weight_map"].items() if v != s2.name or k == hdr_tensors[0][0]}
+        index.write_text(json.dumps(doc))
+    else:
+        raise AssertionError(how)
+
+
+def test_hostile_index_path_is_never_opened(tmp_path: Path) -> None:
+    root = healthy(tmp_path)
+    break_checkpoint(root, "escape")
+    ck = load(str(root))
+    bad = next(s for s in ck.shards if s.name.startswith(".."))
+    assert bad.scan is None and bad.size == 0  # refused before any stat or open
+
+
+def test_symlink_outside_the_directory_is_a_warning(tmp_path: Path) -> None:
+    root = healthy(tmp_path)
+    s1 = root / shard_name(0, 3)
+    elsewhere = tmp_path / "elsewhere.safetensors"
+    os.replace(s1, elsewhere)
+    s1.symlink_to(elsewhere)
+    ck = load(str(root))
+    (f,) = ck.of("FC509")
+    assert f.severity == "warning" and str(elsewhere) in f.message
+
+
+def test_index_total_size_mismatch_is_a_warning(tmp_path: Path) -> None:
+    root = healthy(tmp_path)
+    index = root / "model.safetensors.index.json"
+    doc = json.loads(index.read_text())
+    doc["metadata"]["total_size"] += 2
+    index.write_text(json.dumps(doc))
+    (f,) = load(str(root)).of("FC506")
+    assert f.severity == "warning" and "total_size" in f.message
+
+
+def test_index_names_the_missing_tensor(tmp_path: Path) -> None:
+    root = healthy(tmp_path)
+    break_checkpoint(root, "index-lies")
+    (f,) = load(str(root)).of("FC506")
+    assert "model.layers.9.ghost.weight" in f.message and f.severity is None
+
+
+# --------------------------------------------------------------------------- HF cache
+
+
+def test_repo_id_resolves_through_refs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = tmp_path / "hub"
+    snap = write_hf_cache(hub, "acme/tiny", TINY, shards=2, commit=COMMIT)
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    ck = load("acme/tiny")
+    assert ck.found and ck.path == snap and ck.resolved.commit == COMMIT and ck.findings == []
+    assert all(os.path.islink(s.path) for s in ck.shards)  # symlinks into blobs are fine
+
+
+def test_repo_id_env_order_and_revision(tmp_path: Path) -> None:
+    hub = tmp_path / "hf-home" / "hub"
+    write_hf_cache(hub, "acme/tiny", TINY, shards=1, commit=COMMIT, branch="v2")
+    env = {"HF_HOME": str(tmp_path / "hf-home")}
+    assert hub_dirs([env]) == [hub]
+    assert hub_dirs([{"HF_HUB_CACHE": "/a", "HF_HOME": "/b"}]) == [Path("/a")]
+    assert hub_dirs([{"XDG_CACHE_HOME": "/x"}]) == [Path("/x/huggingface/hub")]
+    assert resolve("acme/tiny", revision="v2", envs=[env]).commit == COMMIT
+    assert resolve("acme/tiny", revision=COMMIT, envs=[env]).commit == COMMIT
+    missing = resolve("acme/tiny", revision="main", envs=[env])
+    assert missing.path is None and "revision 'main' is not there" in (missing.problem or "")
+    only = resolve("acme/tiny", envs=[env])  # no refs/main but one snapshot: use it, say so
+    assert only.commit == COMMIT and "only snapshot" in (only.note or "")
+
+
+def test_download_dir_is_searched_first(tmp_path: Path) -> None:
+    write_hf_cache(tmp_path / "dl", "acme/tiny", TINY, shards=1, commit=COMMIT)
+    assert load("acme/tiny", download_dir=str(tmp_path / "dl")).found
+
+
+def test_repo_not_in_cache_is_fc501(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    ck = load("acme/absent")
+    (f,) = ck.findings
+    assert f.code == "FC501" and f.subject == "model:acme/absent" and "never downloads" in f.message
+    assert f.fix.startswith("hf download acme/absent")
+    assert load(str(tmp_path / "no" / "such" / "dir")).of("FC501")
+
+
+def test_interrupted_download_and_size_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = tmp_path / "hub"
+    snap = write_hf_cache(hub, "acme/tiny", TINY, shards=2, commit=COMMIT)
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    repo = hub / "models--acme--tiny"
+    tree = json.loads((repo / "trees" / f"{COMMIT}.json").read_text())
+    name = shard_name(1, 2)
+    etag = tree["files"][name]["lfs_sha256"]
+    (repo / "blobs" / f"{etag}.1a2b3c4d.incomplete").write_bytes(b"\0" * 1000)  # a second download, cut short
+    ck = load("acme/tiny")
+    (f,) = ck.of("FC505")
+    assert f.subject == f"shard:{name}" and "interrupted download" in f.message and f"hf download acme/tiny {name}" in f.fix
+    # the snapshot file shrank (a bad copy into the cache): the tree's size disagrees
+    blob = Path(os.path.realpath(snap / name))
+    blob.write_bytes(blob.read_bytes()[:-10])
+    sizes = [x for x in load("acme/tiny").of("FC505") if "cache's record" in x.message]
+    assert sizes and sizes[0].subject == f"shard:{name}"
+
+
+def test_dangling_blob_link_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub = tmp_path / "hub"
+    snap = write_hf_cache(hub, "acme/tiny", TINY, shards=2, commit=COMMIT)
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    os.unlink(os.path.realpath(snap / shard_name(0, 2)))
+    (f,) = load("acme/tiny").of("FC502")
+    assert "blob that is gone" in f.message and "rm -f" in f.fix
+
+
+# --------------------------------------------------------------------------- parallel scan
+
+
+def test_workers_give_the_same_answer_as_one_process(tmp_path: Path) -> None:
+    root = write_checkpoint(tmp_path / "m", load_config("qwen3-30b-a3b"), shards=8)
+    paths = sorted(str(p) for p in root.glob("*.safetensors"))
+    alone, s0 = scan_paths(paths, workers=0)
+    spread, s2 = scan_paths(paths, workers=2)
+    assert s0.workers == 0 and s2.workers == 2 and s2.fallbacks == 0
+    assert alone == spread
+
+
+def test_a_dead_worker_costs_nothing_but_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flightcheck._checkpoint import scan as scan_mod
+
+    root = healthy(tmp_path, shards=3)
+    paths = sorted(str(p) for p in root.glob("*.safetensors"))
+    monkeypatch.setattr(scan_mod, "_BOOT", "import sys; sys.exit(3)  # {msgspec_dir}{validate}")
+    scans, stats = scan_paths(paths, workers=1)
+    assert stats.fallbacks > 0 and all(s.ok for s in scans)

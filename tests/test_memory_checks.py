@@ -1,0 +1,158 @@
+"""FC401–FC405 fire and stay silent on recorded nodes, with suggestions that are computed
+for the launch (smallest TP that fits, fp8 KV, the largest max_model_len)."""
+
+from __future__ import annotations
+
+import copy
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from ckptgen import load_config, write_checkpoint
+from conftest import assert_fires, assert_silent, facts, host_doc, results, statuses
+
+GiB = 1 << 30
+H200_BYTES = 150754820096
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("ckpt")
+    out = {}
+    for name, shards in (("kimi-k2-instruct", 61), ("qwen2-7b", 4), ("llama-3-8b", 4)):
+        out[name] = str(write_checkpoint(root / name, load_config(name), shards=shards))
+    moe = {**load_config("qwen3-30b-a3b"), "num_hidden_layers": 2, "num_experts": 4}
+    out["tiny-moe"] = str(write_checkpoint(root / "tiny-moe", moe, shards=2))
+    fp8 = {**moe, "num_experts": 16, "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}
+    out["tiny-moe-fp8"] = str(write_checkpoint(root / "tiny-moe-fp8", fp8, shards=2))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def shared_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # one cache for the module: the 139k-tensor Kimi checkpoint is scanned once
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "memchecks-xdg"))
+
+
+def h200(**sections):
+    doc = host_doc("b300")
+    gpus = copy.deepcopy(doc["gpus"])
+    for g in gpus:
+        g.update(name="NVIDIA H200", memory_total_bytes=H200_BYTES, compute_capability="9.0")
+    return facts("b300", gpus=gpus, **sections)
+
+
+def test_kimi_tp8_on_h200_needs_fp8_kv_or_tp16(ckpts) -> None:
+    """Moonshot's "smallest deployment unit is 16 GPUs for 128K", derived from headers."""
+    f = h200()
+    assert_silent("FC401", f, model=ckpts["kimi-k2-instruct"], tensor_parallel_size=8)
+    (r,) = assert_fires("FC402", f, model=ckpts["kimi-k2-instruct"], tensor_parallel_size=8)
+    assert "131,072 tokens needs 8.6 GiB" in r.message and "70,272 B/token" in r.message
+    assert "an fp8 KV cache would fit" in r.message
+    fixes = r.fix.splitlines()
+    fit = int(re.search(r"--max-model-len (\d+)", r.fix).group(1))
+    assert 0 < fit < 131072 and fit % 16 == 0
+    assert "--kv-cache-dtype fp8" in fixes and "-tp 16" in fixes
+    assert r.evidence["kv_bytes_per_token"] == 70272
+
+
+def test_kimi_fits_where_it_should(ckpts) -> None:
+    for f, tp in ((facts("b300"), 8), (h200(), 16)):
+        for code in ("FC401", "FC402", "FC403", "FC404"):
+            assert_silent(code, f, model=ckpts["kimi-k2-instruct"], tensor_parallel_size=tp)
+    assert_silent("FC402", h200(), model=ckpts["kimi-k2-instruct"], tensor_parallel_size=8, kv_cache_dtype="fp8")
+
+
+def test_weights_too_big_names_the_smallest_tp(ckpts) -> None:
+    (r,) = assert_fires("FC401", h200(), model=ckpts["kimi-k2-instruct"], tensor_parallel_size=4)
+    assert "weights need 240.7 GiB per GPU at -tp 4" in r.message and "H200 (140.4 GiB) has 129.2 GiB usable" in r.message
+    # TP 8 holds the weights but not 128K of MLA cache (not split by TP): 16 is the smallest
+    assert r.fix == "-tp 16" and "16 GPUs, 2 nodes of 8" in r.message
+    assert statuses(h200(), "FC402", model=ckpts["kimi-k2-instruct"], tensor_parallel_size=4) == {"skip"}
+
+
+def test_headroom_warning(ckpts) -> None:
+    model = ckpts["llama-3-8b"]
+    res = results(h200(), model=model, tensor_parallel_size=1, max_model_len=8192, reserve_gib=100.0)
+    (fit,) = [r for r in res["FC402"] if r.status.value == "pass"]
+    budget = res["FC402"][0].evidence["kv_budget_bytes"]
+    tight = int(budget * 0.97 // 131072) // 16 * 16  # leaves ~3% of the usable memory
+    (r,) = assert_fires("FC403", h200(), model=model, tensor_parallel_size=1, max_model_len=tight, reserve_gib=100.0)
+    assert r.severity.value == "warning" and r.fix.startswith("--max-model-len ")
+    assert_silent("FC403", h200(), model=model, tensor_parallel_size=1, max_model_len=8192, reserve_gib=100.0)
+
+
+def test_layout_invalid(ckpts) -> None:
+    (r,) = assert_fires("FC404", facts("b300"), model=ckpts["qwen2-7b"], tensor_parallel_size=8)
+    assert "28 attention heads do not divide by TP 8" in r.message and r.fix == "-tp one of 1, 2, 4"
+    assert_silent("FC404", facts("b300"), model=ckpts["qwen2-7b"], tensor_parallel_size=4)
+    block = assert_fires("FC404", facts("b300"), model=ckpts["kimi-k2-instruct"], tensor_parallel_size=32)
+    said = " | ".join(x.message for x in block)
+    assert "2048 / 32 = 64, is not a multiple of the fp8-block block of 128" in said
+    assert "dense intermediate size per rank, 18432 / 32 = 576" in said and "shared-expert intermediate size per rank, 2048 / 32" in said
+    assert block[0].fix == "-tp one of 1, 2, 4, 8, 16"  # EP would not save the dense layer and shared experts
+    (ep,) = assert_fires("FC404", facts("b300"), model=ckpts["tiny-moe-fp8"], tensor_parallel_size=8)
+    assert "768 / 8 = 96" in ep.message and ep.fix.splitlines()[0] == "-tp 8 --enable-expert-parallel"
+    assert_silent("FC404", facts("b300"), model=ckpts["tiny-moe-fp8"], tensor_parallel_size=8, enable_expert_parallel=True)
+    few = assert_fires("FC404", facts("b300"), model=ckpts["tiny-moe"], tensor_parallel_size=8, enable_expert_parallel=True)
+    assert "4 experts cannot be spread over 8" in few[0].message
+
+
+def test_max_model_len_over_the_window(ckpts) -> None:
+    (r,) = assert_fires("FC405", facts("b300"), model=ckpts["llama-3-8b"], max_model_len=16384)
+    assert "context window of 8,192" in r.message and r.fix.startswith("--max-model-len 8192")
+    doc = host_doc("b300")
+    allowed = facts("b300", env={**doc["env"], "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    assert_silent("FC405", allowed, model=ckpts["llama-3-8b"], max_model_len=16384)
+    assert statuses(facts("b300"), "FC405", model=ckpts["llama-3-8b"]) == {"skip"}
+
+
+def test_auto_length_and_unknown_gpus(ckpts) -> None:
+    res = results(h200(), model=ckpts["kimi-k2-instruct"], tensor_parallel_size=8, max_model_len=-1)
+    (r,) = res["FC402"]
+    assert r.status.value == "pass" and "auto: up to" in r.message
+    nogpu = facts("b300", gpus=None)
+    assert statuses(nogpu, "FC401", model=ckpts["llama-3-8b"]) == {"unknown"}
+    assert statuses(nogpu, "FC402", model=ckpts["llama-3-8b"]) == {"unknown"}
+
+
+def test_no_model_skips_and_missing_model_skips(tmp_path: Path) -> None:
+    assert statuses(facts("b300"), "FC401") == {"skip"}
+    assert statuses(facts("b300"), "FC501") == {"skip"}
+    gone = str(tmp_path / "gone")
+    assert statuses(facts("b300"), "FC402", model=gone) == {"skip"}
+    assert statuses(facts("b300"), "FC501", model=gone) == {"fail"}
+
+
+def test_sglang_budget_and_flags(ckpts) -> None:
+    """SGLang's static fraction holds weights + KV pool only: the weights fit an H200 at
+    TP 8, 128K of KV does not, and every fix is spelled as SGLang spells it."""
+    res = results(h200(), engine="sglang", model=ckpts["kimi-k2-instruct"], tensor_parallel_size=8)
+    assert res["FC401"][0].status.value == "pass"
+    (r,) = res["FC402"]
+    assert r.status.value == "fail"
+    fixes = r.fix.splitlines()
+    assert fixes[0].startswith("--context-length ") and "--kv-cache-dtype fp8_e4m3" in fixes and "--tp 16" in fixes
+
+
+def test_memory_text_bar() -> None:
+    from rich.console import Console
+
+    from flightcheck._report.memory_text import bar, render_memory
+
+    runs, over = bar({"weights": 50, "kv": 25, "reserve": 5, "free": 20}, 100, width=20)
+    assert [(c, n) for c, _, n in runs] == [("█", 10), ("▓", 5), ("▒", 1), ("░", 4)] and over == 0
+    runs, over = bar({"weights": 80, "kv": 60, "reserve": 5, "free": 0}, 100, width=20)
+    assert sum(n for _, _, n in runs) == 20 and over == 9
+    buf = io.StringIO()
+    mem = {"per_rank": {"weights_bytes": 120 * GiB, "kv_bytes_per_token": 70272, "kv_budget_bytes": 4 * GiB, "usable_bytes": 129 * GiB,
+                        "reserve_bytes": 5 * GiB, "kv_bytes_for_max_model_len": 8 * GiB},
+           "max_model_len": 131072, "max_model_len_fit": 61136, "load_bytes": 1_030_000_000_000, "load_seconds_estimate": 600.0,
+           "read_bytes_per_s": 1_700_000_000, "layout": {"tp": 8}, "gpu": {"name": "NVIDIA H200", "memory_total_bytes": 140 * GiB},
+           "gpu_memory_utilization": 0.92, "kv_cache_dtype": "auto", "attention": "mla"}
+    render_memory(Console(file=buf, width=100, no_color=True), mem)
+    text = buf.getvalue()
+    assert "H200, 140.0 GiB x 0.92 = 129.0 GiB usable, TP 8" in text and "over by 4.0 GiB" in text
+    assert "max_model_len 131,072; fits up to 61,136" in text and "load: 1.03 TB per node (~10 min at 1.70 GB/s)" in text
