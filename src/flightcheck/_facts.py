@@ -201,6 +201,9 @@ class CheckpointFacts(_S):
     path: str | None = None
     files: dict[str, int] | None = None
     header_sha256: dict[str, str] | None = None
+    # extensions: what else must match between nodes
+    commit: str | None = None  # the HF cache snapshot's commit, when --model is a repo id
+    config_sha256: str | None = None  # of config.json as stored
 
 
 class Facts(_S):
