@@ -11,9 +11,11 @@ hung network filesystem costs the timeout, not the run.
 
 from __future__ import annotations
 
+import errno
 import json
 import mmap
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -25,6 +27,7 @@ CHUNK = 16 << 20
 TIME_CAP_S = 8.0
 TIMEOUT_S = 20.0
 ALIGN = 4096
+SCRIPT = os.path.abspath(__file__)  # the child runs this file as a script
 
 
 def _plan(sizes: list[int], budget: int = SAMPLE_BYTES, chunk: int = CHUNK) -> list[tuple[int, int, int]]:
@@ -32,7 +35,7 @@ def _plan(sizes: list[int], budget: int = SAMPLE_BYTES, chunk: int = CHUNK) -> l
     total = sum(sizes)
     if total <= 0:
         return []
-    n = max(1, min(budget, total) // chunk)
+    n = max(1, -(-min(budget, total) // chunk))
     out = []
     for k in range(n):
         pos = int((k + 0.5) * total / n)  # the middle of the k-th n-th of all bytes
@@ -93,17 +96,20 @@ def _open(path: str) -> tuple[int, str]:
 
 
 def _is_hole(fd: int, off: int) -> bool:
+    """Is ``off`` in a hole? (no SEEK_DATA support: assume data)"""
     try:
         return os.lseek(fd, off, os.SEEK_DATA) != off
-    except (OSError, AttributeError):
-        return False  # no SEEK_DATA (or past the last data): treat as data
+    except AttributeError:
+        return False
+    except OSError as exc:
+        return exc.errno == errno.ENXIO  # no data at or after ``off``: a hole up to the end
 
 
 def measure(paths: Sequence[os.PathLike[str] | str], *, timeout: float = TIMEOUT_S) -> Optional[dict[str, Any]]:
     """Run the measurement in a child; None-free: a failure is a dict with ``error``."""
     args = json.dumps([os.fspath(p) for p in paths])
     try:
-        proc = subprocess.run([sys.executable, "-I", "-S", os.path.abspath(__file__)], input=args, capture_output=True,
+        proc = subprocess.run([sys.executable, "-I", "-S", SCRIPT], input=args, capture_output=True,
                               text=True, timeout=timeout, start_new_session=True)
     except subprocess.TimeoutExpired:
         return {"error": f"reading took over {timeout:.0f} s (a hung or very slow filesystem?)"}
@@ -122,7 +128,8 @@ def main() -> int:
     sizes = []
     for p in paths:
         try:
-            sizes.append(os.stat(p).st_size)
+            st = os.stat(p)
+            sizes.append(st.st_size if stat.S_ISREG(st.st_mode) else 0)  # never open a FIFO or a device
         except OSError:
             sizes.append(0)
     try:

@@ -200,7 +200,10 @@ def parse_header(buf: bytes, file_size: Optional[int] = None, scan: Optional[Sha
         except msgspec.MsgspecError:
             return _fail(scan, "FC504", "__metadata__ must map strings to strings (safetensors refuses anything else)")
     header.pop("__metadata__", None)
-    return _check_tensors(scan, header, file_size)
+    try:
+        return _check_tensors(scan, header, file_size)
+    except Exception as exc:  # never raise out of a scan: an input we did not foresee is invalid
+        return _fail(scan, "FC504", f"the header could not be checked: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: Optional[int]) -> ShardScan:
@@ -211,24 +214,26 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: Option
     dtypes = [e.dtype for e in entries]
     shapes = [e.shape for e in entries]
     offsets = [e.data_offsets for e in entries]
-    if None in dtypes or None in shapes or None in offsets:
+    scan.n_tensors = len(names)
+    try:  # a missing field (None) makes one of these raise: then say which tensor
+        starts = list(map(itemgetter(0), offsets))
+        ends = list(map(itemgetter(1), offsets))
+        spans = list(map(sub, ends, starts))
+        # numel x bits must equal 8 x span for every tensor, else shape, dtype and offsets
+        # disagree (a sub-byte total fails too: 8 x span is whole bytes).
+        bits = list(map(mul, map(math.prod, shapes), map(DTYPE_BITS.__getitem__, dtypes)))
+    except (TypeError, KeyError):
         for name, e in zip(names, entries):
             missing = [f for f in ("dtype", "shape", "data_offsets") if getattr(e, f) is None]
             if missing:
                 return _fail(scan, "FC504", f"tensor {name!r} has no {', '.join(missing)}")
-    scan.n_tensors = len(names)
-    starts = list(map(itemgetter(0), offsets))
-    ends = list(map(itemgetter(1), offsets))
-    spans = list(map(sub, ends, starts))
-    if names and not _tiled(starts, ends, spans):  # (a negative span that slips by fails the per-group size rule)
-        return _fail(scan, "FC504", _explain_offsets(names, offsets))
-    # numel x bits must equal 8 x span for every tensor, else shape, dtype and offsets
-    # disagree (a sub-byte total fails too: 8 x span is whole bytes).
-    bits = list(map(mul, map(math.prod, shapes), map(DTYPE_BITS.__getitem__, dtypes)))
+        raise  # not a missing field: parse_header reports it
     if bits != list(map(lshift, spans, repeat(3))):
         i = next(i for i, (b, s) in enumerate(zip(bits, spans)) if b != s * 8)
         e = entries[i]
         return _fail(scan, "FC504", f"tensor {names[i]!r} is {e.dtype} {list(e.shape)} = {bits[i] / 8:,g} bytes but its data_offsets {list(e.data_offsets)} span {_n(spans[i])}")
+    if names and not _tiled(starts, ends, spans):  # spans are >= 0 here: each is numel x size
+        return _fail(scan, "FC504", _explain_offsets(names, offsets))
     scan.data_end = max(ends) if names else 0
     if file_size is not None and file_size != 8 + scan.header_len + scan.data_end:  # type: ignore[operator]
         need = 8 + scan.header_len + scan.data_end  # type: ignore[operator]
