@@ -265,6 +265,6 @@ def test_a_dead_worker_costs_nothing_but_time(tmp_path: Path, monkeypatch: pytes
 
     root = healthy(tmp_path, shards=3)
     paths = sorted(str(p) for p in root.glob("*.safetensors"))
-    monkeypatch.setattr(scan_mod, "_BOOT", "import sys; sys.exit(3)  # {msgspec_dir}{validate}")
+    monkeypatch.setattr(scan_mod, "_BOOT", "import sys; sys.exit(3)  # {msgspec_dir}{here}")
     scans, stats = scan_paths(paths, workers=1)
     assert stats.fallbacks > 0 and all(s.ok for s in scans)

@@ -1,7 +1,8 @@
 """Scan many shard headers at once: cache first, then this process plus worker processes.
 
-A worker is ``python -I -S`` loading ``validate.py`` by path (stdlib + msgspec only), so it
-starts in ~20 ms and never imports flightcheck, torch or anything CUDA. Workers only pay
+A worker is ``python -I -S`` importing ``validate`` and ``groups`` from this directory as
+top-level modules (stdlib + msgspec only), so it starts in ~20 ms and never imports
+flightcheck, torch or anything CUDA. Workers only pay
 when there is enough header to parse: a handful of shards is scanned in this process.
 Work is split by header length (read first, 8 bytes a shard) so the processes finish
 together; this process takes a share too, after the extra work it was given (the index).
@@ -33,11 +34,7 @@ WORKER_START_BYTES = 3 << 20
 MAX_WORKERS = 16
 TIMEOUT_S = 120.0
 
-_BOOT = (
-    "import sys;sys.path[:0]=[{msgspec_dir!r}];import importlib.util as u;"
-    "s=u.spec_from_file_location('fc_validate',{validate!r});m=u.module_from_spec(s);"
-    "sys.modules['fc_validate']=m;s.loader.exec_module(m);sys.exit(m.main())"
-)
+_BOOT = "import sys;sys.path[:0]=[{msgspec_dir!r},{here!r}];import validate;sys.exit(validate.main())"
 
 
 def cpus() -> int:
@@ -83,7 +80,7 @@ def _partition(costs: list[tuple[int, int]], bins: list[int]) -> list[list[int]]
 
 
 def _spawn(paths: list[str], sha: bool) -> subprocess.Popen[bytes]:
-    boot = _BOOT.format(msgspec_dir=os.path.dirname(os.path.dirname(msgspec.__file__)), validate=validate.__file__)
+    boot = _BOOT.format(msgspec_dir=os.path.dirname(os.path.dirname(msgspec.__file__)), here=os.path.dirname(os.path.abspath(validate.__file__)))
     proc = subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", boot],
         stdin=subprocess.PIPE,

@@ -12,8 +12,8 @@ sorted, start at 0 and tile the data region with no hole or overlap; each span e
 numel x dtype bits / 8; and file size == 8 + N + end of the last tensor.
 
 Besides the verdict, a scan returns what the memory model and the index cross-check need,
-compactly: tensors grouped by (name pattern, first index, dtype, bytes each) with counts,
-and a digest of the sorted tensor names.
+compactly: tensors grouped for the memory model (``groups``) and a digest of the sorted
+tensor names.
 """
 
 from __future__ import annotations
@@ -21,15 +21,20 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import re
 import stat
 import sys
-from bisect import bisect_left
 from itertools import repeat
 from operator import itemgetter, lshift, mul, sub
 from typing import Annotated, Literal, Optional, Tuple
 
 import msgspec
+
+try:
+    from .groups import Group, group_tensors
+except ImportError:  # a scan worker loads these files as top-level modules, never flightcheck
+    from groups import Group, group_tensors  # type: ignore[no-redef]
+
+__all__ = ["DTYPE_BITS", "MAX_HEADER", "Group", "Problem", "ShardScan", "names_digest", "parse_header", "scan_file"]
 
 MAX_HEADER = 100_000_000  # safetensors' MAX_HEADER_SIZE
 MAX_DIMS = 64  # no real tensor has more; bounds the work a hostile shape can cause
@@ -62,23 +67,6 @@ _HEADER = msgspec.json.Decoder(dict[str, _Entry])
 _META = msgspec.json.Decoder(_MetaOnly)
 
 
-class Group(msgspec.Struct, array_like=True, frozen=True):
-    """Tensors of one shard that the memory model treats alike.
-
-    Either tensors sharing a name pattern (digits as ``#``), first index, dtype and shape,
-    or a whole block of routed experts of one layer (``pattern`` ends in ``experts.#.*``,
-    ``dtype`` is ``""``): ``per_item`` is then the number of tensors one expert has.
-    """
-
-    pattern: str  # "model.layers.#.self_attn.q_proj.weight" | "model.layers.#.mlp.experts.#.*"
-    index: int  # the first integer in the name (the layer, when the pattern says so), or -1
-    dtype: str
-    shape: tuple[int, ...]  # of one member ("()" for an expert block)
-    nbytes: int  # all members together
-    count: int  # tensors
-    per_item: int = 1  # tensors per expert (expert blocks)
-
-
 class Problem(msgspec.Struct, array_like=True, frozen=True):
     """One finding about a shard: the code of the check that reports it and what is wrong."""
 
@@ -108,9 +96,6 @@ def names_digest(sorted_names: list[str]) -> str:
     """The digest the index cross-check compares: the names sorted, one per line (SHA-1
     for speed, with the CPU's SHA extensions; this guards against mistakes, not attacks)."""
     return hashlib.sha1("\n".join(sorted_names).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-_DIGITS = str.maketrans("0123456789", "##########")
 
 
 def _fail(scan: ShardScan, code: str, message: str) -> ShardScan:
@@ -243,7 +228,7 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: Option
             msg = f"the file is {_n(file_size)} bytes but its header accounts for {_n(need)}: {_n(file_size - need)} extra bytes (padded, or appended to)"
         _fail(scan, "FC503", msg)
     scan.names_digest = names_digest(names)
-    scan.groups = _group(names, dtypes, shapes, spans)
+    scan.groups = group_tensors(names, dtypes, shapes, spans)
     return scan
 
 
@@ -262,64 +247,6 @@ def _tiled(starts: list[int], ends: list[int], spans: list[int]) -> bool:
     else:
         o_starts, o_ends = sorted(starts), sorted(ends)
     return o_starts[0] == 0 and o_starts[1:] == o_ends[:-1]
-
-
-def _group(names: list[str], dtypes: list[str], shapes: list[tuple[int, ...]], spans: list[int]) -> list[Group]:
-    """Group a shard's tensors for the memory model, touching few names one by one.
-
-    ``names`` is sorted, so all tensors of one layer's routed experts
-    (``model.layers.12.mlp.experts.*``, ~98% of a big MoE's names) are contiguous: one
-    bisect finds the block and ``sum`` of a slice sizes it. The other names (attention,
-    norms, dense MLPs, embeddings: a few dozen a shard) are grouped one by one.
-    """
-    out: dict[tuple[str, int, str, tuple[int, ...]], list[int]] = {}
-    blocks: list[Group] = []
-    i, n = 0, len(names)
-    while i < n:
-        name = names[i]
-        k = name.find(".experts.")
-        if k >= 0 and name[k + 9 : k + 10].isdigit():
-            prefix = name[: k + 9]  # "...mlp.experts."
-            j = bisect_left(names, prefix[:-1] + "/", i + 1)  # "/" sorts right after "."
-            e_end = name.find(".", k + 9)
-            one = name[: e_end + 1] if e_end > 0 else name
-            per = bisect_left(names, one[:-1] + "/", i + 1) - i if e_end > 0 else 1
-            m = _FIRST.search(prefix)
-            blocks.append(Group(prefix.translate(_DIGITS).replace("##", "#") + "#.*", int(m.group()) if m else -1, "", (), sum(spans[i:j]), j - i, max(1, per)))
-            i = j
-            continue
-        m = _FIRST.search(name)
-        key = (_collapse(name.translate(_DIGITS)), int(m.group()) if m else -1, dtypes[i], shapes[i])
-        acc = out.get(key)
-        if acc is None:
-            out[key] = [spans[i], 1]
-        else:
-            acc[0] += spans[i]
-            acc[1] += 1
-        i += 1
-    groups = [Group(p, x, d, sh, nb, c) for (p, x, d, sh), (nb, c) in out.items()]
-    return sorted(groups + _merge_blocks(blocks), key=lambda g: (g.pattern, g.index, g.dtype))
-
-
-def _merge_blocks(blocks: list[Group]) -> list[Group]:
-    merged: dict[tuple[str, int], Group] = {}
-    for b in blocks:
-        key = (b.pattern, b.index)
-        if key in merged:
-            o = merged[key]
-            merged[key] = Group(o.pattern, o.index, "", (), o.nbytes + b.nbytes, o.count + b.count, max(o.per_item, b.per_item))
-        else:
-            merged[key] = b
-    return list(merged.values())
-
-
-def _collapse(pattern: str) -> str:
-    while "##" in pattern:
-        pattern = pattern.replace("##", "#")
-    return pattern
-
-
-_FIRST = re.compile(r"\d+")
 
 
 def _explain_invalid(raw: bytes, exc: msgspec.ValidationError) -> str:
