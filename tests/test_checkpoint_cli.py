@@ -105,3 +105,24 @@ def test_collect_writes_the_checkpoint_section(tmp_path: Path, env: dict[str, st
     assert section["files"][name] == len(data) and "config.json" in section["files"]
     assert section["header_sha256"][name] == hashlib.sha256(data[: 8 + n]).hexdigest()
     assert section["config_sha256"] == hashlib.sha256((root / "config.json").read_bytes()).hexdigest()
+
+
+def test_a_bug_while_reading_is_unknown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception inside the reader makes FC4xx/FC5xx 'unknown' (exit 3), read once, no traceback."""
+    import importlib
+
+    from conftest import facts, results
+
+    load_mod = importlib.import_module("flightcheck._checkpoint.load")  # the module, not the function
+
+    calls = []
+
+    def boom(*a, **k):
+        calls.append(1)
+        raise ValueError("synthetic")
+
+    monkeypatch.setattr(load_mod, "resolve", boom)
+    res = results(facts("b300"), model=str(tmp_path))
+    assert len(calls) == 1
+    assert {r.status.value for r in res["FC501"]} == {"unknown"} and "synthetic" in res["FC501"][0].message
+    assert {r.status.value for r in res["FC401"]} == {"skip"}

@@ -143,6 +143,16 @@ def break_checkpoint(root: Path, how: str) -> None:
         raise AssertionError(how)
 
 
+def test_absurdly_nested_config_and_index(tmp_path: Path) -> None:
+    root = healthy(tmp_path)
+    deep = '{"weight_map": {}, "metadata": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    (root / "model.safetensors.index.json").write_text(deep)
+    (root / "config.json").write_text("[" * 100_000 + "]" * 100_000)
+    ck = load(str(root))
+    assert ck.config is None and "not valid JSON" in (ck.config_error or "")
+    assert any("not valid JSON" in f.message for f in ck.of("FC506"))
+
+
 def test_hostile_index_path_is_never_opened(tmp_path: Path) -> None:
     root = healthy(tmp_path)
     break_checkpoint(root, "escape")

@@ -98,6 +98,15 @@ def test_rules_safetensors_relaxed_or_added() -> None:
     assert v.parse_header(empty, len(empty)).ok
 
 
+@pytest.mark.parametrize("where", ["tensor", "metadata"])
+def test_absurd_nesting_is_invalid_not_a_crash(where: str) -> None:
+    deep = b"[" * 200_000 + b"]" * 200_000 if where == "tensor" else b'{"a":' * 200_000 + b"1" + b"}" * 200_000
+    raw = b'{"' + (b"x" if where == "tensor" else b"__metadata__") + b'":' + deep + b"}"
+    buf = len(raw).to_bytes(8, "little") + raw
+    scan = v.parse_header(buf, len(buf))
+    assert codes(scan) == {"FC504"}, scan.problems
+
+
 def test_not_a_regular_file_is_refused_without_blocking(tmp_path: Path) -> None:
     fifo = tmp_path / "f.safetensors"
     os.mkfifo(fifo)  # opening a FIFO for reading would block forever

@@ -30,12 +30,17 @@ def load_for_context(ctx: Context) -> Checkpoint:
     from .resolve import env_views
 
     intent = ctx.intent
-    ck = load(
-        intent.model or "",
-        revision=intent.revision,
-        envs=tuple(env_views(ctx.facts.env)),
-        download_dir=intent.download_dir,
-    )
+    try:
+        ck = load(
+            intent.model or "",
+            revision=intent.revision,
+            envs=tuple(env_views(ctx.facts.env)),
+            download_dir=intent.download_dir,
+        )
+    except Exception as exc:  # a bug here must not be retried by every FC4xx/FC5xx check
+        from .resolve import Resolved
+
+        return Checkpoint(Resolved(model=intent.model or ""), crash=f"{type(exc).__name__}: {exc}")
     if intent.deep and ck.found and ck.shards:
         from .throughput import measure
 

@@ -94,7 +94,7 @@ class ScanCache:
             return
         try:
             data = msgspec.msgpack.decode(raw, type=CacheFile)
-        except msgspec.MsgspecError:
+        except (msgspec.MsgspecError, RecursionError):
             self.dirty = True  # corrupt: rewrite it
             return
         if data.format != FORMAT or data.model_dir != self.model_dir:

@@ -56,12 +56,12 @@ def parse(raw: bytes, on_disk: list[str]) -> IndexScan:
         try:
             doc = msgspec.json.decode(raw, type=fast)
             weight_map, metadata = doc.weight_map, doc.metadata  # type: ignore[attr-defined]
-        except msgspec.MsgspecError:
+        except (msgspec.MsgspecError, RecursionError):
             weight_map = None  # a name not on disk, or worse: the slow path says which
     if weight_map is None:
         try:
             doc2 = msgspec.json.decode(raw, type=_IndexStr)
-        except msgspec.DecodeError as exc:
+        except (msgspec.DecodeError, RecursionError) as exc:
             return IndexScan(problem=f"is not valid JSON: {str(exc)[:200]}")
         except msgspec.ValidationError as exc:
             return IndexScan(problem=f"does not have the index's shape ({{'weight_map': {{tensor: file}}}}): {str(exc)[:200]}")
@@ -81,7 +81,7 @@ def names_by_file(raw: bytes) -> dict[str, list[str]]:
     """file -> sorted tensor names the index maps to it (slow path: a digest disagreed)."""
     try:
         doc = msgspec.json.decode(raw, type=_IndexStr)
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):
         return {}
     out: dict[str, list[str]] = {}
     for name, file in doc.weight_map.items():
@@ -99,7 +99,7 @@ def header_names(path: str) -> Optional[list[str]]:
             if n > 100_000_000:
                 return None
             header = _HEADER.decode(fh.read(n))
-    except (OSError, msgspec.MsgspecError):
+    except (OSError, msgspec.MsgspecError, RecursionError):
         return None
     header.pop("__metadata__", None)
     return sorted(header)

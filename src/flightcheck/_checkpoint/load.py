@@ -69,6 +69,7 @@ class Checkpoint:
     cache: str = "off"  # "off" | "cold" | "warm" | "partial"
     seconds: float = 0.0
     throughput: Optional[dict[str, Any]] = None  # --deep read measurement
+    crash: Optional[str] = None  # a flightcheck bug while reading: the checks say "unknown"
 
     @property
     def found(self) -> bool:
@@ -206,7 +207,7 @@ def _read_config(ck: Checkpoint, root: Path) -> None:
         return
     try:
         doc = msgspec.json.decode(raw)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:
         ck.config_error = f"config.json is not valid JSON ({exc}): truncated or corrupt"
         return
     if not isinstance(doc, dict):

@@ -159,7 +159,7 @@ def expected_files(res: Resolved) -> dict[str, tuple[int, str]]:
         return {}
     try:
         tree = msgspec.json.decode((res.repo_dir / "trees" / f"{res.commit}.json").read_bytes(), type=_Tree)
-    except (OSError, msgspec.MsgspecError):
+    except (OSError, msgspec.MsgspecError, RecursionError):
         return {}
     out: dict[str, tuple[int, str]] = {}
     for name, f in tree.files.items():

@@ -110,7 +110,7 @@ def _collect(proc: subprocess.Popen[bytes], n: int, deadline: float) -> Optional
         return None
     try:
         scans = msgspec.msgpack.decode(out, type=list[ShardScan])
-    except msgspec.MsgspecError:
+    except (msgspec.MsgspecError, RecursionError):
         return None
     return scans if len(scans) == n else None
 

@@ -176,13 +176,13 @@ def parse_header(buf: bytes, file_size: Optional[int] = None, scan: Optional[Sha
         header = _HEADER.decode(raw)
     except msgspec.ValidationError as exc:
         return _fail(scan, "FC504", _explain_invalid(raw, exc))
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         return _fail(scan, "FC504", f"the header is not valid JSON: {str(exc)[:200]}")
     if b'"__metadata__"' in raw and not (raw.count(b'"__metadata__"') == 1 and b'"__metadata__":{"format":"pt"}' in raw):
         # (the usual {"format":"pt"} needs no second pass; anything else is checked)
         try:
             _META.decode(raw)
-        except msgspec.MsgspecError:
+        except (msgspec.MsgspecError, RecursionError):
             return _fail(scan, "FC504", "__metadata__ must map strings to strings (safetensors refuses anything else)")
     header.pop("__metadata__", None)
     try:
@@ -254,7 +254,7 @@ def _explain_invalid(raw: bytes, exc: msgspec.ValidationError) -> str:
     text = str(exc)
     try:
         doc = msgspec.json.decode(raw)
-    except msgspec.MsgspecError as exc:
+    except (msgspec.MsgspecError, RecursionError) as exc:
         return f"the header is not valid JSON: {str(exc)[:200]}"
     if not isinstance(doc, dict):
         return f"the header must be a JSON object, not {type(doc).__name__}"

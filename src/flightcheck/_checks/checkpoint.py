@@ -20,6 +20,8 @@ def _checkpoint(ctx: Context, *, found: bool = True) -> Any:
     ck = ctx.checkpoint
     if ck is None:
         raise Skip("no --model given")
+    if ck.crash:
+        raise RuntimeError(f"reading the checkpoint failed: {ck.crash}")
     if found and not ck.found:
         raise Skip("the model was not found (FC501)")
     return ck
@@ -52,6 +54,8 @@ def _headline(ctx: Context) -> str:
     ck = ctx.checkpoint
     if ck is None:
         return "no --model given"
+    if ck.crash:
+        return f"could not be read ({ck.crash})"
     from .._checkpoint import summary_line
 
     return summary_line(ck)

@@ -56,6 +56,9 @@ def build(ck: Optional[Checkpoint], intent: Intent, *, total: Optional[int], gpu
         gpu_name=gpu_name,
         eager="--enforce-eager" in (intent.engine_flags or []),
     )
+    if ck is not None and ck.crash:
+        m.error = f"reading the checkpoint failed: {ck.crash}"
+        return m
     if ck is None or not ck.found:
         m.error = "the model was not found (FC501)"
         return m
@@ -93,6 +96,6 @@ def _hf_quant(ck: Checkpoint) -> Optional[dict[str, Any]]:
 
     try:
         doc = msgspec.json.decode((ck.path / "hf_quant_config.json").read_bytes())
-    except (OSError, msgspec.MsgspecError):
+    except (OSError, msgspec.MsgspecError, RecursionError):
         return None
     return doc if isinstance(doc, dict) else None
