@@ -107,6 +107,12 @@ def test_max_model_len_over_the_window(ckpts) -> None:
     allowed = facts("b300", env={**doc["env"], "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
     assert_silent("FC405", allowed, model=ckpts["llama-3-8b"], max_model_len=16384)
     assert statuses(facts("b300"), "FC405", model=ckpts["llama-3-8b"]) == {"skip"}
+    # FC402's length suggestion never exceeds the window (FC405 would refuse it) ...
+    (kv,) = assert_fires("FC402", h200(), model=ckpts["llama-3-8b"], max_model_len=10_000_000)
+    assert kv.fix.splitlines()[0] == "--max-model-len 8192"
+    # ... unless the override is set
+    (kv,) = assert_fires("FC402", allowed, model=ckpts["llama-3-8b"], max_model_len=10_000_000)
+    assert int(kv.fix.splitlines()[0].split()[-1]) > 8192
 
 
 def test_auto_length_and_unknown_gpus(ckpts) -> None:

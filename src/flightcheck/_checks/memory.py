@@ -28,6 +28,16 @@ def _model(ctx: Context) -> Any:
     return m
 
 
+def _window(ctx: Context, m: Any) -> tuple[int | None, str, bool]:
+    """(the model's context window, the override variable, whether it is set)."""
+    limit = m.cfg.max_position
+    if limit is not None and m.cfg.rope_factor:
+        limit = int(limit * m.cfg.rope_factor)
+    var = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" if m.engine == "sglang" else "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+    env = ctx.facts.env or {}
+    return limit, var, (env.get(var) or "").strip().lower() in ("1", "true")
+
+
 def _gpu(m: Any) -> str:
     return f"a {m.gpu_name.removeprefix('NVIDIA ')} ({_gib(m.total)})" if m.gpu_name else f"a {_gib(m.total)} GPU"
 
@@ -144,7 +154,9 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     from .._memory.suggest import flag, fp8_kv, utilization_that_fits
 
     dtype = "fp8" if m.kv_cache_dtype.startswith("fp8") else m.cfg.dtype_name if m.kv_cache_dtype == "auto" else m.kv_cache_dtype
-    options = [f"{flag('max_len', m.engine)} {f.max_model_len_fit}"]
+    limit, _var, allowed = _window(ctx, m)
+    suggest = f.max_model_len_fit if (limit is None or allowed) else min(f.max_model_len_fit, limit // 16 * 16)
+    options = [f"{flag('max_len', m.engine)} {suggest}"]
     said = [f"the largest max_model_len that fits is {f.max_model_len_fit:,}"]
     fp8 = fp8_kv(m)
     if fp8 is not None:
@@ -268,15 +280,11 @@ def max_model_len_over_limit(ctx: Context) -> Iterator[Outcome]:
     req = m.requested_len
     if req is None or req == -1:
         raise Skip("no explicit --max-model-len")
-    limit = m.cfg.max_position
+    limit, var, allowed = _window(ctx, m)
     if limit is None:
         raise Skip("the model states no max_position_embeddings")
-    if m.cfg.rope_factor:
-        limit = int(limit * m.cfg.rope_factor)
-    var = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" if m.engine == "sglang" else "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
-    env = ctx.facts.env or {}
     if req > limit:
-        if (env.get(var) or "").strip().lower() in ("1", "true"):
+        if allowed:
             yield ok(f"--max-model-len {req:,} exceeds the model's {limit:,} but {var}=1 allows it")
         else:
             opt = "--context-length" if m.engine == "sglang" else "--max-model-len"
