@@ -249,6 +249,16 @@ def test_interrupted_download_and_size_records(tmp_path: Path, monkeypatch: pyte
     assert sizes and sizes[0].subject == f"shard:{name}"
 
 
+def test_local_dir_download_cut_short(tmp_path: Path) -> None:
+    """`hf download --local-dir` keeps its partial files under .cache/huggingface/download."""
+    root = healthy(tmp_path)
+    partial = root / ".cache" / "huggingface" / "download" / "Zm9v.abc123.incomplete"
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(b"\0" * 4096)
+    (f,) = load(str(root)).of("FC505")
+    assert str(partial) in f.message and "4,096 bytes so far" in f.message and f.fix.startswith(f"rm -f {partial}")
+
+
 def test_dangling_blob_link_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hub = tmp_path / "hub"
     snap = write_hf_cache(hub, "acme/tiny", TINY, shards=2, commit=COMMIT)
