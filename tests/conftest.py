@@ -24,6 +24,19 @@ FIXTURES = Path(__file__).parent / "fixtures"
 HOSTS = FIXTURES / "hosts"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _caches_out_of_home(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """flightcheck caches (header scans, compile smoke) under $XDG_CACHE_HOME: a test run
+    must not fill the user's ~/.cache. Tests that study a cache still set their own."""
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if old is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
+
+
 def host_doc(name: str = "b300") -> dict[str, Any]:
     """A recorded snapshot as a dict: a fixture under tests/fixtures/hosts, or a bundled example."""
     path = HOSTS / f"{name}.json"
