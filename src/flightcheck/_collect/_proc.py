@@ -8,12 +8,14 @@ raising, so a collector can record the reason in ``unavailable``.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -89,3 +91,20 @@ def kill_group(child: subprocess.Popen[str]) -> None:
         child.kill()
     except ProcessLookupError:
         pass
+
+
+def json_events(text: str) -> list[dict[str, Any]]:
+    """The JSON objects a child printed one per line (anything else on stdout is skipped).
+
+    Children stream one event per line so that a child killed at its timeout still leaves
+    what it had found (the GPUs read before one hung, the probe stage it reached).
+    """
+    events: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            events.append(obj)
+    return events

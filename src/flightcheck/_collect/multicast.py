@@ -28,7 +28,7 @@ import msgspec
 from .._errors import UsageError
 from .._facts import Facts, MulticastProbe
 from . import CollectContext, probe
-from ._proc import Proc, run
+from ._proc import Proc, json_events, run
 
 CHILD = str(Path(__file__).with_name("_multicast_child.py"))
 DEFAULT_TIMEOUT = 30.0
@@ -43,14 +43,7 @@ def _empty(detail: str) -> dict[str, Any]:
 
 def parse(proc: Proc, timeout: float, devices: list[int] | None, handle_type: str | None) -> tuple[dict[str, Any] | None, str | None]:
     """(the ``multicast_probe`` section, why the probe did not run) from the child's lines."""
-    events = []
-    for line in proc.out.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            events.append(obj)
+    events = json_events(proc.out)
     for e in events:
         if e.get("event") == "unavailable":
             return None, str(e.get("reason") or "the probe could not start")

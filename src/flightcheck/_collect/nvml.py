@@ -13,7 +13,6 @@ rows) plus the host-side fabric manager / IMEX checks of :mod:`.fabric`.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -24,7 +23,7 @@ import msgspec
 
 from .._facts import Driver, Gpu
 from . import CollectContext, collector
-from ._proc import Proc, run
+from ._proc import Proc, json_events, run
 
 CHILD = str(Path(__file__).with_name("_nvml_child.py"))
 #: The child's own limit; the collector's is longer so the host-side part still reports.
@@ -45,14 +44,7 @@ def _hung_text(seconds: float, what: str) -> str:
 def parse_child(proc: Proc, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
     """Turn the child's JSON lines into ``driver`` and ``gpus`` sections plus reasons."""
     unavailable: dict[str, str] = {}
-    events: list[dict[str, Any]] = []
-    for line in proc.out.splitlines():
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            events.append(obj)
+    events = json_events(proc.out)
     drv = next((e for e in events if e.get("event") == "driver"), None)
     if drv is None:
         if proc.timed_out:

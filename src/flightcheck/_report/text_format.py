@@ -13,7 +13,11 @@ from .._checks._framework import FAMILIES, CheckResult, Severity, Status
 from .._version import __version__
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from .._evaluate import Report
+    from .._intent import Intent
+    from .._plan import Plan
 
 _MARK = {"fail": ("✗", "red"), "warn": ("!", "yellow"), "unknown": ("?", "blue"), "ok": ("✓", "green"), "skip": ("-", "dim"), "info": ("•", "cyan")}
 
@@ -25,7 +29,8 @@ _VERDICT_TEXT = {
 }
 
 
-def _line_kind(r: CheckResult, strict: bool) -> str | None:
+def line_kind(r: CheckResult, strict: bool) -> str | None:
+    """How a result is shown under its family: fail / warn / info / unknown, or None (quiet)."""
     if r.status is Status.FAIL:
         if r.severity is Severity.ERROR or (strict and r.severity is Severity.WARNING):
             return "fail"
@@ -35,8 +40,9 @@ def _line_kind(r: CheckResult, strict: bool) -> str | None:
     return None
 
 
-def _family_kind(results: list[CheckResult], strict: bool) -> str:
-    kinds = {_line_kind(r, strict) for r in results}
+def family_kind(results: list[CheckResult], strict: bool) -> str:
+    """The marker of a family's headline: the worst of its results."""
+    kinds = {line_kind(r, strict) for r in results}
     if "fail" in kinds:
         return "fail"
     if "warn" in kinds:
@@ -48,9 +54,8 @@ def _family_kind(results: list[CheckResult], strict: bool) -> str:
     return "ok"
 
 
-def _intent_line(report: Report) -> str:
-    i = report.intent
-    parts = [i.engine]
+def layout_text(i: Intent) -> str:
+    """'TP 8 x PP 2 + EP over 2 nodes'."""
     layout = f"TP {i.tensor_parallel_size}"
     if i.pipeline_parallel_size > 1:
         layout += f" x PP {i.pipeline_parallel_size}"
@@ -60,27 +65,69 @@ def _intent_line(report: Report) -> str:
         layout += " + EP"
     if i.nnodes > 1:
         layout += f" over {i.nnodes} nodes"
-    parts.append(layout)
-    if i.model:
-        parts.append(i.model)
+    return layout
+
+
+def _intent_line(report: Report) -> str:
+    i = report.intent
+    parts = [i.engine, layout_text(i)] + ([i.model] if i.model else [])
     host = report.facts.host.hostname if report.facts.host else None
     return f"flightcheck {__version__}" + (f" on {host}" if host else "") + ": " + ", ".join(parts)
 
 
-def render(report: Report, *, verbose: bool = False, color: bool | None = None) -> str:
-    """The report as text; ANSI colour when ``color`` (default: stdout is a terminal)."""
+def open_console(color: bool | None) -> tuple[Console, io.StringIO]:
+    """A rich console writing into a buffer; ANSI colour when ``color`` (default: a terminal)."""
     from rich.console import Console
-    from rich.markup import escape
 
     if color is None:
         color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     buf = io.StringIO()
-    con = Console(file=buf, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True, width=100)
+    return Console(file=buf, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True, width=100), buf
 
-    def mark(kind: str) -> str:
-        sym, style = _MARK[kind]
-        return f"[{style}]{sym}[/{style}]"
 
+def mark(kind: str) -> str:
+    """The coloured marker (rich markup) of a line kind."""
+    sym, style = _MARK[kind]
+    return f"[{style}]{sym}[/{style}]"
+
+
+def print_finding(con: Console, r: CheckResult, kind: str, where: str = "") -> None:
+    """One problem line (code, name, where, message) and its fix underneath."""
+    from rich.markup import escape
+
+    con.print(f"    {mark(kind)} [bold]{r.code}[/bold] {r.name}{where}: {escape(r.message)}")
+    for i, fix_line in enumerate((r.fix or "").splitlines()):
+        con.print(f"        [dim]{'fix: ' if i == 0 else '     '}[/dim]{escape(fix_line)}")
+
+
+def print_plan(con: Console, plan: Plan, applied_by: str) -> None:
+    """The fallback plan, one change per line with the code and reason."""
+    from rich.markup import escape
+
+    con.print(f"[bold]Fallback plan[/bold] (applied by {applied_by}):")
+    for step in plan.steps:
+        if step.kind == "env":
+            what = f"export {step.name}={step.value}"
+        elif step.kind == "add_arg":
+            what = f"add {step.name}" + (f" {step.value}" if step.value is not None else "")
+        else:
+            what = f"drop {step.name}"
+        con.print(f"    {escape(what):<48} [dim]{step.code}: {escape(step.why)}[/dim]")
+
+
+def print_verdict(con: Console, verdict: str, exit_code: int) -> None:
+    """The last line: the verdict in words and the exit code."""
+    from rich.markup import escape
+
+    style = {"ready": "green", "ready-with-fallbacks": "yellow", "not-ready": "red", "unknown": "blue"}[verdict]
+    con.print(f"[bold {style}]Verdict: {escape(_VERDICT_TEXT[verdict])}[/bold {style}] (exit {exit_code})")
+
+
+def render(report: Report, *, verbose: bool = False, color: bool | None = None) -> str:
+    """The report as text; ANSI colour when ``color`` (default: stdout is a terminal)."""
+    from rich.markup import escape
+
+    con, buf = open_console(color)
     con.print(escape(_intent_line(report)), style="bold")
     for item in report.intent.unparsed:  # what `-- <engine command>` said that flightcheck could not read
         con.print(f"{mark('warn')} could not read from the engine command: {escape(item)}")
@@ -93,7 +140,7 @@ def render(report: Report, *, verbose: bool = False, color: bool | None = None) 
         results = by_family.get(prefix)
         if not results:
             continue
-        kind = _family_kind(results, report.strict)
+        kind = family_kind(results, report.strict)
         headline = report.summaries.get(prefix, "")
         if kind == "skip":
             headline = headline or results[0].message
@@ -101,19 +148,14 @@ def render(report: Report, *, verbose: bool = False, color: bool | None = None) 
         if kind in ("fail", "warn", "unknown"):
             problems += 1
         for r in results:
-            line = _line_kind(r, report.strict)
+            line = line_kind(r, report.strict)
             if line is None:
                 if verbose and r.status is Status.PASS and r.message:
                     con.print(f"    {mark('ok')} [dim]{r.code}[/dim] {escape(r.message)}")
                 elif verbose and r.status is Status.SKIP:
                     con.print(f"    {mark('skip')} [dim]{r.code} {escape(r.message)}[/dim]")
                 continue
-            subject = f" [dim]({escape(r.subject)})[/dim]" if r.subject != "host" else ""
-            con.print(f"    {mark(line)} [bold]{r.code}[/bold] {r.name}{subject}: {escape(r.message)}")
-            if r.fix:
-                for i, fix_line in enumerate(r.fix.splitlines()):
-                    lead = "fix: " if i == 0 else "     "
-                    con.print(f"        [dim]{lead}[/dim]{escape(fix_line)}")
+            print_finding(con, r, line, f" [dim]({escape(r.subject)})[/dim]" if r.subject != "host" else "")
     if report.memory:
         from .memory_text import render_memory
 
@@ -121,20 +163,11 @@ def render(report: Report, *, verbose: bool = False, color: bool | None = None) 
         render_memory(con, report.memory)
     if report.plan:
         con.print()
-        con.print("[bold]Fallback plan[/bold] (applied by `flightcheck run` and the vLLM plugin):")
-        for step in report.plan.steps:
-            if step.kind == "env":
-                what = f"export {step.name}={step.value}"
-            elif step.kind == "add_arg":
-                what = f"add {step.name}" + (f" {step.value}" if step.value is not None else "")
-            else:
-                what = f"drop {step.name}"
-            con.print(f"    {escape(what):<48} [dim]{step.code}: {escape(step.why)}[/dim]")
+        print_plan(con, report.plan, "`flightcheck run` and the vLLM plugin")
     con.print()
     if problems:
         con.print(f"{mark('warn')} found issues in {problems} {'family' if problems == 1 else 'families'}.")
     else:
         con.print(f"{mark('info')} no issues found.")
-    style = {"ready": "green", "ready-with-fallbacks": "yellow", "not-ready": "red", "unknown": "blue"}[report.verdict]
-    con.print(f"[bold {style}]Verdict: {escape(_VERDICT_TEXT[report.verdict])}[/bold {style}] (exit {report.exit_code})")
+    print_verdict(con, report.verdict, report.exit_code)
     return buf.getvalue()
