@@ -188,9 +188,11 @@ def test_nothing_listening_fails_fast_instead_of_retrying_for_minutes(monkeypatc
 
 
 def test_facts_files_from_the_environment(tmp_path):
-    assert node_side.facts_files({}) == []
+    from flightcheck._collect import env_facts_files
+
+    assert env_facts_files({}) == []
     env = {"FLIGHTCHECK_FACTS": os.pathsep.join(["/a.json", "", " ", "/b.json"])}
-    assert node_side.facts_files(env) == ["/a.json", "/b.json"]
+    assert env_facts_files(env) == ["/a.json", "/b.json"]
 
 
 def test_collect_node_honours_flightcheck_facts_and_records_an_unreadable_model(tmp_path):

@@ -205,11 +205,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from ._collect import collect
 
     intent = intent_from_args(args)
-    facts = collect(intent, args.facts)
-    if intent.model:
-        from ._checkpoint import checkpoint_section
-
-        facts.checkpoint = checkpoint_section(intent)
+    facts = collect(intent, args.facts, probes=["checkpoint"])
     output = args.output
     if output and "%N" in output:  # Slurm's node-name pattern: `srun flightcheck collect -o facts/%N.json`
         import socket

@@ -85,7 +85,7 @@ def _guard(command: list[str]) -> None:
     """Check the launch; stop it (SystemExit) or apply the fallback to this process."""
     import time
 
-    from ._collect import collect
+    from ._collect import collect, env_facts_files
     from ._evaluate import evaluate
     from ._launch.command import parse_command
     from ._launch.guard import color_for, decide, grouped_lines, print_changes, say
@@ -95,7 +95,7 @@ def _guard(command: list[str]) -> None:
     cmd = parse_command(command, env)
     intent = cmd.intent
     intent.python = sys.executable  # this process is the engine's interpreter
-    facts_files = [f for f in os.environ.get("FLIGHTCHECK_FACTS", "").split(os.pathsep) if f.strip()]
+    facts_files = env_facts_files(os.environ)
     probes = ["multicast"] if _on("FLIGHTCHECK_PROBE") else []
     facts = collect(intent, facts_files, env=env, python=sys.executable, probes=probes)
     report = evaluate(facts, intent, strict=_on("FLIGHTCHECK_STRICT"))

@@ -16,18 +16,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import UsageError
 
-#: Facts files laid over a node's live collection (``os.pathsep``-separated, as ``--facts``).
-FACTS_ENV = "FLIGHTCHECK_FACTS"
 #: Test hook: seconds a node's collection sleeps first, set in the environment of the
 #: node's ``ray start``. It makes a node that does not answer in time reproducible.
 DELAY_ENV = "FLIGHTCHECK_TEST_COLLECT_DELAY_S"
-
-
-def facts_files(env: Mapping[str, str]) -> list[str]:
-    """The files ``FLIGHTCHECK_FACTS`` names (empty entries ignored)."""
-    return [p for p in env.get(FACTS_ENV, "").split(os.pathsep) if p.strip()]
 
 
 def collect_node(intent_fields: dict[str, Any], env: Mapping[str, str] | None = None) -> str:
@@ -39,23 +31,13 @@ def collect_node(intent_fields: dict[str, Any], env: Mapping[str, str] | None = 
     Raises:
         UsageError: a facts file named by FLIGHTCHECK_FACTS is unreadable or invalid.
     """
-    from .._collect import collect
-    from .._facts import from_dict
+    from .._collect import collect, env_facts_files
     from .._intent import Intent
 
     known = {f.name for f in dataclasses.fields(Intent)}  # a newer caller may send more fields
     intent = Intent(**{k: v for k, v in intent_fields.items() if k in known})
     environ = dict(os.environ if env is None else env)
-    facts = collect(intent, facts_files(environ), env=environ)
-    if intent.model and facts.checkpoint is None:
-        try:
-            from .._checkpoint import checkpoint_section
-
-            facts.checkpoint = from_dict({"checkpoint": checkpoint_section(intent)}, "checkpoint section").checkpoint
-            if facts.checkpoint is not None and facts.checkpoint.path is None:
-                facts.unavailable["checkpoint"] = f"model {intent.model} not found on this node"
-        except Exception as exc:  # keep the node's other facts; FC802 reports the model
-            facts.unavailable["checkpoint"] = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+    facts = collect(intent, env_facts_files(environ), env=environ, probes=["checkpoint"])
     return facts.to_json()
 
 

@@ -23,7 +23,7 @@ from .._facts import Facts, from_dict, load_file, merge, sections_of
 from .._intent import Intent
 
 #: Collector modules, imported on first use. A new collector is one more name here.
-COLLECTOR_MODULES = ("host", "env", "toolchain", "python_env", "jit_cache", "nvml", "compile_smoke", "multicast")
+COLLECTOR_MODULES = ("host", "env", "toolchain", "python_env", "jit_cache", "nvml", "compile_smoke", "multicast", "checkpoint")
 
 
 @dataclass
@@ -57,6 +57,7 @@ class Probe:
     func: Callable[[CollectContext, Facts], dict[str, Any]]
     wanted: Callable[[CollectContext], bool]
     timeout: float
+    overrides_files: bool = False  # runs even when a --facts file gives its section
 
 
 COLLECTORS: dict[str, Collector] = {}
@@ -73,11 +74,13 @@ def collector(name: str, sections: Iterable[str], timeout: float) -> Callable[[C
     return register
 
 
-def probe(name: str, section: str, timeout: float, wanted: Callable[[CollectContext], bool]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def probe(
+    name: str, section: str, timeout: float, wanted: Callable[[CollectContext], bool], *, overrides_files: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare an active probe. It returns ``{section: value, "unavailable": {...}}``."""
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
-        PROBES[name] = Probe(name, section, func, wanted, timeout)
+        PROBES[name] = Probe(name, section, func, wanted, timeout, overrides_files)
         return func
 
     return register
@@ -172,7 +175,7 @@ def collect(
     live["collected_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     merged = merge(live, *docs)
     facts = from_dict(merged, "collected facts")
-    wanted = [p for p in PROBES.values() if p.section not in provided and p.wanted(cctx)]
+    wanted = [p for p in PROBES.values() if (p.overrides_files or p.section not in provided) and p.wanted(cctx)]
     if wanted:
         extra = _run_bounded([
             (p.name, (p.section,), p.timeout * cctx.timeout_scale, (lambda p=p: p.func(cctx, facts))) for p in wanted
@@ -180,6 +183,16 @@ def collect(
         merged = merge(merged, extra)
         facts = from_dict(merged, "collected facts")
     return facts
+
+
+#: Facts files laid over a live collection, ``os.pathsep``-separated, as ``--facts`` (the vLLM
+#: plugin and the Ray node task read it: neither has a command line of its own).
+FACTS_ENV = "FLIGHTCHECK_FACTS"
+
+
+def env_facts_files(env: Mapping[str, str]) -> list[str]:
+    """The files ``FLIGHTCHECK_FACTS`` names (empty entries ignored)."""
+    return [p for p in env.get(FACTS_ENV, "").split(os.pathsep) if p.strip()]
 
 
 def own_python() -> str:
