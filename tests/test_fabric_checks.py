@@ -149,7 +149,12 @@ def test_fc305_nccl_nvls_off_while_symm_mem_is_on():
 
 
 def test_fc306_multi_node_domain_without_imex_channel():
-    d = with_fabric(cluster_uuid="5d2a90c1-77e4-4b0e-9f3c-0c1d2e3f4a5b")
+    uuid = "5d2a90c1-77e4-4b0e-9f3c-0c1d2e3f4a5b"
+    # HGX nodes run their own fabric manager: two of them are two domains, no IMEX needed
+    assert statuses(from_dict(with_fabric(cluster_uuid=uuid)), "FC306", tensor_parallel_size=16, nnodes=2) == {"skip"}
+    # an NVL72 compute tray: fabric completed, the NVSwitches (and their manager) off-host
+    d = with_fabric(cluster_uuid=uuid)
+    d["fabric_manager"] = {"nvswitch_system": False, "service": "not-installed", "version": None}
     [r] = assert_fires("FC306", from_dict(d), tensor_parallel_size=16, nnodes=2)
     assert "mknod /dev/nvidia-caps-imex-channels/channel0" in r.fix and "NVIDIA_IMEX_CHANNELS=0" in r.fix
     d["imex"]["channels"] = ["channel0"]

@@ -102,3 +102,18 @@ def visible_gpus(facts: Facts) -> list[Gpu]:
 def gpu_subject(gpu: Gpu) -> str:
     """The report subject for a GPU: ``gpu:3``."""
     return f"gpu:{gpu.index}"
+
+
+def multi_node_nvlink_member(facts: Facts) -> bool:
+    """Whether this node's GPUs belong to an NVLink domain that spans nodes.
+
+    True when IMEX is provisioned here, or when no local fabric manager runs although the
+    fabric is up (the NVLink switch trays manage it, as on GB200/GB300 NVL72 compute trays).
+    An HGX node runs its own fabric manager and no IMEX: its domain is its own, whatever
+    cluster UUID it reports, and several HGX nodes talk over the network, not NVLink.
+    """
+    imex = facts.imex
+    if imex and (imex.channels or imex.service in ("active", "inactive", "failed")):
+        return True
+    fm = facts.fabric_manager
+    return bool(fm and fm.service in ("not-installed", "inactive"))

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from .._facts import Gpu
+from ._derive import multi_node_nvlink_member
 from ._fabric_text import reset_sequence
 from ._framework import ERROR, WARNING, Context, Missing, Outcome, Skip, check, fail, ok, summary
 from ._gpu_compat import subject
@@ -166,8 +167,10 @@ def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
 
     ## What it checks
     When the launch spans nodes whose GPUs share one NVLink domain (fabric completed with a
-    non-zero cluster UUID, as on GB200/GB300 NVL72), or the multicast probe used fabric
-    handles, /dev/nvidia-caps-imex-channels must hold a channel.
+    non-zero cluster UUID on a node whose NVSwitches are not local, as on GB200/GB300 NVL72
+    compute trays, or where IMEX is provisioned), or the multicast probe used fabric handles,
+    /dev/nvidia-caps-imex-channels must hold a channel. Several HGX nodes are not one
+    domain: each runs its own fabric manager and they talk over the network.
 
     ## Why the launch dies
     Memory shared over the NVLink domain uses fabric handles, and exporting or importing one
@@ -181,8 +184,8 @@ def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
     gpus = used_gpus(ctx)
     domain = [g for g in gpus if g.fabric and g.fabric.state == "completed" and g.fabric.cluster_uuid not in (None, ZERO_UUID)]
     fabric_probe = ctx.get("multicast_probe.handle_type") == "fabric"
-    if not (fabric_probe or (ctx.intent.nnodes > 1 and domain)):
-        raise Skip("single node, or no multi-node NVLink domain: POSIX fd handles need no IMEX")
+    if not (fabric_probe or (ctx.intent.nnodes > 1 and domain and multi_node_nvlink_member(ctx.facts))):
+        raise Skip("single node, or no multi-node NVLink domain (an HGX node's fabric is its own): POSIX fd handles need no IMEX")
     channels = ctx.need("imex.channels")
     if channels:
         yield ok(f"IMEX channel(s) present: {', '.join(channels)}")

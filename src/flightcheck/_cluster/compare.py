@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from .._checks._derive import major_minor, package
+from .._checks._derive import major_minor, multi_node_nvlink_member, package
 from .._checks._framework import ERROR, WARNING, Outcome, Skip, fail, ok, unknown
 from .context import groups, names_text
 
@@ -110,18 +110,6 @@ def _domains(ctx: ClusterContext, name: str) -> set[tuple[str, int | None]]:
     return out
 
 
-def _multi_node_member(facts: Facts) -> bool:
-    """A node with a real fabric domain that is part of a multi-node NVLink system: IMEX is
-    provisioned there, or no local fabric manager runs although the fabric completed (the
-    NVLink switch trays manage it, as on GB200/GB300 NVL72). An HGX node runs its own fabric
-    manager and no IMEX: its domain is its own, whatever UUID it reports."""
-    imex = facts.imex
-    if imex and (imex.channels or imex.service in ("active", "inactive", "failed")):
-        return True
-    fm = facts.fabric_manager
-    return bool(fm and fm.service in ("not-installed", "inactive"))
-
-
 def _domain_text(key: tuple[str, int | None]) -> str:
     return f"cluster UUID {key[0]}" + (f" clique {key[1]}" if key[1] is not None else "")
 
@@ -143,7 +131,7 @@ def _imex_fix(facts: Facts) -> str:
 def nvlink_domain(ctx: ClusterContext) -> Iterator[Outcome]:
     """FC805's findings: nodes outside the domain the others share, nodes without IMEX."""
     doms = {name: _domains(ctx, name) for name in ctx.nodes}
-    if not any(doms[n] and _multi_node_member(ctx.nodes[n]) for n in ctx.nodes):
+    if not any(doms[n] and multi_node_nvlink_member(ctx.nodes[n]) for n in ctx.nodes):
         raise Skip("no multi-node NVLink domain: each node has its own NVLink fabric and they talk over the network")
     intent = ctx.intent
     group = intent.tensor_parallel_size * (intent.data_parallel_size if intent.enable_expert_parallel else 1)
