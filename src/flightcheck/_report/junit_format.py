@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 _BAD_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
-def _x(text: object) -> str:
+def xml_text(text: object) -> str:
     return _BAD_XML.sub("", str(text))
 
 
@@ -47,18 +47,18 @@ def _case_text(r: CheckResult) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def _case(suite: ET.Element, r: CheckResult, name: str, strict: bool) -> str:
+def add_case(suite: ET.Element, r: CheckResult, name: str, strict: bool) -> str:
     """Add one test case; return its outcome: failure | skipped | passed."""
-    tc = ET.SubElement(suite, "testcase", name=_x(name), classname=f"flightcheck.{r.code[:3]}xx", time="0")
+    tc = ET.SubElement(suite, "testcase", name=xml_text(name), classname=f"flightcheck.{r.code[:3]}xx", time="0")
     outcome = "passed"
     out: list[str] = []
     if _blocking(r, strict):
-        ET.SubElement(tc, "failure", message=_x(r.message[:1000]), type=r.severity.value).text = _x(_case_text(r))
+        ET.SubElement(tc, "failure", message=xml_text(r.message[:1000]), type=r.severity.value).text = xml_text(_case_text(r))
         outcome = "failure"
     elif r.status is Status.FAIL:
         out.append(f"{r.severity.value} (does not block the launch): {_case_text(r)}")
     elif r.status in (Status.SKIP, Status.UNKNOWN):
-        ET.SubElement(tc, "skipped", message=_x(f"{r.status.value}: {r.message}"[:1000]))
+        ET.SubElement(tc, "skipped", message=xml_text(f"{r.status.value}: {r.message}"[:1000]))
         outcome = "skipped"
     elif r.message:
         out.append(r.message)
@@ -69,7 +69,7 @@ def _case(suite: ET.Element, r: CheckResult, name: str, strict: bool) -> str:
             what = f"{step.kind} {step.name}" + (f" {step.value}" if step.value is not None else "")
         out.append(f"fallback: {what} ({step.why})")
     if out:
-        ET.SubElement(tc, "system-out").text = _x("\n".join(out))
+        ET.SubElement(tc, "system-out").text = xml_text("\n".join(out))
     return outcome
 
 
@@ -86,11 +86,11 @@ def render(report: Report) -> str:
     counts = {"tests": 0, "failures": 0, "skipped": 0}
     for i, prefix in enumerate(sorted(by_family)):
         results = by_family[prefix]
-        suite = ET.SubElement(root, "testsuite", name=_x(f"flightcheck: {titles.get(prefix, prefix + 'xx')}"), tests="0")
+        suite = ET.SubElement(root, "testsuite", name=xml_text(f"flightcheck: {titles.get(prefix, prefix + 'xx')}"), tests="0")
         props = ET.SubElement(suite, "properties")
         for key, value in (("verdict", report.verdict), ("exit_code", report.exit_code), ("engine", report.intent.engine),
                            ("tensor_parallel_size", report.intent.tensor_parallel_size), ("model", report.intent.model or "")):
-            ET.SubElement(props, "property", name=key, value=_x(value))
+            ET.SubElement(props, "property", name=key, value=xml_text(value))
         seen: dict[str, int] = {}
         tally = {"tests": 0, "failures": 0, "skipped": 0}
         for r in results:
@@ -98,7 +98,7 @@ def render(report: Report) -> str:
             seen[name] = seen.get(name, 0) + 1
             if seen[name] > 1:  # a check may report the same subject twice: keep names unique
                 name += f" #{seen[name]}"
-            outcome = _case(suite, r, name, report.strict)
+            outcome = add_case(suite, r, name, report.strict)
             tally["tests"] += 1
             if outcome == "failure":
                 tally["failures"] += 1
@@ -110,7 +110,7 @@ def render(report: Report) -> str:
         suite.set("skipped", str(tally["skipped"]))
         suite.set("time", "0")
         suite.set("timestamp", stamp)
-        suite.set("hostname", _x(host))
+        suite.set("hostname", xml_text(host))
         suite.set("id", str(i))
         suite.set("package", f"flightcheck.{prefix}xx")
         for k in counts:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 STATUS_VALUE = {Status.PASS: 0, Status.FAIL: 1, Status.UNKNOWN: 2, Status.SKIP: 3}
 #: which status wins when one check reports a subject twice: fail > unknown > pass > skip
-_RANK = {Status.FAIL: 3, Status.UNKNOWN: 2, Status.PASS: 1, Status.SKIP: 0}
+STATUS_RANK = {Status.FAIL: 3, Status.UNKNOWN: 2, Status.PASS: 1, Status.SKIP: 0}
 VERDICTS = ("ready", "ready-with-fallbacks", "not-ready", "unknown")
 
 
@@ -39,11 +39,11 @@ def _label(value: object) -> str:
     return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _labels(**labels: object) -> str:
+def series_labels(**labels: object) -> str:
     return "{" + ",".join(f'{k}="{_label(v)}"' for k, v in labels.items()) + "}"
 
 
-def _family(out: list[str], name: str, help_text: str, samples: Sequence[tuple[str, float]]) -> None:
+def metric_family(out: list[str], name: str, help_text: str, samples: Sequence[tuple[str, float]]) -> None:
     out.append(f"# HELP {name} {help_text}")
     out.append(f"# TYPE {name} gauge")
     for labels, value in samples:
@@ -55,33 +55,33 @@ def render(report: Report, now: float | None = None) -> str:
     worst: dict[tuple[str, str, str, str], Status] = {}
     for r in report.checks:
         key = (r.code, r.name, r.severity.value, r.subject)
-        if key not in worst or _RANK[r.status] > _RANK[worst[key]]:
+        if key not in worst or STATUS_RANK[r.status] > STATUS_RANK[worst[key]]:
             worst[key] = r.status
     out: list[str] = []
-    _family(
+    metric_family(
         out,
         "flightcheck_check_status",
         "Result of one flightcheck check for one subject: 0 pass, 1 fail, 2 unknown (could not be evaluated), 3 skip (does not apply).",
-        [(_labels(code=c, name=n, severity=s, subject=subj), STATUS_VALUE[st]) for (c, n, s, subj), st in worst.items()],
+        [(series_labels(code=c, name=n, severity=s, subject=subj), STATUS_VALUE[st]) for (c, n, s, subj), st in worst.items()],
     )
-    _family(out, "flightcheck_ready", "1 when the checked launch would work on this node (exit code 0), else 0.",
+    metric_family(out, "flightcheck_ready", "1 when the checked launch would work on this node (exit code 0), else 0.",
             [("", 1 if report.exit_code == 0 else 0)])
-    _family(out, "flightcheck_verdict",
+    metric_family(out, "flightcheck_verdict",
             "1 for the verdict of the last run (ready, ready-with-fallbacks, not-ready, unknown), 0 for the others.",
-            [(_labels(verdict=v), 1 if v == report.verdict else 0) for v in VERDICTS])
-    _family(out, "flightcheck_exit_code", "Exit code of the last run: 0 ready, 1 not ready, 3 unknown.", [("", report.exit_code)])
+            [(series_labels(verdict=v), 1 if v == report.verdict else 0) for v in VERDICTS])
+    metric_family(out, "flightcheck_exit_code", "Exit code of the last run: 0 ready, 1 not ready, 3 unknown.", [("", report.exit_code)])
     failing = {s: 0 for s in Severity}
     for r in report.checks:
         if r.status is Status.FAIL:
             failing[r.severity] += 1
-    _family(out, "flightcheck_failures", "Failing check results of the last run, by severity.",
-            [(_labels(severity=s.value), n) for s, n in failing.items()])
-    _family(out, "flightcheck_fallback_steps", "Changes the fallback plan makes to the launch (environment and arguments).",
+    metric_family(out, "flightcheck_failures", "Failing check results of the last run, by severity.",
+            [(series_labels(severity=s.value), n) for s, n in failing.items()])
+    metric_family(out, "flightcheck_fallback_steps", "Changes the fallback plan makes to the launch (environment and arguments).",
             [("", len(report.plan.steps) if report.plan else 0)])
-    _family(out, "flightcheck_last_run_timestamp_seconds", "Unix time the last run finished.",
+    metric_family(out, "flightcheck_last_run_timestamp_seconds", "Unix time the last run finished.",
             [("", round(time.time() if now is None else now, 3))])
-    _family(out, "flightcheck_run_duration_seconds", "Wall time of the last run (collection and evaluation).",
+    metric_family(out, "flightcheck_run_duration_seconds", "Wall time of the last run (collection and evaluation).",
             [("", float(report.timings.get("total_s", report.timings.get("evaluate_s", 0.0))))])
-    _family(out, "flightcheck_info", "flightcheck version and the engine the last run checked.",
-            [(_labels(version=__version__, engine=report.intent.engine), 1)])
+    metric_family(out, "flightcheck_info", "flightcheck version and the engine the last run checked.",
+            [(series_labels(version=__version__, engine=report.intent.engine), 1)])
     return "\n".join(out) + "\n"
