@@ -60,3 +60,14 @@ def test_output_file_is_written_atomically(tmp_path):
     assert proc.stdout == ""
     assert json.loads(out.read_text())["verdict"] == "ready"
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_docs_rules_md_is_the_generated_catalogue():
+    """docs/rules.md is what `flightcheck rules --format markdown` prints: regenerate it when a check changes."""
+    from pathlib import Path
+
+    proc = cli("rules", "--format", "markdown")
+    assert proc.returncode == 0
+    committed = (Path(__file__).parent.parent / "docs" / "rules.md").read_text()
+    assert proc.stdout == committed, "docs/rules.md is stale: flightcheck rules --format markdown > docs/rules.md"
+    assert "### FC304" in committed and "#### How to fix" in committed
