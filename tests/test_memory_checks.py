@@ -69,7 +69,10 @@ def test_weights_too_big_names_the_smallest_tp(ckpts) -> None:
     (r,) = assert_fires("FC401", h200(), model=ckpts["kimi-k2-instruct"], tensor_parallel_size=4)
     assert "weights need 240.7 GiB per GPU at -tp 4" in r.message and "H200 (140.4 GiB) has 129.2 GiB usable" in r.message
     # TP 8 holds the weights but not 128K of MLA cache (not split by TP): 16 is the smallest
-    assert r.fix == "-tp 16" and "16 GPUs, 2 nodes of 8" in r.message
+    # TP alone; two pipeline stages halve the layers, so the weights *and* the MLA cache per
+    # GPU, and fit on one node of 8
+    assert r.fix == "-tp 4 -pp 2\n-tp 16" and "16 GPUs, 2 nodes of 8" in r.message
+    assert "-tp 4 -pp 2 fits (8 GPUs;" in r.message
     assert statuses(h200(), "FC402", model=ckpts["kimi-k2-instruct"], tensor_parallel_size=4) == {"skip"}
 
 

@@ -57,16 +57,29 @@ def _headline(ctx: Context) -> str:
     return f"weights {_gib(f.weights)} + KV {_gib(f.kv_need)} ({length}) + reserve {_gib(f.reserve)} of {_gib(f.usable)} usable per GPU"
 
 
-def _layout_hint(m: Any) -> tuple[str | None, str]:
-    """(flags of the smallest layout that fits, or None; a sentence saying so)."""
+def _layout_hint(m: Any) -> tuple[list[str], str]:
+    """(flags of the smallest layouts that fit — the fewest GPUs, and TP alone when that
+    differs — and a sentence saying so)."""
     from .._memory.suggest import smallest_layout
 
-    lf = smallest_layout(m)
+    def where(lf: Any) -> str:
+        nodes = f", {-(-lf.gpus // 8)} nodes of 8" if lf.gpus > 8 else ""
+        return f"{lf.gpus} GPUs{nodes}; {_gib(lf.weights)} of weights per GPU"
+
+    best, tp_only = smallest_layout(m), smallest_layout(m, vary_pp=False)
+    found = [lf for lf in (best, tp_only) if lf is not None]
+    if found:
+        if len(found) == 2 and found[0].layout == found[1].layout:
+            found.pop()
+        flags = [lf.layout.describe(m.engine) for lf in found]
+        return flags, " or ".join(f"{fl} fits ({where(lf)})" for fl, lf in zip(flags, found))
+    lf = smallest_layout(m, need_len=False)
     if lf is None:
-        return None, "no layout up to TP 64 fits it on this GPU model: use a smaller (quantized) checkpoint or pipeline parallelism across nodes"
-    nodes = f", {-(-lf.gpus // 8)} nodes of 8" if lf.gpus > 8 else ""
-    flags = lf.layout.describe(m.engine)
-    return flags, f"{flags} fits ({lf.gpus} GPUs{nodes}; {_gib(lf.weights)} of weights per GPU)"
+        return [], "no layout up to TP 64 x PP 8 holds these weights on this GPU model: use a smaller (quantized) checkpoint"
+    flag = lf.layout.describe(m.engine)
+    room = (f"up to {lf.max_len_fit:,} tokens of context fit there" if lf.max_len_fit > 0
+            else "no room is left there for the KV cache")
+    return [flag], f"{flag} holds the weights ({where(lf)}), but not the KV cache for this max_model_len: {room}"
 
 
 @check("FC401", "weights-exceed-gpu-memory", ERROR)
@@ -84,9 +97,10 @@ def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
     (``torch.OutOfMemoryError``), after reading much of the checkpoint.
 
     ## How to fix
-    Spread the model over more GPUs: the message names the smallest TP (with or without
-    expert parallelism) that fits, computed for this checkpoint; or use a quantized
-    checkpoint.
+    Spread the model over more GPUs: the message names the smallest layout that fits —
+    fewest GPUs (more TP, or pipeline stages, which also split the KV cache), and the
+    smallest TP alone when that differs; with or without expert parallelism — computed for
+    this checkpoint; or use a quantized checkpoint.
     """
     m = _model(ctx)
     f = m.fit()
@@ -99,7 +113,7 @@ def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
         yield fail(
             f"weights need {_gib(f.weights)} per GPU at {m.layout.describe(m.engine)} but {_gpu(m)} has {_gib(f.usable)} usable "
             f"at gpu_memory_utilization {f.utilization:g} minus a {_gib(f.reserve)} reserve; {hint}",
-            fix=flags or hint, evidence=ev,
+            fix="\n".join(flags) or hint, evidence=ev,
         )
     else:
         yield ok(f"weights {_gib(f.weights)} per GPU of {_gib(f.usable)} usable ({100 * f.weights / f.usable:.0f}%)", evidence=ev)
@@ -141,7 +155,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     if m.requested_len == -1:
         if f.max_model_len_fit <= 0:
             flags, hint = _layout_hint(m)
-            yield fail(f"no room for any KV cache: {_gib(f.kv_budget)} left after weights and reserve; {hint}", fix=flags or hint, evidence=ev)
+            yield fail(f"no room for any KV cache: {_gib(f.kv_budget)} left after weights and reserve; {hint}", fix="\n".join(flags) or hint, evidence=ev)
         else:
             yield ok(f"--max-model-len auto: up to {f.max_model_len_fit:,} tokens fit", evidence=ev)
         return
@@ -170,7 +184,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         options.append(f"{flag('util', m.engine)} {util:.2f}")
     flags, hint = _layout_hint(m)
     if flags:
-        options.append(flags)
+        options.extend(flags)
         said.append(hint)
     if f.max_model_len_fit <= 0:
         options.pop(0)

@@ -1,7 +1,7 @@
 """What would fit: computed by re-running the memory model, never guessed.
 
-- the smallest TP (powers of two, valid for the model), with expert parallelism tried for
-  MoE models, that fits weights and one max-length sequence;
+- the smallest layout (TP, then PP, valid for the model), with expert parallelism tried
+  for MoE models, that fits weights and one max-length sequence;
 - whether an fp8 KV cache would fit, and up to which length;
 - the largest max_model_len that fits as launched (``max_model_len_fit``);
 - the gpu_memory_utilization that would make it fit (vLLM only, capped at 0.98).
@@ -17,6 +17,7 @@ from .model import MemoryModel
 from .weights import Layout
 
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
+PP_CANDIDATES = (1, 2, 4, 8)
 MAX_UTILIZATION = 0.98
 
 
@@ -28,29 +29,35 @@ class LayoutFit:
     max_len_fit: int
 
 
-def smallest_layout(m: MemoryModel, gpus_available: Optional[int] = None, *, need_len: bool = True) -> Optional[LayoutFit]:
-    """The smallest valid layout (by GPUs, then EP off first) where everything fits.
+def smallest_layout(
+    m: MemoryModel, gpus_available: Optional[int] = None, *, need_len: bool = True, vary_pp: bool = True
+) -> Optional[LayoutFit]:
+    """The smallest valid layout where everything fits (``need_len=False``: the weights).
 
-    PP and DP are kept as launched; ``gpus_available`` (GPUs per node x nodes) bounds the
-    search when known, else up to TP 64.
+    Candidates are TP (powers of two, valid for the model: heads, quantization blocks) x PP
+    (as launched or more) with expert parallelism tried for MoE models; DP is kept as
+    launched. Fewest GPUs first; on a tie, more TP before more PP (one NVLink domain), EP
+    off before on. ``vary_pp=False`` keeps PP as launched. ``gpus_available`` bounds the
+    search when known, else up to TP 64 x PP 8.
     """
     if m.cfg is None or m.tally is None or m.total is None:
         return None
     base = m.layout
+    candidates = []
     for tp in TP_CANDIDATES:
-        for ep in ((False, True) if m.cfg.moe else (False,)):
-            lay = Layout(tp, base.pp, base.dp, ep)
-            gpus = tp * base.pp * base.dp
-            if gpus_available is not None and gpus > gpus_available:
-                return None
-            if problems(m.cfg, lay):
-                continue
-            f = m.fit(lay)
-            if f is None:
-                return None
-            ok = f.fits if need_len else f.weights_fit
-            if ok:
-                return LayoutFit(lay, gpus, f.weights, f.max_model_len_fit)
+        for pp in sorted({base.pp, *(p for p in PP_CANDIDATES if vary_pp and p > base.pp)}):
+            for ep in ((False, True) if m.cfg.moe else (False,)):
+                candidates.append((tp * pp * base.dp, pp, ep, Layout(tp, pp, base.dp, ep)))
+    for gpus, _pp, _ep, lay in sorted(candidates, key=lambda c: c[:3]):
+        if gpus_available is not None and gpus > gpus_available:
+            return None
+        if problems(m.cfg, lay):
+            continue
+        f = m.fit(lay)
+        if f is None:
+            return None
+        if f.fits if need_len else f.weights_fit:
+            return LayoutFit(lay, gpus, f.weights, f.max_model_len_fit)
     return None
 
 
