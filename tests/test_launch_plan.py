@@ -58,6 +58,35 @@ def test_an_env_prefix_assignment_cannot_undo_the_fallback():
     assert launch.argv[2:] == ["vllm", "serve", "m"]
 
 
+def test_an_env_prefix_that_unsets_or_clears_cannot_undo_the_fallback():
+    rep = report_of([result("FC304", Status.FAIL, Severity.WARNING, MULTICAST_OFF)])
+    base = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "1", "PATH": "/usr/bin"}
+    for prefix in (["env", "-i", "PATH=/usr/bin"], ["env", "-u", "VLLM_ALLREDUCE_USE_SYMM_MEM"], ["env", "--unset=VLLM_ALLREDUCE_USE_SYMM_MEM"]):
+        cmd = parse_command([*prefix, "vllm", "serve", "m", "-tp", "8"], base)
+        launch = apply_plan(rep.plan, cmd, base)
+        # what the engine sees once `env` has run: the fallback, whatever env -i / -u did
+        tail = launch.argv[len(prefix):]
+        assigned = dict(tok.split("=", 1) for tok in tail[: tail.index("vllm")])
+        seen = {**cmd.engine_env(launch.env), **assigned}
+        assert seen["VLLM_ALLREDUCE_USE_SYMM_MEM"] == "0", prefix
+        assert launch.argv[len(prefix):][-5:] == ["vllm", "serve", "m", "-tp", "8"]
+        assert launch.argv[: len(prefix)] == prefix
+    # an env that leaves this name alone is left as it is
+    cmd = parse_command(["env", "-u", "HOME", "vllm", "serve", "m"], base)
+    assert apply_plan(rep.plan, cmd, base).argv == cmd.argv
+    # an env option flightcheck cannot read: the fallback cannot be promised, so the launch stops
+    cmd = parse_command(["env", "-i", "-C", "/srv", "vllm", "serve", "m"], base)
+    d = decide(report_of([result("FC304", Status.FAIL, Severity.WARNING, MULTICAST_OFF)], cmd.intent), cmd, base)
+    assert d.action == "stop" and "-C" in d.reasons[0]
+
+
+def test_a_prefix_already_saying_the_fallback_is_not_a_change():
+    cmd = parse_command(["env", "VLLM_ALLREDUCE_USE_SYMM_MEM=0", "vllm", "serve", "m"])
+    step = (PlanStep("env", "VLLM_ALLREDUCE_USE_SYMM_MEM", "0", "the symm-mem all-reduce uses multicast"),)
+    launch = apply_plan(report_of([result("FC304", Status.FAIL, Severity.WARNING, step)]).plan, cmd, {"VLLM_ALLREDUCE_USE_SYMM_MEM": "1"})
+    assert launch.argv == cmd.argv and launch.changes == []
+
+
 def test_ray_copy_list_is_extended_not_replaced():
     cmd = parse_command(["vllm", "serve", "m", "--distributed-executor-backend", "ray"])
     step = PlanStep("env", "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "ray copies only VLLM_/NCCL_ names")
@@ -95,6 +124,20 @@ def test_a_flag_to_drop_in_the_config_file_is_dropped_from_a_copy(tmp_path):
         assert yaml.safe_load(fh) == {"model-path": "/models/q", "tp-size": 8}
     assert "enable-symm-mem" in cfg.read_text()  # the user's file is never written
     assert "drop --enable-symm-mem (from the --config file, via a copy)" in [c.what for c in launch.changes]
+
+
+def test_config_flags_dropped_into_one_copy_and_the_parsed_command_untouched(tmp_path):
+    cfg = tmp_path / "sg.yaml"
+    cfg.write_text("model-path: /models/q\nenable-symm-mem: true\nenable-nccl-nvls: true\n")
+    cmd = parse_command(["sglang", "serve", "--config", str(cfg), "--tp", "8"])
+    before = dict(cmd.config_data)
+    plan = report_of([result("FC304", Status.FAIL, Severity.WARNING, SGLANG_OFF)]).plan
+    first = apply_plan(plan, cmd, {})
+    with open(first.argv[first.argv.index("--config") + 1]) as fh:
+        assert yaml.safe_load(fh) == {"model-path": "/models/q"}  # both flags gone from the one copy
+    assert cmd.config_data == before
+    again = apply_plan(plan, cmd, {})  # the same command planned twice gives the same launch
+    assert [c.what for c in again.changes] == [c.what for c in first.changes]
 
 
 def test_decide_stops_on_a_blocking_error_and_names_it():

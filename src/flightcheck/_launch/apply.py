@@ -1,9 +1,9 @@
 """Apply a fallback plan to an engine command: environment, arguments, config file.
 
 Everything the plan does not name stays exactly as the user wrote it. A variable the plan
-sets replaces an ``env NAME=...`` assignment in front of the command too (otherwise that
-assignment would undo the fallback); ``VLLM_RAY_EXTRA_ENV_VARS_TO_COPY`` is extended,
-never replaced. A flag to drop that sits in the ``--config`` file is removed from a copy of
+sets is also said in an ``env`` in front of the command where that ``env`` would otherwise
+undo it (``env NAME=...``, ``env -u NAME``, ``env -i``);
+``VLLM_RAY_EXTRA_ENV_VARS_TO_COPY`` is extended, never replaced. A flag to drop that sits in the ``--config`` file is removed from a copy of
 the file, and the command is pointed at the copy.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import flags as F
 from .command import tokenize
@@ -54,20 +54,24 @@ def _merge_list(old: str | None, new: str) -> str:
     return ",".join(items)
 
 
-def _set_env(launch: Launch, cmd: EngineCommand, step: PlanStep) -> None:
+def _set_env(launch: Launch, cmd: EngineCommand, step: PlanStep, prefix_adds: list[str]) -> None:
     value = step.value or ""
-    old = launch.env.get(step.name)
+    old = cmd.engine_env(launch.env).get(step.name)  # what the engine would see without this step
     if step.name in LIST_VARS:
         value = _merge_list(old, value)
     if old == value:
         return
     launch.env[step.name] = value
     launch.env_set[step.name] = value
-    # an `env NAME=...` in front of the engine would override us: rewrite it there too
-    if step.name in cmd.env_prefix:
-        for i, tok in enumerate(launch.argv[: cmd.start]):
-            if tok.startswith(f"{step.name}="):
-                launch.argv[i] = f"{step.name}={value}"
+    # an `env` in front of the engine that assigns, unsets (-u) or clears (-i) this name
+    # would undo the fallback: say it in that `env` too (a new assignment goes last, as
+    # env applies its assignments after -i / -u)
+    if cmd.env_clear or step.name in cmd.env_prefix:
+        assigned = [i for i, tok in enumerate(launch.argv[: cmd.env_end]) if tok.startswith(f"{step.name}=")]
+        for i in assigned:
+            launch.argv[i] = f"{step.name}={value}"
+        if not assigned:
+            prefix_adds.append(f"{step.name}={value}")
     was = f" (was {old})" if old is not None else ""
     launch.changes.append(Change(f"set {step.name}={value}{was}", step.code, step.why))
 
@@ -84,40 +88,42 @@ def _delete(argv: list[str], spans: list[tuple[int, int, str | None]]) -> None:
         del argv[start:stop]
 
 
-def _drop_from_config(launch: Launch, cmd: EngineCommand, flag: str) -> bool:
-    """Remove ``flag`` from a copy of the --config file; True when it was there."""
-    if not cmd.config_data:
-        return False
-    want = F.canonical(flag, cmd.engine)
-    keys = [k for k in cmd.config_data if F.canonical(f"--{k}", cmd.engine) == want]
-    if not keys:
-        return False
+def _drop_from_config(config: dict[Any, Any], engine: str | None, flag: str) -> bool:
+    """Remove ``flag`` from ``config`` (a copy of the --config file's content); True when it was there."""
+    want = F.canonical(flag, engine)
+    keys = [k for k in config if F.canonical(f"--{k}", engine) == want]
+    for k in keys:
+        del config[k]
+    return bool(keys)
+
+
+def _use_config_copy(launch: Launch, cmd: EngineCommand, config: dict[Any, Any]) -> None:
+    """Write ``config`` to a new file and point the command's --config at it (the user's
+    file is never written)."""
     import yaml
 
-    for k in keys:
-        del cmd.config_data[k]
     fd, path = tempfile.mkstemp(prefix="flightcheck-config-", suffix=".yaml")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        yaml.safe_dump(cmd.config_data, fh, sort_keys=False)
-    for start, stop, _ in _cli_occurrences(launch.argv, cmd, "--config"):
+        yaml.safe_dump(config, fh, sort_keys=False)
+    for start, stop, _ in _cli_occurrences(launch.argv, cmd, "--config")[:1]:
         launch.argv[start:stop] = ["--config", path]
-        break
-    return True
 
 
 def apply_plan(plan: Plan, cmd: EngineCommand, env: dict[str, str]) -> Launch:
     """The launch after the plan: a new argv and a new environment (inputs untouched)."""
     launch = Launch(list(cmd.argv), dict(env))
+    config = dict(cmd.config_data or {})  # what the --config file says, less the flags dropped
+    prefix_adds: list[str] = []  # inserted last: the argument steps index argv past the prefix
     for step in plan.steps:
         if step.kind == "env":
-            _set_env(launch, cmd, step)
+            _set_env(launch, cmd, step, prefix_adds)
             continue
         if not cmd.recognised:
             launch.problems.append(f"{step.kind} {step.name}: flightcheck could not read the engine command to change its arguments")
             continue
         if step.kind == "drop_arg":
             spans = _cli_occurrences(launch.argv, cmd, step.name)
-            in_config = _drop_from_config(launch, cmd, step.name)
+            in_config = _drop_from_config(config, cmd.engine, step.name)
             if spans or in_config:
                 _delete(launch.argv, spans)
                 where = " (from the --config file, via a copy)" if in_config and not spans else ""
@@ -132,4 +138,11 @@ def apply_plan(plan: Plan, cmd: EngineCommand, env: dict[str, str]) -> Launch:
             launch.changes.append(Change(f"add {' '.join(tokens)}", step.code, step.why))
         else:
             launch.problems.append(f"unknown plan step {step.kind} {step.name}")
+    if len(config) != len(cmd.config_data or {}):
+        _use_config_copy(launch, cmd, config)
+    stop = launch.argv[cmd.env_end] if cmd.env_end < len(launch.argv) else ""
+    if prefix_adds and stop.startswith("-"):  # an option of env that flightcheck does not read
+        launch.problems.append(f"set {', '.join(prefix_adds)}: the env in front of the engine would undo it (option {stop} not understood)")
+    else:
+        launch.argv[cmd.env_end:cmd.env_end] = prefix_adds
     return launch

@@ -60,6 +60,7 @@ class EngineCommand:
     start: int = 0  # index in argv of the first engine argument (after ``serve`` / the module)
     env_prefix: dict[str, str | None] = field(default_factory=dict)  # from ``env``: None = unset (-u)
     env_clear: bool = False  # ``env -i``
+    env_end: int = 0  # index in argv of the command ``env`` runs (0: no ``env`` prefix)
     config: str | None = None  # the --config file, as given
     config_data: dict[str, Any] | None = None  # its parsed content
 
@@ -174,12 +175,13 @@ def _recognise(argv: list[str]) -> tuple[int, str | None, str, int]:
     return 0, None, "unknown", 0
 
 
-def _env_prefix(argv: list[str]) -> tuple[dict[str, str | None], bool]:
-    """Assignments of a leading ``env`` (``env -i A=1 -u B cmd``)."""
+def _env_prefix(argv: list[str]) -> tuple[dict[str, str | None], bool, int]:
+    """Assignments of a leading ``env`` (``env -i A=1 -u B cmd``), whether it clears the
+    environment, and the index of the command it runs (0 when there is no ``env``)."""
     out: dict[str, str | None] = {}
     clear = False
     if not argv or os.path.basename(argv[0]) != "env":
-        return out, clear
+        return out, clear, 0
     i = 1
     while i < len(argv):
         tok = argv[i]
@@ -188,13 +190,17 @@ def _env_prefix(argv: list[str]) -> tuple[dict[str, str | None], bool]:
         elif tok in ("-u", "--unset") and i + 1 < len(argv):
             out[argv[i + 1]] = None
             i += 1
+        elif tok.startswith("--unset="):
+            out[tok.partition("=")[2]] = None
+        elif tok.startswith("-u") and len(tok) > 2:  # getopt's attached form: -uNAME
+            out[tok[2:]] = None
         elif _ASSIGN.match(tok):
             name, _, value = tok.partition("=")
             out[name] = value
         else:
             break
         i += 1
-    return out, clear
+    return out, clear, i
 
 
 def _interpreter(argv: list[str], at: int, form: str, env: dict[str, str]) -> str | None:
@@ -230,8 +236,8 @@ def parse_command(argv: list[str], env: dict[str, str] | None = None) -> EngineC
     if not argv:
         raise UsageError("give the engine command after --, e.g. -- vllm serve MODEL -tp 8")
     argv = list(argv)
-    prefix, clear = _env_prefix(argv)
-    cmd = EngineCommand(argv, Intent(), env_prefix=prefix, env_clear=clear)
+    prefix, clear, env_end = _env_prefix(argv)
+    cmd = EngineCommand(argv, Intent(), env_prefix=prefix, env_clear=clear, env_end=env_end)
     at, engine, form, start = _recognise(argv)
     if engine is None:
         cmd.intent = Intent(unparsed=[f"not a vLLM or SGLang launch: {' '.join(argv[:3])}{' ...' if len(argv) > 3 else ''}"])
