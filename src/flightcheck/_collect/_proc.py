@@ -17,6 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+#: After a kill, how long to keep reading what the child wrote: a grandchild that left its
+#: process group (a daemon such as a compiler cache's server) can hold the pipes open for ever.
+DRAIN_TIMEOUT = 2.0
+
 
 @dataclass(frozen=True)
 class Proc:
@@ -72,13 +76,34 @@ def run(
         out, err = child.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_group(child)
-        out, err = child.communicate()
-        return Proc(None, out or "", err or "", True, None, time.perf_counter() - t0)
+        out, err = _drain(child)
+        return Proc(None, out, err, True, None, time.perf_counter() - t0)
     except BaseException:
         kill_group(child)
         child.wait()
         raise
     return Proc(child.returncode, out or "", err or "", False, None, time.perf_counter() - t0)
+
+
+def _drain(child: subprocess.Popen[str]) -> tuple[str, str]:
+    """What a killed child wrote, then reap it, even when an escaped grandchild keeps the
+    pipes open (the output read so far is kept)."""
+    try:
+        out, err = child.communicate(timeout=DRAIN_TIMEOUT)
+        return out or "", err or ""
+    except subprocess.TimeoutExpired as exc:
+        for pipe in (child.stdout, child.stderr):
+            if pipe is not None:
+                pipe.close()
+        child.wait()  # the child itself is dead (SIGKILL): this returns at once
+        return _decoded(exc.stdout), _decoded(exc.stderr)
+
+
+def _decoded(data: bytes | str | None) -> str:
+    # TimeoutExpired carries raw bytes even for a text-mode child
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data or ""
 
 
 def kill_group(child: subprocess.Popen[str]) -> None:
