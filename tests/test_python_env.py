@@ -14,6 +14,7 @@ from fake_cuda import elf_with_fatbin, script
 from fake_engine import make_engine
 from flightcheck import Intent
 from flightcheck._collect import CollectContext, _cuda, _fatbin, _fi_wheels
+from flightcheck._collect._engine import engine_python
 from flightcheck._collect.python_env import collect_python, requirement_on
 
 
@@ -44,6 +45,30 @@ def test_engine_venv_packages_torch_cuda_and_declarations(tmp_path):
     assert got["engine_env_vars"] == ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_FLASHINFER_ALLREDUCE_BACKEND", "VLLM_HOST_IP"]
     assert got["torch_arch_list"] is None and "--deep" in unavailable["python.torch_arch_list"]
     assert unavailable["python.jit_cache_archs"] == "flashinfer-jit-cache is not installed"
+
+
+def _console_script(path, text: str):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def test_engine_interpreter_behind_the_vllm_script_on_the_engines_path(tmp_path):
+    py = make_engine(tmp_path / "venv")
+    env = {"PATH": str(tmp_path / "bin")}
+    _console_script(tmp_path / "bin" / "vllm", f"#!{py}\nimport sys\n")
+    assert engine_python(Intent(), env) == str(py)
+    # pip writes a /bin/sh trampoline when the interpreter's path is too long for "#!"
+    _console_script(tmp_path / "bin" / "vllm", f"#!/bin/sh\n'''exec' {py} \"$0\" \"$@\"\n' '''\nimport sys\n")
+    assert engine_python(Intent(), env) == str(py)
+    # "#!/usr/bin/env python3" is resolved on the engine's PATH, not flightcheck's
+    (tmp_path / "envbin").mkdir()
+    (tmp_path / "envbin" / "python3").symlink_to(py)
+    _console_script(tmp_path / "bin" / "vllm", "#!/usr/bin/env python3\nimport sys\n")
+    env = {"PATH": f"{tmp_path / 'bin'}:{tmp_path / 'envbin'}"}
+    assert engine_python(Intent(), env) == str(tmp_path / "envbin" / "python3")
+    # no engine script: flightcheck's own interpreter
+    assert engine_python(Intent(engine="sglang"), env) == sys.executable
 
 
 def test_sglang_engine(tmp_path):

@@ -33,9 +33,7 @@ class CollectContext:
     intent: Intent
     env: dict[str, str]  # the engine's environment (PATH, CUDA_HOME, ... as it will see them)
     python: str  # the engine's interpreter
-    python_how: str = ""  # how it was chosen, for the report
     probes: set[str] = field(default_factory=set)  # active probes asked for explicitly
-    timeout_scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -141,8 +139,7 @@ def context_for(
 
     intent = intent or Intent()
     environ = dict(os.environ if env is None else env)
-    exe, how = engine_python(intent, environ, python)
-    return CollectContext(intent, environ, exe, how, set(probes))
+    return CollectContext(intent, environ, engine_python(intent, environ, python), set(probes))
 
 
 def collect(
@@ -170,7 +167,7 @@ def collect(
     for c in COLLECTORS.values():
         if set(c.sections) <= provided:
             continue
-        jobs.append((c.name, c.sections, c.timeout * cctx.timeout_scale, (lambda c=c: c.func(cctx))))
+        jobs.append((c.name, c.sections, c.timeout, (lambda c=c: c.func(cctx))))
     live = _run_bounded(jobs) if jobs else {"unavailable": {}}
     live["collected_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     merged = merge(live, *docs)
@@ -178,7 +175,7 @@ def collect(
     wanted = [p for p in PROBES.values() if (p.overrides_files or p.section not in provided) and p.wanted(cctx)]
     if wanted:
         extra = _run_bounded([
-            (p.name, (p.section,), p.timeout * cctx.timeout_scale, (lambda p=p: p.func(cctx, facts))) for p in wanted
+            (p.name, (p.section,), p.timeout, (lambda p=p: p.func(cctx, facts))) for p in wanted
         ])
         merged = merge(merged, extra)
         facts = from_dict(merged, "collected facts")

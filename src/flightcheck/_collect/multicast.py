@@ -126,7 +126,7 @@ def collect_probe(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     n = min(intent.gpus_per_node, len(visible_gpus(facts)))
     if n < 2:
         return skip(f"{n} GPU visible: a multicast team needs two")
-    section, why = run_probe(list(range(n)), DEFAULT_TIMEOUT * cctx.timeout_scale, None, cctx.env)
+    section, why = run_probe(list(range(n)), DEFAULT_TIMEOUT, None, cctx.env)
     if section is None:
         return skip(why or "did not run")
     return {"multicast_probe": section}
