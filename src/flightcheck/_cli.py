@@ -1,4 +1,5 @@
-"""The ``flightcheck`` command line: a thin shell over collect / evaluate / render.
+"""The ``flightcheck`` command line: the parser and the entry point; the subcommands
+themselves (a thin shell over collect / evaluate / render) are in :mod:`._commands`.
 
 Bad input of any kind (a flag, a facts file, a model) prints one line and exits 2, never a
 traceback. Exit codes otherwise are the verdict's: 0 ready, 1 not ready, 3 unknown.
@@ -7,6 +8,7 @@ traceback. Exit codes otherwise are the verdict's: 0 ready, 1 not ready, 3 unkno
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -127,166 +129,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def intent_from_args(args: argparse.Namespace, base: Any = None) -> Any:
-    """Build an Intent from flags; flags given override ``base`` (from an engine command)."""
+    """Build an Intent from flags; flags given override ``base`` (from an engine command).
+
+    Every intent flag is stored under its Intent field's name, so the fields are the table.
+    """
     from ._intent import Intent, parse_len
 
     fields: dict[str, Any] = dict(base.__dict__) if base is not None else {}
-    mapping = {
-        "engine": "engine", "model": "model", "revision": "revision",
-        "tensor_parallel_size": "tensor_parallel_size", "pipeline_parallel_size": "pipeline_parallel_size",
-        "data_parallel_size": "data_parallel_size", "enable_expert_parallel": "enable_expert_parallel",
-        "kv_cache_dtype": "kv_cache_dtype", "gpu_memory_utilization": "gpu_memory_utilization",
-        "quantization": "quantization", "python": "python", "reserve_gib": "reserve_gib", "nnodes": "nnodes",
-        "download_dir": "download_dir", "distributed_executor_backend": "distributed_executor_backend",
-    }
-    for arg, field in mapping.items():
-        value = getattr(args, arg, None)
+    for f in dataclasses.fields(Intent):
+        value = getattr(args, f.name, None)
         if value is not None:
-            fields[field] = value
-    if getattr(args, "max_model_len", None) is not None:
-        fields["max_model_len"] = parse_len(args.max_model_len)
-    if getattr(args, "deep", False):
-        fields["deep"] = True
+            fields[f.name] = parse_len(value) if f.name == "max_model_len" else value
     return Intent(**fields)
-
-
-def _emit(text: str, output: str | None) -> None:
-    if output:
-        from ._report import write_atomic
-
-        write_atomic(output, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-
-def _engine_command(args: argparse.Namespace) -> list[str]:
-    cmd = list(getattr(args, "engine_command", None) or [])
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    return cmd
-
-
-def _example_docs(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[str]]:
-    if not getattr(args, "example", None):
-        return [], []
-    from ._examples import load_example
-
-    return load_example(args.example)
-
-
-def cmd_check(args: argparse.Namespace, argv: list[str]) -> int:
-    """``flightcheck check``."""
-    from ._collect import collect
-    from ._evaluate import evaluate
-    from ._report import render
-
-    docs, example_args = _example_docs(args)
-    if example_args and not _engine_command(args):  # the example's layout, unless the user's flags (or engine command) say otherwise
-        args = build_parser().parse_args(["check", *example_args, *argv[1:]])
-    base = None
-    command = _engine_command(args)
-    if command:
-        from ._launch import parse_command
-
-        base = parse_command(command).intent
-    intent = intent_from_args(args, base)
-    t_collect = time.perf_counter()
-    facts = collect(intent, args.facts, facts_docs=docs)
-    collect_s = time.perf_counter() - t_collect
-    report = evaluate(facts, intent, strict=args.strict)
-    report.timings = {"collect_s": round(collect_s, 4), **report.timings, "total_s": round(time.perf_counter() - T0, 4)}
-    _emit(render(report, args.format, verbose=args.verbose), args.output)
-    return report.exit_code
-
-
-def cmd_collect(args: argparse.Namespace) -> int:
-    """``flightcheck collect``."""
-    from ._collect import collect
-
-    intent = intent_from_args(args)
-    facts = collect(intent, args.facts, probes=["checkpoint"])
-    output = args.output
-    if output and "%N" in output:  # Slurm's node-name pattern: `srun flightcheck collect -o facts/%N.json`
-        import socket
-
-        output = output.replace("%N", os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0])
-    _emit(facts.to_json(), output)
-    return 0
-
-
-def cmd_rules(args: argparse.Namespace) -> int:
-    """``flightcheck rules``."""
-    import json
-
-    from ._checks._framework import REGISTRY, iter_checks
-
-    checks = list(iter_checks("node")) + list(iter_checks("cluster"))
-    checks.sort(key=lambda c: c.code)
-    if args.format == "json":
-        rows = [{"code": c.code, "name": c.name, "severity": c.severity.value, "summary": c.summary} for c in checks]
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
-        return 0
-    if args.format == "markdown":
-        sys.stdout.write(rules_markdown(checks))
-        return 0
-    assert REGISTRY
-    for c in checks:
-        sys.stdout.write(f"{c.code}  {c.name:<40} {c.severity.value:<8} {c.summary}\n")
-    return 0
-
-
-def rules_markdown(checks: list[Any]) -> str:
-    """The catalogue as one Markdown page: a table, then each check's documentation."""
-    from ._checks._framework import FAMILIES
-
-    out = ["# flightcheck checks", "", "Generated by `flightcheck rules --format markdown`; each section is what "
-           "`flightcheck explain CODE` prints. Codes are stable: never renumbered, never reused.", "",
-           "| code | name | severity | summary |", "|---|---|---|---|"]
-    out += [f"| [{c.code}](#{c.code.lower()}) | {c.name} | {c.severity.value} | {c.summary.replace('|', '/')} |" for c in checks]
-    family = None
-    for c in checks:
-        if c.family != family:
-            family = c.family
-            out += ["", f"## {family}xx — {FAMILIES.get(family, '')}"]
-        body = c.doc.split("\n", 1)[1].strip() if "\n" in c.doc else ""
-        out += ["", f"### {c.code}", "", f"**{c.name}** ({c.severity.value}): {c.summary}", "", body.replace("## ", "#### ")]
-    return "\n".join(out) + "\n"
-
-
-def cmd_explain(args: argparse.Namespace) -> int:
-    """``flightcheck explain CODE``."""
-    from ._checks._framework import REGISTRY
-    from ._checks import load_all
-
-    load_all()
-    key = args.code.strip()
-    chk = REGISTRY.get(key.upper()) or next((c for c in REGISTRY.values() if c.name == key.lower()), None)
-    if chk is None:
-        raise UsageError(f"explain: no check {key!r} (see `flightcheck rules`)")
-    sys.stdout.write(f"{chk.code} {chk.name} ({chk.severity.value})\n\n{chk.doc}\n")
-    return 0
-
-
-def cmd_probe(args: argparse.Namespace) -> int:
-    """``flightcheck probe multicast``."""
-    from ._collect.multicast import main as probe_main
-
-    return probe_main(args)
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    """``flightcheck run -- <engine command>``."""
-    from ._launch import main as run_main
-
-    return run_main(args, _engine_command(args))
-
-
-def cmd_cluster(args: argparse.Namespace) -> int:
-    """``flightcheck cluster``."""
-    from ._cluster import main as cluster_main
-
-    return cluster_main(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -294,10 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = _normalise(list(sys.argv[1:] if argv is None else argv))
     try:
         args = build_parser().parse_args(argv)
-        if args.command == "check":
-            return cmd_check(args, argv)
-        handlers = {"collect": cmd_collect, "rules": cmd_rules, "explain": cmd_explain, "probe": cmd_probe, "run": cmd_run, "cluster": cmd_cluster}
-        return handlers[args.command](args)
+        from ._commands import HANDLERS
+
+        return HANDLERS[args.command](args)
     except UsageError as exc:
         sys.stderr.write(f"flightcheck: error: {exc}\n")
         return 2

@@ -14,7 +14,6 @@ heavy (Ray, rich) is imported only on the path that needs it.
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -78,12 +77,7 @@ def main(args: argparse.Namespace) -> int:
         nodes, intent, unreachable=unreachable, expected=args.nnodes, skipped=skipped, source=source, strict=args.strict,
     )
     report.timings = {"collect_s": round(collect_s, 4), **report.timings, "total_s": round(time.perf_counter() - T0, 4)}
-    text = render(report, args.format, verbose=args.verbose)
-    if args.output:
-        from .._report import write_atomic
+    from .._report import emit
 
-        write_atomic(args.output, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+    emit(render(report, args.format, verbose=args.verbose), args.output)
     return report.exit_code

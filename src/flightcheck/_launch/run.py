@@ -73,17 +73,14 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
     from .._cli import intent_from_args
     from .._collect import collect
     from .._evaluate import evaluate
+    from .._examples import load_example
     from .command import parse_command
 
     base_env = dict(os.environ)
     cmd = parse_command(command, base_env)
     intent = intent_from_args(args, cmd.intent)
     engine_env = cmd.engine_env(base_env)
-    docs: list[dict] = []
-    if getattr(args, "example", None):
-        from .._examples import load_example
-
-        docs, _ = load_example(args.example)
+    docs, _ = load_example(args.example)  # its snapshot; the launch is the command's
     facts = collect(intent, args.facts, env=engine_env, python=intent.python, probes=["multicast"], facts_docs=docs)
     report = evaluate(facts, intent, strict=args.strict)
     if not cmd.recognised and args.engine is None:

@@ -1,14 +1,16 @@
 """Reporters: one report, several formats. Each renderer is ``render(report) -> str``.
 
 Formats: ``text`` (flutter-doctor look), ``json`` (``flightcheck.report/v1``), ``junit``
-and ``prometheus`` (CI and fleets). ``write_atomic`` puts a rendered report in place with
-a temp file + rename, so a textfile collector never reads half a file.
+and ``prometheus`` (CI and fleets). ``emit`` writes a rendered report to stdout or to
+``--output``, there with ``write_atomic``: a temp file + rename, so a textfile collector
+never reads half a file.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +31,15 @@ def render(report: Report, fmt: str = "text", *, verbose: bool = False, color: b
     if fmt == "text":
         return module.render(report, verbose=verbose, color=color)
     return module.render(report)
+
+
+def emit(text: str, output: str | Path | None) -> None:
+    """A rendered report (or snapshot) to ``--output`` (atomically), else to stdout."""
+    if output:
+        write_atomic(output, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 def write_atomic(path: str | Path, text: str) -> None:
