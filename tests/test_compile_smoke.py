@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import sys
 import time
 
 import pytest
@@ -152,3 +153,14 @@ def test_cache_key_follows_the_nvcc_binary(tmp_path):
     st = nvcc.stat()
     os.utime(nvcc, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # an upgraded toolkit in place
     assert k1 != cache_key(str(nvcc), "12.8", "103a", "c++", "/opt/cuda", True)
+
+
+def test_targets_follow_flashinfers_reading_of_its_arch_list():
+    from flightcheck._collect import CollectContext
+    from flightcheck._collect.compile_smoke import target_archs
+    from flightcheck._facts import from_dict
+
+    facts = from_dict(gpu_doc())
+    cctx = CollectContext(Intent(tensor_parallel_size=8), {"FLASHINFER_CUDA_ARCH_LIST": "9.0 10.3a 12.0 8.0 10.0a;x 10.3"}, sys.executable)
+    assert target_archs(cctx, facts) == (["90a", "103a", "120f", "80"], "FLASHINFER_CUDA_ARCH_LIST")
+    assert target_archs(CollectContext(Intent(tensor_parallel_size=8), {}, sys.executable), facts) == (["103a"], "GPUs used")

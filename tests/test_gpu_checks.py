@@ -121,6 +121,8 @@ def test_arch_compatibility_rules():
     assert runs_on("10.0", ["sm_103"]) is None  # never a higher minor
     assert runs_on("9.0", ["sm_90a"]) == "sm_90a" and runs_on("9.1", ["sm_90a"]) is None
     assert runs_on("12.0", ["sm_90", "compute_90"]) == "compute_90"  # PTX JIT
+    assert runs_on("10.0", ["compute_90a"]) is None and runs_on("9.0", ["compute_90a"]) == "compute_90a"  # arch-specific PTX
+    assert runs_on("10.3", ["compute_100f"]) == "compute_100f" and runs_on("12.0", ["compute_100f"]) is None  # family PTX
     assert runs_on("8.9", ["sm_80", "sm_86"]) == "sm_80"
     assert torch_cuda_can_build("10.3", (12, 8)) is True and torch_cuda_can_build("10.0", (12, 6)) is False
     assert torch_cuda_can_build("7.0", (13, 0)) is False

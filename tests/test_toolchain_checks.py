@@ -239,6 +239,9 @@ def test_arch_lists():
     assert r.fix == 'export TORCH_CUDA_ARCH_LIST="9.0;10.0a;10.3"'
     doc["env"]["TORCH_CUDA_ARCH_LIST"] = "9.0;10.0+PTX"  # PTX runs on anything newer
     assert_silent("FC108", facts("b300", **doc), **TP8)
+    doc["env"]["TORCH_CUDA_ARCH_LIST"] = "9.0;10.0a+PTX"  # arch-specific PTX runs on its arch only
+    (r,) = assert_fires("FC108", facts("b300", **doc), **TP8)
+    assert "leaves out 103a" in r.message
     doc["env"]["TORCH_CUDA_ARCH_LIST"] = "10.0a;10.3a"  # the bundled example's value
     assert_silent("FC108", facts("b300", **doc), **TP8)
 

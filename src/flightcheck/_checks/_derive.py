@@ -1,10 +1,13 @@
 """Derived facts shared by several check families (pure functions of the facts).
 
-GPU archs in FlashInfer's naming, the GPUs the engine will see, installed versions.
+GPU archs in FlashInfer's naming, arch lists and which GPUs their code runs on, the GPUs
+the engine will see, installed versions.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
@@ -46,6 +49,54 @@ def sm_of(cc: str | None) -> str | None:
         return None
     major, _, minor = cc.partition(".")
     return f"sm_{major}{minor}"
+
+
+#: Code built for one arch: (major, minor, suffix "a" | "f" | "", PTX rather than a cubin).
+ArchCode = tuple[int, int, str, bool]
+
+_ARCH_TOKEN = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")
+#: Architecture names TORCH_CUDA_ARCH_LIST takes besides numbers.
+_NAMED_ARCHS = {"Turing": ["7.5"], "Ampere": ["8.0", "8.6"], "Ada": ["8.9"], "Hopper": ["9.0"]}
+
+
+def parse_arch_list(value: str, flashinfer: bool) -> tuple[list[ArchCode], list[str]]:
+    """(codes, bad tokens) of an arch list. FlashInfer (FLASHINFER_CUDA_ARCH_LIST) splits
+    on single spaces and compiles an unsuffixed token as :func:`arch_of` names it (9.0 ->
+    ``a``, 12.0 -> ``f``); torch (TORCH_CUDA_ARCH_LIST) splits on spaces or semicolons and
+    also takes ``+PTX`` and a few architecture names."""
+    tokens = value.split(" ") if flashinfer else [t for t in re.split(r"[ ;]+", value.strip()) if t]
+    codes: list[ArchCode] = []
+    bad: list[str] = []
+    for tok in tokens:
+        for t in [tok] if flashinfer else _NAMED_ARCHS.get(tok, [tok]):
+            m = _ARCH_TOKEN.match(t)
+            if m is None or (flashinfer and m.group(4)):
+                bad.append(tok or "''")
+                continue
+            major, minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
+            if flashinfer and not suffix:
+                suffix = (arch_of(f"{major}.{minor}") or "").lstrip("0123456789")
+            codes.append((major, minor, suffix, bool(m.group(4))))
+    return codes, bad
+
+
+def code_runs_on(code: ArchCode, cc: tuple[int, int]) -> bool:
+    """Whether code built for ``code`` runs on a GPU of compute capability ``cc``: ``a``
+    code only on exactly its arch, ``f`` (family) code and plain cubins on the same major
+    at the same or a later minor, plain PTX on any GPU at least as new (the driver
+    JIT-compiles it)."""
+    major, minor, suffix, ptx = code
+    if suffix == "a":
+        return (major, minor) == cc
+    if ptx and not suffix:
+        return (major, minor) <= cc
+    return major == cc[0] and minor <= cc[1]
+
+
+def covers(codes: Iterable[ArchCode], cc: str | None) -> bool:
+    """Whether any of ``codes`` runs on compute capability ``cc`` (``"10.3"``)."""
+    mm = major_minor(cc)
+    return mm is not None and any(code_runs_on(c, mm) for c in codes)
 
 
 def version(text: str | None) -> Version | None:

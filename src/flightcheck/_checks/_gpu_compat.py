@@ -9,6 +9,8 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ._derive import code_runs_on, major_minor
+
 if TYPE_CHECKING:
     from .._facts import Gpu
 
@@ -38,23 +40,14 @@ def driver_for(cuda: tuple[int, int]) -> str | None:
 
 
 def runs_on(cc: str, arch_list: Sequence[str]) -> str | None:
-    """The torch arch-list entry that lets a GPU of compute capability ``cc`` run, or None.
-
-    A cubin for sm_XY runs on X.Z for Z >= Y (same major); ``a`` cubins only on exactly X.Y;
-    PTX (``compute_XY``) is JIT-compiled by the driver for any GPU at least X.Y.
-    """
-    try:
-        major, minor = (int(p) for p in cc.split("."))
-    except ValueError:
+    """The torch arch-list entry (``sm_100``, ``compute_90``) whose code runs on a GPU of
+    compute capability ``cc`` (:func:`code_runs_on`), or None."""
+    mm = major_minor(cc)
+    if mm is None:
         return None
     for entry in arch_list:
         m = _ARCH.match(entry.strip())
-        if not m:
-            continue
-        kind, a_major, a_minor, suffix = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
-        if kind == "compute" and (a_major, a_minor) <= (major, minor):
-            return entry
-        if kind == "sm" and a_major == major and (a_minor == minor or (suffix != "a" and a_minor < minor)):
+        if m and code_runs_on((int(m.group(2)), int(m.group(3)), m.group(4), m.group(1) == "compute"), mm):
             return entry
     return None
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._collect import _fi_wheels
-from ._derive import arch_of, arch_to_cc, major_minor, package
+from ._derive import arch_of, arch_to_cc, covers, major_minor, package, parse_arch_list
 
 if TYPE_CHECKING:
     from .._facts import Gpu
@@ -64,24 +64,10 @@ def archs_supported_by(nvcc: tuple[int, int]) -> list[str]:
 
 def jit_cache_covers(entries: list[str] | None, cc: str) -> bool:
     """Whether a jit-cache built for ``entries`` (``10.3a``, ``12.0f``) has code that runs on
-    compute capability ``cc``: ``a`` cubins run only on their exact arch, ``f`` cubins on
-    their family (same major, same or later minor), plain cubins likewise but only below
-    SM 9, where FlashInfer asks for no arch-specific code."""
-    mm = major_minor(cc)
-    if mm is None:
-        return False
-    for entry in entries or ():
-        suffix = entry[-1] if entry[-1] in "af" else ""
-        em = major_minor(entry.rstrip("af"))
-        if em is None:
-            continue
-        if suffix == "a" and em == mm:
-            return True
-        if suffix == "f" and em[0] == mm[0] and em[1] <= mm[1]:
-            return True
-        if suffix == "" and em[0] == mm[0] and em[1] <= mm[1] and mm[0] < 9:
-            return True
-    return False
+    compute capability ``cc`` (:func:`code_runs_on`); plain cubins count only below SM 9,
+    where FlashInfer asks for no arch-specific code."""
+    codes, _bad = parse_arch_list(" ".join(entries or ()), flashinfer=False)
+    return covers([c for c in codes if c[2] or c[0] < 9], cc)
 
 
 def jit_needed(ctx: Context) -> tuple[bool | None, str]:

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterator
 
 from . import _jit
-from ._derive import GiB, arch_to_cc, gpu_subject, major_minor, package
+from ._derive import GiB, arch_to_cc, covers, gpu_subject, package, parse_arch_list
 from ._framework import ERROR, WARNING, Context, Outcome, Skip, check, fail, ok, unknown
 
 MIN_FREE = 2 * GiB
@@ -55,46 +55,6 @@ def jit_cache_unwritable(ctx: Context) -> Iterator[Outcome]:
         )
         return
     yield ok(f"{jc.dir} writable, {free / GiB:.0f} GiB free")
-
-
-_TOKEN = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")
-_NAMED = {"Turing": ["7.5"], "Ampere": ["8.0", "8.6"], "Ada": ["8.9"], "Hopper": ["9.0"]}
-
-
-def parse_arch_list(value: str, flashinfer: bool) -> tuple[list[tuple[int, int, str, bool]], list[str]]:
-    """(entries, bad tokens). FlashInfer splits on single spaces and normalises an
-    unsuffixed 9.x/10+ to ``a`` (12.0 to ``f``); torch splits on spaces or semicolons and
-    also takes ``+PTX`` and a few architecture names."""
-    tokens = value.split(" ") if flashinfer else [t for t in re.split(r"[ ;]+", value.strip()) if t]
-    entries, bad = [], []
-    for tok in tokens:
-        expanded = _NAMED.get(tok, [tok]) if not flashinfer else [tok]
-        for t in expanded:
-            m = _TOKEN.match(t)
-            if m is None or (flashinfer and m.group(4)):
-                bad.append(tok or "''")
-                continue
-            major, minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
-            if flashinfer and not suffix and major >= 9:
-                suffix = "f" if (major, minor) == (12, 0) else "a"
-            entries.append((major, minor, suffix, bool(m.group(4))))
-    return entries, bad
-
-
-def arch_list_covers(entries: list[tuple[int, int, str, bool]], cc: str) -> bool:
-    """Whether code built for ``entries`` runs on ``cc``: PTX on anything at least as new,
-    ``a`` only on its exact arch, ``f`` and plain SASS on the same major at a later minor."""
-    mm = major_minor(cc)
-    if mm is None:
-        return False
-    for major, minor, suffix, ptx in entries:
-        if ptx and (major, minor) <= mm:
-            return True
-        if suffix == "a" and (major, minor) == mm:
-            return True
-        if suffix in ("f", "") and major == mm[0] and minor <= mm[1]:
-            return True
-    return False
 
 
 def _label(arch: str, flashinfer: bool) -> str:
@@ -150,7 +110,7 @@ def arch_list_excludes_gpu(ctx: Context) -> Iterator[Outcome]:
         if archs is None:
             passed_over.append(f"{var}={value!r}: GPU archs unknown, {_jit.no_gpu_note(ctx)}")
             continue
-        missing = {a: g for a, g in archs.items() if not arch_list_covers(entries, str(g[0].compute_capability))}
+        missing = {a: g for a, g in archs.items() if not covers(entries, g[0].compute_capability)}
         if not missing:
             out.append(ok(f"{var}={value!r} covers {' '.join(archs)}"))
             continue

@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shlex
 import shutil
 import tempfile
@@ -31,7 +30,6 @@ from ._smoke_src import HOST_CPP, KERNEL_CU
 
 TIMEOUT = 120.0
 RECIPE = 1  # bump when the build below changes: old cache entries no longer apply
-_FI_TOKEN = re.compile(r"^(\d+)\.(\d+)([af]?)$")
 
 
 def _wanted(cctx: CollectContext) -> bool:
@@ -41,20 +39,12 @@ def _wanted(cctx: CollectContext) -> bool:
 def target_archs(cctx: CollectContext, facts: Facts) -> tuple[list[str], str]:
     """(FlashInfer arch names to build, where they came from): FLASHINFER_CUDA_ARCH_LIST
     when set (what FlashInfer will compile), else the archs of the GPUs used."""
-    from .._checks._derive import arch_of, visible_gpus
+    from .._checks._derive import arch_of, parse_arch_list, visible_gpus
 
     listed = cctx.env.get("FLASHINFER_CUDA_ARCH_LIST")
     if listed:
-        out = []
-        for tok in listed.split(" "):
-            m = _FI_TOKEN.match(tok)
-            if m is None:
-                continue  # FC108 reports tokens FlashInfer cannot parse
-            major, minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
-            if not suffix and major >= 9:
-                suffix = "f" if (major, minor) == (12, 0) else "a"
-            out.append(f"{major}{minor}{suffix}")
-        return list(dict.fromkeys(out)), "FLASHINFER_CUDA_ARCH_LIST"
+        codes, _bad = parse_arch_list(listed, flashinfer=True)  # FC108 reports the bad tokens
+        return list(dict.fromkeys(f"{major}{minor}{suffix}" for major, minor, suffix, _ in codes)), "FLASHINFER_CUDA_ARCH_LIST"
     used = visible_gpus(facts)[: cctx.intent.gpus_per_node]
     return list(dict.fromkeys(a for a in (arch_of(g.compute_capability) for g in used) if a)), "GPUs used"
 
