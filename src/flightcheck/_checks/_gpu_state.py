@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from ._derive import GiB, package, version
+from ._derive import GiB, gpu_subject, package, version
 from ._framework import ERROR, WARNING, Context, Outcome, Skip, check, fail, ok
 from ._gpu_compat import gpu_label, subject
-from .gpu import _used
+from .gpu import used_gpus
 
 
 def _utilization(ctx: Context) -> tuple[float, str] | None:
@@ -37,7 +37,7 @@ def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
     Stop the processes holding the memory (the failure gives the ``nvidia-smi`` query), or
     lower ``--gpu-memory-utilization`` to what is free.
     """
-    gpus = _used(ctx)
+    gpus = used_gpus(ctx)
     util = _utilization(ctx)
     if util is None:
         raise Skip("SGLang sizes its memory pool from free memory; give --gpu-memory-utilization to check a fraction")
@@ -54,7 +54,7 @@ def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
                 f"{gpu_label(g)}: {used / GiB:.1f} of {total / GiB:.1f} GiB already in use; {source} {frac} needs {frac * total / GiB:.1f} GiB free",
                 fix=(f"nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv -i {g.index}  # stop those, "
                      f"or lower --gpu-memory-utilization to {fits}"),
-                subject=f"gpu:{g.index}", evidence={"used_bytes": used, "total_bytes": total, "utilization": frac})
+                subject=gpu_subject(g), evidence={"used_bytes": used, "total_bytes": total, "utilization": frac})
     if not full:
         yield ok(f"free memory covers {frac} of every GPU used")
 
@@ -78,7 +78,7 @@ def gpu_needs_reset(ctx: Context) -> Iterator[Outcome]:
     the whole reset sequence). Failure: take the GPU out of service (CUDA_VISIBLE_DEVICES)
     and open an RMA.
     """
-    gpus = _used(ctx)
+    gpus = used_gpus(ctx)
     seen = bad = False
     for g in gpus:
         rows = g.remapped_rows
@@ -87,10 +87,10 @@ def gpu_needs_reset(ctx: Context) -> Iterator[Outcome]:
         seen = True
         bad = bad or bool(rows.failure or rows.pending)
         if rows.failure:
-            yield fail(f"{gpu_label(g)}: row remapping failed (no spare rows left)", severity=ERROR, subject=f"gpu:{g.index}",
+            yield fail(f"{gpu_label(g)}: row remapping failed (no spare rows left)", severity=ERROR, subject=gpu_subject(g),
                        fix=f"take GPU {g.index} out of service (leave it out of CUDA_VISIBLE_DEVICES) and open an RMA with the vendor")
         elif rows.pending:
-            yield fail(f"{gpu_label(g)}: a row remap is pending until the GPU is reset", subject=f"gpu:{g.index}",
+            yield fail(f"{gpu_label(g)}: a row remap is pending until the GPU is reset", subject=gpu_subject(g),
                        fix=f"stop work on GPU {g.index}, then `sudo nvidia-smi -r -i {g.index}` (NVSwitch systems: the reset sequence of FC304)")
     if not seen:
         raise Skip("no GPU reports remapped rows (pre-Ampere, or MIG)")
@@ -112,9 +112,9 @@ def mig_enabled(ctx: Context) -> Iterator[Outcome]:
     ## How to fix
     ``sudo nvidia-smi -i N -mig 0`` (stop work on it first; some GPUs need a reset after).
     """
-    mig = [g for g in _used(ctx) if g.mig_enabled]
+    mig = [g for g in used_gpus(ctx) if g.mig_enabled]
     for g in mig:
-        yield fail(f"{gpu_label(g)}: MIG is enabled", subject=f"gpu:{g.index}",
+        yield fail(f"{gpu_label(g)}: MIG is enabled", subject=gpu_subject(g),
                    fix=f"sudo nvidia-smi -i {g.index} -mig 0  # then `sudo nvidia-smi -r -i {g.index}` if it says a reset is pending")
     if not mig:
         yield ok("MIG is off on every GPU used")
@@ -136,7 +136,7 @@ def gpu_virtualized(ctx: Context) -> Iterator[Outcome]:
     Nothing to change if the launch works; for fabric failures ask the hypervisor or cloud
     operator to reset the GPUs and NVSwitches from the host.
     """
-    virt = [g for g in _used(ctx) if g.virtualization_mode not in (None, "none")]
+    virt = [g for g in used_gpus(ctx) if g.virtualization_mode not in (None, "none")]
     if virt:
         modes = sorted({g.virtualization_mode for g in virt})
         yield fail(f"{len(virt)} GPU(s) in {'/'.join(modes)} mode: GPU resets and fabric fixes must come from the host",
@@ -163,9 +163,9 @@ def gpu_unreachable(ctx: Context) -> Iterator[Outcome]:
     N``), or leave it out of CUDA_VISIBLE_DEVICES until it is serviced; a lost GPU usually
     needs a reboot or a power cycle.
     """
-    bad = [g for g in _used(ctx) if g.error]
+    bad = [g for g in used_gpus(ctx) if g.error]
     for g in bad:
-        yield fail(f"GPU {g.index}: {g.error}", subject=f"gpu:{g.index}",
+        yield fail(f"GPU {g.index}: {g.error}", subject=gpu_subject(g),
                    fix=f"sudo dmesg | grep -i xid; `sudo nvidia-smi -r -i {g.index}` or reboot; until then leave GPU {g.index} out of CUDA_VISIBLE_DEVICES")
     if not bad:
         yield ok("every GPU used answers NVML")

@@ -13,7 +13,8 @@ from .._fallback import Fallback, describe, multicast_fallback, multicast_paths
 from ._fabric_text import probe_hint
 from ._framework import ERROR, INFO, WARNING, Context, Outcome, Skip, check, fail, ok, unknown
 from ._gpu_compat import subject
-from .fabric import host_flags, nvswitch, used_gpus
+from .fabric import host_flags, nvswitch
+from .gpu import used_gpus
 
 #: Stages after which a hang means the multicast team itself is broken.
 HANG_MEANS_BROKEN = ("add_device", "bind", "map")

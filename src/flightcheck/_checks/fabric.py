@@ -13,18 +13,9 @@ from ._derive import multi_node_nvlink_member
 from ._fabric_text import reset_sequence
 from ._framework import ERROR, WARNING, Context, Missing, Outcome, Skip, check, fail, ok, summary
 from ._gpu_compat import subject
+from .gpu import used_gpus
 
 ZERO_UUID = "00000000-0000-0000-0000-000000000000"
-
-
-def used_gpus(ctx: Context) -> list[Gpu]:
-    """The GPUs used, or Skip when FC201/FC202 already explain why there are none."""
-    if ctx.get("driver.loaded") is False:
-        raise Skip("no NVIDIA driver (FC201)")
-    ctx.need("gpus")
-    if not ctx.gpus_used:
-        raise Skip("no GPU visible (FC202)")
-    return ctx.gpus_used
 
 
 def nvswitch(ctx: Context) -> bool | None:

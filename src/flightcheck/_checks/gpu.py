@@ -17,7 +17,9 @@ def _driver_ok(ctx: Context) -> None:
         raise Skip("no NVIDIA driver (FC201)")
 
 
-def _used(ctx: Context) -> list[Gpu]:
+def used_gpus(ctx: Context) -> list[Gpu]:
+    """The GPUs used, or Skip when FC201/FC202 already explain why there are none (the GPU
+    and fabric families share it)."""
     _driver_ok(ctx)
     ctx.need("gpus")
     if not ctx.gpus_used:
@@ -177,7 +179,7 @@ def gpu_arch_not_in_torch(ctx: Context) -> Iterator[Outcome]:
     (``pip install torch --index-url https://download.pytorch.org/whl/cu130``), in the
     version your engine pins.
     """
-    gpus = _used(ctx)
+    gpus = used_gpus(ctx)
     if ctx.get("python.torch_cuda") is None and ctx.get("python.torch_arch_list") is None:
         raise Skip("torch is not installed in the engine's interpreter")
     arch_list = ctx.get("python.torch_arch_list")
@@ -217,7 +219,7 @@ def mixed_gpu_models(ctx: Context) -> Iterator[Outcome]:
     ## How to fix
     Select identical GPUs with CUDA_VISIBLE_DEVICES (the failure lists them).
     """
-    gpus = _used(ctx)
+    gpus = used_gpus(ctx)
     models = Counter(g.name for g in gpus)
     if len(models) <= 1:
         yield ok(f"all {len(gpus)} GPU(s) are {next(iter(models))}")
