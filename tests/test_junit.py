@@ -108,3 +108,21 @@ def test_the_schema_is_strict_enough_to_catch_mistakes(schema):
     assert not schema.is_valid(
         '<testsuites><testsuite name="x" tests="1"><testcase name="a"><failure/><skipped/></testcase></testsuite></testsuites>'
     )
+
+
+def test_cluster_report_is_written_by_the_same_code_and_stays_valid(schema):
+    """A suite per node and one across nodes, the node report's case outcomes, and a
+    tiny total time still an xs:decimal (the cluster writer once printed str(1e-05))."""
+    from flightcheck._cluster import render as render_cluster
+    from flightcheck._cluster.evaluate import evaluate_cluster
+
+    small_shm = facts("b300", host={**host_doc("b300")["host"], "shm_bytes": 64 << 20})
+    rep = evaluate_cluster({"a": facts("b300"), "b": small_shm}, Intent(tensor_parallel_size=8, nnodes=2))
+    rep.timings["total_s"] = 1e-05
+    xml = render_cluster(rep, "junit")
+    schema.validate(xml)
+    root = ET.fromstring(xml)
+    assert root.get("time") == "0.000"
+    assert [s.get("hostname") for s in root.findall("testsuite")] == ["a", "b", "across-nodes"]
+    node_b = render(rep.nodes["b"], "junit")  # node b alone, as `check` writes it
+    assert cases(xml)["FC601 shm-too-small"].find("failure").text == cases(node_b)["FC601 shm-too-small"].find("failure").text

@@ -60,15 +60,21 @@ class Report:
         return out
 
 
+def blocks(r: CheckResult, strict: bool = False) -> bool:
+    """Whether a result makes the launch not ready: a failing ``error`` check (with
+    ``--strict``, a failing ``warning`` too). The verdict, the launch guard and every
+    format decide "blocking" through this one rule."""
+    return r.status is Status.FAIL and (r.severity is Severity.ERROR or (strict and r.severity is Severity.WARNING))
+
+
 def verdict_of(results: list[CheckResult], plan: Plan, strict: bool = False) -> tuple[str, int]:
     """The verdict and exit code, exactly as the contract says.
 
-    1 not-ready: a failing ``error`` check (``--strict``: a failing warning too);
+    1 not-ready: a blocking result (see :func:`blocks`);
     3 unknown: an ``error`` check could not be evaluated and nothing failed;
     0 ready / ready-with-fallbacks (when the plan is not empty).
     """
-    blocking = {Severity.ERROR, Severity.WARNING} if strict else {Severity.ERROR}
-    if any(r.status is Status.FAIL and r.severity in blocking for r in results):
+    if any(blocks(r, strict) for r in results):
         return NOT_READY, 1
     if any(r.status is Status.UNKNOWN and r.severity is Severity.ERROR for r in results):
         return UNKNOWN, 3

@@ -1,5 +1,6 @@
-"""JSON reporter: one object, schema ``flightcheck.report/v1``, printed by the JSON library
-(never through a terminal renderer, so piping it never wraps or colours it)."""
+"""JSON reporter: one object, schema ``flightcheck.report/v1`` (or, for ``flightcheck
+cluster``, ``flightcheck.cluster-report/v1``), printed by the JSON library (never through a
+terminal renderer, so piping it never wraps or colours it)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .._cluster.evaluate import ClusterReport
     from .._evaluate import Report
 
 
-def render(report: Report) -> str:
+def render(report: Report | ClusterReport) -> str:
     """The report as indented JSON text."""
     return json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"

@@ -20,13 +20,14 @@ flightcheck_last_run_timestamp_seconds`` says when the file went stale.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from .._checks._framework import Severity, Status
 from .._version import __version__
 
 if TYPE_CHECKING:
+    from .._checks._framework import CheckResult
     from .._evaluate import Report
 
 STATUS_VALUE = {Status.PASS: 0, Status.FAIL: 1, Status.UNKNOWN: 2, Status.SKIP: 3}
@@ -40,29 +41,42 @@ def _label(value: object) -> str:
 
 
 def series_labels(**labels: object) -> str:
+    """``{a="x",b="y"}``, values escaped as the exposition format wants."""
     return "{" + ",".join(f'{k}="{_label(v)}"' for k, v in labels.items()) + "}"
 
 
 def metric_family(out: list[str], name: str, help_text: str, samples: Sequence[tuple[str, float]]) -> None:
+    """Append one gauge family (``# HELP``, ``# TYPE``, its samples) to ``out``."""
     out.append(f"# HELP {name} {help_text}")
     out.append(f"# TYPE {name} gauge")
     for labels, value in samples:
         out.append(f"{name}{labels} {value}")
 
 
+def status_samples(rows: Iterable[tuple[dict[str, str], Status]]) -> list[tuple[str, float]]:
+    """``flightcheck_check_status`` samples, one per label set: where a check reports one
+    subject twice the worst status wins (duplicate series break the textfile collector)."""
+    worst: dict[tuple[tuple[str, str], ...], Status] = {}
+    for labels, status in rows:
+        key = tuple(labels.items())
+        if key not in worst or STATUS_RANK[status] > STATUS_RANK[worst[key]]:
+            worst[key] = status
+    return [(series_labels(**dict(key)), STATUS_VALUE[status]) for key, status in worst.items()]
+
+
+def check_labels(r: CheckResult) -> dict[str, str]:
+    """The labels of one result's ``flightcheck_check_status`` series."""
+    return {"code": r.code, "name": r.name, "severity": r.severity.value, "subject": r.subject}
+
+
 def render(report: Report, now: float | None = None) -> str:
     """The report as Prometheus text exposition (``# HELP`` / ``# TYPE`` / samples)."""
-    worst: dict[tuple[str, str, str, str], Status] = {}
-    for r in report.checks:
-        key = (r.code, r.name, r.severity.value, r.subject)
-        if key not in worst or STATUS_RANK[r.status] > STATUS_RANK[worst[key]]:
-            worst[key] = r.status
     out: list[str] = []
     metric_family(
         out,
         "flightcheck_check_status",
         "Result of one flightcheck check for one subject: 0 pass, 1 fail, 2 unknown (could not be evaluated), 3 skip (does not apply).",
-        [(series_labels(code=c, name=n, severity=s, subject=subj), STATUS_VALUE[st]) for (c, n, s, subj), st in worst.items()],
+        status_samples((check_labels(r), r.status) for r in report.checks),
     )
     metric_family(out, "flightcheck_ready", "1 when the checked launch would work on this node (exit code 0), else 0.",
             [("", 1 if report.exit_code == 0 else 0)])
