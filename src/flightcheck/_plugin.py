@@ -38,7 +38,10 @@ from __future__ import annotations
 import os
 import sys
 
-MARKER = "FLIGHTCHECK_PLUGIN_DONE"  # same name as flightcheck._launch.guard.MARKER
+#: set in the engine's environment once a launch has been checked (here, or by
+#: ``flightcheck run``), so the plugin in the engine's later processes (engine core,
+#: workers) does not check it again. Defined here: this module must stay import-light.
+MARKER = "FLIGHTCHECK_PLUGIN_DONE"
 
 _TRUE = ("1", "true", "yes", "on")
 

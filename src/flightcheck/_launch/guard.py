@@ -16,16 +16,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from .._checks._framework import Severity, Status
+from .._evaluate import blocks
 from .apply import Launch, apply_plan
 
 if TYPE_CHECKING:
     from .._checks._framework import CheckResult
     from .._evaluate import Report
     from .command import EngineCommand
-
-#: set in the engine's environment once a launch has been checked, so the vLLM plugin in
-#: the engine's processes (API server, engine core, workers) does not check it again.
-MARKER = "FLIGHTCHECK_PLUGIN_DONE"
 
 
 @dataclass
@@ -37,11 +34,6 @@ class Decision:
     launch: Launch
     reasons: list[str] = field(default_factory=list)  # why it stops
     warnings: list[str] = field(default_factory=list)  # said, but not stopping
-
-
-def _blocking(report: Report) -> list[CheckResult]:
-    blocking = {Severity.ERROR, Severity.WARNING} if report.strict else {Severity.ERROR}
-    return [r for r in report.failures if r.severity in blocking]
 
 
 def result_line(r: CheckResult) -> str:
@@ -75,7 +67,7 @@ def decide(report: Report, cmd: EngineCommand, env: dict[str, str], *, no_fallba
     for r in report.checks:
         if r.status is Status.UNKNOWN and r.severity is Severity.ERROR:
             d.warnings.append(f"{r.code} {r.name} could not be evaluated: {r.message}")
-    blocking = _blocking(report)
+    blocking = [r for r in report.failures if blocks(r, report.strict)]
     if blocking:
         d.reasons = grouped_lines(blocking)
     elif report.plan and no_fallback:

@@ -15,7 +15,8 @@ import time
 from typing import TYPE_CHECKING
 
 from .._errors import UsageError
-from .guard import MARKER, Decision, color_for, decide, exec_engine, print_changes, say, shell_script
+from .._plugin import MARKER
+from .guard import Decision, color_for, decide, exec_engine, print_changes, say, shell_script
 
 if TYPE_CHECKING:
     from .._evaluate import Report

@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .._checks._framework import FAMILIES, CheckResult, Severity, Status
+from .._evaluate import blocks
 from .._version import __version__
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ _VERDICT_TEXT = {
 def line_kind(r: CheckResult, strict: bool) -> str | None:
     """How a result is shown under its family: fail / warn / info / unknown, or None (quiet)."""
     if r.status is Status.FAIL:
-        if r.severity is Severity.ERROR or (strict and r.severity is Severity.WARNING):
+        if blocks(r, strict):
             return "fail"
         return "warn" if r.severity is Severity.WARNING else "info"
     if r.status is Status.UNKNOWN:
