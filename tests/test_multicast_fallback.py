@@ -155,10 +155,11 @@ def test_kimi_k3_without_shared_expert_has_no_tail(tmp_path):
 
 
 def test_kimi_k3_repo_id_from_the_local_hf_cache(tmp_path):
-    snap = tmp_path / "hub" / "models--moonshotai--Kimi-K3" / "snapshots" / "abc123"
+    commit = "0123456789abcdef0123456789abcdef01234567"  # refs hold full commit hashes
+    snap = tmp_path / "hub" / "models--moonshotai--Kimi-K3" / "snapshots" / commit
     snap.mkdir(parents=True)
     (snap / "config.json").write_text(json.dumps(K3_CONFIG))
     (tmp_path / "hub" / "models--moonshotai--Kimi-K3" / "refs").mkdir()
-    (tmp_path / "hub" / "models--moonshotai--Kimi-K3" / "refs" / "main").write_text("abc123")
+    (tmp_path / "hub" / "models--moonshotai--Kimi-K3" / "refs" / "main").write_text(commit)
     ctx = ctx_for(model="moonshotai/Kimi-K3", env={"HF_HUB_CACHE": str(tmp_path / "hub")})
     assert kimi_k3_tail(ctx) is not None

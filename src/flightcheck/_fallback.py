@@ -161,13 +161,18 @@ def _sglang(ctx: Context, fb: Fallback) -> None:
         fb.notes.append("this SGLang has no --flashinfer-allreduce-fusion-backend: add --enforce-disable-flashinfer-allreduce-fusion if it accepts it")
 
 
+def model_config(ctx: Context) -> dict[str, Any]:
+    """``config.json`` of ``--model`` as the checkpoint reader parsed it, which resolves the
+    model (a directory, or a repo id in the local Hugging Face cache) for every check; ``{}``
+    without a model or a readable config (FC5xx say why): the model is then unknown."""
+    ck = ctx.checkpoint
+    cfg = ck.config if ck is not None else None
+    return cfg if isinstance(cfg, dict) else {}
+
+
 def kimi_k3(ctx: Context) -> bool:
     """The model is Kimi-K3 (by its config.json architectures / model_type)."""
-    from ._model_config import model_config
-
     cfg = model_config(ctx)
-    if not cfg:
-        return False
     archs = set(cfg.get("architectures") or [])
     return bool(archs & KIMI_K3_ARCHS) or cfg.get("model_type") == "kimi_k3"
 
@@ -175,8 +180,6 @@ def kimi_k3(ctx: Context) -> bool:
 def kimi_k3_tail(ctx: Context) -> str | None:
     """A message when this launch runs Kimi-K3's latent MoE tail (multicast, no off switch);
     ``"switchable"`` when the installed vLLM declares the switch; None when not concerned."""
-    from ._model_config import model_config
-
     i = ctx.intent
     if i.engine != "vllm" or i.tensor_parallel_size not in KIMI_K3_TAIL_TP or not kimi_k3(ctx):
         return None
@@ -186,12 +189,12 @@ def kimi_k3_tail(ctx: Context) -> str | None:
     ccs = [g.compute_capability for g in ctx.gpus_used]
     if not ccs or any(not cc or not cc.startswith("10.") for cc in ccs):
         return None  # the runner's gate: is_device_capability_family(100)
-    cfg = model_config(ctx) or {}
+    cfg = model_config(ctx)
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
     shared = cfg.get("n_shared_experts", text.get("n_shared_experts"))
     if shared == 0:
         return None  # the tail fuses the shared expert; without one it is not used
-    if KIMI_K3_TAIL_SWITCH in (ctx.get("python.engine_env_vars") or []):
+    if engine_reads(ctx, KIMI_K3_TAIL_SWITCH):  # declared by the installed vLLM's envs.py
         return "switchable"
     tp, pp = i.tensor_parallel_size, i.pipeline_parallel_size
     alt_pp = max(1, tp * pp // 4)
