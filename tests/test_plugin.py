@@ -159,3 +159,12 @@ def test_report_file_for_the_fleet(tmp_path, serve_argv):
     proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_REPORT=str(report))
     doc = json.loads(report.read_text())
     assert doc["verdict"] == "ready-with-fallbacks" and doc["intent"]["model"] == serve_argv[2]
+
+
+def test_an_unwritable_report_file_neither_drops_the_fallback_nor_the_stop(tmp_path, serve_argv):
+    report = str(tmp_path / "no-such-dir" / "flightcheck.json")
+    proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_REPORT=report)
+    assert out["outcome"] == "returned" and out["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1", proc.stderr
+    assert "warning: FLIGHTCHECK_REPORT" in proc.stderr and "launch not checked" not in proc.stderr
+    proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), FM_STOPPED], FLIGHTCHECK_REPORT=report)
+    assert out["outcome"] == "exit:1" and "FC301" in proc.stderr

@@ -104,12 +104,16 @@ def _guard(command: list[str]) -> None:
     report = evaluate(facts, intent, strict=_on("FLIGHTCHECK_STRICT"))
     report.timings["total_s"] = round(time.perf_counter() - t0, 4)
     d = decide(report, cmd, env, no_fallback=_on("FLIGHTCHECK_NO_FALLBACK"))
+    err = sys.stderr
     out = os.environ.get("FLIGHTCHECK_REPORT")
     if out:
+        from ._errors import UsageError
         from ._report import render, write_atomic
 
-        write_atomic(out, render(report, "json"))
-    err = sys.stderr
+        try:
+            write_atomic(out, render(report, "json"))
+        except UsageError as exc:  # a report that cannot be written must not undo the decision
+            say(err, f"warning: FLIGHTCHECK_REPORT: {exc}")
     if d.action == "stop":
         from ._report import render
 
