@@ -280,3 +280,13 @@ def test_slurm_stays_within_the_60_second_budget(tmp_path):
     text = SLURM.read_text()
     default = int(re.search(r"FLIGHTCHECK_TIMEOUT:-(\d+)", text).group(1))
     assert default + 5 + 2 * (5 + 2) < 60  # flightcheck + kill grace + two bounded scontrol calls
+
+
+def test_slurm_strict_drain_names_the_warning_that_blocked(tmp_path):
+    s = Slurm(tmp_path)
+    base = base_facts(tmp_path)
+    memlock = tmp_path / "memlock.json"
+    memlock.write_text(json.dumps({"host": {**json.loads(base.read_text())["host"], "ulimit_memlock": 65536}}))
+    assert s.run(base, memlock).returncode == 0 and s.updates == []  # a warning alone does not drain
+    s.run(base, memlock, FLIGHTCHECK_ARGS=f"--facts {base} --facts {memlock} -tp 8 --strict")
+    assert s.node["state"] == "IDLE+DRAIN" and s.node["reason"].startswith("flightcheck: FC602 memlock-limited"), s.node

@@ -50,6 +50,14 @@ fi
 out="$(timeout -k 5 "$TIMEOUT" "$FLIGHTCHECK" check --format prometheus $FLIGHTCHECK_ARGS 2>/dev/null)"
 rc=$?
 
+failing_checks() {
+    # "FC301 fabric-not-ready" per failing check of the given severity pattern, once each
+    printf '%s\n' "$out" \
+        | grep -E "^flightcheck_check_status\{[^}]*severity=\"($1)\"[^}]*\} 1\$" \
+        | sed -E 's/^[^{]*\{code="([^"]*)",name="([^"]*)".*/\1 \2/' \
+        | sort -u
+}
+
 node_info="$(timeout -k 2 5 "$SCONTROL" show node "$NODE" 2>/dev/null)"
 state="$(printf '%s\n' "$node_info" | sed -n -E 's/^[[:space:]]*State=([^[:space:]]+).*/\1/p' | head -n 1)"
 reason="$(printf '%s\n' "$node_info" | sed -n -E 's/^[[:space:]]*Reason=(.*)$/\1/p' | head -n 1)"
@@ -70,9 +78,8 @@ case "$rc" in
         exit 0
         ;;
     1)
-        failing="$(printf '%s\n' "$out" \
-            | grep -E '^flightcheck_check_status\{[^}]*severity="error"[^}]*\} 1$' \
-            | sed -E 's/^[^{]*\{code="([^"]*)",name="([^"]*)".*/\1 \2/' | sort -u)"
+        failing="$(failing_checks 'error')"
+        [ -n "$failing" ] || failing="$(failing_checks 'error|warning')"  # --strict: a warning blocked
         [ -n "$failing" ] || failing="not ready"
         n="$(printf '%s\n' "$failing" | grep -c .)"
         new_reason="$PREFIX $(printf '%s\n' "$failing" | head -n 1)"
