@@ -83,3 +83,26 @@ def test_unreadable_and_missing_facts_files_exit_2(tmp_path):
 def test_facts_defaults_are_empty_sections():
     f = Facts()
     assert f.host is None and f.unavailable == {} and f.schema == SCHEMA
+
+
+def test_collectors_that_crash_or_hang_leave_their_sections_null_with_the_reason():
+    import threading
+    import time
+
+    from flightcheck._collect import _run_bounded
+
+    gate = threading.Event()
+    t0 = time.monotonic()
+    doc = _run_bounded([
+        ("good", ("host",), 5.0, lambda: {"host": {"os": "x"}, "unavailable": {"host.kernel": "why"}}),
+        ("crash", ("env",), 5.0, lambda: {"env": 1 / 0}),
+        ("hang", ("gpus", "driver"), 0.3, lambda: {"gpus": gate.wait(10)}),
+        ("hang2", ("imex",), 0.3, lambda: {"imex": gate.wait(10)}),
+    ])
+    took = time.monotonic() - t0
+    gate.set()
+    assert took < 2.0  # the deadlines run side by side, not one after the other
+    assert doc["host"] == {"os": "x"} and doc["unavailable"]["host.kernel"] == "why"
+    assert doc["env"] is None and doc["unavailable"]["env"] == "collector crash crashed: ZeroDivisionError: division by zero"
+    assert doc["gpus"] is None and doc["driver"] is None and doc["imex"] is None
+    assert doc["unavailable"]["driver"] == "collector hang timed out after 0.3s"

@@ -93,34 +93,44 @@ def _load_modules() -> None:
                 raise
 
 
-def _run_bounded(jobs: list[tuple[str, tuple[str, ...], float, Callable[[], dict[str, Any]]]]) -> dict[str, Any]:
-    """Run jobs concurrently in daemon threads; a job past its timeout leaves its sections
-    null with the reason (the thread is abandoned: daemon threads do not block exit)."""
-    results: dict[str, dict[str, Any]] = {}
-    errors: dict[str, str] = {}
+def run_parallel(jobs: Mapping[str, tuple[Callable[[], Any], float | None]]) -> tuple[dict[str, Any], dict[str, Exception]]:
+    """Run each job in a daemon thread and wait for it until its own timeout (None: until
+    it ends): (results, exceptions) by name. A job in neither timed out; its thread is
+    abandoned (daemon threads do not block exit)."""
+    results: dict[str, Any] = {}
+    errors: dict[str, Exception] = {}
 
-    def work(name: str, fn: Callable[[], dict[str, Any]]) -> None:
+    def work(name: str, fn: Callable[[], Any]) -> None:
         try:
             results[name] = fn()
-        except Exception as exc:  # a collector bug must not lose the other sections
-            errors[name] = f"collector {name} crashed: {type(exc).__name__}: {exc}"
+        except Exception as exc:  # one failing job must not lose the others
+            errors[name] = exc
 
+    started = time.monotonic()
     threads = []
-    for name, _sections, timeout, fn in jobs:
+    for name, (fn, timeout) in jobs.items():
         t = threading.Thread(target=work, args=(name, fn), name=f"flightcheck-{name}", daemon=True)
         t.start()
-        threads.append((t, time.monotonic() + timeout, timeout))
-    for t, deadline, _ in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
+        threads.append((t, timeout))
+    for t, timeout in threads:
+        t.join(None if timeout is None else max(0.0, started + timeout - time.monotonic()))
+    return results, errors
+
+
+def _run_bounded(jobs: list[tuple[str, tuple[str, ...], float, Callable[[], dict[str, Any]]]]) -> dict[str, Any]:
+    """Run collectors concurrently; one past its timeout, or crashed, leaves its sections
+    null with the reason."""
+    results, errors = run_parallel({name: (fn, timeout) for name, _sections, timeout, fn in jobs})
     doc: dict[str, Any] = {"unavailable": {}}
-    for (name, sections, timeout, _fn), (t, _, _) in zip(jobs, threads):
+    for name, sections, timeout, _fn in jobs:
         if name in results:
             part = results[name]
             doc["unavailable"].update(part.pop("unavailable", None) or {})
             for s in sections:
                 doc[s] = part.get(s)
             continue
-        why = errors.get(name) or f"collector {name} timed out after {timeout:g}s"
+        exc = errors.get(name)
+        why = f"collector {name} crashed: {type(exc).__name__}: {exc}" if exc else f"collector {name} timed out after {timeout:g}s"
         for s in sections:
             doc[s] = None
             doc["unavailable"][s] = why

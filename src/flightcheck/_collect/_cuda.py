@@ -210,21 +210,15 @@ def alternatives(env: Mapping[str, str], limit: int = 12) -> list[dict[str, str 
         # prefer a name with a version in it, then the shorter one
         if prev is None or (re.search(r"cuda-\d", path) and not re.search(r"cuda-\d", prev)):
             seen[real] = path
-    out: list[dict[str, str | None]] = []
-    threads: list[threading.Thread] = []
-    for path in list(seen.values())[:limit]:
-        entry: dict[str, str | None] = {"path": path, "version": _toolkit_version_file(os.path.dirname(os.path.dirname(path)))}
-        out.append(entry)
-        if entry["version"] is None:  # no version file (pip-assembled toolkits): ask nvcc
+    from . import run_parallel
 
-            def ask(e: dict[str, str | None] = entry) -> None:
-                e["version"] = nvcc_version(str(e["path"]), env)[0]
-
-            threads.append(threading.Thread(target=ask, daemon=True))
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(TOOL_TIMEOUT + 1)
+    paths = list(seen.values())[:limit]
+    versions = {p: _toolkit_version_file(toolkit_root(p)) for p in paths}
+    # no version file (pip-assembled toolkits): ask their nvcc, all at once
+    asked, _failed = run_parallel({
+        p: ((lambda p=p: nvcc_version(p, env)[0]), TOOL_TIMEOUT + 1) for p, v in versions.items() if v is None
+    })
+    out: list[dict[str, str | None]] = [{"path": p, "version": versions[p] or asked.get(p)} for p in paths]
     out.sort(key=lambda e: _version_key(e["version"]), reverse=True)
     return out
 

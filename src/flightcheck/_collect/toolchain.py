@@ -9,31 +9,12 @@ run concurrently; a missing tool is a null field with its reason in ``unavailabl
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import CollectContext, collector
+from . import CollectContext, collector, run_parallel
 from . import _cuda
 from ._pyinfo import engine_info
-
-
-def _parallel(jobs: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-    """Run independent tool queries at once; each bounds itself with its own timeout."""
-    out: dict[str, Any] = {}
-
-    def work(name: str, fn: Callable[[], Any]) -> None:
-        try:
-            out[name] = fn()
-        except Exception as exc:  # one broken query must not lose the others
-            out[name] = exc
-
-    threads = [threading.Thread(target=work, args=item, daemon=True) for item in jobs.items()]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return out
 
 
 def venv_ninja(python: str, env: dict[str, str]) -> str | None:
@@ -69,11 +50,9 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         assert nvcc_path is not None
         jobs["nvcc_version"] = lambda: _cuda.nvcc_version(nvcc_path, env)
         jobs["nvcc_archs"] = lambda: _cuda.nvcc_archs(nvcc_path, env)
-    got = _parallel(jobs)
-    for name, value in got.items():
-        if isinstance(value, Exception):
-            unavailable[f"toolchain.{name}"] = f"{type(value).__name__}: {value}"
-            got[name] = None
+    got, failed = run_parallel({name: (fn, None) for name, fn in jobs.items()})  # each query bounds itself
+    for name, exc in failed.items():
+        unavailable[f"toolchain.{name}"] = f"{type(exc).__name__}: {exc}"
 
     nvcc: dict[str, Any] | None = None
     if has_nvcc:
