@@ -49,10 +49,14 @@ def target_archs(cctx: CollectContext, facts: Facts) -> tuple[list[str], str]:
     return list(dict.fromkeys(a for a in (arch_of(g.compute_capability) for g in used) if a)), "GPUs used"
 
 
-def cache_file(env: dict[str, str]) -> str:
-    """``$XDG_CACHE_HOME/flightcheck/compile-smoke.json`` (default ``~/.cache``)."""
-    base = env.get("XDG_CACHE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "flightcheck", "compile-smoke.json")
+def cache_file(env: dict[str, str]) -> str | None:
+    """``compile-smoke.json`` in flightcheck's cache directory (the one the checkpoint scans
+    use), or None when FLIGHTCHECK_NO_CACHE turns caching off."""
+    from .._checkpoint.cache import cache_dir, enabled
+
+    if not (enabled(env) and enabled()):  # the engine's environment or flightcheck's own
+        return None
+    return str(cache_dir(env) / "compile-smoke.json")
 
 
 def _load_cache(path: str) -> dict[str, Any]:
@@ -177,9 +181,8 @@ def probe_compile_smoke(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     assert nvcc and ninja and cxx and home
     version = tc.nvcc.version if tc and tc.nvcc else None
     link_cuda = driver_installed()
-    use_cache = (cctx.env.get("FLIGHTCHECK_NO_CACHE") or os.environ.get("FLIGHTCHECK_NO_CACHE")) != "1"
     cpath = cache_file(cctx.env)
-    cache = _load_cache(cpath) if use_cache else {}
+    cache = _load_cache(cpath) if cpath else {}
     keys = {a: cache_key(nvcc, version, a, cxx, home, link_cuda) for a in archs}
     results: dict[str, dict[str, Any]] = {}
     for arch in archs:
@@ -211,7 +214,7 @@ def probe_compile_smoke(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
                 section["error"] = f"ninja could not run: {proc.error}"
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        if use_cache and any(results[a]["ok"] for a in todo):
+        if cpath and any(results[a]["ok"] for a in todo):
             for arch in todo:
                 if results[arch]["ok"]:  # failures are not cached: a fixed toolchain must be retried
                     cache[keys[arch]] = {"ok": True, "arch": arch, "nvcc": nvcc, "version": version, "at": int(time.time()), "output": note.strip()}
