@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .._cluster.ckpt_compare import checkpoint_findings
 from .._cluster.compare import nvlink_domain, software, software_fix
-from .._cluster.context import groups, names_text
+from .._cluster.context import names_text, outliers
 from ._framework import ERROR, WARNING, Context, Outcome, Skip, check, fail, ok, unknown
 
 if TYPE_CHECKING:
@@ -61,11 +61,9 @@ def software_skew(ctx: ClusterContext) -> Iterator[Outcome]:
         if len(values) < 2:
             continue
         compared.append(label)
-        ranked = groups(values)
-        ref_value, ref_nodes = ranked[0]
-        for value, members in ranked[1:]:
-            for name in members:
-                odd.setdefault(name, []).append((label, value, ref_value, ref_nodes))
+        ref_value, ref_nodes, others = outliers(values)
+        for name, value in others:
+            odd.setdefault(name, []).append((label, value, ref_value, ref_nodes))
     if not compared:
         yield unknown("no two nodes recorded driver or package versions", subject="cluster")
         return
@@ -202,21 +200,19 @@ def node_shape_differs(ctx: ClusterContext) -> Iterator[Outcome]:
     if len(shapes) < 2:
         yield unknown("fewer than two nodes recorded their GPUs", subject="cluster")
         return
-    ranked = groups(shapes)
-    ref, ref_nodes = ranked[0]
-    if len(ranked) == 1:
+    ref, ref_nodes, others = outliers(shapes)
+    if not others:
         yield ok(f"{len(shapes)} nodes with {_shape_text(ref)} each", subject="cluster")
         return
     per_node = ctx.intent.gpus_per_node
-    for shape, members in ranked[1:]:
-        for name in members:
-            verb = "has" if len(ref_nodes) == 1 else "have"
-            yield fail(
-                f"{name} has {_shape_text(shape)}; {names_text(ref_nodes)} {verb} {_shape_text(ref)}",
-                fix=f"launch on nodes of one shape ({per_node} GPU{'s' if per_node != 1 else ''} of one model per node), or set CUDA_VISIBLE_DEVICES on {name} to match the others",
-                subject=f"node:{name}",
-                evidence={"gpus": shape[0], "models": shape[1], "reference": {"gpus": ref[0], "models": ref[1], "nodes": ref_nodes}},
-            )
+    verb = "has" if len(ref_nodes) == 1 else "have"
+    for name, shape in others:
+        yield fail(
+            f"{name} has {_shape_text(shape)}; {names_text(ref_nodes)} {verb} {_shape_text(ref)}",
+            fix=f"launch on nodes of one shape ({per_node} GPU{'s' if per_node != 1 else ''} of one model per node), or set CUDA_VISIBLE_DEVICES on {name} to match the others",
+            subject=f"node:{name}",
+            evidence={"gpus": shape[0], "models": shape[1], "reference": {"gpus": ref[0], "models": ref[1], "nodes": ref_nodes}},
+        )
 
 
 @check("FC805", "nvlink-domain-split", ERROR, scope="cluster")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._checks._framework import Outcome, fail, ok, unknown
-from .context import groups, names_text
+from .context import names_text, outliers
 
 if TYPE_CHECKING:
     from .._facts import CheckpointFacts
@@ -68,23 +68,19 @@ def _diffs(sections: dict[str, CheckpointFacts]) -> dict[str, list[Diff]]:
                 continue
             for n in absent:
                 out[n].append(Diff(file, "missing", None, None, tuple(sorted(sizes))))
-        ranked = groups(sizes)
-        ref_size, ref_nodes = ranked[0]
-        for size, members in ranked[1:]:
-            for n in members:
-                out[n].append(Diff(file, "size", size, ref_size, tuple(ref_nodes)))
+        ref_size, ref_nodes, others = outliers(sizes)
+        for n, size in others:
+            out[n].append(Diff(file, "size", size, ref_size, tuple(ref_nodes)))
         hashes = {n: h for n in ref_nodes if (h := (sections[n].header_sha256 or {}).get(file))}
-        ranked_h = groups(hashes)
-        for digest, members in ranked_h[1:]:
-            for n in members:
-                out[n].append(Diff(file, "header", digest, ranked_h[0][0], tuple(ranked_h[0][1])))
+        ref_hash, hash_nodes, others = outliers(hashes)
+        for n, digest in others:
+            out[n].append(Diff(file, "header", digest, ref_hash, tuple(hash_nodes)))
     # config.json of the same size but other content; another snapshot of a repo id
     for attr, file, issue in (("config_sha256", "config.json", "content"), ("commit", "revision", "revision")):
-        ranked_v = groups({n: v for n, s in sections.items() if (v := getattr(s, attr, None))})
-        for value, members in ranked_v[1:]:
-            for n in members:
-                if not any(d.file == file for d in out[n]):
-                    out[n].append(Diff(file, issue, value, ranked_v[0][0], tuple(ranked_v[0][1])))
+        ref_value, value_nodes, others = outliers({n: v for n, s in sections.items() if (v := getattr(s, attr, None))})
+        for n, value in others:
+            if not any(d.file == file for d in out[n]):
+                out[n].append(Diff(file, issue, value, ref_value, tuple(value_nodes)))
     return out
 
 

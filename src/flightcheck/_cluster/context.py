@@ -79,6 +79,16 @@ def groups(values: dict[str, V]) -> list[tuple[V, list[str]]]:
     return sorted(by_value.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
 
 
+def outliers(values: dict[str, V]) -> tuple[V | None, list[str], list[tuple[str, V]]]:
+    """The reference value (the most common, as :func:`groups` ranks them), the nodes that
+    hold it, and ``(node, value)`` for every other node, in :func:`groups`' order."""
+    ranked = groups(values)
+    if not ranked:
+        return None, [], []
+    (ref, ref_nodes), rest = ranked[0], ranked[1:]
+    return ref, ref_nodes, [(name, value) for value, members in rest for name in members]
+
+
 def names_text(names: Iterable[str], limit: int = 3) -> str:
     """'a', 'a, b', 'a, b, c and 4 more'."""
     items = list(names)
