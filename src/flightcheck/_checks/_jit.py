@@ -70,6 +70,12 @@ def jit_cache_covers(entries: list[str] | None, cc: str) -> bool:
     return covers([c for c in codes if c[2] or c[0] < 9], cc)
 
 
+def jit_cache_matches(fi: str, jc: str) -> bool:
+    """FlashInfer's own test at import: the jit-cache's version starts with
+    flashinfer-python's (``0.7.2.post1+cu130`` matches ``0.7.2.post1``)."""
+    return jc.startswith(fi)
+
+
 def jit_needed(ctx: Context) -> tuple[bool | None, str]:
     """(needed, why): checks.md's "JIT needed"; None when the GPU archs are unknown.
 
@@ -83,7 +89,7 @@ def jit_needed(ctx: Context) -> tuple[bool | None, str]:
     jc = packages.get("flashinfer-jit-cache")
     if not jc:
         return True, f"flashinfer-python {fi} without flashinfer-jit-cache compiles its kernels on first use"
-    if not jc.startswith(fi):
+    if not jit_cache_matches(fi, jc):
         return True, f"flashinfer-jit-cache {jc} does not match flashinfer-python {fi}"
     archs = archs_used(ctx)
     if archs is None:
@@ -184,9 +190,14 @@ def toolkit_fix(ctx: Context, need: tuple[int, int], *, with_ninja: bool = False
     root = alternative(ctx, at_least=need, major=torch[0] if torch else None) or alternative(ctx, at_least=need)
     if root:
         return f"export CUDA_HOME={root}" + (f"; {install(ctx, 'ninja-build')}" if with_ninja else "")
+    return toolkit_install(ctx, need, *(["ninja-build"] if with_ninja else []))
+
+
+def toolkit_install(ctx: Context, need: tuple[int, int], *extra: str) -> str:
+    """Install the toolkit :func:`toolkit_version` picks (plus ``extra`` packages) and point
+    CUDA_HOME at it."""
     v, caveat = toolkit_version(ctx, need)
-    pkgs = [f"cuda-toolkit-{v[0]}-{v[1]}"] + (["ninja-build"] if with_ninja else [])
-    return f"{install(ctx, *pkgs)} && export CUDA_HOME=/usr/local/cuda-{fmt(v)}{caveat}"
+    return f"{install(ctx, f'cuda-toolkit-{v[0]}-{v[1]}', *extra)} && export CUDA_HOME=/usr/local/cuda-{fmt(v)}{caveat}"
 
 
 def jit_cache_install(ctx: Context, archs: list[str] | None, *, replace: bool = False) -> str | None:

@@ -269,11 +269,7 @@ def nvcc_torch_mismatch(ctx: Context) -> Iterator[Outcome]:
         return
     need = max(_jit.need_for(_jit.archs_used(ctx) or ["90a"]), (torch[0], 0))
     root = _jit.alternative(ctx, at_least=need, major=torch[0])
-    if root:
-        fix = f"export CUDA_HOME={root}"
-    else:
-        v, caveat = _jit.toolkit_version(ctx, need)
-        fix = f"{_jit.install(ctx, f'cuda-toolkit-{v[0]}-{v[1]}')} && export CUDA_HOME=/usr/local/cuda-{_jit.fmt(v)}{caveat}"
+    fix = f"export CUDA_HOME={root}" if root else _jit.toolkit_install(ctx, need)
     yield fail(
         f"nvcc {_jit.fmt(nvcc)} ({ctx.get('toolchain.nvcc.path')}) is CUDA {nvcc[0]}, torch is built with CUDA {_jit.fmt(torch)}",
         fix=fix,

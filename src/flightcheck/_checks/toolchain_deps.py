@@ -42,7 +42,7 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
     if cubin and cubin != fi and cubin != "0.0.0+unknown":
         bad.append(f"flashinfer-cubin {cubin}")
         fixes.append(_jit.pip(ctx, f"flashinfer-cubin=={fi} --extra-index-url {_fi_wheels.INDEX}"))
-    if jc and not jc.startswith(fi):
+    if jc and not _jit.jit_cache_matches(fi, jc):
         bad.append(f"flashinfer-jit-cache {jc}")
         tag = _fi_wheels.cuda_tag(jc) or _fi_wheels.tag_for(ctx.get("python.torch_cuda")) or "cu130"
         fixes.append(_jit.pip(ctx, f"flashinfer-jit-cache=={fi} --index-url {_fi_wheels.index_url(tag)}"))
@@ -155,7 +155,7 @@ def jit_cache_arch_missing(ctx: Context) -> Iterator[Outcome]:
     fi, jc = packages.get("flashinfer-python"), packages.get("flashinfer-jit-cache")
     if not fi or not jc:
         raise Skip("flashinfer-jit-cache is not installed" if fi else "flashinfer-python is not installed")
-    if not jc.startswith(fi):
+    if not _jit.jit_cache_matches(fi, jc):
         raise Skip(f"flashinfer-jit-cache {jc} does not match flashinfer-python {fi} (FC110)")
     archs = _jit.archs_used(ctx)
     if archs is None:
