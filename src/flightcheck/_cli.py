@@ -8,7 +8,6 @@ traceback. Exit codes otherwise are the verdict's: 0 ready, 1 not ready, 3 unkno
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 import time
@@ -133,6 +132,8 @@ def intent_from_args(args: argparse.Namespace, base: Any = None) -> Any:
 
     Every intent flag is stored under its Intent field's name, so the fields are the table.
     """
+    import dataclasses
+
     from ._intent import Intent, parse_len
 
     fields: dict[str, Any] = dict(base.__dict__) if base is not None else {}

@@ -18,14 +18,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._errors import UsageError
+from .._report import FORMATS
 
 if TYPE_CHECKING:
     import argparse
 
     from .evaluate import ClusterReport
-
-FORMATS = ("text", "json", "junit", "prometheus")
-
 
 def render(report: ClusterReport, fmt: str = "text", *, verbose: bool = False, color: bool | None = None) -> str:
     """The cluster report in ``fmt`` (text, json, junit, prometheus)."""
