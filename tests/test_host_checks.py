@@ -14,8 +14,10 @@ def _host(**over):
 def test_fc601_fires_on_docker_default_shm():
     f = _host(shm_bytes=64 << 20, container="docker")
     [r] = assert_fires("FC601", f, tensor_parallel_size=8)
-    assert "64 MiB" in r.message
+    assert "64 MiB" in r.message and "8 ranks" in r.message
     assert "--shm-size" in r.fix
+    [r] = assert_fires("FC601", f, data_parallel_size=2)  # two engines' ranks on one node
+    assert "2 ranks" in r.message
 
 
 def test_fc601_kubernetes_fix_is_an_emptydir():

@@ -49,9 +49,9 @@ def shm_too_small(ctx: Context) -> Iterator[Outcome]:
     Docker: ``docker run --shm-size=16g`` (or ``--ipc=host``). Kubernetes: mount an
     ``emptyDir`` with ``medium: Memory`` at /dev/shm. Bare metal: ``mount -o remount,size=16G /dev/shm``.
     """
-    ranks = ctx.intent.tensor_parallel_size * ctx.intent.pipeline_parallel_size
-    if ranks <= 1 and ctx.intent.data_parallel_size <= 1:
+    if ctx.intent.tensor_parallel_size * ctx.intent.pipeline_parallel_size <= 1 and ctx.intent.data_parallel_size <= 1:
         raise Skip("one rank: nothing crosses /dev/shm")
+    ranks = ctx.intent.gpus_per_node
     shm = ctx.need("host.shm_bytes")
     if shm < GiB:
         container = ctx.get("host.container")
@@ -61,7 +61,7 @@ def shm_too_small(ctx: Context) -> Iterator[Outcome]:
             fix = f"restart the container with --shm-size=16g (or --ipc=host); {container} defaults to 64 MB"
         else:
             fix = "mount -o remount,size=16G /dev/shm"
-        yield fail(f"/dev/shm is {_size(shm)}; {ranks} ranks need at least 1 GiB", fix=fix, evidence={"shm_bytes": shm})
+        yield fail(f"/dev/shm is {_size(shm)}; {ranks} ranks on this node need at least 1 GiB", fix=fix, evidence={"shm_bytes": shm})
     else:
         yield ok(f"/dev/shm is {_size(shm)}")
 
