@@ -15,14 +15,11 @@ _loaded = False
 
 
 def load_all() -> None:
-    """Import every family module (idempotent). A module not written yet is skipped."""
+    """Import every family module (idempotent). A missing one is an install error, never a
+    family of checks silently gone from the report."""
     global _loaded
     if _loaded:
         return
     for name in FAMILY_MODULES:
-        try:
-            importlib.import_module(f"{__name__}.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise
+        importlib.import_module(f"{__name__}.{name}")
     _loaded = True

@@ -85,12 +85,9 @@ def probe(
 
 
 def _load_modules() -> None:
+    # a missing collector is an install error, not sections silently left uncollected
     for mod in COLLECTOR_MODULES:
-        try:
-            importlib.import_module(f"{__name__}.{mod}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{mod}":
-                raise
+        importlib.import_module(f"{__name__}.{mod}")
 
 
 def run_parallel(jobs: Mapping[str, tuple[Callable[[], Any], float | None]]) -> tuple[dict[str, Any], dict[str, Exception]]:
