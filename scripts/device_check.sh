@@ -19,9 +19,9 @@ cd "$(dirname "$0")/.."
 out="${1:-${OUT:-device-check-out}}"
 mkdir -p "$out"
 py="${PYTHON:-python3}"
-[ -x .venv/bin/python ] && py=.venv/bin/python
+[ -z "${PYTHON:-}" ] && [ -x .venv/bin/python ] && py=.venv/bin/python  # a PYTHON given wins
 if ! "$py" -c "import flightcheck" 2>/dev/null; then
-    export PYTHONPATH="$PWD/src${PWD:+:$PWD/.devdeps}${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTHONPATH="$PWD/src:$PWD/.devdeps${PYTHONPATH:+:$PYTHONPATH}"
 fi
 if ! "$py" -c "import flightcheck, msgspec, pynvml" 2>"$out/import-error.txt"; then
     echo "flightcheck or its dependencies are not importable: see $out/import-error.txt" >&2
