@@ -155,6 +155,19 @@ def gpu_subject(gpu: Gpu) -> str:
     return f"gpu:{gpu.index}"
 
 
+#: The cluster UUID of a GPU that belongs to no multi-node NVLink domain.
+ZERO_UUID = "00000000-0000-0000-0000-000000000000"
+
+
+def nvlink_domain(gpu: Gpu) -> tuple[str, int | None] | None:
+    """(cluster UUID, clique) of a GPU whose fabric has completed with a real cluster UUID
+    (the NVLink domain it shares with other nodes' GPUs, if any), else None."""
+    fab = gpu.fabric
+    if fab and fab.state == "completed" and fab.cluster_uuid and fab.cluster_uuid != ZERO_UUID:
+        return fab.cluster_uuid, fab.clique_id
+    return None
+
+
 def multi_node_nvlink_member(facts: Facts) -> bool:
     """Whether this node's GPUs belong to an NVLink domain that spans nodes.
 

@@ -9,14 +9,11 @@ from collections import Counter
 from collections.abc import Iterator
 
 from .._facts import Gpu
-from ._derive import multi_node_nvlink_member
+from ._derive import ZERO_UUID, multi_node_nvlink_member, nvlink_domain
 from ._fabric_text import reset_sequence
 from ._framework import ERROR, WARNING, Context, Missing, Outcome, Skip, check, fail, ok, summary
 from ._gpu_compat import subject
 from .gpu import used_gpus
-
-ZERO_UUID = "00000000-0000-0000-0000-000000000000"
-
 
 def nvswitch(ctx: Context) -> bool | None:
     """Whether this is an NVSwitch system (None: could not tell)."""
@@ -173,7 +170,7 @@ def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
     in containers pass ``NVIDIA_IMEX_CHANNELS=0`` (or the CDI imex-channel device).
     """
     gpus = used_gpus(ctx)
-    domain = [g for g in gpus if g.fabric and g.fabric.state == "completed" and g.fabric.cluster_uuid not in (None, ZERO_UUID)]
+    domain = [g for g in gpus if nvlink_domain(g)]
     fabric_probe = ctx.get("multicast_probe.handle_type") == "fabric"
     if not (fabric_probe or (ctx.intent.nnodes > 1 and domain and multi_node_nvlink_member(ctx.facts))):
         raise Skip("single node, or no multi-node NVLink domain (an HGX node's fabric is its own): POSIX fd handles need no IMEX")
