@@ -10,7 +10,7 @@ node derivations (the GPUs the engine will see, the GPUs used) are computed exac
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._checks._framework import Context
 
@@ -43,7 +43,6 @@ class ClusterContext:
         self.unreachable = dict(sorted((unreachable or {}).items()))
         self.expected = expected
         self.source = source  # "facts-dir" | "ray": decides which fix FC803 prints
-        self.cache: dict[str, Any] = {}
         self._node_ctx: dict[str, Context] = {}
 
     @property

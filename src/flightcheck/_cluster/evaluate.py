@@ -45,11 +45,6 @@ class ClusterReport:
     timings: dict[str, float] = field(default_factory=dict)
     strict: bool = False
 
-    @property
-    def results(self) -> list[CheckResult]:
-        """Every result: each node's, then the cross-node ones."""
-        return [r for rep in self.nodes.values() for r in rep.checks] + self.checks
-
     def to_dict(self) -> dict[str, Any]:
         """The JSON report."""
         return {

@@ -14,7 +14,6 @@ import dataclasses
 import logging
 import os
 import socket
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +34,6 @@ class Gathered:
     unreachable: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     address: str = ""
-    seconds: float = 0.0
 
 
 def _one_line(exc: BaseException) -> str:
@@ -82,7 +80,6 @@ def gather(address: str, intent: Intent, timeout: float) -> Gathered:
     Raises:
         UsageError: Ray is not installed or no cluster answers at ``address``.
     """
-    t0 = time.monotonic()
     ray, owned = _connect(address, timeout)
     try:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -123,7 +120,6 @@ def gather(address: str, intent: Intent, timeout: float) -> Gathered:
                 out.unreachable[name] = f"sent an invalid snapshot: {exc}"
             except Exception as exc:  # the task raised, or its worker died
                 out.unreachable[name] = f"collection failed: {_one_line(exc)}"
-        out.seconds = round(time.monotonic() - t0, 3)
         return out
     finally:
         if owned:
