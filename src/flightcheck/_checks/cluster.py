@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .._cluster.ckpt_compare import checkpoint_findings
-from .._cluster.compare import nvlink_domain, software, software_fix
+from .._cluster.compare import nvlink_domain_findings, software, software_fix
 from .._cluster.context import names_text, outliers
 from ._framework import ERROR, WARNING, Context, Outcome, Skip, check, fail, ok, unknown
 
@@ -244,5 +244,5 @@ def nvlink_domain_split(ctx: ClusterContext) -> Iterator[Outcome]:
     and CliqueId), or fix the partition in the fabric manager configuration.
     """
     _need_two(ctx)
-    yield from nvlink_domain(ctx)
+    yield from nvlink_domain_findings(ctx)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from .._checks._derive import major_minor, multi_node_nvlink_member, package
+from .._checks._derive import major_minor, multi_node_nvlink_member, nvlink_domain, package
 from .._checks._framework import ERROR, WARNING, Outcome, Skip, fail, ok, unknown
 from .context import groups, names_text
 
@@ -97,17 +97,9 @@ def software_fix(facts: Facts, diffs: list[tuple[str, str]], components: list[Co
 
 # ---------------------------------------------------------------- FC805: NVLink domain
 
-_ZERO_UUID = "00000000-0000-0000-0000-000000000000"
-
-
 def _domains(ctx: ClusterContext, name: str) -> set[tuple[str, int | None]]:
     """(cluster UUID, clique) of each GPU used with a completed fabric and a real UUID."""
-    out = set()
-    for g in ctx.node(name).gpus_used:
-        fab = g.fabric
-        if fab and fab.state == "completed" and fab.cluster_uuid and fab.cluster_uuid != _ZERO_UUID:
-            out.add((fab.cluster_uuid, fab.clique_id))
-    return out
+    return {d for g in ctx.node(name).gpus_used if (d := nvlink_domain(g)) is not None}
 
 
 def _domain_text(key: tuple[str, int | None]) -> str:
@@ -128,7 +120,7 @@ def _imex_fix(facts: Facts) -> str:
     return fix + "\n(in a container: pass NVIDIA_IMEX_CHANNELS=0)"
 
 
-def nvlink_domain(ctx: ClusterContext) -> Iterator[Outcome]:
+def nvlink_domain_findings(ctx: ClusterContext) -> Iterator[Outcome]:
     """FC805's findings: nodes outside the domain the others share, nodes without IMEX."""
     doms = {name: _domains(ctx, name) for name in ctx.nodes}
     if not any(doms[n] and multi_node_nvlink_member(ctx.nodes[n]) for n in ctx.nodes):
