@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import FIXTURES, assert_fires, assert_silent, facts, statuses
+from conftest import FIXTURES, assert_fires, assert_silent, facts, results, statuses
 
 TP8 = {"tensor_parallel_size": 8}
 
@@ -58,12 +58,20 @@ def test_declared_range_is_honoured():
 
 def test_table_is_used_for_snapshots_without_engine_requires():
     doc = sections("healthy-cu131")
-    doc["python"]["engine_requires"] = None
+    doc["python"]["engine"] = doc["python"]["engine_requires"] = None  # recorded before both fields existed
     doc["python"]["packages"]["flashinfer-python"] = "0.6.12"
     (r,) = assert_fires("FC702", facts("b300", **doc), **TP8)
     assert "requirements/cuda.txt" in r.message
     doc["python"]["packages"]["vllm"] = "0.34.0"  # not in the table: say so, do not guess
     assert statuses(facts("b300", **doc), "FC702", **TP8) == {"skip"}
+
+
+def test_metadata_that_declares_no_flashinfer_is_not_overridden_by_the_table():
+    doc = sections("healthy-cu131")
+    doc["python"]["engine_requires"] = None  # collected for vllm: its metadata names no flashinfer-python
+    doc["python"]["packages"]["flashinfer-python"] = "0.6.12"
+    (r,) = results(facts("b300", **doc), **TP8)["FC702"]
+    assert r.status.value == "skip" and "declares no flashinfer-python requirement" in r.message
 
 
 def test_requirement_recorded_for_another_engine_is_not_applied():

@@ -69,8 +69,8 @@ def declared_requirement(ctx: Context) -> tuple[str | None, str]:
     """(specifier such as ``==0.7.2.post1``, where it came from) for the engine in use."""
     py = ctx.facts.python
     engine = ctx.intent.engine
-    if py is not None and py.engine == engine and py.engine_requires:
-        spec = py.engine_requires.removeprefix("flashinfer-python")
+    if py is not None and py.engine == engine:  # collected for this engine: its metadata decides, none included
+        spec = py.engine_requires.removeprefix("flashinfer-python") if py.engine_requires else None
         return spec, f"{engine}'s metadata"
     installed = py.packages.get(engine) if py and py.packages else None
     if engine == "vllm" and installed:
