@@ -43,14 +43,6 @@ def arch_to_cc(arch: str) -> str:
     return f"{digits[:-1]}.{digits[-1]}"
 
 
-def sm_of(cc: str | None) -> str | None:
-    """'10.3' -> 'sm_103' (torch's arch-list naming)."""
-    if not cc or "." not in cc:
-        return None
-    major, _, minor = cc.partition(".")
-    return f"sm_{major}{minor}"
-
-
 #: Code built for one arch: (major, minor, suffix "a" | "f" | "", PTX rather than a cubin).
 ArchCode = tuple[int, int, str, bool]
 

@@ -213,9 +213,6 @@ def summary(prefix: str) -> Callable[[Callable[[Context], str]], Callable[[Conte
     return register
 
 
-_MISSING = object()
-
-
 class Context:
     """What a check may read: the facts, the intent, and (lazily) the checkpoint on disk."""
 

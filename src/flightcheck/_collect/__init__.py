@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as _dt
 import importlib
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -197,8 +196,3 @@ FACTS_ENV = "FLIGHTCHECK_FACTS"
 def env_facts_files(env: Mapping[str, str]) -> list[str]:
     """The files ``FLIGHTCHECK_FACTS`` names (empty entries ignored)."""
     return [p for p in env.get(FACTS_ENV, "").split(os.pathsep) if p.strip()]
-
-
-def own_python() -> str:
-    """flightcheck's own interpreter."""
-    return sys.executable
