@@ -62,6 +62,35 @@ def test_output_file_is_written_atomically(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
 
 
+def test_output_to_a_fifo_or_through_a_symlink_replaces_neither(tmp_path):
+    """--output /dev/null (or /dev/stdout, a FIFO) is written into: a rename over it, as root,
+    once swapped the machine's /dev/null for a regular file. A symlink stays a link."""
+    import os
+    import stat
+    import threading
+
+    from flightcheck._report import write_atomic
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    write_atomic(fifo, "report\n")
+    reader.join(timeout=10)
+    assert got == ["report\n"] and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]  # no temp file left beside it
+
+    real = tmp_path / "reports" / "flightcheck.prom"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link = tmp_path / "flightcheck.prom"
+    link.symlink_to(real)
+    write_atomic(link, "new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["flightcheck.prom"]
+
+
 def test_docs_rules_md_is_the_generated_catalogue():
     """docs/rules.md is what `flightcheck rules --format markdown` prints: regenerate it when a check changes."""
     from pathlib import Path

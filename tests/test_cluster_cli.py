@@ -247,10 +247,10 @@ def test_collect_output_expands_slurms_node_name(tmp_path):
     assert json.loads((tmp_path / "gpu-b300-042.json").read_text())["driver"]["version"] == host_doc("b300")["driver"]["version"]
 
 
-def test_facts_dir_path_never_imports_ray():
+def test_facts_dir_path_never_imports_ray(tmp_path):
     code = (
         "import sys\nfrom flightcheck._cli import main\n"
-        f"rc = main(['cluster', '--facts-dir', {str(FIX)!r}, '-tp', '8', '--format', 'json', '-o', '/dev/null'])\n"
+        f"rc = main(['cluster', '--facts-dir', {str(FIX)!r}, '-tp', '8', '--format', 'json', '-o', {str(tmp_path / 'r.json')!r}])\n"
         "print(rc, 'ray' in sys.modules)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import stat
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,13 +43,31 @@ def emit(text: str, output: str | Path | None) -> None:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same directory + rename.
+    """Write ``text`` to ``path`` through a temp file in the same directory + rename, so a
+    reader never sees half a file. A symlink is followed (the link stays a link); a path
+    that is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is written into,
+    never replaced: a rename over it would swap a device for a file.
 
     Raises:
-        UsageError: the directory is not writable.
+        UsageError: the directory is not writable, or the path cannot be written.
     """
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        special = not stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        special = False  # a new file (or a link to one)
+    except OSError as exc:
+        raise UsageError(f"--output {path}: {exc.strerror or exc}") from None
+    if special:
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise UsageError(f"--output {path}: {exc.strerror or exc}") from None
+        return
+    import tempfile
+
+    target = Path(os.path.realpath(path))
+    directory = target.parent
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
