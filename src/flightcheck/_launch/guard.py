@@ -60,7 +60,7 @@ def grouped_lines(results: list[CheckResult]) -> list[str]:
 
 def decide(report: Report, cmd: EngineCommand, env: dict[str, str], *, no_fallback: bool = False) -> Decision:
     """Stop or start, and with which command and environment."""
-    launch = apply_plan(report.plan, cmd, env) if report.plan else Launch(list(cmd.argv), dict(env))
+    launch = apply_plan(report.plan, cmd, env)  # an empty plan: the command and environment as given
     d = Decision("start", report, launch)
     if report.intent.unparsed:
         d.warnings.append("could not read from the engine command: " + "; ".join(report.intent.unparsed))
