@@ -91,7 +91,7 @@ def _guard(command: list[str]) -> None:
     from ._collect import collect, env_facts_files
     from ._evaluate import evaluate
     from ._launch.command import parse_command
-    from ._launch.guard import color_for, decide, grouped_lines, print_changes, say
+    from ._launch.guard import color_for, decide, grouped_lines, passed_line, print_changes, print_stop, say
 
     t0 = time.perf_counter()
     env = dict(os.environ)
@@ -118,9 +118,7 @@ def _guard(command: list[str]) -> None:
         from ._report import render
 
         err.write(render(report, "text", color=color_for(err)))
-        say(err, "stopping vllm serve before it loads anything:")
-        for reason in d.reasons:
-            err.write(f"    {reason}\n")
+        print_stop(err, d, "stopping vllm serve before it loads anything:")
         say(err, "fix the above, or set FLIGHTCHECK_DISABLE=1 to launch anyway")
         raise SystemExit(1)
     for w in d.warnings:
@@ -135,5 +133,4 @@ def _guard(command: list[str]) -> None:
         sys.argv[1:] = d.launch.argv[offset:]
     print_changes(err, d)
     if not d.launch.changes:
-        n = sum(1 for r in report.checks if r.status.value == "pass")
-        say(err, f"{report.verdict}: {n} checks passed in {report.timings['total_s']:.2f} s")
+        say(err, passed_line(report))

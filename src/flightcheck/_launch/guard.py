@@ -87,6 +87,20 @@ def say(stream: TextIO, text: str) -> None:
     stream.flush()
 
 
+def print_stop(stream: TextIO, d: Decision, headline: str) -> None:
+    """Why the engine is not started: ``headline``, then each reason on its own line."""
+    say(stream, headline)
+    for reason in d.reasons:
+        stream.write(f"    {reason}\n")
+    stream.flush()
+
+
+def passed_line(report: Report) -> str:
+    """The one line said when there is nothing else to say: ``ready: 61 checks passed in 0.21 s``."""
+    n = sum(1 for r in report.checks if r.status is Status.PASS)
+    return f"{report.verdict}: {n} checks passed in {report.timings.get('total_s', 0):.2f} s"
+
+
 def print_changes(stream: TextIO, d: Decision) -> None:
     """Each change of the fallback plan, with its code and reason."""
     if not d.launch.changes:

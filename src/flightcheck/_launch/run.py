@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .._errors import UsageError
 from .._plugin import MARKER
-from .guard import Decision, color_for, decide, exec_engine, print_changes, say, shell_script
+from .guard import Decision, color_for, decide, exec_engine, passed_line, print_changes, print_stop, say, shell_script
 
 if TYPE_CHECKING:
     from .._evaluate import Report
@@ -36,8 +36,7 @@ def _report_out(args: argparse.Namespace, d: Decision) -> None:
     if args.format == "text" and not args.output and (noteworthy or args.verbose):
         sys.stderr.write(render(report, "text", verbose=args.verbose, color=color_for(sys.stderr)))
     elif not noteworthy:
-        n = sum(1 for r in report.checks if r.status.value == "pass")
-        say(sys.stderr, f"{report.verdict}: {n} checks passed in {report.timings.get('total_s', 0):.2f} s")
+        say(sys.stderr, passed_line(report))
     sys.stderr.flush()
 
 
@@ -92,10 +91,7 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
     for w in d.warnings:
         say(sys.stderr, f"warning: {w}")
     if d.action == "stop":
-        say(sys.stderr, "not starting the engine:")
-        for reason in d.reasons:
-            sys.stderr.write(f"    {reason}\n")
-        sys.stderr.flush()
+        print_stop(sys.stderr, d, "not starting the engine:")
         return 1
     print_changes(sys.stderr, d)
     if args.dry_run:
