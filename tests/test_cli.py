@@ -91,6 +91,25 @@ def test_output_to_a_fifo_or_through_a_symlink_replaces_neither(tmp_path):
     assert sorted(p.name for p in real.parent.iterdir()) == ["flightcheck.prom"]
 
 
+def test_a_report_file_never_gets_terminal_colours(tmp_path, monkeypatch):
+    """From a terminal, `-o report.txt` once wrote ANSI escapes into the file (colour
+    followed stdout, which the text does not go to)."""
+    import sys
+    from pathlib import Path
+
+    from flightcheck._cli import main
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    node, cluster = tmp_path / "node.txt", tmp_path / "cluster.txt"
+    assert main(["check", "--example", "b300", "-o", str(node)]) == 0
+    fixtures = Path(__file__).parent / "fixtures" / "cluster"
+    assert main(["cluster", "--facts-dir", str(fixtures), "-tp", "8", "-o", str(cluster)]) == 1  # the mixed fixture set
+    for path in (node, cluster):
+        text = path.read_text()
+        assert "Verdict:" in text and "\x1b[" not in text, path.name
+
+
 def test_docs_rules_md_is_the_generated_catalogue():
     """docs/rules.md is what `flightcheck rules --format markdown` prints: regenerate it when a check changes."""
     from pathlib import Path

@@ -44,7 +44,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     collect_s = time.perf_counter() - t_collect
     report = evaluate(facts, intent, strict=args.strict)
     report.timings = {"collect_s": round(collect_s, 4), **report.timings, "total_s": round(time.perf_counter() - T0, 4)}
-    emit(render(report, args.format, verbose=args.verbose), args.output)
+    # colour follows stdout (a terminal); a file given with --output never gets ANSI codes
+    emit(render(report, args.format, verbose=args.verbose, color=False if args.output else None), args.output)
     return report.exit_code
 
 

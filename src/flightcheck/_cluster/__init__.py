@@ -77,5 +77,5 @@ def main(args: argparse.Namespace) -> int:
     report.timings = {"collect_s": round(collect_s, 4), **report.timings, "total_s": round(time.perf_counter() - T0, 4)}
     from .._report import emit
 
-    emit(render(report, args.format, verbose=args.verbose), args.output)
+    emit(render(report, args.format, verbose=args.verbose, color=False if args.output else None), args.output)
     return report.exit_code

@@ -29,7 +29,7 @@ def _report_out(args: argparse.Namespace, d: Decision) -> None:
 
     report = d.report
     if args.output:
-        write_atomic(args.output, render(report, args.format, verbose=args.verbose))
+        write_atomic(args.output, render(report, args.format, verbose=args.verbose, color=False))
     elif args.format != "text":
         sys.stderr.write(render(report, args.format))
     noteworthy = d.action == "stop" or any(r.status.value in ("fail", "unknown") and r.severity.value != "info" for r in report.checks)
