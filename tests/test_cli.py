@@ -54,6 +54,19 @@ def test_underscore_spelling_of_flags_is_accepted():
     assert report["intent"]["tensor_parallel_size"] == 2
 
 
+def test_the_engine_command_is_never_respelled():
+    """Our flags in either spelling; the engine's arguments exactly as written, with or
+    without `--` (they were once rewritten to dashes when no `--` preceded them)."""
+    from flightcheck._cli import parse_args
+
+    engine = ["vllm", "serve", "m", "--max_model_len", "4k", "--some_future_flag=x_y"]
+    for sub in ("run", "check"):
+        args = parse_args([sub, "--tensor_parallel_size", "2", "--max_model_len=8k", *engine])
+        assert args.engine_command == engine and args.tensor_parallel_size == 2 and args.max_model_len == "8k"
+        args = parse_args([sub, "--tensor_parallel_size=2", "--", *engine])
+        assert [t for t in args.engine_command if t != "--"] == engine and args.tensor_parallel_size == 2
+
+
 def test_output_file_is_written_atomically(tmp_path):
     out = tmp_path / "report.json"
     proc = cli("check", "--example", "b300", "--format", "json", "--output", str(out))

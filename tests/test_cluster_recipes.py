@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from flightcheck._cli import _normalise, build_parser
+from flightcheck._cli import parse_args
 from test_cluster_cli import tiny_model
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
@@ -48,7 +48,7 @@ printf '%s\n' "$*" > "$VLLM_LOG"
 def parse_flightcheck(argv: list[str]) -> Any:
     """Parse a flightcheck command line exactly as the CLI would (raises on a bad flag)."""
     assert argv[0] == "flightcheck", argv
-    return build_parser().parse_args(_normalise(argv[1:]))
+    return parse_args(argv[1:])
 
 
 def script(path: Path, text: str) -> Path:

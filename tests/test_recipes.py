@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from flightcheck._cli import _normalise, build_parser
+from flightcheck._cli import parse_args
 from test_launch_run import FM_STOPPED, MULTICAST_401, base_facts
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
@@ -27,7 +27,7 @@ SLURM = RECIPES / "slurm" / "flightcheck-slurm.sh"
 def parse_flightcheck(argv: list[str]):
     """Parse a flightcheck command line exactly as the CLI would (raises on a bad flag)."""
     assert argv[0] == "flightcheck", argv
-    return build_parser().parse_args(_normalise(argv[1:]))
+    return parse_args(argv[1:])
 
 
 def wrapper(tmp_path: Path) -> Path:

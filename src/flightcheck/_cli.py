@@ -28,7 +28,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _normalise(argv: list[str]) -> list[str]:
-    """Accept vLLM's underscore spellings (``--tensor_parallel_size``) for our own flags."""
+    """Accept vLLM's underscore spellings (``--tensor_parallel_size``) for our own flags.
+
+    Token for token (the count never changes), so :func:`parse_args` can hand the engine
+    command, which this also rewrites when no ``--`` precedes it, back as written.
+    """
     out = []
     for i, tok in enumerate(argv):
         if tok == "--":
@@ -144,11 +148,24 @@ def intent_from_args(args: argparse.Namespace, base: Any = None) -> Any:
     return Intent(**fields)
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed as the command line: our own flags in either spelling, the engine
+    command (``check`` / ``run``) exactly as written.
+
+    Raises:
+        UsageError: a bad flag or value.
+    """
+    args = build_parser().parse_args(_normalise(argv))
+    command = getattr(args, "engine_command", None)
+    if command:  # argparse's REMAINDER is argv's tail: give it back unnormalised
+        args.engine_command = argv[len(argv) - len(command):]
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
-    argv = _normalise(list(sys.argv[1:] if argv is None else argv))
     try:
-        args = build_parser().parse_args(argv)
+        args = parse_args(list(sys.argv[1:] if argv is None else argv))
         from ._commands import HANDLERS
 
         return HANDLERS[args.command](args)
