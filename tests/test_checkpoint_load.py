@@ -161,6 +161,51 @@ def test_hostile_index_path_is_never_opened(tmp_path: Path) -> None:
     assert bad.scan is None and bad.size == 0  # refused before any stat or open
 
 
+@pytest.fixture
+def no_hang():
+    """Fail (SIGALRM) instead of hanging the suite when a read blocks."""
+    import signal
+
+    class Blocked(BaseException):  # not an OSError: no `except OSError` may swallow it
+        pass
+
+    def boom(*_):
+        raise Blocked("blocked: something opened a FIFO")
+
+    old = signal.signal(signal.SIGALRM, boom)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.mark.parametrize("name", ["extra.safetensors", "config.json", "hf_quant_config.json", "model.safetensors.index.json"])
+def test_a_fifo_anywhere_never_blocks(tmp_path: Path, name: str, no_hang) -> None:
+    """Opening a FIFO for reading blocks until a writer comes: every file of the model
+    directory is refused unless regular (the scan, config.json, the index, hf_quant, the
+    facts section's hashes)."""
+    from flightcheck._checkpoint.section import _file_sha256, _header_sha256
+    from flightcheck._memory import build
+    from flightcheck._intent import Intent
+
+    root = healthy(tmp_path)
+    fifo = root / name
+    fifo.unlink(missing_ok=True)
+    os.mkfifo(fifo)
+    ck = load(str(root))
+    if name == "extra.safetensors":  # not in the index: scanned (never opened), not judged
+        assert ck.findings == []
+    elif name == "config.json":
+        assert ck.config is None and "not a regular file" in (ck.config_error or "")
+    elif name == "hf_quant_config.json":
+        assert ck.findings == [] and ck.hf_quant is None
+        assert build(ck, Intent(model=str(root)), total=80 << 30).error is None
+    else:
+        (f,) = ck.of("FC506")
+        assert "is not a regular file" in f.message
+    assert _header_sha256(str(fifo)) is None and _file_sha256(fifo) is None
+
+
 def test_symlink_outside_the_directory_is_a_warning(tmp_path: Path) -> None:
     root = healthy(tmp_path)
     s1 = root / shard_name(0, 3)
@@ -288,3 +333,4 @@ def test_a_dead_worker_costs_nothing_but_time(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(scan_mod, "_BOOT", "import sys; sys.exit(3)  # {msgspec_dir}{here}")
     scans, stats = scan_paths(paths, workers=1)
     assert stats.fallbacks > 0 and all(s.ok for s in scans)
+

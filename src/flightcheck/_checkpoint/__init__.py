@@ -6,8 +6,9 @@ the index cross-check and the findings for the FC5xx checks. ``checkpoint_sectio
 is the facts snapshot's ``checkpoint`` section (``flightcheck collect --model``), which the
 cross-node checks compare.
 
-Submodules: ``resolve`` (path or HF cache), ``validate`` (one header, also the workers'
-body), ``scan`` (many headers, parallel), ``index`` / ``crosscheck`` (the index against the
+Submodules: ``resolve`` (path or HF cache), ``shardio`` (reading the directory's files,
+never blocking), ``validate`` (one header, also the workers' body), ``scan`` (many
+headers, parallel), ``index`` / ``crosscheck`` (the index against the
 headers), ``cache`` (per-shard summaries), ``section`` (the facts section), ``throughput``
 (``--deep`` read speed).
 """

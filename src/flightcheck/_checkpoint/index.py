@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 import posixpath
-import stat
 from pathlib import Path
 from typing import Any, Literal, Optional
 
 import msgspec
 
 from .cache import IndexScan
+from .shardio import NotRegular, TooLarge, read_header, read_small
 from .validate import _HEADER, names_digest
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -33,13 +33,9 @@ class _IndexStr(msgspec.Struct):
 def read_bytes(path: Path) -> tuple[Optional[bytes], Optional[str]]:
     """The index bytes, or why not (not a regular file, too large, unreadable)."""
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return None, "is not a regular file"
-        if st.st_size > MAX_INDEX:
-            return None, f"is {st.st_size:,} bytes, over the {MAX_INDEX:,}-byte limit flightcheck reads"
-        with open(path, "rb") as fh:
-            return fh.read(), None
+        return read_small(path, MAX_INDEX), None
+    except (NotRegular, TooLarge) as exc:
+        return None, f"is {exc.strerror}"
     except OSError as exc:
         return None, f"cannot be read: {exc.strerror or exc}"
 
@@ -94,11 +90,8 @@ def names_by_file(raw: bytes) -> dict[str, list[str]]:
 def header_names(path: str) -> Optional[list[str]]:
     """Tensor names in a shard's header (slow path), or None when it cannot be read."""
     try:
-        with open(path, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            if n > 100_000_000:
-                return None
-            header = _HEADER.decode(fh.read(n))
+        _size, buf = read_header(path)
+        header = _HEADER.decode(buf[8:])  # only the 8 bytes (no usable header): empty, invalid
     except (OSError, msgspec.MsgspecError, RecursionError):
         return None
     header.pop("__metadata__", None)

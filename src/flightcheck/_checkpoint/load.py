@@ -22,6 +22,7 @@ from . import index as idx
 from .cache import IndexScan, ScanCache, file_key
 from .resolve import Resolved, expected_files, incomplete_downloads, resolve
 from .scan import ScanStats, scan_paths
+from .shardio import TooLarge, read_small
 from .validate import ShardScan
 
 MAX_CONFIG = 64 << 20
@@ -61,6 +62,7 @@ class Checkpoint:
     resolved: Resolved
     config: Optional[dict[str, Any]] = None
     config_error: Optional[str] = None
+    hf_quant: Optional[dict[str, Any]] = None  # hf_quant_config.json, when config.json says no quantization
     index_name: Optional[str] = None  # "model.safetensors.index.json" when there is one
     index: Optional[IndexScan] = None
     shards: list[Shard] = field(default_factory=list)
@@ -193,14 +195,13 @@ def _safetensors_in(root: Path) -> list[str]:
 
 
 def _read_config(ck: Checkpoint, root: Path) -> None:
-    path = root / "config.json"
     try:
-        if path.stat().st_size > MAX_CONFIG:
-            ck.config_error = f"config.json is over {MAX_CONFIG >> 20} MiB: not a model config"
-            return
-        raw = path.read_bytes()
+        raw = read_small(root / "config.json", MAX_CONFIG)
     except FileNotFoundError:
         ck.config_error = "config.json is missing: the engine cannot tell the architecture"
+        return
+    except TooLarge:
+        ck.config_error = f"config.json is over {MAX_CONFIG >> 20} MiB: not a model config"
         return
     except OSError as exc:
         ck.config_error = f"config.json cannot be read: {exc.strerror or exc}"
@@ -214,6 +215,17 @@ def _read_config(ck: Checkpoint, root: Path) -> None:
         ck.config_error = f"config.json holds a JSON {type(doc).__name__}, not an object"
         return
     ck.config = doc
+    if not doc.get("quantization_config"):
+        ck.hf_quant = _read_json_object(root / "hf_quant_config.json")
+
+
+def _read_json_object(path: Path) -> Optional[dict[str, Any]]:
+    """A small JSON object file (ModelOpt's legacy hf_quant_config.json), or None."""
+    try:
+        doc = msgspec.json.decode(read_small(path, MAX_CONFIG))
+    except (OSError, msgspec.DecodeError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _not_found_fix(res: Resolved) -> str:

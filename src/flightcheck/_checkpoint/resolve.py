@@ -21,6 +21,10 @@ from typing import Any, Optional
 
 import msgspec
 
+from .shardio import read_small
+
+MAX_TREE = 256 << 20  # a size record of a million files; beyond that it is not one
+
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
@@ -158,7 +162,7 @@ def expected_files(res: Resolved) -> dict[str, tuple[int, str]]:
     if res.repo_dir is None or res.commit is None:
         return {}
     try:
-        tree = msgspec.json.decode((res.repo_dir / "trees" / f"{res.commit}.json").read_bytes(), type=_Tree)
+        tree = msgspec.json.decode(read_small(res.repo_dir / "trees" / f"{res.commit}.json", MAX_TREE), type=_Tree)
     except (OSError, msgspec.MsgspecError, RecursionError):
         return {}
     out: dict[str, tuple[int, str]] = {}

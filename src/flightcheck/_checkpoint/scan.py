@@ -1,8 +1,8 @@
 """Scan many shard headers at once: cache first, then this process plus worker processes.
 
-A worker is ``python -I -S`` importing ``validate`` and ``groups`` from this directory as
-top-level modules (stdlib + msgspec only), so it starts in ~20 ms and never imports
-flightcheck, torch or anything CUDA. Workers only pay
+A worker is ``python -I -S`` importing ``validate``, ``groups`` and ``shardio`` from this
+directory as top-level modules (stdlib + msgspec only), so it starts in ~20 ms and never
+imports flightcheck, torch or anything CUDA. Workers only pay
 when there is enough header to parse: a handful of shards is scanned in this process.
 Work is split by header length (read first, 8 bytes a shard) so the processes finish
 together; this process takes a share too, after the extra work it was given (the index).
@@ -25,6 +25,7 @@ from typing import Any, Optional
 import msgspec
 
 from . import validate
+from .shardio import MAX_HEADER, read_header
 from .validate import Problem, ShardScan
 
 #: Below this much header to parse (bytes), workers cost more than they save.
@@ -61,11 +62,11 @@ class ScanStats:
 def header_length(path: str) -> int:
     """The 8-byte header length of a shard (0 when unreadable: it costs nothing to parse)."""
     try:
-        with open(path, "rb", buffering=0) as fh:
-            n = int.from_bytes(fh.read(8), "little")
+        _size, head = read_header(path, body=False)
     except OSError:
         return 0
-    return n if n <= validate.MAX_HEADER else 0
+    n = int.from_bytes(head, "little")
+    return n if n <= MAX_HEADER else 0
 
 
 def _partition(costs: list[tuple[int, int]], bins: list[int]) -> list[list[int]]:

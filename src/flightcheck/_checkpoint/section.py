@@ -13,7 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any, Optional
 
 from .index import INDEX_NAME
-from .validate import MAX_HEADER
+from .shardio import read_header, read_small
 
 if TYPE_CHECKING:
     from .._intent import Intent
@@ -50,20 +50,15 @@ def checkpoint_section(intent: Intent) -> dict[str, Any]:
 
 def _header_sha256(path: str) -> Optional[str]:
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
-            n = int.from_bytes(head, "little") if len(head) == 8 else MAX_HEADER + 1
-            if n > MAX_HEADER:
-                return None
-            return hashlib.sha256(head + fh.read(n)).hexdigest()
+        _size, buf = read_header(path)
     except OSError:
         return None
+    n = int.from_bytes(buf[:8], "little")
+    return hashlib.sha256(buf).hexdigest() if len(buf) == 8 + n else None
 
 
 def _file_sha256(path: os.PathLike[str] | str, limit: int = 64 << 20) -> Optional[str]:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
+        return hashlib.sha256(read_small(path, limit)).hexdigest()
     except OSError:
         return None
-    return hashlib.sha256(data).hexdigest() if len(data) <= limit else None

@@ -1,6 +1,7 @@
 """Read and validate one safetensors shard header, as the safetensors library would.
 
-This module is also the body of the parallel scan's worker processes, so it imports only
+The file is read through ``shardio`` (regular files only, the header alone). This module
+is also the body of the parallel scan's worker processes, so it imports only
 the standard library and msgspec (a worker starts in ~20 ms with ``python -S``) and never
 raises: every problem becomes a :class:`Problem` with the code of the check that reports
 it (FC503 size, FC504 header, FC508 unreadable).
@@ -20,8 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
-import stat
 import sys
 from itertools import repeat
 from operator import itemgetter, lshift, mul, sub
@@ -31,12 +30,13 @@ import msgspec
 
 try:
     from .groups import Group, group_tensors
+    from .shardio import MAX_HEADER, NotRegular, read_header
 except ImportError:  # a scan worker loads these files as top-level modules, never flightcheck
     from groups import Group, group_tensors  # type: ignore[no-redef]
+    from shardio import MAX_HEADER, NotRegular, read_header  # type: ignore[no-redef]
 
 __all__ = ["DTYPE_BITS", "MAX_HEADER", "Group", "Problem", "ShardScan", "names_digest", "parse_header", "scan_file"]
 
-MAX_HEADER = 100_000_000  # safetensors' MAX_HEADER_SIZE
 MAX_DIMS = 64  # no real tensor has more; bounds the work a hostile shape can cause
 
 #: dtype -> bits per element (safetensors Dtype::bitsize, 0.8).
@@ -109,50 +109,15 @@ def _n(x: int) -> str:
 
 def scan_file(path: str, sha: bool = False) -> ShardScan:
     """Scan one shard on disk (``sha``: also hash the header). Never raises; never reads
-    past the header."""
+    past the header; never opens anything but a regular file."""
     scan = ShardScan()
     try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            return _fail(scan, "FC508", "not a regular file")
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_NONBLOCK", 0))
+        scan.size, buf = read_header(path)
+    except NotRegular:
+        return _fail(scan, "FC508", "not a regular file")
     except OSError as exc:
-        return _fail(scan, "FC508", f"cannot open: {exc.strerror or exc}")
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):  # swapped after the stat: refuse all the same
-            return _fail(scan, "FC508", "not a regular file")
-        scan.size = st.st_size
-        head = _pread(fd, 8, 0)
-        if len(head) < 8:
-            return _fail(scan, "FC503", f"the file is {scan.size} bytes: too short for even the 8-byte header length (truncated)")
-        n = int.from_bytes(head, "little")
-        if n > MAX_HEADER:
-            scan.header_len = n
-            return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes, over safetensors' {_n(MAX_HEADER)}-byte limit")
-        if 8 + n > scan.size:
-            scan.header_len = n
-            return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes but the file has only {_n(scan.size - 8)} after it (truncated or not safetensors)")
-        raw = _pread(fd, n, 8)
-    except OSError as exc:
-        return _fail(scan, "FC508", f"read failed: {exc.strerror or exc}")
-    finally:
-        os.close(fd)
-    if len(raw) < n:  # shrank while we read it
-        return _fail(scan, "FC503", f"the file ended after {_n(8 + len(raw))} bytes while reading a {_n(n)}-byte header (truncated)")
-    return parse_header(head + raw, scan.size, scan, sha=sha)
-
-
-def _pread(fd: int, size: int, offset: int) -> bytes:
-    parts = []
-    while size > 0:
-        chunk = os.pread(fd, min(size, 1 << 26), offset)
-        if not chunk:
-            break
-        parts.append(chunk)
-        size -= len(chunk)
-        offset += len(chunk)
-    return b"".join(parts)
+        return _fail(scan, "FC508", f"cannot read: {exc.strerror or exc}")
+    return parse_header(buf, scan.size, scan, sha=sha)
 
 
 def parse_header(buf: bytes, file_size: Optional[int] = None, scan: Optional[ShardScan] = None, *, sha: bool = False) -> ShardScan:
@@ -162,13 +127,17 @@ def parse_header(buf: bytes, file_size: Optional[int] = None, scan: Optional[Sha
     """
     scan = scan or ShardScan(size=file_size or 0)
     if len(buf) < 8:
-        return _fail(scan, "FC503", f"only {len(buf)} bytes: too short for the 8-byte header length (truncated)")
+        return _fail(scan, "FC503", f"{_n(len(buf))} bytes: too short for even the 8-byte header length (truncated)")
     n = int.from_bytes(buf[:8], "little")
     scan.header_len = n
     if n > MAX_HEADER:
         return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes, over safetensors' {_n(MAX_HEADER)}-byte limit")
+    if file_size is not None and 8 + n > file_size:
+        return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes but the file has only {_n(file_size - 8)} after it (truncated or not safetensors)")
     raw = buf[8 : 8 + n]
     if len(raw) < n:
+        if file_size is not None:  # the file was long enough a moment ago: it shrank while read
+            return _fail(scan, "FC503", f"the file ended after {_n(8 + len(raw))} bytes while reading a {_n(n)}-byte header (truncated)")
         return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes but only {_n(len(raw))} follow it")
     if sha:  # the cross-node comparison's fingerprint (collect only: it costs ~0.3 ms/MB)
         scan.header_sha256 = hashlib.sha256(buf[: 8 + n]).hexdigest()

@@ -12,7 +12,7 @@ bytes per token), ``budget`` (utilization, reserve), ``layout`` (valid layouts),
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from .config import ModelConfig, parse
 from .model import MemoryModel, resolve_reserve, resolve_utilization
@@ -65,7 +65,7 @@ def build(ck: Optional[Checkpoint], intent: Intent, *, total: Optional[int], gpu
     if ck.config is None:
         m.error = f"{ck.config_error} (FC507)"
         return m
-    m.cfg = parse(ck.config, _hf_quant(ck))
+    m.cfg = parse(ck.config, ck.hf_quant)
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
@@ -87,15 +87,3 @@ def build(ck: Optional[Checkpoint], intent: Intent, *, total: Optional[int], gpu
     resolve_reserve(m, intent.reserve_gib)
     return m
 
-
-def _hf_quant(ck: Checkpoint) -> Optional[dict[str, Any]]:
-    """ModelOpt's legacy hf_quant_config.json, when config.json has no quantization_config."""
-    if ck.path is None or (ck.config or {}).get("quantization_config"):
-        return None
-    import msgspec
-
-    try:
-        doc = msgspec.json.decode((ck.path / "hf_quant_config.json").read_bytes())
-    except (OSError, msgspec.MsgspecError, RecursionError):
-        return None
-    return doc if isinstance(doc, dict) else None
