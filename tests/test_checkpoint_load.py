@@ -334,3 +334,58 @@ def test_a_dead_worker_costs_nothing_but_time(tmp_path: Path, monkeypatch: pytes
     scans, stats = scan_paths(paths, workers=1)
     assert stats.fallbacks > 0 and all(s.ok for s in scans)
 
+
+def _recording_spawn(monkeypatch: pytest.MonkeyPatch) -> list:
+    from flightcheck._checkpoint import scan as scan_mod
+
+    spawned: list = []
+    real = scan_mod._spawn
+
+    def spawn(paths, sha):
+        proc = real(paths, sha)
+        spawned.append(proc)
+        return proc
+
+    monkeypatch.setattr(scan_mod, "_spawn", spawn)
+    return spawned
+
+
+def test_a_hung_worker_is_killed_and_reaped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flightcheck._checkpoint import scan as scan_mod
+
+    paths = sorted(str(p) for p in healthy(tmp_path, shards=3).glob("*.safetensors"))
+    spawned = _recording_spawn(monkeypatch)
+    monkeypatch.setattr(scan_mod, "_BOOT", "import time; time.sleep(600)  # {msgspec_dir}{here}")
+    scans, stats = scan_paths(paths, workers=1, timeout=1.0)
+    assert stats.workers == 1 and any("took over 1 s" in p.message for s in scans for p in s.problems)
+    assert spawned and all(p.returncode is not None for p in spawned)  # waited for, not a zombie
+
+
+def test_an_interrupted_scan_leaves_no_worker_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flightcheck._checkpoint import scan as scan_mod
+
+    paths = sorted(str(p) for p in healthy(tmp_path, shards=3).glob("*.safetensors"))
+    spawned = _recording_spawn(monkeypatch)
+    monkeypatch.setattr(scan_mod, "_BOOT", "import time; time.sleep(600)  # {msgspec_dir}{here}")
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        scan_paths(paths, workers=2, parent_work=interrupted)
+    assert len(spawned) == 2 and all(p.returncode is not None for p in spawned)
+
+
+def test_a_foreign_validate_module_beside_msgspec_is_not_imported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """configobj installs a top-level ``validate`` into site-packages: the workers must
+    import ours (else each dies and its shards are redone here, slowly)."""
+    import msgspec
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "msgspec").symlink_to(Path(msgspec.__file__).parent)
+    (site / "validate.py").write_text("import sys; sys.exit(3)\n")
+    monkeypatch.setattr(msgspec, "__file__", str(site / "msgspec" / "__init__.py"))
+    paths = sorted(str(p) for p in healthy(tmp_path, shards=3).glob("*.safetensors"))
+    scans, stats = scan_paths(paths, workers=1)
+    assert stats.workers == 1 and stats.fallbacks == 0 and all(s.ok for s in scans)

@@ -7,7 +7,8 @@ when there is enough header to parse: a handful of shards is scanned in this pro
 Work is split by header length (read first, 8 bytes a shard) so the processes finish
 together; this process takes a share too, after the extra work it was given (the index).
 A worker that dies or times out costs only its own shards, which are rescanned here (a
-timeout marks them unreadable instead: the filesystem is hanging).
+timeout marks them unreadable instead: the filesystem is hanging). Every worker is waited
+for before the scan returns or raises, and killed first if its results are not wanted.
 """
 
 from __future__ import annotations
@@ -34,8 +35,11 @@ PARALLEL_MIN_BYTES = 6 << 20
 WORKER_START_BYTES = 3 << 20
 MAX_WORKERS = 16
 TIMEOUT_S = 120.0
+REAP_S = 2.0  # after SIGKILL: a process stuck in the kernel (dead NFS) is left to the OS
 
-_BOOT = "import sys;sys.path[:0]=[{msgspec_dir!r},{here!r}];import validate;sys.exit(validate.main())"
+# this directory first: the site-packages that holds msgspec may hold a `validate` of its
+# own (configobj installs one), which would make every worker fail
+_BOOT = "import sys;sys.path[:0]=[{here!r},{msgspec_dir!r}];import validate;sys.exit(validate.main())"
 
 
 def cpus() -> int:
@@ -90,10 +94,32 @@ def _spawn(paths: list[str], sha: bool) -> subprocess.Popen[bytes]:
         start_new_session=True,  # its own process group: a timeout kills it whole
     )
     assert proc.stdin is not None
-    proc.stdin.write(msgspec.msgpack.encode([paths, sha]))
-    proc.stdin.close()
+    try:
+        proc.stdin.write(msgspec.msgpack.encode([paths, sha]))
+        proc.stdin.close()
+    except OSError:  # it died before reading its work: reap it, the caller does the share
+        _kill(proc)
+        raise
     proc.stdin = None  # written and closed: communicate() must not touch it again
     return proc
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill a worker's process group and reap it (waiting at most REAP_S)."""
+    if proc.stdin is not None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        proc.stdin = None
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        proc.communicate(timeout=REAP_S)
+    except subprocess.TimeoutExpired:
+        pass  # uninterruptible (D state): Popen reaps it on a later call once it can die
 
 
 def _collect(proc: subprocess.Popen[bytes], n: int, deadline: float) -> Optional[list[ShardScan]]:
@@ -101,11 +127,7 @@ def _collect(proc: subprocess.Popen[bytes], n: int, deadline: float) -> Optional
     try:
         out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-        proc.communicate()
+        _kill(proc)
         return None
     if proc.returncode != 0:
         return None
@@ -142,23 +164,24 @@ def scan_paths(
         if total >= PARALLEL_MIN_BYTES and len(paths) > 1:
             workers = min(MAX_WORKERS, len(paths) - 1, max(1, cpus() - 1), max(1, total // (2 * WORKER_START_BYTES)))
     procs: list[tuple[subprocess.Popen[bytes], list[int]]] = []
+    collected = 0  # procs[:collected] have been waited for
     mine = list(range(len(paths)))
-    if workers > 0:
-        bins = _partition(costs, [parent_extra] + [penalty] * workers)
-        mine = bins[0]
-        for share in bins[1:]:
-            if not share:
-                continue
-            try:
-                procs.append((_spawn([paths[i] for i in share], sha), share))
-            except OSError:
-                mine.extend(share)  # cannot start a process here: do it ourselves
-    stats.workers = len(procs)
-    deadline = time.monotonic() + timeout
     was_enabled = gc.isenabled()
-    gc.disable()  # header parsing makes many containers and no cycles
     error: Optional[BaseException] = None
     try:
+        if workers > 0:
+            bins = _partition(costs, [parent_extra] + [penalty] * workers)
+            mine = bins[0]
+            for share in bins[1:]:
+                if not share:
+                    continue
+                try:
+                    procs.append((_spawn([paths[i] for i in share], sha), share))
+                except OSError:
+                    mine.extend(share)  # cannot start a process here: do it ourselves
+        stats.workers = len(procs)
+        deadline = time.monotonic() + timeout
+        gc.disable()  # header parsing makes many containers and no cycles
         if parent_work is not None:
             try:
                 parent_work()
@@ -168,6 +191,7 @@ def scan_paths(
             results[i] = validate.scan_file(paths[i], sha)
         for proc, share in procs:
             got = _collect(proc, len(share), deadline)
+            collected += 1
             for j, i in enumerate(share):
                 if got is not None:
                     results[i] = got[j]
@@ -179,6 +203,8 @@ def scan_paths(
     finally:
         if was_enabled:
             gc.enable()
+        for proc, _share in procs[collected:]:  # interrupted (^C, a bug): leave no orphan behind
+            _kill(proc)
     if error is not None:
         raise error
     stats.seconds = time.perf_counter() - t0
