@@ -57,6 +57,28 @@ def test_a_changed_file_is_rescanned(tmp_path: Path) -> None:
     assert ck.of("FC503") and ck.of("FC503")[0].subject == f"shard:{s2.name}"
 
 
+def test_a_shard_in_a_subdirectory_is_cached_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shards the index names outside the directory listing are scanned after it: their
+    scans were written to the cache but never looked up, so every run rescanned them."""
+    from flightcheck._checkpoint import crosscheck
+
+    root = model(tmp_path)
+    (root / "sub").mkdir()
+    name = shard_name(2, 3)
+    os.replace(root / name, root / "sub" / name)
+    index = root / "model.safetensors.index.json"
+    doc = json.loads(index.read_text())
+    doc["weight_map"] = {t: (f"sub/{f}" if f == name else f) for t, f in doc["weight_map"].items()}
+    index.write_text(json.dumps(doc))
+    first = load(str(root))
+    assert first.findings == [] and any(s.name == f"sub/{name}" and s.scan.ok for s in first.shards)
+    scanned: list[str] = []
+    real = crosscheck.scan_file
+    monkeypatch.setattr(crosscheck, "scan_file", lambda p: scanned.append(p) or real(p))
+    second = load(str(root))
+    assert scanned == [] and [s.scan for s in second.shards] == [s.scan for s in first.shards]
+
+
 def test_a_changed_index_is_reread(tmp_path: Path) -> None:
     root = model(tmp_path)
     load(str(root))

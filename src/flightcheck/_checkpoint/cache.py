@@ -112,7 +112,10 @@ class ScanCache:
         return None
 
     def put_shard(self, real: str, key: FileKey, scan: ShardScan) -> None:
-        """Remember a fresh scan (problems included: a broken shard stays broken until it changes)."""
+        """Remember a fresh scan (problems included: a broken shard stays broken until it
+        changes) — unless it could not be read (FC508): that may be a passing hiccup."""
+        if any(p.code == "FC508" for p in scan.problems):
+            return
         self.data.shards[real] = _Entry(key, scan)
         self.dirty = True
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from . import index as idx
+from .cache import file_key
 from .validate import ShardScan, scan_file
 
 if TYPE_CHECKING:
@@ -74,11 +75,11 @@ def assemble(
         shard.allocated = st.st_blocks * 512 if hasattr(st, "st_blocks") else None
         scan = scans.get(name)
         if scan is None:  # named by the index but outside the first listing (a subdirectory)
-            scan = scan_file(str(shard.path))
-            if not any(p.code == "FC508" for p in scan.problems):
-                from .cache import file_key
-
-                cache.put_shard(real, file_key(st), scan)
+            key = file_key(st)
+            scan = cache.shard(real, key)
+            if scan is None:
+                scan = scan_file(str(shard.path))
+                cache.put_shard(real, key, scan)
         shard.scan = scan
         for p in scan.problems:
             ck.findings.append(Finding(p.code, shard.subject, p.message, fix=_problem_fix(ck, shard, p.code)))

@@ -131,7 +131,7 @@ def load(
         ck.index_name = idx.INDEX_NAME
         try:
             index_key = file_key(index_path.stat())
-            ck.index = cache.index(index_key) if cache.enabled else None
+            ck.index = cache.index(index_key)
         except OSError:
             index_key = None
     # Scan what is on disk now, while (if needed) this process parses the index: for a
@@ -149,7 +149,7 @@ def load(
         stats_by_name[name] = st
         real = os.path.realpath(root / name)
         key = file_key(st)
-        hit = cache.shard(real, key) if cache.enabled else None
+        hit = cache.shard(real, key)
         if hit is not None and (not sha or hit.header_sha256 or not hit.ok):
             scans[name] = hit
         else:
@@ -171,8 +171,7 @@ def load(
     fresh, ck.stats = scan_paths([r for _, r, _ in todo], parent_extra=index_cost // 2, parent_work=parse_index, workers=workers, sha=sha)
     for (name, real, key), scan in zip(todo, fresh):
         scans[name] = scan
-        if cache.enabled and not any(p.code == "FC508" for p in scan.problems):
-            cache.put_shard(real, key, scan)  # unreadable is not cached: it may be a passing hiccup
+        cache.put_shard(real, key, scan)
     ck.stats.shards = len(todo) + (len(scans) - len(fresh))
     ck.stats.cached = len(scans) - len(fresh)
     if cache.enabled:
