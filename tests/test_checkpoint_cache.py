@@ -99,6 +99,9 @@ def test_corrupt_cache_is_ignored_and_rewritten(tmp_path: Path) -> None:
     ck = load(str(root))
     assert ck.cache == "cold" and ck.findings == []
     assert msgspec.msgpack.decode(path.read_bytes(), type=CacheFile).format == FORMAT
+    path.unlink()
+    os.mkfifo(path)  # opening it would block: refused, replaced
+    assert load(str(root)).cache == "cold" and path.is_file()
 
 
 def test_foreign_entries_are_not_trusted(tmp_path: Path) -> None:

@@ -20,10 +20,12 @@ from typing import Optional
 
 import msgspec
 
+from .shardio import read_small
 from .validate import ShardScan
 
 #: Bump when ShardScan / IndexScan change meaning: older files are then ignored.
 FORMAT = "flightcheck.ckpt-cache/3"
+MAX_CACHE = 256 << 20  # a 390k-tensor model's file is ~0.2 MB
 
 FileKey = tuple[int, int, int, int, int]  # size, mtime_ns, inode, ctime_ns, device
 
@@ -89,8 +91,11 @@ class ScanCache:
 
     def _load(self) -> None:
         try:
-            raw = self.path.read_bytes()
+            raw = read_small(self.path, MAX_CACHE)
+        except FileNotFoundError:
+            return
         except OSError:
+            self.dirty = True  # a FIFO, a directory, absurdly large, unreadable: replace it
             return
         try:
             data = msgspec.msgpack.decode(raw, type=CacheFile)
