@@ -126,3 +126,22 @@ def test_a_bug_while_reading_is_unknown_once(tmp_path: Path, monkeypatch: pytest
     assert len(calls) == 1
     assert {r.status.value for r in res["FC501"]} == {"unknown"} and "synthetic" in res["FC501"][0].message
     assert {r.status.value for r in res["FC401"]} == {"skip"}
+
+
+def test_a_bug_in_the_memory_model_is_unknown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built once; every FC4xx check says 'unknown' with the cause, none re-runs it."""
+    import flightcheck._memory as mem_mod
+    from conftest import facts, results
+
+    root = write_checkpoint(tmp_path / "m", load_config("tiny-llama"), shards=2, dense=True)
+    calls = []
+
+    def boom(*a, **k):
+        calls.append(1)
+        raise ValueError("synthetic")
+
+    monkeypatch.setattr(mem_mod, "build", boom)
+    res = results(facts("b300"), model=str(root))
+    assert len(calls) == 1
+    for code in ("FC401", "FC402", "FC403", "FC404", "FC405"):
+        assert {r.status.value for r in res[code]} == {"unknown"} and "synthetic" in res[code][0].message, code

@@ -198,3 +198,30 @@ def test_config_errors_leave_a_reason() -> None:
     inner = {k: v for k, v in load_config("tiny-llama").items() if k != "architectures"}
     wrapped = parse({"architectures": ["X"], "text_config": inner})
     assert wrapped.layers == 4 and wrapped.architectures == ("X",)
+
+
+@pytest.mark.parametrize("override, missing", [
+    ({"num_hidden_layers": 10**12}, "num_hidden_layers (got 1,000,000,000,000)"),  # was a MemoryError
+    ({"num_hidden_layers": -3}, "num_hidden_layers (got -3)"),
+    ({"num_attention_heads": 0}, "num_attention_heads (got 0)"),
+    ({"hidden_size": "4096"}, "hidden_size (got 4096)"),
+])
+def test_implausible_required_fields_are_fc507(override: dict, missing: str) -> None:
+    cfg = parse({**load_config("tiny-llama"), **override})
+    assert cfg.missing == [missing] and cfg.layers <= 100_000
+
+
+@pytest.mark.parametrize("override", [
+    {"quantization_config": {"quant_method": "compressed-tensors", "config_groups": [1, 2]}},  # was AttributeError
+    {"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g": 5, "h": {"weights": 7}}}},
+    {"architectures": 5},  # was TypeError
+    {"rope_scaling": {"type": "linear", "factor": 1e308}},  # the window was inf: OverflowError in FC405
+    {"sliding_window": -1, "model_type": "mistral"},  # a negative window made KV bytes negative
+    {"max_position_embeddings": -5, "num_key_value_heads": -1},
+])
+def test_hostile_config_values_never_raise(override: dict) -> None:
+    cfg = parse({**load_config("tiny-llama"), **override})
+    assert cfg.missing == []
+    shape = kv_shape(cfg, range(cfg.layers), 1, "auto")
+    assert shape.bytes_for(4096) > 0 and shape.window >= 0
+    assert cfg.context_window is None or 0 < cfg.context_window < 1 << 62

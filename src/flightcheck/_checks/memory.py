@@ -23,6 +23,8 @@ def _model(ctx: Context) -> Any:
     m = ctx.memory
     if m is None:
         raise Skip("no --model given")
+    if m.crash:
+        raise RuntimeError(m.error)
     if m.error:
         raise Skip(f"needs the checkpoint: {m.error}")
     return m
@@ -30,9 +32,7 @@ def _model(ctx: Context) -> Any:
 
 def _window(ctx: Context, m: Any) -> tuple[int | None, str, bool]:
     """(the model's context window, the override variable, whether it is set)."""
-    limit = m.cfg.max_position
-    if limit is not None and m.cfg.rope_factor:
-        limit = int(limit * m.cfg.rope_factor)
+    limit = m.cfg.context_window
     var = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" if m.engine == "sglang" else "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
     env = ctx.facts.env or {}
     return limit, var, (env.get(var) or "").strip().lower() in ("1", "true")

@@ -27,7 +27,18 @@ __all__ = ["Layout", "MemoryModel", "ModelConfig", "build", "model_for_context"]
 
 
 def model_for_context(ctx: Context) -> MemoryModel:
-    """The memory model of this launch on this node."""
+    """The memory model of this launch on this node (a bug while building it is kept in
+    ``crash``: computed once, not raised again by every FC4xx check)."""
+    try:
+        return _for_context(ctx)
+    except Exception as exc:
+        m = MemoryModel(engine=ctx.intent.engine)
+        m.crash = f"{type(exc).__name__}: {exc}"
+        m.error = f"computing the memory model failed: {m.crash}"
+        return m
+
+
+def _for_context(ctx: Context) -> MemoryModel:
     from .._checks._derive import package
 
     gpus = ctx.gpus_used

@@ -11,8 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-#: Fields without which no memory figure can be computed (FC507).
+#: Fields without which no memory figure can be computed (FC507): positive integers.
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads")
+#: Far beyond any model; bounds the per-layer lists a hostile config could ask for.
+MAX_LAYERS = 100_000
+MAX_ROPE_FACTOR = 1 << 20
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp32": 4, "bf16": 2, "fp16": 2}
 _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "n_experts", "moe_num_experts")
@@ -81,11 +84,21 @@ class ModelConfig:
     def layers_of(self, kind: str) -> int:
         return sum(1 for k in self.layer_kinds if k == kind)
 
+    @property
+    def context_window(self) -> Optional[int]:
+        """The longest max_model_len the engine accepts without an override:
+        max_position_embeddings, times a linear / dynamic rope-scaling factor."""
+        if self.max_position is None or not self.rope_factor:
+            return self.max_position
+        return int(self.max_position * self.rope_factor)
+
 
 def _int(d: dict[str, Any], *keys: str) -> Optional[int]:
+    """The first of ``keys`` holding a non-negative integer (every field read is a size or a
+    count: anything else is as good as absent)."""
     for k in keys:
         v = d.get(k)
-        if isinstance(v, int) and not isinstance(v, bool):
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
             return v
     return None
 
@@ -106,9 +119,13 @@ def text_config(doc: dict[str, Any]) -> dict[str, Any]:
 def parse(doc: dict[str, Any], hf_quant: Optional[dict[str, Any]] = None) -> ModelConfig:
     """Read ``doc`` (config.json); ``hf_quant`` is ModelOpt's hf_quant_config.json if any."""
     d = text_config(doc)
-    c = ModelConfig(model_type=str(d.get("model_type") or ""), architectures=tuple(a for a in d.get("architectures") or () if isinstance(a, str)))
-    c.missing = [k for k in REQUIRED if _int(d, k) is None]
+    archs = d.get("architectures")
+    c = ModelConfig(model_type=str(d.get("model_type") or ""), architectures=tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else ())
+    c.missing = [k if k not in d else f"{k} (got {str(d[k])[:40]})" for k in REQUIRED if not _int(d, k)]
     c.layers = _int(d, "num_hidden_layers") or 0
+    if c.layers > MAX_LAYERS:
+        c.missing.append(f"num_hidden_layers (got {c.layers:,})")
+        c.layers = 0
     c.hidden = _int(d, "hidden_size") or 0
     c.heads = _int(d, "num_attention_heads") or 0
     c.kv_heads = _int(d, "num_key_value_heads", "num_kv_heads") or c.heads
@@ -120,8 +137,9 @@ def parse(doc: dict[str, Any], hf_quant: Optional[dict[str, Any]] = None) -> Mod
     c.tie_embeddings = bool(d.get("tie_word_embeddings", False))
     c.intermediate = _int(d, "intermediate_size", "ffn_hidden_size")
     rope = d.get("rope_scaling") if isinstance(d.get("rope_scaling"), dict) else None
-    if rope and str(rope.get("rope_type") or rope.get("type")) in ("linear", "dynamic") and isinstance(rope.get("factor"), (int, float)):
-        c.rope_factor = float(rope["factor"])
+    factor = rope.get("factor") if rope and str(rope.get("rope_type") or rope.get("type")) in ("linear", "dynamic") else None
+    if isinstance(factor, (int, float)) and not isinstance(factor, bool) and 0 < factor <= MAX_ROPE_FACTOR:
+        c.rope_factor = float(factor)
     c.kv_lora_rank = _int(d, "kv_lora_rank")
     c.qk_rope_head_dim = _int(d, "qk_rope_head_dim") or 0
     c.qk_nope_head_dim = _int(d, "qk_nope_head_dim") or 0
@@ -198,8 +216,11 @@ def quant_of(q: Optional[dict[str, Any]], hf_quant: Optional[dict[str, Any]] = N
     if method == "compressed-tensors":
         fmt = str(q.get("format") or "").lower()
         group = None
-        for g in (q.get("config_groups") or {}).values():
-            w = (g or {}).get("weights") or {}
+        groups = q.get("config_groups")
+        for g in groups.values() if isinstance(groups, dict) else ():
+            w = g.get("weights") if isinstance(g, dict) else None
+            if not isinstance(w, dict):
+                continue
             group = group or _int(w, "group_size")
             blk = w.get("block_structure")
             if isinstance(blk, list) and blk and isinstance(blk[0], int):

@@ -41,6 +41,7 @@ class MemoryModel:
     load_bytes: Optional[int] = None
     throughput: Optional[dict[str, Any]] = None
     error: Optional[str] = None
+    crash: Optional[str] = None  # a flightcheck bug while building it: the checks say "unknown"
     gpu_error: Optional[str] = None  # why GPU memory is unknown
     notes: list[str] = field(default_factory=list)
 
