@@ -76,6 +76,27 @@ def test_weights_too_big_names_the_smallest_tp(ckpts) -> None:
     assert statuses(h200(), "FC402", model=ckpts["kimi-k2-instruct"], tensor_parallel_size=4) == {"skip"}
 
 
+def test_pipeline_stages_every_kv_figure_is_the_binding_stages(ckpts) -> None:
+    """61 layers over 8 stages hold 7 or 8 each: the B/token FC402 quotes, the length FC403
+    suggests and the memory block all belong to the stage with the least room (stage 0,
+    with 7 layers, was quoted, and FC403's length then left under 5% where it binds)."""
+    from flightcheck._evaluate import evaluate
+    from flightcheck._intent import Intent
+
+    kw = dict(model=ckpts["kimi-k2-instruct"], tensor_parallel_size=2, pipeline_parallel_size=8)
+    per_token = 8 * (512 + 64) * 2
+    (r,) = assert_fires("FC402", h200(), max_model_len=10_000_000, **kw)
+    assert r.evidence["kv_bytes_per_token"] == per_token and f"({per_token:,} B/token" in r.message
+    mem = evaluate(h200(), Intent(max_model_len=10_000_000, **kw)).memory
+    per = mem["per_rank"]
+    assert per["kv_bytes_per_token"] == per_token and mem["pp_stage"] == 2
+    assert abs(sum(mem["weights_breakdown"].values()) - per["weights_bytes"]) < 16
+    tight = int((per["kv_budget_bytes"] - 0.03 * per["usable_bytes"]) // per_token) // 16 * 16
+    (w,) = assert_fires("FC403", h200(), max_model_len=tight, **kw)
+    safer = int(w.fix.split()[-1])
+    assert per["kv_budget_bytes"] - safer * per_token >= 0.05 * per["usable_bytes"]
+
+
 def test_headroom_warning(ckpts) -> None:
     model = ckpts["llama-3-8b"]
     res = results(h200(), model=model, tensor_parallel_size=1, max_model_len=8192, reserve_gib=100.0)

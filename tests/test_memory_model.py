@@ -225,3 +225,19 @@ def test_hostile_config_values_never_raise(override: dict) -> None:
     shape = kv_shape(cfg, range(cfg.layers), 1, "auto")
     assert shape.bytes_for(4096) > 0 and shape.window >= 0
     assert cfg.context_window is None or 0 < cfg.context_window < 1 << 62
+
+
+def test_other_layouts_get_their_own_engine_defaults(models) -> None:
+    """The layouts the suggestions try are judged as the engine would run them: SGLang's
+    default mem_fraction_static and the default reserve depend on TP; what the launch set
+    stays as set."""
+    from flightcheck._memory.budget import default_reserve
+
+    ck = models("llama-3-8b")
+    sg = mem(ck, total=H200, engine="sglang")
+    assert sg.fit().utilization == sglang_fraction(H200, Layout(1))
+    assert sg.fit(Layout(8)).utilization == sglang_fraction(H200, Layout(8)) < sglang_fraction(H200, Layout(1))
+    assert mem(ck, total=H200, engine="sglang", gpu_memory_utilization=0.8).fit(Layout(8)).utilization == 0.8
+    v = mem(ck, total=H200)
+    assert v.fit(Layout(8)).reserve == default_reserve(v.cfg, Layout(8), "vllm")[0] != v.fit().reserve
+    assert mem(ck, total=H200, reserve_gib=3.0).fit(Layout(8)).reserve == 3 * GiB

@@ -150,7 +150,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         return
     if not f.weights_fit:
         raise Skip("the weights alone do not fit (FC401)")
-    per_tok = m.kv().per_token
+    per_tok = f.shape.per_token
     ev = {"kv_bytes_per_token": int(per_tok), "kv_budget_bytes": int(f.kv_budget), "max_model_len_fit": f.max_model_len_fit}
     if m.requested_len == -1:
         if f.max_model_len_fit <= 0:
@@ -224,8 +224,7 @@ def memory_headroom_low(ctx: Context) -> Iterator[Outcome]:
         raise Skip("does not fit, or the length is automatic: FC401/FC402 speak")
     spare = f.spare
     if spare < HEADROOM_MIN * f.usable:
-        shape = m.kv()
-        safer = shape.max_len(f.kv_budget - HEADROOM_MIN * f.usable)
+        safer = f.shape.max_len(f.kv_budget - HEADROOM_MIN * f.usable)
         yield fail(f"only {_gib(spare)} ({100 * spare / f.usable:.1f}%) of usable memory is left after weights, reserve and one {f.max_model_len:,}-token sequence",
                    fix=f"{flag('max_len', m.engine)} {safer}" if safer > 0 else "more GPUs (a larger -tp)",
                    evidence={"spare_bytes": int(spare)})

@@ -66,6 +66,7 @@ def build(ck: Optional[Checkpoint], intent: Intent, *, total: Optional[int], gpu
         total=total,
         gpu_name=gpu_name,
         eager="--enforce-eager" in (intent.engine_flags or []),
+        engine_version=engine_version,
     )
     if ck is not None and ck.crash:
         m.error = f"reading the checkpoint failed: {ck.crash}"
@@ -94,7 +95,7 @@ def build(ck: Optional[Checkpoint], intent: Intent, *, total: Optional[int], gpu
     loaded = m.tally.total - m.tally.skipped
     m.load_bytes = -(-loaded // max(1, intent.nnodes))
     m.throughput = ck.throughput
-    resolve_utilization(m, intent.gpu_memory_utilization, engine_version)
+    resolve_utilization(m, intent.gpu_memory_utilization)
     resolve_reserve(m, intent.reserve_gib)
     return m
 

@@ -29,6 +29,7 @@ from typing import Optional
 
 from .._checks._derive import version
 from .config import ModelConfig
+from .kv import KvShape
 from .weights import Layout
 
 GiB = 1 << 30
@@ -102,7 +103,7 @@ def default_reserve(cfg: ModelConfig, layout: Layout, engine: str, *, eager: boo
 
 @dataclass(frozen=True)
 class Fit:
-    """One rank's budget for one launch."""
+    """One rank's budget for one launch: the rank of the PP stage with the least room."""
 
     total: int
     utilization: float
@@ -112,6 +113,8 @@ class Fit:
     kv_need: float  # for one sequence of max_model_len
     max_model_len: Optional[int]
     max_model_len_fit: int
+    stage: int = 0  # which PP stage
+    shape: KvShape = KvShape(0.0)  # that stage's KV demand
 
     @property
     def kv_budget(self) -> float:

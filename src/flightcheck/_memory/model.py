@@ -31,11 +31,14 @@ class MemoryModel:
     tally: Optional[Tally] = None
     total: Optional[int] = None  # memory_total of the smallest GPU used
     gpu_name: Optional[str] = None
+    engine_version: Optional[str] = None
     utilization: Optional[float] = None
     utilization_source: str = ""
+    utilization_set: bool = False  # by the launch: kept for every layout tried
     reserve: Optional[int] = None
     reserve_parts: dict[str, int] = field(default_factory=dict)
     reserve_source: str = ""
+    reserve_set: bool = False  # --reserve-gib: kept for every layout tried
     online_fp8: bool = False
     eager: bool = False
     load_bytes: Optional[int] = None
@@ -77,12 +80,9 @@ class MemoryModel:
         if self.total is None or self.cfg is None or self.tally is None:
             return None
         lay = layout or self.layout
-        util = utilization or self.utilization or 0.9
+        default_util, reserve = self._budget(lay)
+        util = utilization or default_util
         usable = usable_bytes(self.total, util)
-        if self.reserve_source == "--reserve-gib" or layout is None:
-            reserve = self.reserve or 0
-        else:
-            reserve = default_reserve(self.cfg, lay, self.engine, eager=self.eager)[0]
         length = self.max_model_len if max_len is None else max_len
         worst: Optional[Fit] = None
         for i, stage in enumerate(self.stages(lay)):
@@ -90,10 +90,21 @@ class MemoryModel:
             shape = self.kv(lay, kv_dtype, i)
             budget = usable - w - reserve
             need = shape.bytes_for(length) if length else 0.0
-            f = Fit(self.total, util, usable, reserve, w, need, length, shape.max_len(budget))
+            f = Fit(self.total, util, usable, reserve, w, need, length, shape.max_len(budget), i, shape)
             if worst is None or (f.fits, f.max_model_len_fit, -f.weights) < (worst.fits, worst.max_model_len_fit, -worst.weights):
                 worst = f
         return worst
+
+    def _budget(self, layout: Layout) -> tuple[float, int]:
+        """(utilization, reserve) on ``layout``: the launch's own, or for another layout the
+        engine's defaults recomputed for it (SGLang's fraction and the activation reserve
+        depend on TP and PP) unless the launch set them."""
+        assert self.cfg is not None and self.total is not None
+        if layout == self.layout:
+            return self.utilization or 0.9, self.reserve or 0
+        util = self.utilization if self.utilization_set else default_utilization(self.engine, self.engine_version, self.total, layout)[0]
+        reserve = self.reserve if self.reserve_set else default_reserve(self.cfg, layout, self.engine, eager=self.eager)[0]
+        return util or 0.9, reserve or 0
 
     # ------------------------------------------------------------------ report
 
@@ -105,10 +116,12 @@ class MemoryModel:
         if self.error or self.cfg is None or self.tally is None:
             out["error"] = self.error
             return out
-        stage, weights = largest_stage(self.stages())
-        shape = self.kv(stage=stage)
-        per.update(weights_bytes=int(weights), kv_bytes_per_token=int(shape.per_token), reserve_bytes=self.reserve)
         fit = self.fit()
+        # every per-rank term from one stage: the one with the least room, else the largest
+        stage = fit.stage if fit is not None else largest_stage(self.stages())[0]
+        shape = self.kv(stage=stage)
+        parts = self.stages()[stage]
+        per.update(weights_bytes=int(sum(parts.values())), kv_bytes_per_token=int(shape.per_token), reserve_bytes=self.reserve)
         if fit is not None:
             per.update(usable_bytes=fit.usable, kv_budget_bytes=int(fit.kv_budget), kv_bytes_for_max_model_len=int(fit.kv_need),
                        free_bytes=int(fit.spare), weights_bytes=int(fit.weights))
@@ -116,7 +129,6 @@ class MemoryModel:
         if self.throughput and self.throughput.get("bytes_per_s") and self.load_bytes:
             out["load_seconds_estimate"] = round(self.load_bytes / self.throughput["bytes_per_s"], 1)
             out["read_bytes_per_s"] = int(self.throughput["bytes_per_s"])
-        breakdown = {k: int(v) for k, v in self.stages()[stage].items()}
         out.update({
             "engine": self.engine,
             "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "dp": self.layout.dp, "ep": self.layout.ep},
@@ -126,7 +138,7 @@ class MemoryModel:
             "kv_cache_dtype": self.kv_cache_dtype, "kv_bytes_per_element": kv_bytes(self.kv_cache_dtype, self.cfg),
             "attention": "mla" if self.cfg.mla else ("hybrid" if len(set(self.cfg.layer_kinds)) > 1 else "standard"),
             "kv_fixed_bytes": int(shape.fixed) or None, "sliding_window": shape.window or None,
-            "weights_breakdown": breakdown, "weights_total_bytes": self.tally.total - self.tally.skipped,
+            "weights_breakdown": {k: int(v) for k, v in parts.items()}, "weights_total_bytes": self.tally.total - self.tally.skipped,
             "skipped_bytes": self.tally.skipped, "pp_stage": stage, "notes": self.notes or None,
         })
         return out
@@ -136,14 +148,16 @@ def resolve_reserve(m: MemoryModel, reserve_gib: Optional[float]) -> None:
     """The reserve: ``--reserve-gib`` when given, else the documented default."""
     assert m.cfg is not None
     if reserve_gib is not None:
-        m.reserve, m.reserve_source, m.reserve_parts = int(reserve_gib * GiB), "--reserve-gib", {}
+        m.reserve, m.reserve_source, m.reserve_parts, m.reserve_set = int(reserve_gib * GiB), "--reserve-gib", {}, True
     else:
         m.reserve, m.reserve_parts = default_reserve(m.cfg, m.layout, m.engine, eager=m.eager)
         m.reserve_source = "default estimate (see `flightcheck explain FC402`)" if m.engine == "vllm" else "outside SGLang's mem_fraction_static"
 
 
-def resolve_utilization(m: MemoryModel, given: Optional[float], engine_version: Optional[str]) -> None:
+def resolve_utilization(m: MemoryModel, given: Optional[float]) -> None:
+    """gpu_memory_utilization / mem_fraction_static: the launch's, else the engine's default."""
     if given is not None:
-        m.utilization, m.utilization_source = given, "--gpu-memory-utilization" if m.engine == "vllm" else "--mem-fraction-static"
+        m.utilization, m.utilization_set = given, True
+        m.utilization_source = "--gpu-memory-utilization" if m.engine == "vllm" else "--mem-fraction-static"
     elif m.total is not None:
-        m.utilization, m.utilization_source = default_utilization(m.engine, engine_version, m.total, m.layout)
+        m.utilization, m.utilization_source = default_utilization(m.engine, m.engine_version, m.total, m.layout)
