@@ -53,14 +53,9 @@ def summary_line(ck: Checkpoint) -> str:
     """'96 shards, 1.56 TB, 390,611 tensors (cache warm, 0.04 s)' for the report headline."""
     if not ck.found:
         return "model not found"
-    parts = [f"{len(ck.shards)} shard{'s' if len(ck.shards) != 1 else ''}", _size(ck.total_bytes), f"{ck.tensor_count:,} tensors"]
+    from .._checks._units import si_bytes
+
+    parts = [f"{len(ck.shards)} shard{'s' if len(ck.shards) != 1 else ''}", si_bytes(ck.total_bytes), f"{ck.tensor_count:,} tensors"]
     return ", ".join(parts) + f" (headers read in {ck.seconds:.2f} s, cache {ck.cache})"
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n:,} bytes"
 
 

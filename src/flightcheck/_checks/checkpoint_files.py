@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ._framework import ERROR, INFO, WARNING, Context, Outcome, Skip, check, fail, ok
+from ._units import si_bytes
 from .checkpoint import _checkpoint, _report
 
 
@@ -128,15 +129,13 @@ def load_time_estimate(ctx: Context) -> Iterator[Outcome]:
     ck = _checkpoint(ctx)
     m = ctx.memory
     read = m.load_bytes if m is not None and m.load_bytes else ck.total_bytes
-    from .._checkpoint import _size
-
-    msg = f"reads {_size(read)} per node"
+    msg = f"reads {si_bytes(read)} per node"
     evidence: dict[str, Any] = {"load_bytes": read}
     tp = ck.throughput
     if tp and tp.get("bytes_per_s"):
         rate = tp["bytes_per_s"]
         secs = read / rate
-        msg += f"; measured {rate / 1e9:.2f} GB/s ({tp.get('method')}, {_size(tp.get('bytes', 0))} sampled) -> about {_duration(secs)} to load"
+        msg += f"; measured {rate / 1e9:.2f} GB/s ({tp.get('method')}, {si_bytes(tp.get('bytes', 0))} sampled) -> about {_duration(secs)} to load"
         evidence.update(read_bytes_per_s=int(rate), load_seconds_estimate=round(secs, 1))
     elif tp and tp.get("error"):
         msg += f"; read speed not measured: {tp['error']}"

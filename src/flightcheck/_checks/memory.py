@@ -2,7 +2,9 @@
 
 Every number comes from ``ctx.memory`` (``flightcheck._memory``): the checkpoint's headers
 and config.json against the memory of the smallest GPU used. Suggestions are computed by
-re-running the model on other layouts, KV dtypes and lengths, never guessed.
+re-running the model on other layouts, KV dtypes and lengths, never guessed. FC401–FC403
+here; what the model itself refuses whatever the memory (FC404 layout, FC405 length) in
+``memory_layout``, imported at the end so the family registers as one.
 """
 
 from __future__ import annotations
@@ -10,13 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from .._intent import AUTO
 from ._framework import ERROR, WARNING, Context, Outcome, Skip, check, fail, ok, summary, unknown
-
-GiB = 1 << 30
-
-
-def _gib(n: float) -> str:
-    return f"{n / GiB:,.1f} GiB"
+from ._units import gib as _gib
 
 
 def _model(ctx: Context) -> Any:
@@ -50,9 +48,8 @@ def _headline(ctx: Context) -> str:
     if m.error:
         return m.error
     f = m.fit()
-    w = m.weights()
     if f is None:
-        return f"weights {_gib(w)} per GPU; GPU memory unknown"
+        return f"weights {_gib(m.weights())} per GPU; GPU memory unknown"
     length = f"{f.max_model_len:,} tokens" if f.max_model_len else "auto length"
     return f"weights {_gib(f.weights)} + KV {_gib(f.kv_need)} ({length}) + reserve {_gib(f.reserve)} of {_gib(f.usable)} usable per GPU"
 
@@ -152,7 +149,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         raise Skip("the weights alone do not fit (FC401)")
     per_tok = f.shape.per_token
     ev = {"kv_bytes_per_token": int(per_tok), "kv_budget_bytes": int(f.kv_budget), "max_model_len_fit": f.max_model_len_fit}
-    if m.requested_len == -1:
+    if m.requested_len == AUTO:
         if f.max_model_len_fit <= 0:
             flags, hint = _layout_hint(m)
             yield fail(f"no room for any KV cache: {_gib(f.kv_budget)} left after weights and reserve; {hint}", fix="\n".join(flags) or hint, evidence=ev)
@@ -232,76 +229,4 @@ def memory_headroom_low(ctx: Context) -> Iterator[Outcome]:
         yield ok(f"{_gib(spare)} ({100 * spare / f.usable:.0f}%) of usable memory to spare")
 
 
-@check("FC404", "parallel-layout-invalid", ERROR)
-def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
-    """The parallel layout does not divide the model.
-
-    ## What it checks
-    Attention heads divide by TP (and KV heads by TP, or TP by them); the MoE intermediate
-    size per rank (and a block-FP8 dense one) is a multiple of the quantization block —
-    128 for block FP8, the group size (32) for MXFP4 / INT4, 16 for NVFP4; with expert
-    parallelism at least one expert per rank; no more PP stages than layers.
-
-    ## Why the launch dies
-    vLLM asserts these while building the model ("Total number of attention heads must be
-    divisible by tensor parallel size", "... is not divisible by weight quantization
-    block_n"), in every worker, sometimes only after the weights start loading.
-
-    ## How to fix
-    Use a TP the model divides by, or ``--enable-expert-parallel`` so experts stay whole;
-    the fix lists the valid choices.
-    """
-    from .._memory.layout import problems
-    from .._memory.suggest import TP_CANDIDATES
-    from .._memory.weights import Layout
-
-    m = _model(ctx)
-    found = problems(m.cfg, m.layout)
-    if not found:
-        yield ok(f"{m.layout.describe(m.engine)} divides the model ({m.cfg.heads} heads" + (f", {m.cfg.experts} experts" if m.cfg.experts else "") + ")")
-        return
-    base = m.layout
-    valid = [t for t in TP_CANDIDATES if not problems(m.cfg, Layout(t, base.pp, base.dp, base.ep))]
-    alt = []
-    if m.cfg.moe and not base.ep and not problems(m.cfg, Layout(base.tp, base.pp, base.dp, True)):
-        alt.append(Layout(base.tp, base.pp, base.dp, True).describe(m.engine))
-    if valid:
-        alt.append(f"{'--tp' if m.engine == 'sglang' else '-tp'} one of {', '.join(map(str, valid))}")
-    for p in found:
-        yield fail(p + f" ({m.layout.describe(m.engine)})", fix="\n".join(alt) or "no power-of-two TP divides this model", evidence={"valid_tp": valid})
-
-
-@check("FC405", "max-model-len-over-model-limit", ERROR)
-def max_model_len_over_limit(ctx: Context) -> Iterator[Outcome]:
-    """--max-model-len is longer than the model's context window.
-
-    ## What it checks
-    A given ``--max-model-len`` against the model's ``max_position_embeddings`` (times a
-    linear/dynamic rope-scaling factor), unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` (vLLM)
-    or ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` (SGLang) is set.
-
-    ## Why the launch dies
-    vLLM refuses it at start-up ("User-specified max_model_len ... is greater than the
-    derived max_model_len"); SGLang likewise. With the override set, positions past the
-    trained window produce degraded output rather than an error.
-
-    ## How to fix
-    Use a length up to the model's window, or set the override if the model really
-    supports longer contexts (e.g. with a rope scaling you configure).
-    """
-    m = _model(ctx)
-    req = m.requested_len
-    if req is None or req == -1:
-        raise Skip("no explicit --max-model-len")
-    limit, var, allowed = _window(ctx, m)
-    if limit is None:
-        raise Skip("the model states no max_position_embeddings")
-    if req > limit:
-        if allowed:
-            yield ok(f"--max-model-len {req:,} exceeds the model's {limit:,} but {var}=1 allows it")
-        else:
-            opt = "--context-length" if m.engine == "sglang" else "--max-model-len"
-            yield fail(f"{opt} {req:,} exceeds the model's context window of {limit:,} tokens",
-                       fix=f"{opt} {limit}\n(or, if the model really supports it: export {var}=1)", evidence={"limit": limit})
-    else:
-        yield ok(f"--max-model-len {req:,} within the model's {limit:,}")
+from . import memory_layout as _memory_layout  # noqa: E402,F401  (registers FC404-FC405)

@@ -27,12 +27,11 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .._checks._derive import version
+from .._checks._derive import GiB, version
 from .config import ModelConfig
 from .kv import KvShape
 from .weights import Layout
 
-GiB = 1 << 30
 MiB = 1 << 20
 BATCHED_TOKENS = 8192
 MAX_SEQS = 1024

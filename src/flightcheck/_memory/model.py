@@ -10,13 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .budget import Fit, default_reserve, default_utilization, usable_bytes
+from .._intent import AUTO
+from .budget import GiB, Fit, default_reserve, default_utilization, usable_bytes
 from .config import ModelConfig
 from .kv import KvShape, kv_bytes, kv_shape
 from .weights import Layout, Tally, largest_stage, per_rank, stage_layers
-
-GiB = 1 << 30
-AUTO = -1
 
 
 @dataclass

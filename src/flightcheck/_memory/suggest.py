@@ -87,6 +87,7 @@ def utilization_that_fits(m: MemoryModel) -> Optional[float]:
 
 #: (vLLM flag, SGLang flag) for the options the fixes suggest
 FLAGS = {
+    "tp": ("-tp", "--tp"),
     "max_len": ("--max-model-len", "--context-length"),
     "kv_fp8": ("--kv-cache-dtype fp8", "--kv-cache-dtype fp8_e4m3"),
     "util": ("--gpu-memory-utilization", "--mem-fraction-static"),
@@ -98,14 +99,3 @@ def flag(name: str, engine: str) -> str:
     vllm, sglang = FLAGS[name]
     return sglang if engine == "sglang" else vllm
 
-
-def gib(n: float) -> str:
-    """'181.6 GiB'."""
-    return f"{n / (1 << 30):,.1f} GiB"
-
-
-def tokens(n: int) -> str:
-    """'1,048,576 (1024K)' — lengths as vLLM's flags take them."""
-    if n >= 1024 and n % 1024 == 0:
-        return f"{n:,} ({n // 1024}K)"
-    return f"{n:,}"

@@ -14,20 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-GiB = 1 << 30
+from .._checks._units import gib as _gib
+from .._checks._units import si_bytes as _size
+from .._intent import AUTO
+
 WIDTH = 50
 _SEGMENTS = (("weights", "█", "blue"), ("kv", "▓", "magenta"), ("reserve", "▒", "yellow"), ("free", "░", "green"))
-
-
-def _gib(n: float) -> str:
-    return f"{n / GiB:,.1f} GiB"
-
-
-def _size(n: float) -> str:
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n:,.0f} bytes"
 
 
 def bar(parts: dict[str, float], usable: float, width: int = WIDTH) -> tuple[list[tuple[str, str, int]], int]:
@@ -89,7 +81,7 @@ def render_memory(console: Any, memory: dict[str, Any]) -> None:
 def _lines(console: Any, memory: dict[str, Any], per: dict[str, Any]) -> None:
     length, fit = memory.get("max_model_len"), memory.get("max_model_len_fit")
     bits = []
-    if length == -1:
+    if length == AUTO:
         bits.append("max_model_len auto" + (f": up to {fit:,}" if fit else ""))
     elif length:
         bits.append(f"max_model_len {length:,}" + (f"; fits up to {fit:,}" if fit is not None else ""))
