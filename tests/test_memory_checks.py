@@ -186,3 +186,31 @@ def test_memory_text_bar() -> None:
     text = buf.getvalue()
     assert "H200, 140.0 GiB x 0.92 = 129.0 GiB usable, TP 8" in text and "over by 4.0 GiB" in text
     assert "max_model_len 131,072; fits up to 61,136" in text and "load: 1.03 TB per node (~10 min at 1.70 GB/s)" in text
+
+
+def _apply(fix_line: str) -> dict:
+    """A fix line as launch options (the flags FC402 writes)."""
+    words, out = fix_line.split(), {}
+    names = {"--max-model-len": "max_model_len", "--kv-cache-dtype": "kv_cache_dtype", "--gpu-memory-utilization": "gpu_memory_utilization",
+             "-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size"}
+    while words:
+        w = words.pop(0)
+        if w == "--enable-expert-parallel":
+            out["enable_expert_parallel"] = True
+            continue
+        value = words.pop(0)
+        out[names[w]] = value if w == "--kv-cache-dtype" else (float(value) if "." in value else int(value))
+    return out
+
+
+@pytest.mark.parametrize("model, intent", [
+    ("kimi-k2-instruct", {"tensor_parallel_size": 8}),
+    ("llama-3-8b", {"max_model_len": 10_000_000}),
+    ("llama-3-8b", {"max_model_len": 1_000_000_000}),  # no layout holds that: none may be offered
+])
+def test_each_fc402_fix_line_alone_makes_it_fit(ckpts, model: str, intent: dict) -> None:
+    launch = {"model": ckpts[model], **intent}
+    (r,) = assert_fires("FC402", h200(), **launch)
+    assert r.fix and "holds the weights" not in r.message
+    for line in r.fix.splitlines():
+        assert_silent("FC402", h200(), **{**launch, **_apply(line)})

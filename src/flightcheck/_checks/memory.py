@@ -54,29 +54,39 @@ def _headline(ctx: Context) -> str:
     return f"weights {_gib(f.weights)} + KV {_gib(f.kv_need)} ({length}) + reserve {_gib(f.reserve)} of {_gib(f.usable)} usable per GPU"
 
 
-def _layout_hint(m: Any) -> tuple[list[str], str]:
-    """(flags of the smallest layouts that fit — the fewest GPUs, and TP alone when that
-    differs — and a sentence saying so)."""
-    from .._memory.suggest import smallest_layout
+def _where(lf: Any) -> str:
+    nodes = f", {-(-lf.gpus // 8)} nodes of 8" if lf.gpus > 8 else ""
+    return f"{lf.gpus} GPUs{nodes}; {_gib(lf.weights)} of weights per GPU"
 
-    def where(lf: Any) -> str:
-        nodes = f", {-(-lf.gpus // 8)} nodes of 8" if lf.gpus > 8 else ""
-        return f"{lf.gpus} GPUs{nodes}; {_gib(lf.weights)} of weights per GPU"
+
+def _fitting_layouts(m: Any) -> tuple[list[str], str]:
+    """(flags of the smallest layouts where the weights and one max-length sequence fit —
+    the fewest GPUs, and TP alone when that differs — and a sentence saying so; no flags
+    when none up to TP 64 x PP 8 does)."""
+    from .._memory.suggest import smallest_layout
 
     best, tp_only = smallest_layout(m), smallest_layout(m, vary_pp=False)
     found = [lf for lf in (best, tp_only) if lf is not None]
-    if found:
-        if len(found) == 2 and found[0].layout == found[1].layout:
-            found.pop()
-        flags = [lf.layout.describe(m.engine) for lf in found]
-        return flags, " or ".join(f"{fl} fits ({where(lf)})" for fl, lf in zip(flags, found))
+    if not found:
+        return [], "no layout up to TP 64 x PP 8 fits the weights and the KV cache on this GPU model"
+    if len(found) == 2 and found[0].layout == found[1].layout:
+        found.pop()
+    flags = [lf.layout.describe(m.engine) for lf in found]
+    return flags, " or ".join(f"{fl} fits ({_where(lf)})" for fl, lf in zip(flags, found))
+
+
+def _weights_layout(m: Any) -> tuple[list[str], str]:
+    """FC401's fallback when no layout fits the KV cache too: the smallest that holds the
+    weights (it fixes FC401; FC402 then speaks for the KV cache)."""
+    from .._memory.suggest import smallest_layout
+
     lf = smallest_layout(m, need_len=False)
     if lf is None:
         return [], "no layout up to TP 64 x PP 8 holds these weights on this GPU model: use a smaller (quantized) checkpoint"
     flag = lf.layout.describe(m.engine)
     room = (f"up to {lf.max_len_fit:,} tokens of context fit there" if lf.max_len_fit > 0
             else "no room is left there for the KV cache")
-    return [flag], f"{flag} holds the weights ({where(lf)}), but not the KV cache for this max_model_len: {room}"
+    return [flag], f"{flag} holds the weights ({_where(lf)}), but not the KV cache for this max_model_len: {room}"
 
 
 @check("FC401", "weights-exceed-gpu-memory", ERROR)
@@ -106,7 +116,9 @@ def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
         return
     ev = {"weights_bytes": int(f.weights), "usable_bytes": f.usable, "reserve_bytes": f.reserve}
     if not f.weights_fit:
-        flags, hint = _layout_hint(m)
+        flags, hint = _fitting_layouts(m)
+        if not flags:
+            flags, hint = _weights_layout(m)
         yield fail(
             f"weights need {_gib(f.weights)} per GPU at {m.layout.describe(m.engine)} but {_gpu(m)} has {_gib(f.usable)} usable "
             f"at gpu_memory_utilization {f.utilization:g} minus a {_gib(f.reserve)} reserve; {hint}",
@@ -151,7 +163,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     ev = {"kv_bytes_per_token": int(per_tok), "kv_budget_bytes": int(f.kv_budget), "max_model_len_fit": f.max_model_len_fit}
     if m.requested_len == AUTO:
         if f.max_model_len_fit <= 0:
-            flags, hint = _layout_hint(m)
+            flags, hint = _fitting_layouts(m)
             yield fail(f"no room for any KV cache: {_gib(f.kv_budget)} left after weights and reserve; {hint}", fix="\n".join(flags) or hint, evidence=ev)
         else:
             yield ok(f"--max-model-len auto: up to {f.max_model_len_fit:,} tokens fit", evidence=ev)
@@ -179,7 +191,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     util = utilization_that_fits(m)
     if util is not None:
         options.append(f"{flag('util', m.engine)} {util:.2f}")
-    flags, hint = _layout_hint(m)
+    flags, hint = _fitting_layouts(m)  # only layouts where it fits: each fix line must fix it
     if flags:
         options.extend(flags)
         said.append(hint)

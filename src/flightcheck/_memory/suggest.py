@@ -4,7 +4,8 @@
   for MoE models, that fits weights and one max-length sequence;
 - whether an fp8 KV cache would fit, and up to which length;
 - the largest max_model_len that fits as launched (``max_model_len_fit``);
-- the gpu_memory_utilization that would make it fit (vLLM only, capped at 0.98).
+- the gpu_memory_utilization (SGLang: mem_fraction_static) that would make it fit,
+  capped at 0.98.
 """
 
 from __future__ import annotations
