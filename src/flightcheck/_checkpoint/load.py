@@ -127,13 +127,17 @@ def load(
     index_path = root / idx.INDEX_NAME
     raw_index: Optional[bytes] = None
     index_key = None
+    index_cost = 0  # header bytes' worth of parsing it, when not cached
     if index_path.exists() or index_path.is_symlink():
         ck.index_name = idx.INDEX_NAME
         try:
-            index_key = file_key(index_path.stat())
-            ck.index = cache.index(index_key)
+            st = index_path.stat()
         except OSError:
-            index_key = None
+            pass  # a dangling link: reading it says why
+        else:
+            index_key = file_key(st)
+            ck.index = cache.index(index_key)
+            index_cost = st.st_size // 2 if ck.index is None else 0
     # Scan what is on disk now, while (if needed) this process parses the index: for a
     # 390k-tensor model both take ~0.2 s and they overlap.
     todo: list[tuple[str, str, tuple[int, ...]]] = []  # (name, real path, key)
@@ -164,15 +168,11 @@ def load(
         if index_key is not None and ck.index.problem is None:
             cache.put_index(index_key, ck.index)
 
-    try:
-        index_cost = index_path.stat().st_size if ck.index_name and ck.index is None else 0
-    except OSError:
-        index_cost = 0
-    fresh, ck.stats = scan_paths([r for _, r, _ in todo], parent_extra=index_cost // 2, parent_work=parse_index, workers=workers, sha=sha)
+    fresh, ck.stats = scan_paths([r for _, r, _ in todo], parent_extra=index_cost, parent_work=parse_index, workers=workers, sha=sha)
     for (name, real, key), scan in zip(todo, fresh):
         scans[name] = scan
         cache.put_shard(real, key, scan)
-    ck.stats.shards = len(todo) + (len(scans) - len(fresh))
+    ck.stats.shards = len(scans)
     ck.stats.cached = len(scans) - len(fresh)
     if cache.enabled:
         ck.cache = "warm" if not todo else ("partial" if ck.stats.cached else "cold")
