@@ -235,7 +235,7 @@ def memory_headroom_low(ctx: Context) -> Iterator[Outcome]:
     if spare < HEADROOM_MIN * f.usable:
         safer = f.shape.max_len(f.kv_budget - HEADROOM_MIN * f.usable)
         yield fail(f"only {_gib(spare)} ({100 * spare / f.usable:.1f}%) of usable memory is left after weights, reserve and one {f.max_model_len:,}-token sequence",
-                   fix=f"{flag('max_len', m.engine)} {safer}" if safer > 0 else "more GPUs (a larger -tp)",
+                   fix=f"{flag('max_len', m.engine)} {safer}" if safer > 0 else f"more GPUs (a larger {flag('tp', m.engine)})",
                    evidence={"spare_bytes": int(spare)})
     else:
         yield ok(f"{_gib(spare)} ({100 * spare / f.usable:.0f}%) of usable memory to spare")
