@@ -83,50 +83,52 @@ def _embeddings(c: dict[str, Any], p: str = "model") -> tuple[list[Tensor], list
     return [(f"{p}.embed_tokens.weight", "BF16", [v, h])], [_norm(f"{p}.norm", h)] + head
 
 
+def _decoder(c: dict[str, Any], body: Callable[[int, str], list[Tensor]], layers: int | None = None) -> list[Tensor]:
+    """What every table shares: the embeddings first, the final norm and LM head last, and
+    each decoder layer's two norms followed by ``body(index, "model.layers.<index>")``."""
+    h = c["hidden_size"]
+    first, last = _embeddings(c)
+    out = list(first)
+    for i in range(c["num_hidden_layers"] if layers is None else layers):
+        p = f"model.layers.{i}"
+        out += [_norm(f"{p}.input_layernorm", h), _norm(f"{p}.post_attention_layernorm", h)]
+        out += body(i, p)
+    return out + last
+
+
 def dense_tensors(c: dict[str, Any]) -> list[Tensor]:
     """Llama / Mistral / Qwen2 / Qwen3 dense."""
     bias = c.get("model_type") == "qwen2" or bool(c.get("attention_bias"))
-    first, last = _embeddings(c)
-    out = list(first)
-    for i in range(c["num_hidden_layers"]):
-        p = f"model.layers.{i}"
-        out += [_norm(f"{p}.input_layernorm", c["hidden_size"]), _norm(f"{p}.post_attention_layernorm", c["hidden_size"])]
-        out += _dense_attention(p, c, bias)
-        out += _mlp(f"{p}.mlp", c["hidden_size"], c["intermediate_size"], None)
-    return out + last
+    return _decoder(c, lambda i, p: _dense_attention(p, c, bias) + _mlp(f"{p}.mlp", c["hidden_size"], c["intermediate_size"], None))
 
 
 def mixtral_tensors(c: dict[str, Any]) -> list[Tensor]:
     """Mixtral: ``block_sparse_moe.experts.<e>.w1|w2|w3`` and a router ``gate``."""
     h, e = c["hidden_size"], c["num_local_experts"]
-    first, last = _embeddings(c)
-    out = list(first)
-    for i in range(c["num_hidden_layers"]):
-        p = f"model.layers.{i}"
-        out += [_norm(f"{p}.input_layernorm", h), _norm(f"{p}.post_attention_layernorm", h)]
-        out += _dense_attention(p, c, False)
-        out.append((f"{p}.block_sparse_moe.gate.weight", "BF16", [e, h]))
+
+    def body(i: int, p: str) -> list[Tensor]:
+        out = _dense_attention(p, c, False) + [(f"{p}.block_sparse_moe.gate.weight", "BF16", [e, h])]
         for x in range(e):
             out += _mlp(f"{p}.block_sparse_moe.experts.{x}", h, c["intermediate_size"], None, ("w1", "w3", "w2"))
-    return out + last
+        return out
+
+    return _decoder(c, body)
 
 
 def qwen_moe_tensors(c: dict[str, Any]) -> list[Tensor]:
     """Qwen2-MoE / Qwen3-MoE: ``mlp.experts.<e>.*``, ``mlp.gate``, optional shared expert."""
     h, e = c["hidden_size"], c["num_experts"]
-    first, last = _embeddings(c)
-    out = list(first)
-    for i in range(c["num_hidden_layers"]):
-        p = f"model.layers.{i}"
-        out += [_norm(f"{p}.input_layernorm", h), _norm(f"{p}.post_attention_layernorm", h)]
-        out += _dense_attention(p, c, c.get("model_type") == "qwen2_moe")
-        out.append((f"{p}.mlp.gate.weight", "BF16", [e, h]))
+
+    def body(i: int, p: str) -> list[Tensor]:
+        out = _dense_attention(p, c, c.get("model_type") == "qwen2_moe") + [(f"{p}.mlp.gate.weight", "BF16", [e, h])]
         for x in range(e):
             out += _mlp(f"{p}.mlp.experts.{x}", h, c["moe_intermediate_size"], None)
         if c.get("shared_expert_intermediate_size"):
             out += _mlp(f"{p}.mlp.shared_expert", h, c["shared_expert_intermediate_size"], None)
             out.append((f"{p}.mlp.shared_expert_gate.weight", "BF16", [1, h]))
-    return out + last
+        return out
+
+    return _decoder(c, body)
 
 
 def _quant(c: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -147,18 +149,14 @@ def deepseek_tensors(c: dict[str, Any]) -> list[Tensor]:
     q_lora, kv_lora = c.get("q_lora_rank"), c["kv_lora_rank"]
     e = c["n_routed_experts"]
     lin, exp_q = _quant(c)
-    first, last = _embeddings(c)
-    out = list(first)
-    total = c["num_hidden_layers"] + int(c.get("num_nextn_predict_layers") or 0)
-    for i in range(total):
-        p = f"model.layers.{i}"
+
+    def body(i: int, p: str) -> list[Tensor]:
         a = f"{p}.self_attn"
-        out += [_norm(f"{p}.input_layernorm", h), _norm(f"{p}.post_attention_layernorm", h)]
         if q_lora:
-            out += _linear(f"{a}.q_a_proj", q_lora, h, lin) + [_norm(f"{a}.q_a_layernorm", q_lora)]
+            out = _linear(f"{a}.q_a_proj", q_lora, h, lin) + [_norm(f"{a}.q_a_layernorm", q_lora)]
             out += _linear(f"{a}.q_b_proj", heads * (qk_nope + qk_rope), q_lora, lin)
         else:
-            out += _linear(f"{a}.q_proj", heads * (qk_nope + qk_rope), h, lin)
+            out = _linear(f"{a}.q_proj", heads * (qk_nope + qk_rope), h, lin)
         out += _linear(f"{a}.kv_a_proj_with_mqa", kv_lora + qk_rope, h, lin) + [_norm(f"{a}.kv_a_layernorm", kv_lora)]
         out += _linear(f"{a}.kv_b_proj", heads * (qk_nope + v_hd), kv_lora, lin)
         out += _linear(f"{a}.o_proj", h, heads * v_hd, lin)
@@ -175,7 +173,9 @@ def deepseek_tensors(c: dict[str, Any]) -> list[Tensor]:
         if i >= c["num_hidden_layers"]:  # the MTP block's own parts
             out += [_norm(f"{p}.enorm", h), _norm(f"{p}.hnorm", h), (f"{p}.eh_proj.weight", "BF16", [h, 2 * h]), _norm(f"{p}.shared_head.norm", h)]
             out += [(f"{p}.embed_tokens.weight", "BF16", [c["vocab_size"], h]), (f"{p}.shared_head.head.weight", "BF16", [c["vocab_size"], h])]
-    return out + last
+        return out
+
+    return _decoder(c, body, c["num_hidden_layers"] + int(c.get("num_nextn_predict_layers") or 0))
 
 
 def gpt_oss_tensors(c: dict[str, Any]) -> list[Tensor]:
@@ -183,13 +183,10 @@ def gpt_oss_tensors(c: dict[str, Any]) -> list[Tensor]:
     attention with biases and per-head sinks, a router with bias."""
     h, heads, kv, hd = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
     e, inter = c["num_local_experts"], c["intermediate_size"]
-    first, last = _embeddings(c)
-    out = list(first)
-    for i in range(c["num_hidden_layers"]):
-        p = f"model.layers.{i}"
+
+    def body(i: int, p: str) -> list[Tensor]:
         a = f"{p}.self_attn"
-        out += [_norm(f"{p}.input_layernorm", h), _norm(f"{p}.post_attention_layernorm", h)]
-        out += _linear(f"{a}.q_proj", heads * hd, h, None, bias=True) + _linear(f"{a}.k_proj", kv * hd, h, None, bias=True)
+        out = _linear(f"{a}.q_proj", heads * hd, h, None, bias=True) + _linear(f"{a}.k_proj", kv * hd, h, None, bias=True)
         out += _linear(f"{a}.v_proj", kv * hd, h, None, bias=True) + _linear(f"{a}.o_proj", h, heads * hd, None, bias=True)
         out.append((f"{a}.sinks", "BF16", [heads]))
         out += [(f"{p}.mlp.router.weight", "BF16", [e, h]), (f"{p}.mlp.router.bias", "BF16", [e])]
@@ -197,7 +194,9 @@ def gpt_oss_tensors(c: dict[str, Any]) -> list[Tensor]:
             out.append((f"{p}.mlp.experts.{proj}_blocks", "U8", [e, n, k // 32, 16]))
             out.append((f"{p}.mlp.experts.{proj}_scales", "U8", [e, n, k // 32]))
             out.append((f"{p}.mlp.experts.{proj}_bias", "BF16", [e, n]))
-    return out + last
+        return out
+
+    return _decoder(c, body)
 
 
 def tensors_for(c: dict[str, Any]) -> list[Tensor]:
