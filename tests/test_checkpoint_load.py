@@ -261,6 +261,24 @@ def test_repo_id_env_order_and_revision(tmp_path: Path) -> None:
     assert only.commit == COMMIT and "only snapshot" in (only.note or "")
 
 
+def test_an_unreadable_cache_is_fc501_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Path.is_dir raises on EACCES: a shared cache of another user is a finding, not a bug."""
+    hub = tmp_path / "hub"
+    write_hf_cache(hub, "acme/tiny", TINY, shards=2, commit=COMMIT)
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    real = Path.is_file
+
+    def denied(self: Path) -> bool:
+        if self.name == "main":
+            raise PermissionError(13, "Permission denied")
+        return real(self)
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    ck = load("acme/tiny")
+    (f,) = ck.of("FC501")
+    assert not ck.found and ck.crash is None and "cannot be read: Permission denied" in f.message
+
+
 def test_download_dir_is_searched_first(tmp_path: Path) -> None:
     write_hf_cache(tmp_path / "dl", "acme/tiny", TINY, shards=1, commit=COMMIT)
     assert load("acme/tiny", download_dir=str(tmp_path / "dl")).found

@@ -102,14 +102,19 @@ def resolve(
     for hub in hubs:
         repo = hub / folder
         res.searched.append(str(repo))
-        if repo.is_dir():
+        try:  # Path.is_dir/is_file raise on EACCES (a shared cache of another user)
+            if not repo.is_dir():
+                continue
             commit, why = _commit_of(repo, revision)
-            if commit is not None:
-                res.kind, res.repo_dir, res.commit = "hf-cache", repo, commit
-                res.path = repo / "snapshots" / commit
-                res.note = why
-                return res
-            present.append((repo, why or ""))
+        except OSError as exc:
+            present.append((repo, f"it cannot be read: {exc.strerror or exc}"))
+            continue
+        if commit is not None:
+            res.kind, res.repo_dir, res.commit = "hf-cache", repo, commit
+            res.path = repo / "snapshots" / commit
+            res.note = why
+            return res
+        present.append((repo, why or ""))
     if present:
         res.repo_dir = present[0][0]
         res.problem = f"{model} is in the cache ({present[0][0]}) but {present[0][1]}"
