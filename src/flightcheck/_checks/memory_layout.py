@@ -72,18 +72,17 @@ def max_model_len_over_limit(ctx: Context) -> Iterator[Outcome]:
     from .._memory.suggest import flag
 
     m = _model(ctx)
-    req = m.requested_len
+    req, opt = m.requested_len, flag("max_len", m.engine)
     if req is None or req == AUTO:
-        raise Skip("no explicit --max-model-len")
+        raise Skip(f"no explicit {opt}")
     limit, var, allowed = _window(ctx, m)
     if limit is None:
         raise Skip("the model states no max_position_embeddings")
     if req > limit:
         if allowed:
-            yield ok(f"--max-model-len {req:,} exceeds the model's {limit:,} but {var}=1 allows it")
+            yield ok(f"{opt} {req:,} exceeds the model's {limit:,} but {var}=1 allows it")
         else:
-            opt = flag("max_len", m.engine)
             yield fail(f"{opt} {req:,} exceeds the model's context window of {limit:,} tokens",
                        fix=f"{opt} {limit}\n(or, if the model really supports it: export {var}=1)", evidence={"limit": limit})
     else:
-        yield ok(f"--max-model-len {req:,} within the model's {limit:,}")
+        yield ok(f"{opt} {req:,} within the model's {limit:,}")
