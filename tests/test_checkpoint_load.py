@@ -206,7 +206,9 @@ def test_a_fifo_anywhere_never_blocks(tmp_path: Path, name: str, no_hang) -> Non
     assert _header_sha256(str(fifo)) is None and _file_sha256(fifo) is None
 
 
-def test_symlink_outside_the_directory_is_a_warning(tmp_path: Path) -> None:
+def test_symlink_outside_the_directory_fails_fc509(tmp_path: Path) -> None:
+    """The contract: a file the index names that resolves outside the model directory is an
+    error (only links into the HF cache's blobs are fine)."""
     root = healthy(tmp_path)
     s1 = root / shard_name(0, 3)
     elsewhere = tmp_path / "elsewhere.safetensors"
@@ -214,7 +216,7 @@ def test_symlink_outside_the_directory_is_a_warning(tmp_path: Path) -> None:
     s1.symlink_to(elsewhere)
     ck = load(str(root))
     (f,) = ck.of("FC509")
-    assert f.severity == "warning" and str(elsewhere) in f.message
+    assert f.severity is None and str(elsewhere) in f.message and "cp --remove-destination" in f.fix
 
 
 def test_index_total_size_mismatch_is_a_warning(tmp_path: Path) -> None:

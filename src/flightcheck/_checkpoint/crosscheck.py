@@ -70,7 +70,8 @@ def assemble(
         real = os.path.realpath(shard.path)
         if not idx.within(real, roots):
             ck.findings.append(Finding("FC509", shard.subject, f"{name} is a symlink to {real}, outside the model directory",
-                                       severity="warning", fix=f"if you made this link on purpose, nothing to do; otherwise replace it with the real file: cp --remove-destination {real} {shard.path}"))
+                                       fix=f"replace the link with the real file (cp --remove-destination {real} {shard.path}), "
+                                           f"or point --model at a directory that holds the weights"))
         shard.size = st.st_size
         shard.allocated = st.st_blocks * 512 if hasattr(st, "st_blocks") else None
         scan = scans.get(name)

@@ -16,7 +16,6 @@ import json
 import mmap
 import os
 import stat
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -107,18 +106,20 @@ def _is_hole(fd: int, off: int) -> bool:
 
 def measure(paths: Sequence[os.PathLike[str] | str], *, timeout: float = TIMEOUT_S) -> Optional[dict[str, Any]]:
     """Run the measurement in a child; None-free: a failure is a dict with ``error``."""
+    from .._collect._proc import run
+
     args = json.dumps([os.fspath(p) for p in paths])
-    try:
-        proc = subprocess.run([sys.executable, "-I", "-S", SCRIPT], input=args, capture_output=True,
-                              text=True, timeout=timeout, start_new_session=True)
-    except subprocess.TimeoutExpired:
+    # the shared runner kills the child's whole group at the timeout and never waits
+    # unboundedly for a child stuck in an uninterruptible read
+    proc = run([sys.executable, "-I", "-S", SCRIPT], stdin=args, timeout=timeout)
+    if proc.timed_out:
         return {"error": f"reading took over {timeout:.0f} s (a hung or very slow filesystem?)"}
-    except OSError as exc:
-        return {"error": f"could not start the measurement: {exc}"}
+    if proc.error:
+        return {"error": f"could not start the measurement: {proc.error}"}
     try:
-        return json.loads(proc.stdout)
+        return json.loads(proc.out)
     except ValueError:
-        tail = (proc.stderr or "").strip().splitlines()[-1:] or ["no output"]
+        tail = (proc.err or "").strip().splitlines()[-1:] or ["no output"]
         return {"error": f"the measurement failed: {tail[0][:200]}"}
 
 

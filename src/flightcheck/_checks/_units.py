@@ -12,6 +12,11 @@ def gib(n: float) -> str:
     return f"{n / GiB:,.1f} GiB"
 
 
+def mem_size(n: int) -> str:
+    """'1.5 GiB', or '64 MiB' under a GiB (a container's /dev/shm)."""
+    return gib(n) if n >= GiB else f"{n / (1 << 20):.0f} MiB"
+
+
 def si_bytes(n: float) -> str:
     """'1.56 TB', '740.00 MB', '512 bytes'."""
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):

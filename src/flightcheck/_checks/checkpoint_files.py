@@ -96,7 +96,8 @@ def index_path_escape(ctx: Context) -> Iterator[Outcome]:
     ## What it checks
     Every file name in the index stays inside the model directory: no absolute path, no
     ``..``; refused outright, never opened. A shard that is a symlink resolving outside the
-    directory (other than into the Hugging Face cache's blobs) is a warning.
+    directory fails too (symlinks into the Hugging Face cache's blobs are how the cache
+    stores files, and are fine).
 
     ## Why the launch dies
     A crafted index makes the loader open arbitrary files (``../../etc/passwd``); at best

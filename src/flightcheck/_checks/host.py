@@ -5,15 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ._derive import GiB
+from ._units import mem_size
 from ._framework import ERROR, INFO, WARNING, Context, Outcome, Skip, check, fail, ok, summary
 
 NOFILE_MIN = 65536
-
-
-def _size(n: int) -> str:
-    if n >= GiB:
-        return f"{n / GiB:.1f} GiB"
-    return f"{n / (1 << 20):.0f} MiB"
 
 
 @summary("FC6")
@@ -27,7 +22,7 @@ def _headline(ctx: Context) -> str:
     if h.virtualization and h.virtualization != "none":
         parts.append(f"VM ({h.virtualization})")
     if h.shm_bytes is not None:
-        parts.append(f"/dev/shm {_size(h.shm_bytes)}")
+        parts.append(f"/dev/shm {mem_size(h.shm_bytes)}")
     return ", ".join(p for p in parts if p)
 
 
@@ -61,9 +56,9 @@ def shm_too_small(ctx: Context) -> Iterator[Outcome]:
             fix = f"restart the container with --shm-size=16g (or --ipc=host); {container} defaults to 64 MB"
         else:
             fix = "mount -o remount,size=16G /dev/shm"
-        yield fail(f"/dev/shm is {_size(shm)}; {ranks} ranks on this node need at least 1 GiB", fix=fix, evidence={"shm_bytes": shm})
+        yield fail(f"/dev/shm is {mem_size(shm)}; {ranks} ranks on this node need at least 1 GiB", fix=fix, evidence={"shm_bytes": shm})
     else:
-        yield ok(f"/dev/shm is {_size(shm)}")
+        yield ok(f"/dev/shm is {mem_size(shm)}")
 
 
 @check("FC602", "memlock-limited", WARNING)

@@ -212,22 +212,10 @@ def _interpreter(argv: list[str], at: int, form: str, env: dict[str, str]) -> st
     if not found or not os.path.isfile(found):
         return None
     if form.endswith("-cli") and not _PYTHON.match(os.path.basename(exe)):
-        found = shebang_python(found) or _trampoline_python(found)
+        found = shebang_python(found)
         if not found or not os.path.isfile(found):
             return None
     return found if os.access(found, os.X_OK) else None
-
-
-def _trampoline_python(script: str) -> str | None:
-    """pip writes ``#!/bin/sh`` + ``'''exec' /very/long/python "$0" "$@"`` when the
-    interpreter path is too long for a shebang line; read the interpreter from there."""
-    try:
-        with open(script, "rb") as fh:
-            head = fh.read(2048).decode(errors="replace")
-    except OSError:
-        return None
-    m = re.search(r"^'''exec' (\S+) \"\$0\"", head, re.MULTILINE)
-    return m.group(1) if m else None
 
 
 def parse_command(argv: list[str], env: dict[str, str] | None = None) -> EngineCommand:
