@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from flightcheck import Intent  # noqa: E402
-from flightcheck._cluster.evaluate import evaluate_cluster  # noqa: E402
+from flightcheck._checks.cluster.evaluate import evaluate_cluster  # noqa: E402
 from flightcheck._cluster.snapshots import load_dir  # noqa: E402
 
 SHARDS = 96

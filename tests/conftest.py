@@ -18,7 +18,7 @@ import pytest
 
 from flightcheck import Intent, evaluate
 from flightcheck._examples import load_example
-from flightcheck._facts import from_dict
+from flightcheck._vocabulary.facts import from_dict
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HOSTS = FIXTURES / "hosts"

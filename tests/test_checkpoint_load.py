@@ -186,7 +186,7 @@ def test_a_fifo_anywhere_never_blocks(tmp_path: Path, name: str, no_hang) -> Non
     facts section's hashes)."""
     from flightcheck._checkpoint.section import _file_sha256, _header_sha256
     from flightcheck._memory import build
-    from flightcheck._intent import Intent
+    from flightcheck._vocabulary.intent import Intent
 
     root = healthy(tmp_path)
     fifo = root / name

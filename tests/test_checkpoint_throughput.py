@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from ckptgen import load_config, write_checkpoint
-from flightcheck._checkpoint import load, throughput
-from flightcheck._intent import Intent
+from flightcheck._checkpoint import load
+from flightcheck._collect import throughput
+from flightcheck._vocabulary.intent import Intent
 from flightcheck._memory import build
 
 

@@ -57,7 +57,7 @@ def test_underscore_spelling_of_flags_is_accepted():
 def test_the_engine_command_is_never_respelled():
     """Our flags in either spelling; the engine's arguments exactly as written, with or
     without `--` (they were once rewritten to dashes when no `--` preceded them)."""
-    from flightcheck._cli import parse_args
+    from flightcheck._cli.main import parse_args
 
     engine = ["vllm", "serve", "m", "--max_model_len", "4k", "--some_future_flag=x_y"]
     for sub in ("run", "check"):
@@ -110,7 +110,7 @@ def test_a_report_file_never_gets_terminal_colours(tmp_path, monkeypatch):
     import sys
     from pathlib import Path
 
-    from flightcheck._cli import main
+    from flightcheck._cli.main import main
 
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     monkeypatch.delenv("NO_COLOR", raising=False)

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from flightcheck import Intent
-from flightcheck._cluster.evaluate import ClusterReport, evaluate_cluster
-from flightcheck._facts import from_dict
+from flightcheck._checks.cluster.evaluate import ClusterReport, evaluate_cluster
+from flightcheck._vocabulary.facts import from_dict
 
 FIX = Path(__file__).parent / "fixtures" / "cluster"
 SHARD3 = "model-00003-of-00004.safetensors"

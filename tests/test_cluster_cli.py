@@ -249,7 +249,7 @@ def test_collect_output_expands_slurms_node_name(tmp_path):
 
 def test_facts_dir_path_never_imports_ray(tmp_path):
     code = (
-        "import sys\nfrom flightcheck._cli import main\n"
+        "import sys\nfrom flightcheck._cli.main import main\n"
         f"rc = main(['cluster', '--facts-dir', {str(FIX)!r}, '-tp', '8', '--format', 'json', '-o', {str(tmp_path / 'r.json')!r}])\n"
         "print(rc, 'ray' in sys.modules)\n"
     )
@@ -259,8 +259,8 @@ def test_facts_dir_path_never_imports_ray(tmp_path):
 
 def test_text_names_unreachable_and_skipped_nodes():
     from flightcheck import Intent
-    from flightcheck._cluster import render
-    from flightcheck._cluster.evaluate import evaluate_cluster
+    from flightcheck._cli.cluster import render
+    from flightcheck._checks.cluster.evaluate import evaluate_cluster
 
     nodes = {name: facts for name, (facts, _) in load_dir(FIX).items() if name.startswith("gpu-b300")}
     report = evaluate_cluster(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from flightcheck._cli import parse_args
+from flightcheck._cli.main import parse_args
 from test_cluster_cli import tiny_model
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"

@@ -15,7 +15,7 @@ import pytest
 from fake_cuda import fake_nvcc, tool_bin
 from fake_engine import make_engine
 from flightcheck import Intent, evaluate
-from flightcheck._collect import _cuda, collect
+from flightcheck._collect import cuda as _cuda, collect
 from flightcheck._collect.compile_smoke import build_ninja, cache_key, split_output
 from flightcheck._examples import load_example
 
@@ -158,7 +158,7 @@ def test_cache_key_follows_the_nvcc_binary(tmp_path):
 def test_targets_follow_flashinfers_reading_of_its_arch_list():
     from flightcheck._collect import CollectContext
     from flightcheck._collect.compile_smoke import target_archs
-    from flightcheck._facts import from_dict
+    from flightcheck._vocabulary.facts import from_dict
 
     facts = from_dict(gpu_doc())
     cctx = CollectContext(Intent(tensor_parallel_size=8), {"FLASHINFER_CUDA_ARCH_LIST": "9.0 10.3a 12.0 8.0 10.0a;x 10.3"}, sys.executable)

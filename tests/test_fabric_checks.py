@@ -9,7 +9,7 @@ import pytest
 
 from conftest import assert_fires, assert_silent, cli, host_doc, results, statuses
 from flightcheck import Intent, evaluate
-from flightcheck._facts import from_dict
+from flightcheck._vocabulary.facts import from_dict
 
 FC3 = ("FC301", "FC302", "FC303", "FC304", "FC305", "FC306", "FC307", "FC308", "FC309")
 PROBE_401 = {"ok": False, "stage": "bind", "cuda_error": 401, "cuda_error_name": "CUDA_ERROR_ILLEGAL_STATE",

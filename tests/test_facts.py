@@ -8,7 +8,7 @@ import pytest
 
 from conftest import cli, host_doc
 from flightcheck import UsageError
-from flightcheck._facts import SCHEMA, Facts, from_dict, load_file, loads, merge
+from flightcheck._vocabulary.facts import SCHEMA, Facts, from_dict, load_file, loads, merge
 
 
 def test_round_trip_of_a_complete_snapshot():

@@ -10,10 +10,10 @@ import xmlschema
 
 from conftest import cli, facts, host_doc
 from flightcheck import Intent, evaluate
-from flightcheck._checks._framework import CheckResult, PlanStep, Severity, Status
-from flightcheck._evaluate import Report, verdict_of
-from flightcheck._facts import Facts
-from flightcheck._plan import build_plan
+from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
+from flightcheck._vocabulary.report import Report, verdict_of
+from flightcheck._vocabulary.facts import Facts
+from flightcheck._vocabulary.plan import build_plan
 from flightcheck._report import render
 
 XSD = Path(__file__).parent / "fixtures" / "junit" / "junit-10.xsd"
@@ -113,8 +113,8 @@ def test_the_schema_is_strict_enough_to_catch_mistakes(schema):
 def test_cluster_report_is_written_by_the_same_code_and_stays_valid(schema):
     """A suite per node and one across nodes, the node report's case outcomes, and a
     tiny total time still an xs:decimal (the cluster writer once printed str(1e-05))."""
-    from flightcheck._cluster import render as render_cluster
-    from flightcheck._cluster.evaluate import evaluate_cluster
+    from flightcheck._cli.cluster import render as render_cluster
+    from flightcheck._checks.cluster.evaluate import evaluate_cluster
 
     small_shm = facts("b300", host={**host_doc("b300")["host"], "shm_bytes": 64 << 20})
     rep = evaluate_cluster({"a": facts("b300"), "b": small_shm}, Intent(tensor_parallel_size=8, nnodes=2))

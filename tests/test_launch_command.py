@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from flightcheck._intent import AUTO
+from flightcheck._vocabulary.intent import AUTO
 from flightcheck._launch import parse_command
 
 

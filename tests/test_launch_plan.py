@@ -9,13 +9,13 @@ from __future__ import annotations
 import yaml
 
 from flightcheck import Intent
-from flightcheck._checks._framework import CheckResult, PlanStep, Severity, Status
-from flightcheck._evaluate import Report, verdict_of
-from flightcheck._facts import Facts
+from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
+from flightcheck._vocabulary.report import Report, verdict_of
+from flightcheck._vocabulary.facts import Facts
 from flightcheck._launch import parse_command
 from flightcheck._launch.apply import apply_plan
 from flightcheck._launch.guard import decide, shell_script
-from flightcheck._plan import build_plan
+from flightcheck._vocabulary.plan import build_plan
 
 MULTICAST_OFF = (
     PlanStep("env", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", "torch symmetric memory binds multicast"),

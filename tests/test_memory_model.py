@@ -13,7 +13,7 @@ import pytest
 
 from ckptgen import load_config, write_checkpoint
 from flightcheck._checkpoint import load
-from flightcheck._intent import Intent
+from flightcheck._vocabulary.intent import Intent
 from flightcheck._memory import build
 from flightcheck._memory.budget import default_utilization, sglang_fraction
 from flightcheck._memory.config import parse

@@ -11,9 +11,9 @@ import pytest
 
 from conftest import host_doc
 from flightcheck import Intent, evaluate
-from flightcheck._checks._framework import Context
-from flightcheck._facts import from_dict
-from flightcheck._fallback import kimi_k3_tail, multicast_fallback
+from flightcheck._checks.framework import Context
+from flightcheck._vocabulary.facts import from_dict
+from flightcheck._checks.fabric.fallback import kimi_k3_tail, multicast_fallback
 
 PROBE_401 = {"ok": False, "stage": "bind", "cuda_error": 401, "cuda_error_name": "CUDA_ERROR_ILLEGAL_STATE",
              "devices": 8, "handle_type": "posix_fd", "duration_s": 0.4}

@@ -18,7 +18,7 @@ import pytest
 from conftest import cli
 from flightcheck import Intent, probe_multicast
 from flightcheck._collect import CollectContext, multicast
-from flightcheck._facts import from_dict
+from flightcheck._vocabulary.facts import from_dict
 
 SRC = Path(__file__).parent / "fakes" / "fake_libcuda.c"
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to build the fake libcuda")

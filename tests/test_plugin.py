@@ -102,7 +102,7 @@ def test_other_vllm_subcommands_return_at_once(tmp_path):
         assert proc.stderr == ""
         assert "FLIGHTCHECK_PLUGIN_DONE" not in out["env"]
         # nothing beyond the plugin module itself was imported: no collection, no evaluation
-        assert not {"flightcheck._collect", "flightcheck._evaluate", "flightcheck._launch"} & set(out["modules"])
+        assert not {"flightcheck._collect", "flightcheck._checks.evaluate", "flightcheck._launch"} & set(out["modules"])
         no_torch(out)
 
 

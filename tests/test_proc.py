@@ -7,7 +7,7 @@ import os
 import signal
 import time
 
-from flightcheck._collect._proc import DRAIN_TIMEOUT, run
+from flightcheck._collect.proc import DRAIN_TIMEOUT, run
 
 
 def test_timeout_kills_the_process_group():

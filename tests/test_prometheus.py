@@ -6,10 +6,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import cli, facts, host_doc
 from flightcheck import Intent, evaluate
-from flightcheck._checks._framework import CheckResult, PlanStep, Severity, Status
-from flightcheck._evaluate import Report, verdict_of
-from flightcheck._facts import Facts
-from flightcheck._plan import build_plan
+from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
+from flightcheck._vocabulary.report import Report, verdict_of
+from flightcheck._vocabulary.facts import Facts
+from flightcheck._vocabulary.plan import build_plan
 from flightcheck._report import render
 from flightcheck._report.prometheus_format import render as render_prom
 

@@ -13,8 +13,9 @@ import pytest
 from fake_cuda import elf_with_fatbin, script
 from fake_engine import make_engine
 from flightcheck import Intent
-from flightcheck._collect import CollectContext, _cuda, _fatbin, _fi_wheels
-from flightcheck._collect._engine import engine_python
+from flightcheck._collect import CollectContext, cuda as _cuda, fatbin as _fatbin
+from flightcheck._knowledge import flashinfer as _fi_wheels
+from flightcheck._collect.engine import engine_python
 from flightcheck._collect.python_env import collect_python, requirement_on
 
 

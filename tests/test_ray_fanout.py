@@ -16,9 +16,9 @@ import pytest
 from conftest import host_doc
 from flightcheck._cluster import node as node_side
 from flightcheck._cluster import ray_fanout
-from flightcheck._errors import UsageError
-from flightcheck._facts import loads
-from flightcheck._intent import Intent
+from flightcheck._vocabulary.errors import UsageError
+from flightcheck._vocabulary.facts import loads
+from flightcheck._vocabulary.intent import Intent
 
 
 class FakeTaskError(Exception):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from flightcheck._cli import parse_args
+from flightcheck._cli.main import parse_args
 from test_launch_run import FM_STOPPED, MULTICAST_401, base_facts
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"

@@ -12,23 +12,32 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
+from flightcheck._vocabulary.version import __version__
 
 if TYPE_CHECKING:
-    from ._checks._framework import CheckResult, PlanStep, Severity, Status
-    from ._collect import collect
-    from ._errors import UsageError
-    from ._evaluate import Report, evaluate
-    from ._facts import Facts
-    from ._intent import Intent
-    from ._plan import Plan
+    from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
+    from flightcheck._collect import collect
+    from flightcheck._vocabulary.errors import UsageError
+    from flightcheck._vocabulary.report import Report
+    from flightcheck._checks.evaluate import evaluate
+    from flightcheck._vocabulary.facts import Facts
+    from flightcheck._vocabulary.intent import Intent
+    from flightcheck._vocabulary.plan import Plan
 
 # Resolved on first use (PEP 562): vLLM imports this package in every `vllm` command to
 # load the plugin, and `vllm collect-env` should not pay for msgspec and the catalogue.
 _LAZY = {
-    "CheckResult": "._checks._framework", "PlanStep": "._checks._framework", "Severity": "._checks._framework",
-    "Status": "._checks._framework", "collect": "._collect", "UsageError": "._errors", "Report": "._evaluate",
-    "evaluate": "._evaluate", "Facts": "._facts", "Intent": "._intent", "Plan": "._plan",
+    "CheckResult": "._vocabulary.results",
+    "PlanStep": "._vocabulary.results",
+    "Severity": "._vocabulary.results",
+    "Status": "._vocabulary.results",
+    "collect": "._collect",
+    "UsageError": "._vocabulary.errors",
+    "Report": "._vocabulary.report",
+    "evaluate": "._checks.evaluate",
+    "Facts": "._vocabulary.facts",
+    "Intent": "._vocabulary.intent",
+    "Plan": "._vocabulary.plan",
 }
 
 
@@ -63,6 +72,6 @@ __all__ = [
 
 def probe_multicast(devices: list[int] | None = None, timeout: float = 30.0, **kwargs: Any) -> Any:
     """Run the NVLS multicast bind probe in a child process; see ``flightcheck probe multicast``."""
-    from ._collect.multicast import probe_multicast as _probe
+    from flightcheck._collect.multicast import probe_multicast as _probe
 
     return _probe(devices=devices, timeout=timeout, **kwargs)

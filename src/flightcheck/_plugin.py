@@ -38,10 +38,8 @@ from __future__ import annotations
 import os
 import sys
 
-#: set in the engine's environment once a launch has been checked (here, or by
-#: ``flightcheck run``), so the plugin in the engine's later processes (engine core,
-#: workers) does not check it again. Defined here: this module must stay import-light.
-MARKER = "FLIGHTCHECK_PLUGIN_DONE"
+from flightcheck._vocabulary.envvars import MARKER
+
 
 _TRUE = ("1", "true", "yes", "on")
 
@@ -88,10 +86,10 @@ def _guard(command: list[str]) -> None:
     """Check the launch; stop it (SystemExit) or apply the fallback to this process."""
     import time
 
-    from ._collect import collect, env_facts_files
-    from ._evaluate import evaluate
-    from ._launch.command import parse_command
-    from ._launch.guard import color_for, decide, grouped_lines, passed_line, print_changes, print_stop, say
+    from flightcheck._collect import collect, env_facts_files
+    from flightcheck._checks.evaluate import evaluate
+    from flightcheck._launch.command import parse_command
+    from flightcheck._launch.guard import color_for, decide, grouped_lines, passed_line, print_changes, print_stop, say
 
     t0 = time.perf_counter()
     env = dict(os.environ)
@@ -107,15 +105,15 @@ def _guard(command: list[str]) -> None:
     err = sys.stderr
     out = os.environ.get("FLIGHTCHECK_REPORT")
     if out:
-        from ._errors import UsageError
-        from ._report import render, write_atomic
+        from flightcheck._vocabulary.errors import UsageError
+        from flightcheck._report import render, write_atomic
 
         try:
             write_atomic(out, render(report, "json"))
         except UsageError as exc:  # a report that cannot be written must not undo the decision
             say(err, f"warning: FLIGHTCHECK_REPORT: {exc}")
     if d.action == "stop":
-        from ._report import render
+        from flightcheck._report import render
 
         err.write(render(report, "text", color=color_for(err)))
         print_stop(err, d, "stopping vllm serve before it loads anything:")

@@ -17,18 +17,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .load import Checkpoint, Finding, Shard, load
-from .section import checkpoint_section
+from flightcheck._checkpoint.load import Checkpoint, Finding, Shard, load
+from flightcheck._checkpoint.section import checkpoint_section
 
 if TYPE_CHECKING:
-    from .._checks._framework import Context
+    from flightcheck._checks.framework import Context
 
 __all__ = ["Checkpoint", "Finding", "Shard", "checkpoint_section", "load", "load_for_context"]
 
 
 def load_for_context(ctx: Context) -> Checkpoint:
     """Read the checkpoint of ``ctx.intent.model`` (the engine's HF cache env from the facts)."""
-    from .resolve import env_views
+    from flightcheck._checkpoint.resolve import env_views
 
     intent = ctx.intent
     try:
@@ -39,11 +39,11 @@ def load_for_context(ctx: Context) -> Checkpoint:
             download_dir=intent.download_dir,
         )
     except Exception as exc:  # a bug here must not be retried by every FC4xx/FC5xx check
-        from .resolve import Resolved
+        from flightcheck._checkpoint.resolve import Resolved
 
         return Checkpoint(Resolved(model=intent.model or ""), crash=f"{type(exc).__name__}: {exc}")
     if intent.deep and ck.found and ck.shards:
-        from .throughput import measure
+        from flightcheck._collect.throughput import measure
 
         ck.throughput = measure([s.path for s in ck.shards if s.scan is not None and s.size > 0])
     return ck
@@ -53,7 +53,7 @@ def summary_line(ck: Checkpoint) -> str:
     """'96 shards, 1.56 TB, 390,611 tensors (cache warm, 0.04 s)' for the report headline."""
     if not ck.found:
         return "model not found"
-    from .._checks._units import si_bytes
+    from flightcheck._knowledge.units import si_bytes
 
     parts = [f"{len(ck.shards)} shard{'s' if len(ck.shards) != 1 else ''}", si_bytes(ck.total_bytes), f"{ck.tensor_count:,} tensors"]
     return ", ".join(parts) + f" (headers read in {ck.seconds:.2f} s, cache {ck.cache})"

@@ -20,8 +20,8 @@ from typing import Optional
 
 import msgspec
 
-from .shardio import read_small
-from .validate import ShardScan
+from flightcheck._checkpoint.shardio import read_small
+from flightcheck._checkpoint.validate import ShardScan
 
 #: Bump when ShardScan / IndexScan change meaning: older files are then ignored.
 FORMAT = "flightcheck.ckpt-cache/3"

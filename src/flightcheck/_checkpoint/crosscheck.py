@@ -12,13 +12,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from . import index as idx
-from .cache import file_key
-from .validate import ShardScan, scan_file
+from flightcheck._checkpoint import index as idx
+from flightcheck._checkpoint.cache import file_key
+from flightcheck._checkpoint.validate import ShardScan, scan_file
 
 if TYPE_CHECKING:
-    from .cache import ScanCache
-    from .load import Checkpoint, Shard
+    from flightcheck._checkpoint.cache import ScanCache
+    from flightcheck._checkpoint.load import Checkpoint, Shard
 
 #: A shard whose allocated blocks cover less than this share of its size is sparse (FC511);
 #: well below 1 so that filesystems which compress (ZFS, btrfs) do not trip it.
@@ -38,7 +38,7 @@ def assemble(
     cache: ScanCache,
 ) -> None:
     """Fill ``ck.shards`` and ``ck.findings`` (FC502/503/504/506/508/509/511)."""
-    from .load import Finding, Shard
+    from flightcheck._checkpoint.load import Finding, Shard
 
     index_subject = f"file:{idx.INDEX_NAME}"
     if ck.index is not None and ck.index.problem:
@@ -95,7 +95,7 @@ def assemble(
 
 
 def _missing(ck: Checkpoint, shard: Shard, exc: OSError) -> None:
-    from .load import Finding
+    from flightcheck._checkpoint.load import Finding
 
     name, subject = shard.name, shard.subject
     if exc.errno == errno.ELOOP:
@@ -109,7 +109,7 @@ def _missing(ck: Checkpoint, shard: Shard, exc: OSError) -> None:
 
 
 def _against_index(ck: Checkpoint, root: Path, raw_index: Optional[bytes]) -> None:
-    from .load import Finding
+    from flightcheck._checkpoint.load import Finding
 
     assert ck.index is not None
     full: Optional[dict[str, list[str]]] = None  # file -> names, read only when needed
@@ -161,7 +161,7 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: Optional[bytes]) -> No
 
 
 def _duplicates_without_index(ck: Checkpoint) -> None:
-    from .load import Finding
+    from flightcheck._checkpoint.load import Finding
 
     seen: dict[str, str] = {}
     for shard in ck.shards:

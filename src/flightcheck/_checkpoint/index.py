@@ -17,9 +17,9 @@ from typing import Any, Literal, Optional
 
 import msgspec
 
-from .cache import IndexScan
-from .shardio import NotRegular, TooLarge, read_header, read_small
-from .validate import _HEADER, names_digest
+from flightcheck._checkpoint.cache import IndexScan
+from flightcheck._checkpoint.shardio import NotRegular, TooLarge, read_header, read_small
+from flightcheck._checkpoint.validate import _HEADER, names_digest
 
 INDEX_NAME = "model.safetensors.index.json"
 MAX_INDEX = 1 << 30  # a 1 GiB index would be 10M tensors: refuse rather than exhaust memory

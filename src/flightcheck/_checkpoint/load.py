@@ -18,12 +18,12 @@ from typing import Any, Optional
 
 import msgspec
 
-from . import index as idx
-from .cache import IndexScan, ScanCache, file_key
-from .resolve import Resolved, expected_files, incomplete_downloads, resolve
-from .scan import ScanStats, scan_paths
-from .shardio import TooLarge, read_small
-from .validate import ShardScan
+from flightcheck._checkpoint import index as idx
+from flightcheck._checkpoint.cache import IndexScan, ScanCache, file_key
+from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete_downloads, resolve
+from flightcheck._checkpoint.scan import ScanStats, scan_paths
+from flightcheck._checkpoint.shardio import TooLarge, read_small
+from flightcheck._checkpoint.validate import ShardScan
 
 MAX_CONFIG = 64 << 20
 
@@ -176,7 +176,7 @@ def load(
     ck.stats.cached = len(scans) - len(fresh)
     if cache.enabled:
         ck.cache = "warm" if not todo else ("partial" if ck.stats.cached else "cold")
-    from .crosscheck import assemble
+    from flightcheck._checkpoint.crosscheck import assemble
 
     assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache)
     _hf_cache_checks(ck)

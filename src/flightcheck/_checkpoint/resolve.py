@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import msgspec
 
-from .shardio import read_small
+from flightcheck._checkpoint.shardio import read_small
 
 MAX_TREE = 256 << 20  # a size record of a million files; beyond that it is not one
 

@@ -25,9 +25,9 @@ from typing import Any, Optional
 
 import msgspec
 
-from . import validate
-from .shardio import MAX_HEADER, read_header
-from .validate import Problem, ShardScan
+from flightcheck._checkpoint import validate
+from flightcheck._checkpoint.shardio import MAX_HEADER, read_header
+from flightcheck._checkpoint.validate import Problem, ShardScan
 
 #: Below this much header to parse (bytes), workers cost more than they save.
 PARALLEL_MIN_BYTES = 6 << 20

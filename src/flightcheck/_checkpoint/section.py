@@ -12,16 +12,16 @@ import hashlib
 import os
 from typing import TYPE_CHECKING, Any, Optional
 
-from .index import INDEX_NAME
-from .shardio import read_header, read_small
+from flightcheck._checkpoint.index import INDEX_NAME
+from flightcheck._checkpoint.shardio import read_header, read_small
 
 if TYPE_CHECKING:
-    from .._intent import Intent
+    from flightcheck._vocabulary.intent import Intent
 
 
 def checkpoint_section(intent: Intent) -> dict[str, Any]:
     """{model, path, files {name: size}, header_sha256 {name: sha256}, commit, config_sha256}."""
-    from .load import load
+    from flightcheck._checkpoint.load import load
 
     model = intent.model or ""
     ck = load(model, revision=intent.revision, envs=(os.environ,), download_dir=intent.download_dir, sha=True)

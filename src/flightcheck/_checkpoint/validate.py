@@ -29,8 +29,8 @@ from typing import Annotated, Literal, Optional, Tuple
 import msgspec
 
 try:
-    from .groups import Group, group_tensors
-    from .shardio import MAX_HEADER, NotRegular, read_header
+    from flightcheck._checkpoint.groups import Group, group_tensors
+    from flightcheck._checkpoint.shardio import MAX_HEADER, NotRegular, read_header
 except ImportError:  # a scan worker loads these files as top-level modules, never flightcheck
     from groups import Group, group_tensors  # type: ignore[no-redef]
     from shardio import MAX_HEADER, NotRegular, read_header  # type: ignore[no-redef]

@@ -31,8 +31,8 @@ def collect_node(intent_fields: dict[str, Any], env: Mapping[str, str] | None = 
     Raises:
         UsageError: a facts file named by FLIGHTCHECK_FACTS is unreadable or invalid.
     """
-    from .._collect import collect, env_facts_files
-    from .._intent import Intent
+    from flightcheck._collect import collect, env_facts_files
+    from flightcheck._vocabulary.intent import Intent
 
     known = {f.name for f in dataclasses.fields(Intent)}  # a newer caller may send more fields
     intent = Intent(**{k: v for k, v in intent_fields.items() if k in known})

@@ -17,13 +17,13 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._errors import UsageError
-from .._facts import loads
-from .snapshots import unique_names
+from flightcheck._vocabulary.errors import UsageError
+from flightcheck._vocabulary.facts import loads
+from flightcheck._cluster.snapshots import unique_names
 
 if TYPE_CHECKING:
-    from .._facts import Facts
-    from .._intent import Intent
+    from flightcheck._vocabulary.facts import Facts
+    from flightcheck._vocabulary.intent import Intent
 
 
 @dataclass
@@ -84,7 +84,7 @@ def gather(address: str, intent: Intent, timeout: float) -> Gathered:
     try:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        from .node import ray_task
+        from flightcheck._cluster.node import ray_task
 
         alive = [n for n in ray.nodes() if n.get("Alive")]
         with_gpu = [n for n in alive if (n.get("Resources") or {}).get("GPU", 0) > 0]

@@ -12,11 +12,11 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import UsageError
-from .._facts import from_dict, load_file
+from flightcheck._vocabulary.errors import UsageError
+from flightcheck._vocabulary.facts import from_dict, load_file
 
 if TYPE_CHECKING:
-    from .._facts import Facts
+    from flightcheck._vocabulary.facts import Facts
 
 
 def unique_names(bases: dict[str, str], fallbacks: dict[str, str]) -> dict[str, str]:

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._facts import Facts, from_dict, load_file, merge, sections_of
-from .._intent import Intent
+from flightcheck._vocabulary.facts import Facts, from_dict, load_file, merge, sections_of
+from flightcheck._vocabulary.intent import Intent
 
 #: Collector modules, imported on first use. A new collector is one more name here.
 COLLECTOR_MODULES = ("host", "env", "toolchain", "python_env", "jit_cache", "nvml", "compile_smoke", "multicast", "checkpoint")
@@ -141,7 +141,7 @@ def context_for(
     probes: Iterable[str] = (),
 ) -> CollectContext:
     """Build the collection context: the engine's environment and interpreter."""
-    from ._engine import engine_python
+    from flightcheck._collect.engine import engine_python
 
     intent = intent or Intent()
     environ = dict(os.environ if env is None else env)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._errors import UsageError
-from .._facts import Facts
-from . import CollectContext, probe
+from flightcheck._vocabulary.errors import UsageError
+from flightcheck._vocabulary.facts import Facts
+from flightcheck._collect import CollectContext, probe
 
 
 # The checkpoint is always read from disk, never taken from a snapshot (the contract): a
@@ -23,7 +23,7 @@ from . import CollectContext, probe
 def collect_checkpoint(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     """The section; a model this node cannot read leaves it without files, with the reason
     in ``unavailable`` (FC802 then names the node) instead of losing the node's other facts."""
-    from .._checkpoint import checkpoint_section
+    from flightcheck._checkpoint import checkpoint_section
 
     try:
         section = checkpoint_section(cctx.intent)

@@ -23,10 +23,10 @@ import tempfile
 import time
 from typing import Any
 
-from .._facts import Facts
-from . import CollectContext, probe
-from ._proc import run
-from ._smoke_src import HOST_CPP, KERNEL_CU
+from flightcheck._vocabulary.facts import Facts
+from flightcheck._collect import CollectContext, probe
+from flightcheck._collect.proc import run
+from flightcheck._collect.smoke_src import HOST_CPP, KERNEL_CU
 
 TIMEOUT = 120.0
 RECIPE = 1  # bump when the build below changes: old cache entries no longer apply
@@ -39,7 +39,8 @@ def _wanted(cctx: CollectContext) -> bool:
 def target_archs(cctx: CollectContext, facts: Facts) -> tuple[list[str], str]:
     """(FlashInfer arch names to build, where they came from): FLASHINFER_CUDA_ARCH_LIST
     when set (what FlashInfer will compile), else the archs of the GPUs used."""
-    from .._checks._derive import arch_of, parse_arch_list, visible_gpus
+    from flightcheck._knowledge.gpus import arch_of, parse_arch_list
+    from flightcheck._knowledge.derived import visible_gpus
 
     listed = cctx.env.get("FLASHINFER_CUDA_ARCH_LIST")
     if listed:
@@ -52,7 +53,7 @@ def target_archs(cctx: CollectContext, facts: Facts) -> tuple[list[str], str]:
 def cache_file(env: dict[str, str]) -> str | None:
     """``compile-smoke.json`` in flightcheck's cache directory (the one the checkpoint scans
     use), or None when FLIGHTCHECK_NO_CACHE turns caching off."""
-    from .._checkpoint.cache import cache_dir, enabled
+    from flightcheck._checkpoint.cache import cache_dir, enabled
 
     if not (enabled(env) and enabled()):  # the engine's environment or flightcheck's own
         return None

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from . import CollectContext, collector
+from flightcheck._collect import CollectContext, collector
 
 #: Exact names always recorded (null when unset), as the facts spec lists them.
 ALWAYS = (

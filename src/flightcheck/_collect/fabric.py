@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ._proc import run
+from flightcheck._collect.proc import run
 
 FM_UNIT, FM_BINARY = "nvidia-fabricmanager", "nv-fabricmanager"
 FM_PIDFILE = "var/run/nvidia-fabricmanager/nv-fabricmanager.pid"

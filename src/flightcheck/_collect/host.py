@@ -11,8 +11,8 @@ import resource
 import socket
 from typing import Any
 
-from . import CollectContext, collector
-from ._proc import run
+from flightcheck._collect import CollectContext, collector
+from flightcheck._collect.proc import run
 
 #: DMI vendor / product substrings -> systemd-detect-virt's names.
 _DMI_VM = (

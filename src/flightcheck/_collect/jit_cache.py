@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Mapping
 from typing import Any
 
-from . import CollectContext, collector
+from flightcheck._collect import CollectContext, collector
 
 
 def workspace_dir(env: Mapping[str, str]) -> str | None:

@@ -2,7 +2,7 @@
 
 ``flightcheck probe multicast``, ``flightcheck.probe_multicast()`` and the ``multicast``
 active probe (``--deep``, and always under ``flightcheck run``) all land here. The CUDA
-work happens in :mod:`._multicast_child` (ctypes on libcuda.so.1; see :mod:`._cuda_ctypes`
+work happens in :mod:`.multicast_child` (ctypes on libcuda.so.1; see :mod:`.cuda_ctypes`
 for why not cuda-bindings), started in its own process group with a hard timeout and always
 reaped: a bind that hangs is killed with its whole group and reported as stage
 ``timeout``, with the last stage it reached. This process never creates a CUDA context.
@@ -25,12 +25,12 @@ from typing import Any
 
 import msgspec
 
-from .._errors import UsageError
-from .._facts import Facts, MulticastProbe
-from . import CollectContext, probe
-from ._proc import Proc, json_events, run
+from flightcheck._vocabulary.errors import UsageError
+from flightcheck._vocabulary.facts import Facts, MulticastProbe
+from flightcheck._collect import CollectContext, probe
+from flightcheck._collect.proc import Proc, json_events, run
 
-CHILD = str(Path(__file__).with_name("_multicast_child.py"))
+CHILD = str(Path(__file__).with_name("multicast_child.py"))
 DEFAULT_TIMEOUT = 30.0
 FIELDS = tuple(MulticastProbe.__struct_fields__)
 
@@ -112,7 +112,7 @@ def _wanted(cctx: CollectContext) -> bool:
 @probe("multicast", section="multicast_probe", timeout=DEFAULT_TIMEOUT + 5.0, wanted=_wanted)
 def collect_probe(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     """The ``multicast_probe`` section for the launch: every GPU it uses on this node."""
-    from .._checks._derive import visible_gpus
+    from flightcheck._knowledge.derived import visible_gpus
 
     intent = cctx.intent
 
@@ -146,7 +146,7 @@ def _parse_devices(text: str | None) -> list[int] | None:
 
 def render_text(result: dict[str, Any]) -> str:
     """One human line (and a hint on failure) for ``probe multicast``."""
-    from .._checks._fabric_text import probe_hint
+    from flightcheck._fixes.fabric import probe_hint
 
     n, ht, secs = result.get("devices"), result.get("handle_type"), result.get("duration_s")
     tail = f"{n} device(s), {ht} handles, {secs:.2f}s" if secs is not None else ""

@@ -1,6 +1,6 @@
 """NVML collector: the ``driver``, ``gpus``, ``fabric_manager`` and ``imex`` sections.
 
-NVML is read in a child process (:mod:`._nvml_child`) with a hard timeout, because
+NVML is read in a child process (:mod:`.nvml_child`) with a hard timeout, because
 ``nvmlInit`` or a per-GPU query can block for a long time on a GPU that fell off the bus,
 and because the checking process must not load driver libraries into itself (vLLM forks
 its workers from it). The child streams one JSON line per GPU, so a hang still yields every
@@ -21,11 +21,11 @@ from typing import Any
 
 import msgspec
 
-from .._facts import Driver, Gpu
-from . import CollectContext, collector
-from ._proc import Proc, json_events, run
+from flightcheck._vocabulary.facts import Driver, Gpu
+from flightcheck._collect import CollectContext, collector
+from flightcheck._collect.proc import Proc, json_events, run
 
-CHILD = str(Path(__file__).with_name("_nvml_child.py"))
+CHILD = str(Path(__file__).with_name("nvml_child.py"))
 #: The child's own limit; the collector's is longer so the host-side part still reports.
 CHILD_TIMEOUT = 12.0
 FABRIC_STATES_ON_SWITCH = ("not_started", "in_progress", "completed")
@@ -122,8 +122,8 @@ def decide_nvswitch(gpus: list[dict[str, Any]] | None, host_evidence: list[str])
 @collector("nvml", sections=("driver", "gpus", "fabric_manager", "imex"), timeout=20.0)
 def collect_nvml(cctx: CollectContext) -> dict[str, Any]:
     """The driver and GPUs (NVML, in a child) and the fabric manager / IMEX state."""
-    from .fabric import collect_host_side
-    from .host import container
+    from flightcheck._collect.fabric import collect_host_side
+    from flightcheck._collect.host import container
 
     in_container = container(cctx.env) != "none"
     side: dict[str, Any] = {}

@@ -16,10 +16,11 @@ import platform
 import re
 from typing import Any
 
-from . import CollectContext, collector
-from . import _fatbin, _fi_wheels
-from ._proc import run
-from ._pyinfo import engine_info
+from flightcheck._collect import CollectContext, collector
+from flightcheck._collect import fatbin as _fatbin
+from flightcheck._knowledge import flashinfer as _fi_wheels
+from flightcheck._collect.proc import run
+from flightcheck._collect.pyinfo import engine_info
 
 TORCH_TIMEOUT = 90.0  # importing torch from a cold page cache takes tens of seconds
 

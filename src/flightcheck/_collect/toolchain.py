@@ -12,9 +12,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from . import CollectContext, collector, run_parallel
-from . import _cuda
-from ._pyinfo import engine_info
+from flightcheck._collect import CollectContext, collector, run_parallel
+from flightcheck._collect import cuda as _cuda
+from flightcheck._collect.pyinfo import engine_info
 
 
 def venv_ninja(python: str, env: dict[str, str]) -> str | None:

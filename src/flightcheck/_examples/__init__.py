@@ -10,7 +10,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from .._errors import UsageError
+from flightcheck._vocabulary.errors import UsageError
 
 _VLLM_TP8: dict[str, Any] = {"engine": "vllm", "tensor_parallel_size": 8}
 

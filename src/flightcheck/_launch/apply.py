@@ -14,13 +14,13 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import flags as F
-from .command import tokenize
+from flightcheck._knowledge import engines as F
+from flightcheck._launch.command import tokenize
 
 if TYPE_CHECKING:
-    from .._checks._framework import PlanStep
-    from .._plan import Plan
-    from .command import EngineCommand
+    from flightcheck._vocabulary.results import PlanStep
+    from flightcheck._vocabulary.plan import Plan
+    from flightcheck._launch.command import EngineCommand
 
 #: comma-separated list variables that a plan extends instead of replacing
 LIST_VARS = ("VLLM_RAY_EXTRA_ENV_VARS_TO_COPY",)

@@ -1,4 +1,4 @@
-"""Read an engine command line into an :class:`~flightcheck._intent.Intent`.
+"""Read an engine command line into an :class:`~flightcheck._vocabulary.intent.Intent`.
 
 Understood forms (an ``env [-i] [-u NAME] [NAME=VALUE]...`` prefix and wrappers such as
 ``numactl ...`` in front are allowed):
@@ -20,9 +20,9 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import UsageError
-from .._intent import Intent
-from . import flags as F
+from flightcheck._vocabulary.errors import UsageError
+from flightcheck._vocabulary.intent import Intent
+from flightcheck._knowledge import engines as F
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -205,7 +205,7 @@ def _env_prefix(argv: list[str]) -> tuple[dict[str, str | None], bool, int]:
 
 def _interpreter(argv: list[str], at: int, form: str, env: dict[str, str]) -> str | None:
     """The engine's Python: the ``python`` given, or the one behind the ``vllm`` script."""
-    from .._collect._engine import shebang_python
+    from flightcheck._collect.engine import shebang_python
 
     exe = argv[at]
     found = exe if os.sep in exe else shutil.which(exe, path=env.get("PATH", os.defpath))
@@ -231,7 +231,7 @@ def parse_command(argv: list[str], env: dict[str, str] | None = None) -> EngineC
         cmd.intent = Intent(unparsed=[f"not a vLLM or SGLang launch: {' '.join(argv[:3])}{' ...' if len(argv) > 3 else ''}"])
         return cmd
     cmd.engine, cmd.form, cmd.start = engine, form, start
-    from .intent_read import read_intent
+    from flightcheck._launch.intent_read import read_intent
 
     read_intent(cmd)
     engine_env = cmd.engine_env(dict(os.environ if env is None else env))

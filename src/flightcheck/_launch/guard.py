@@ -15,14 +15,14 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from .._checks._framework import Severity, Status
-from .._evaluate import blocks
-from .apply import Launch, apply_plan
+from flightcheck._vocabulary.results import Severity, Status
+from flightcheck._vocabulary.report import blocks
+from flightcheck._launch.apply import Launch, apply_plan
 
 if TYPE_CHECKING:
-    from .._checks._framework import CheckResult
-    from .._evaluate import Report
-    from .command import EngineCommand
+    from flightcheck._vocabulary.results import CheckResult
+    from flightcheck._vocabulary.report import Report
+    from flightcheck._launch.command import EngineCommand
 
 
 @dataclass

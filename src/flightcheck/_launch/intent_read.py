@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._errors import UsageError
-from .._intent import Intent
-from . import flags as F
-from .command import Opt, config_tokens, tokenize
+from flightcheck._vocabulary.errors import UsageError
+from flightcheck._vocabulary.intent import Intent
+from flightcheck._knowledge import engines as F
+from flightcheck._launch.command import Opt, config_tokens, tokenize
 
 if TYPE_CHECKING:
-    from .command import EngineCommand
+    from flightcheck._launch.command import EngineCommand
 
 
 def _valid(field_name: str, value: Any) -> str | None:

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from .config import ModelConfig, parse
-from .model import MemoryModel, resolve_reserve, resolve_utilization
-from .weights import Layout, tally
+from flightcheck._memory.config import ModelConfig, parse
+from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization
+from flightcheck._memory.weights import Layout, tally
 
 if TYPE_CHECKING:
-    from .._checkpoint import Checkpoint
-    from .._checks._framework import Context
-    from .._intent import Intent
+    from flightcheck._checkpoint import Checkpoint
+    from flightcheck._checks.framework import Context
+    from flightcheck._vocabulary.intent import Intent
 
 __all__ = ["Layout", "MemoryModel", "ModelConfig", "build", "model_for_context"]
 
@@ -39,7 +39,7 @@ def model_for_context(ctx: Context) -> MemoryModel:
 
 
 def _for_context(ctx: Context) -> MemoryModel:
-    from .._checks._derive import package
+    from flightcheck._knowledge.derived import package
 
     gpus = ctx.gpus_used
     totals = [g.memory_total_bytes for g in gpus if g.memory_total_bytes]

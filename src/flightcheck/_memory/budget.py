@@ -27,10 +27,10 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .._checks._derive import GiB, version
-from .config import ModelConfig
-from .kv import KvShape
-from .weights import Layout
+from flightcheck._knowledge.units import GiB, version
+from flightcheck._memory.config import ModelConfig
+from flightcheck._memory.kv import KvShape
+from flightcheck._memory.weights import Layout
 
 MiB = 1 << 20
 BATCHED_TOKENS = 8192

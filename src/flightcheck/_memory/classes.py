@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from .config import ModelConfig
+from flightcheck._memory.config import ModelConfig
 
 _WRAPPERS = ("model.language_model.", "language_model.model.", "language_model.", "model.", "transformer.", "backbone.", "decoder.")
 _CONTAINER = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer|decoder_layers)\.$")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .config import ModelConfig
+from flightcheck._memory.config import ModelConfig
 
 FP8_DS_MLA_BYTES = 656  # per layer per token (DeepSeek-V3.2 sparse MLA cache)
 

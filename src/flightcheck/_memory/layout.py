@@ -11,8 +11,8 @@ layers.
 
 from __future__ import annotations
 
-from .config import ModelConfig
-from .weights import Layout
+from flightcheck._memory.config import ModelConfig
+from flightcheck._memory.weights import Layout
 
 
 def problems(cfg: ModelConfig, layout: Layout) -> list[str]:

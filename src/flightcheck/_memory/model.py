@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .._intent import AUTO
-from .budget import GiB, Fit, default_reserve, default_utilization, usable_bytes
-from .config import ModelConfig
-from .kv import KvShape, kv_bytes, kv_shape
-from .weights import Layout, Tally, largest_stage, per_rank, stage_layers
+from flightcheck._vocabulary.intent import AUTO
+from flightcheck._memory.budget import GiB, Fit, default_reserve, default_utilization, usable_bytes
+from flightcheck._memory.config import ModelConfig
+from flightcheck._memory.kv import KvShape, kv_bytes, kv_shape
+from flightcheck._memory.weights import Layout, Tally, largest_stage, per_rank, stage_layers
 
 
 @dataclass

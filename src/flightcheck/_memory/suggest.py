@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .layout import problems
-from .model import MemoryModel
-from .weights import Layout
+from flightcheck._memory.layout import problems
+from flightcheck._memory.model import MemoryModel
+from flightcheck._memory.weights import Layout
 
 TP_CANDIDATES = (1, 2, 4, 8, 16, 32, 64)
 PP_CANDIDATES = (1, 2, 4, 8)

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .classes import classify
-from .config import ModelConfig
+from flightcheck._memory.classes import classify
+from flightcheck._memory.config import ModelConfig
 
 VOCAB_PAD = 64  # vLLM's pad_vocab_size
 

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._errors import UsageError
+from flightcheck._vocabulary.errors import UsageError
 
 if TYPE_CHECKING:
-    from .._evaluate import Report
+    from flightcheck._vocabulary.report import Report
 
 FORMATS = ("text", "json", "junit", "prometheus")
 

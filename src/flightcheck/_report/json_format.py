@@ -8,8 +8,8 @@ import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .._cluster.evaluate import ClusterReport
-    from .._evaluate import Report
+    from flightcheck._checks.cluster.evaluate import ClusterReport
+    from flightcheck._vocabulary.report import Report
 
 
 def render(report: Report | ClusterReport) -> str:

@@ -23,11 +23,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
-from .._checks._framework import FAMILIES, CheckResult, Status
-from .._evaluate import blocks
+from flightcheck._vocabulary.results import FAMILIES, CheckResult, Status
+from flightcheck._vocabulary.report import blocks
 
 if TYPE_CHECKING:
-    from .._evaluate import Report
+    from flightcheck._vocabulary.report import Report
 
 # XML 1.0 cannot carry most control characters (compiler output may hold ANSI escapes)
 _BAD_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

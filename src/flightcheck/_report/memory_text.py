@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._checks._units import gib as _gib
-from .._checks._units import si_bytes as _size
-from .._intent import AUTO
+from flightcheck._knowledge.units import gib as _gib
+from flightcheck._knowledge.units import si_bytes as _size
+from flightcheck._vocabulary.intent import AUTO
 
 WIDTH = 50
 _SEGMENTS = (("weights", "█", "blue"), ("kv", "▓", "magenta"), ("reserve", "▒", "yellow"), ("free", "░", "green"))

@@ -23,12 +23,12 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from .._checks._framework import Severity, Status
-from .._version import __version__
+from flightcheck._vocabulary.results import Severity, Status
+from flightcheck._vocabulary.version import __version__
 
 if TYPE_CHECKING:
-    from .._checks._framework import CheckResult
-    from .._evaluate import Report
+    from flightcheck._vocabulary.results import CheckResult
+    from flightcheck._vocabulary.report import Report
 
 STATUS_VALUE = {Status.PASS: 0, Status.FAIL: 1, Status.UNKNOWN: 2, Status.SKIP: 3}
 #: which status wins when one check reports a subject twice: fail > unknown > pass > skip

@@ -9,16 +9,16 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from .._checks._framework import FAMILIES, CheckResult, Severity, Status
-from .._evaluate import blocks
-from .._version import __version__
+from flightcheck._vocabulary.results import FAMILIES, CheckResult, Severity, Status
+from flightcheck._vocabulary.report import blocks
+from flightcheck._vocabulary.version import __version__
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .._evaluate import Report
-    from .._intent import Intent
-    from .._plan import Plan
+    from flightcheck._vocabulary.report import Report
+    from flightcheck._vocabulary.intent import Intent
+    from flightcheck._vocabulary.plan import Plan
 
 _MARK = {"fail": ("✗", "red"), "warn": ("!", "yellow"), "unknown": ("?", "blue"), "ok": ("✓", "green"), "skip": ("-", "dim"), "info": ("•", "cyan")}
 
@@ -158,7 +158,7 @@ def render(report: Report, *, verbose: bool = False, color: bool | None = None) 
                 continue
             print_finding(con, r, line, f" [dim]({escape(r.subject)})[/dim]" if r.subject != "host" else "")
     if report.memory:
-        from .memory_text import render_memory
+        from flightcheck._report.memory_text import render_memory
 
         con.print()
         render_memory(con, report.memory)

@@ -1,0 +1,8 @@
+"""Checkpoint (FC5xx): the weights on disk, read before the engine loads them.
+
+Importing the package registers every check of the family.
+"""
+
+from flightcheck._checks.checkpoint import headers, files
+
+__all__ = ['headers', 'files']

@@ -1,0 +1,176 @@
+"""FC5xx, continued: the index, config.json, unreadable and escaping files, load time,
+sparse shards (FC506–FC511). Imported by ``checkpoint`` so the family registers as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from flightcheck._vocabulary.results import ERROR, INFO, WARNING
+from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
+from flightcheck._knowledge.units import si_bytes
+from flightcheck._checks.checkpoint.headers import _checkpoint, _report
+
+
+@check("FC506", "index-inconsistent", ERROR)
+def index_inconsistent(ctx: Context) -> Iterator[Outcome]:
+    """The index and the shards' headers disagree.
+
+    ## What it checks
+    ``model.safetensors.index.json`` is valid JSON mapping tensors to files; each file
+    holds exactly the tensors the index maps to it (compared by count and a digest of the
+    names); no tensor is in two shards. A ``metadata.total_size`` that differs from the sum
+    of the headers' data, or tensors a shard holds but the index does not list, are
+    warnings.
+
+    ## Why the launch dies
+    The loader asks a shard for a tensor the index promised and gets a KeyError, or loads
+    a duplicate that silently replaces the right weights — after most of the load.
+
+    ## How to fix
+    Re-download the index and the named shards together from the same revision; mixing
+    files of two revisions is the usual cause.
+    """
+    ck = _checkpoint(ctx)
+    if ck.index_name is None and len(ck.shards) <= 1 and not ck.of("FC506"):
+        raise Skip("single-file checkpoint: no index to cross-check")
+    yield from _report(ck, "FC506", f"the index matches the {len(ck.shards)} headers" if ck.index_name else "no tensor is in two shards")
+
+
+@check("FC507", "config-invalid", ERROR)
+def config_invalid(ctx: Context) -> Iterator[Outcome]:
+    """config.json is missing, unparseable, or lacks a field the memory model needs.
+
+    ## What it checks
+    ``config.json`` exists, is a JSON object, and has ``num_hidden_layers``,
+    ``hidden_size`` and ``num_attention_heads`` (in ``text_config`` for multimodal models).
+
+    ## Why the launch dies
+    The engine reads config.json first to pick the architecture; a truncated or missing
+    one fails at once on every node, and a missing field fails model construction.
+
+    ## How to fix
+    Download config.json again (``hf download org/name config.json``) or restore it from
+    the source; do not hand-edit it.
+    """
+    ck = _checkpoint(ctx)
+    subject = "file:config.json"
+    fix = f"hf download {ck.resolved.repo_id} config.json" if ck.resolved.repo_id else f"restore {ck.path}/config.json from the model's source"
+    if ck.config_error:
+        yield fail(ck.config_error, fix=fix, subject=subject)
+        return
+    from flightcheck._memory.config import parse
+
+    cfg = parse(ck.config)
+    if cfg.missing:
+        yield fail(f"config.json has no {', '.join(cfg.missing)}: the architecture cannot be built", fix=fix, subject=subject)
+        return
+    arch = cfg.architectures[0] if cfg.architectures else cfg.model_type or "unknown architecture"
+    yield ok(f"{arch}, {cfg.layers} layers, hidden {cfg.hidden}" + (f", {cfg.experts} experts" if cfg.experts else ""), subject=subject)
+
+
+@check("FC508", "shard-unreadable", ERROR)
+def shard_unreadable(ctx: Context) -> Iterator[Outcome]:
+    """A shard exists but cannot be read.
+
+    ## What it checks
+    Each shard opens for reading and its header can be read: permissions, a symlink loop,
+    a file that is not a regular file, an I/O error or a read that hangs past its timeout.
+
+    ## Why the launch dies
+    The engine's workers (often another user, in a container) fail with "Permission
+    denied" or an I/O error when they reach that shard.
+
+    ## How to fix
+    Fix the permissions (``chmod a+r``), the link, or the filesystem; the message quotes
+    the error.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC508", "every shard is readable")
+
+
+@check("FC509", "index-path-escape", ERROR)
+def index_path_escape(ctx: Context) -> Iterator[Outcome]:
+    """The index names a file outside the model directory.
+
+    ## What it checks
+    Every file name in the index stays inside the model directory: no absolute path, no
+    ``..``; refused outright, never opened. A shard that is a symlink resolving outside the
+    directory fails too (symlinks into the Hugging Face cache's blobs are how the cache
+    stores files, and are fine).
+
+    ## Why the launch dies
+    A crafted index makes the loader open arbitrary files (``../../etc/passwd``); at best
+    the launch fails on a non-safetensors file, at worst it reads what it should not.
+
+    ## How to fix
+    Do not run this checkpoint: re-download the index from a trusted source.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC509", "every file the index names is inside the model directory")
+
+
+@check("FC510", "load-time-estimate", INFO)
+def load_time_estimate(ctx: Context) -> Iterator[Outcome]:
+    """How many bytes each node reads, and how long that takes.
+
+    ## What it checks
+    The bytes of the shards this node loads; with ``--deep``, the read throughput measured
+    on about 1 GiB sampled across the shards (page cache bypassed where the filesystem
+    allows) and the expected load time.
+
+    ## Why the launch dies
+    It does not; but a slow network filesystem turns a 15-minute load into an hour, and a
+    health check or scheduler timeout kills the engine while it loads.
+
+    ## How to fix
+    Copy the checkpoint to local NVMe before launching, or raise the start-up timeout of
+    the orchestrator above the expected load time.
+    """
+    ck = _checkpoint(ctx)
+    m = ctx.memory
+    read = m.load_bytes if m is not None and m.load_bytes else ck.total_bytes
+    msg = f"reads {si_bytes(read)} per node"
+    evidence: dict[str, Any] = {"load_bytes": read}
+    tp = ck.throughput
+    if tp and tp.get("bytes_per_s"):
+        rate = tp["bytes_per_s"]
+        secs = read / rate
+        msg += f"; measured {rate / 1e9:.2f} GB/s ({tp.get('method')}, {si_bytes(tp.get('bytes', 0))} sampled) -> about {_duration(secs)} to load"
+        evidence.update(read_bytes_per_s=int(rate), load_seconds_estimate=round(secs, 1))
+    elif tp and tp.get("error"):
+        msg += f"; read speed not measured: {tp['error']}"
+    elif tp:
+        msg += "; read speed not measured: every sample fell in a hole (sparse files)"
+    else:
+        msg += " (--deep measures the read speed and the load time)"
+    yield fail(msg, subject=f"model:{ck.resolved.model}", evidence=evidence)
+
+
+@check("FC511", "shard-sparse", WARNING)
+def shard_sparse(ctx: Context) -> Iterator[Outcome]:
+    """A shard has far fewer blocks on disk than its size: sparse or preallocated.
+
+    ## What it checks
+    For every shard of at least 1 MiB, allocated blocks (``st_blocks`` x 512) cover at
+    least half of its size (a compressing filesystem stays well above that for weights).
+
+    ## Why the launch dies
+    A downloader that preallocates (aria2, some S3 tools) or a ``truncate``d placeholder
+    gives a file of the right size whose content was never written: the header checks out,
+    the weights are zeros, and the model loads and serves garbage.
+
+    ## How to fix
+    Re-download the shard; if it is sparse on purpose (a test fixture), ignore this.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC511", "every shard is fully allocated on disk")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

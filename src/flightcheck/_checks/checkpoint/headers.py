@@ -1,0 +1,174 @@
+"""FC5xx — the checkpoint on disk: found, complete, uncorrupted, consistent, readable.
+
+FC501–FC505 here, FC506–FC511 in ``checkpoint_files`` (imported at the end, so the family
+registers as one). Every check reads ``ctx.checkpoint`` (resolved, scanned and cross-checked once, see
+``flightcheck._checkpoint``) and reports its own findings, one per file, with the file as
+the subject (``shard:model-00007-of-00096.safetensors``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from flightcheck._vocabulary.results import ERROR, Severity
+from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
+
+LIMIT = 5  # findings listed one by one per check; the rest are counted on one line
+
+
+def _checkpoint(ctx: Context, *, found: bool = True) -> Any:
+    ck = ctx.checkpoint
+    if ck is None:
+        raise Skip("no --model given")
+    if ck.crash:
+        raise RuntimeError(f"reading the checkpoint failed: {ck.crash}")
+    if found and not ck.found:
+        raise Skip("the model was not found (FC501)")
+    return ck
+
+
+def _report(ck: Any, code: str, passed: str) -> Iterator[Outcome]:
+    findings = ck.of(code)
+    for f in findings[:LIMIT]:
+        sev = Severity(f.severity) if f.severity else None
+        yield fail(f.message, fix=f.fix, subject=f.subject, evidence=f.evidence, severity=sev)
+    if len(findings) > LIMIT:
+        # One line for the rest (a 96-shard download cut short would otherwise print 96).
+        rest = findings[LIMIT:]
+        explicit = {f.severity for f in rest}
+        if "error" in explicit:
+            sev: Severity | None = Severity.ERROR
+        elif None in explicit:
+            sev = None  # the check's own severity
+        else:
+            sev = Severity(rest[0].severity)
+        yield fail(f"... and {len(rest)} more like these ({', '.join(f.subject.split(':', 1)[-1] for f in rest[:3])}, ...)",
+                   fix=rest[0].fix, subject=f"model:{ck.resolved.model}", severity=sev,
+                   evidence={"more": len(rest), "subjects": [f.subject for f in rest]})
+    if not findings:
+        yield ok(passed)
+
+
+@summary("FC5")
+def _headline(ctx: Context) -> str:
+    ck = ctx.checkpoint
+    if ck is None:
+        return "no --model given"
+    if ck.crash:
+        return f"could not be read ({ck.crash})"
+    from flightcheck._checkpoint import summary_line
+
+    return summary_line(ck)
+
+
+@check("FC501", "model-not-found", ERROR)
+def model_not_found(ctx: Context) -> Iterator[Outcome]:
+    """The model directory or Hugging Face repo id cannot be found on this node.
+
+    ## What it checks
+    ``--model`` is a directory, or a repo id (``org/name``, ``--revision``) present in the
+    local Hugging Face cache: ``HF_HUB_CACHE``, ``HUGGINGFACE_HUB_CACHE``, ``$HF_HOME/hub``
+    or ``~/.cache/huggingface/hub`` (and ``--download-dir``), with ``refs/<revision>``
+    pointing at a snapshot that exists. flightcheck never downloads anything.
+
+    ## Why the launch dies
+    With ``HF_HUB_OFFLINE=1`` the engine fails at once; without it, every node starts
+    downloading a checkpoint of hundreds of gigabytes at launch time, or fails on a gated
+    or private repo after minutes.
+
+    ## How to fix
+    Download it before the launch on every node (``hf download org/name``, with
+    ``--revision`` if pinned), point ``HF_HUB_CACHE`` at the cache that holds it, or pass
+    the directory itself as ``--model``.
+    """
+    ck = _checkpoint(ctx, found=False)
+    yield from _report(ck, "FC501", f"{ck.resolved.model} -> {ck.path}" + (f" ({ck.resolved.note})" if ck.resolved.note else ""))
+
+
+@check("FC502", "shard-missing", ERROR)
+def shard_missing(ctx: Context) -> Iterator[Outcome]:
+    """A weight file the index names is not there.
+
+    ## What it checks
+    Every file ``model.safetensors.index.json`` maps a tensor to exists (a symlink into the
+    cache's blobs must not dangle); with no index, that the directory has ``*.safetensors``.
+
+    ## Why the launch dies
+    vLLM checks this only when it starts loading ("Weight files referenced in index but
+    missing"), or, with a partial snapshot, fails on the first tensor of the absent shard
+    after the others have loaded.
+
+    ## How to fix
+    Download the missing files (``hf download org/name FILE``) or copy them from the
+    source; the message names each one.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC502", f"all {len(ck.shards)} weight files are present")
+
+
+@check("FC503", "shard-size-mismatch", ERROR)
+def shard_size_mismatch(ctx: Context) -> Iterator[Outcome]:
+    """A shard's size is not what its header says: truncated or padded.
+
+    ## What it checks
+    For every shard, file size == 8 + header length + end of the last tensor's data, the
+    rule safetensors itself enforces.
+
+    ## Why the launch dies
+    ``safe_open`` refuses the file ("incomplete metadata, file not fully covered") when the
+    loader reaches that shard, after the shards before it have been read — typically
+    minutes into the load. A copy interrupted by ``cp``/``rsync``/``wget`` leaves exactly this.
+
+    ## How to fix
+    Delete the file and fetch it again (the message gives the exact command for a cached
+    repo id); for a copied directory, copy that file again and compare its size with the
+    source.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC503", f"every shard's size matches its header ({len(ck.shards)} shards)")
+
+
+@check("FC504", "shard-header-invalid", ERROR)
+def shard_header_invalid(ctx: Context) -> Iterator[Outcome]:
+    """A shard's safetensors header is invalid.
+
+    ## What it checks
+    Each header as safetensors validates it: length at most 100,000,000 bytes and inside
+    the file, UTF-8 JSON, string-only ``__metadata__``, known dtypes (F4, F6 and F8
+    variants included), data offsets that tile the data region from 0 with no overlap or
+    hole, and each span equal to the element count times the dtype size.
+
+    ## Why the launch dies
+    The engine opens each shard only when it reaches it, so a corrupt shard 70 of 96 fails
+    the launch after most of the checkpoint has been read ("Error while deserializing
+    header", "invalid offset for tensor").
+
+    ## How to fix
+    Re-download or re-copy the named shard; if the header itself was written by a custom
+    exporter, fix the exporter: no other reader will accept it either.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC504", f"{len(ck.shards)} headers valid, {ck.tensor_count:,} tensors")
+
+
+@check("FC505", "download-incomplete", ERROR)
+def download_incomplete(ctx: Context) -> Iterator[Outcome]:
+    """A download of this model was interrupted.
+
+    ## What it checks
+    ``*.incomplete`` blobs in the repo's cache folder (or ``.cache/huggingface/download``
+    of a ``--local-dir`` download), and every snapshot file whose size differs from the
+    size the cache recorded for that commit (``trees/<commit>.json``).
+
+    ## Why the launch dies
+    An interrupted ``hf download`` leaves a partial blob and no snapshot link: the engine
+    either starts downloading it again at launch or fails on the missing file; a
+    size-mismatched file fails when its turn to load comes.
+
+    ## How to fix
+    Run the download again (``hf download org/name``): it resumes the partial blob. The
+    fix line names the file and the revision.
+    """
+    ck = _checkpoint(ctx)
+    yield from _report(ck, "FC505", "no interrupted download" + (", sizes match the cache's records" if ck.resolved.repo_dir else ""))

@@ -1,0 +1,8 @@
+"""Engine (FC7xx): the engine's interpreter and its packages.
+
+Importing the package registers every check of the family.
+"""
+
+from flightcheck._checks.engine import versions
+
+__all__ = ['versions']

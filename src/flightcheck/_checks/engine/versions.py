@@ -1,0 +1,130 @@
+"""FC7xx — engine: is the engine named installed where it will run, with the FlashInfer it
+was built against?"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from flightcheck._checks.shared import jit as _jit
+from flightcheck._knowledge.units import version
+from flightcheck._vocabulary.results import ERROR, WARNING
+from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
+
+#: flashinfer-python each vLLM release pins (requirements/cuda.txt at the tag), for
+#: snapshots recorded before ``engine_requires`` existed. Collected facts carry the real
+#: requirement from the installed distribution's metadata, which always wins.
+VLLM_FLASHINFER = {
+    "0.12.0": "0.5.3",
+    "0.24.0": "0.6.12",
+    "0.33.0": "0.7.2.post1",
+}
+
+
+@summary("FC7")
+def _headline(ctx: Context) -> str:
+    py = ctx.facts.python
+    if py is None or py.packages is None:
+        return f"engine interpreter unknown ({ctx.facts.reason('python.packages') or 'not collected'})"
+    parts = []
+    for name, label in ((ctx.intent.engine, ctx.intent.engine), ("flashinfer-python", "flashinfer"), ("torch", "torch")):
+        v = py.packages.get(name)
+        parts.append(f"{label} {v}" if v else f"no {label}")
+    return ", ".join(parts) + (f" ({py.executable})" if py.executable else "")
+
+
+@check("FC701", "engine-missing", ERROR)
+def engine_missing(ctx: Context) -> Iterator[Outcome]:
+    """The engine named (vllm / sglang) is not installed in the engine's interpreter.
+
+    ## What it checks
+    The distribution ``vllm`` (or ``sglang`` with ``--engine sglang``) is installed in the
+    interpreter that will run the engine: ``--python``, else the one behind the ``vllm`` /
+    ``sglang`` command on PATH, else flightcheck's own.
+
+    ## Why the launch dies
+    It does not start at all, or, worse, starts from another environment than the one whose
+    torch, FlashInfer and toolchain were checked: every other answer here would be about the
+    wrong interpreter.
+
+    ## How to fix
+    Name the engine's interpreter with ``--python /path/to/venv/bin/python`` (or activate
+    that venv), or install the engine there: ``python -m pip install vllm``.
+    """
+    packages = ctx.need("python.packages")
+    engine = ctx.intent.engine
+    exe = ctx.get("python.executable") or "the engine's interpreter"
+    installed = packages.get(engine)
+    if installed:
+        yield ok(f"{engine} {installed} in {exe}")
+        return
+    other = next((e for e in ("vllm", "sglang") if e != engine and packages.get(e)), None)
+    hint = f" ({other} {packages[other]} is there: --engine {other}?)" if other else ""
+    yield fail(
+        f"{engine} is not installed in {exe}{hint}",
+        fix=f"pass --python /path/to/the/engine/venv/bin/python if {engine} lives elsewhere; else {_jit.pip(ctx, engine)}",
+        evidence={"executable": ctx.get("python.executable"), "engine": engine},
+    )
+
+
+def declared_requirement(ctx: Context) -> tuple[str | None, str]:
+    """(specifier such as ``==0.7.2.post1``, where it came from) for the engine in use."""
+    py = ctx.facts.python
+    engine = ctx.intent.engine
+    if py is not None and py.engine == engine:  # collected for this engine: its metadata decides, none included
+        spec = py.engine_requires.removeprefix("flashinfer-python") if py.engine_requires else None
+        return spec, f"{engine}'s metadata"
+    installed = py.packages.get(engine) if py and py.packages else None
+    if engine == "vllm" and installed:
+        pinned = VLLM_FLASHINFER.get(str(version(installed).public) if version(installed) else installed)
+        if pinned:
+            return f"=={pinned}", f"vLLM {installed}'s requirements/cuda.txt"
+    return None, ""
+
+
+@check("FC702", "flashinfer-version-unexpected", WARNING)
+def flashinfer_version_unexpected(ctx: Context) -> Iterator[Outcome]:
+    """flashinfer-python differs from the version the installed engine declares it needs.
+
+    ## What it checks
+    The installed flashinfer-python satisfies the installed engine's own requirement on it
+    (from its package metadata, else a table of vLLM releases and their pins).
+
+    ## Why the launch dies
+    Engines call FlashInfer kernels by keyword with the signature of the version they pin;
+    another version fails mid-serving with "unexpected keyword argument" or wrong results
+    (vLLM 0.24 with FlashInfer 0.6.13 on the DeepSeek-V4 decode path), or misses kernels the
+    engine expects.
+
+    ## How to fix
+    Install the version the engine declares, with the engine's interpreter:
+    ``python -m pip install flashinfer-python==0.7.2.post1`` (and the same version of
+    flashinfer-cubin / flashinfer-jit-cache when installed).
+    """
+    packages = ctx.need("python.packages")
+    engine = ctx.intent.engine
+    if not packages.get(engine):
+        raise Skip(f"{engine} is not installed (FC701)")
+    spec, source = declared_requirement(ctx)
+    fi = packages.get("flashinfer-python")
+    if spec is None:
+        raise Skip(f"{engine} {packages[engine]} declares no flashinfer-python requirement that flightcheck knows")
+    if spec == "":
+        raise Skip(f"{engine} requires flashinfer-python without a version")
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        wanted = SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise Skip(f"{engine}'s requirement flashinfer-python{spec} is not a valid specifier") from None
+    if fi and (v := version(fi)) is not None and wanted.contains(v, prereleases=True):
+        yield ok(f"flashinfer-python {fi} satisfies {spec} ({source})")
+        return
+    target = spec[2:] if spec.startswith("==") and "," not in spec else None
+    fix = _jit.pip(ctx, f"'flashinfer-python{spec}'" if target is None else f"flashinfer-python=={target}")
+    if target and (packages.get("flashinfer-cubin") or packages.get("flashinfer-jit-cache")):
+        fix += " (and flashinfer-cubin / flashinfer-jit-cache at the same version, FC110)"
+    yield fail(
+        f"flashinfer-python {fi or 'is not installed'}; {engine} {packages[engine]} declares flashinfer-python{spec} ({source})",
+        fix=fix,
+        evidence={"installed": fi, "declared": spec, "source": source},
+    )

@@ -1,0 +1,48 @@
+"""Evaluation: facts + intent -> every check's results, the plan, the verdict.
+
+Pure: nothing here touches the host, except reading the checkpoint named by ``--model``
+(through the checks that need it).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from flightcheck._checks.framework import SUMMARIES, Context, iter_checks, run_check
+from flightcheck._vocabulary.results import CheckResult, Severity, Status
+from flightcheck._vocabulary.facts import Facts
+from flightcheck._vocabulary.intent import Intent
+from flightcheck._vocabulary.plan import build_plan
+from flightcheck._vocabulary.report import Report, verdict_of
+from flightcheck._vocabulary.version import __version__
+
+
+def evaluate(facts: Facts, intent: Intent | None = None, *, strict: bool = False) -> Report:
+    """Run every node check on ``facts`` for ``intent`` and decide the verdict."""
+    t0 = time.perf_counter()
+    intent = intent or Intent()
+    ctx = Context(facts, intent)
+    results: list[CheckResult] = []
+    for chk in iter_checks("node"):
+        results.extend(run_check(chk, ctx))
+    plan = build_plan(results)
+    verdict, code = verdict_of(results, plan, strict)
+    summaries: dict[str, str] = {}
+    for prefix, fn in SUMMARIES.items():
+        try:
+            summaries[prefix] = fn(ctx)
+        except Exception as exc:  # a headline must never break the report
+            summaries[prefix] = f"({type(exc).__name__})"
+    memory = None
+    if intent.model:
+        try:
+            model = ctx.memory
+            memory = model.to_dict() if model is not None and hasattr(model, "to_dict") else None
+        except Exception:  # FC4xx report the failure; the block is just absent
+            memory = None
+    return Report(
+        verdict, code, intent, results, plan, facts, memory, summaries,
+        {"evaluate_s": round(time.perf_counter() - t0, 4)}, strict,
+    )

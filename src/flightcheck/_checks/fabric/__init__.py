@@ -1,0 +1,8 @@
+"""NVLink fabric and multicast (FC3xx): NVSwitch, fabric manager, IMEX, the multicast probe and its fallback.
+
+Importing the package registers every check of the family.
+"""
+
+from flightcheck._checks.fabric import nvswitch, multicast
+
+__all__ = ['nvswitch', 'multicast']

@@ -1,0 +1,229 @@
+"""The check framework: one declaration per check, outcomes, and running them safely.
+
+A check is a generator function decorated with :func:`check`. Its docstring is its
+documentation (``flightcheck explain CODE`` prints it) and must carry three sections:
+``## What it checks``, ``## Why the launch dies`` and ``## How to fix``. The function reads
+only the :class:`Context` (facts + intent + the checkpoint on disk) and yields outcomes:
+
+    @check("FC601", "shm-too-small", ERROR)
+    def shm_too_small(ctx):
+        '''...'''
+        shm = ctx.need("host.shm_bytes")      # missing fact -> status "unknown"
+        if ctx.intent.world_size == 1:
+            raise Skip("one rank: no shared-memory transport")
+        if shm < GiB:
+            yield fail("...", fix="...")
+        else:
+            yield ok("...")
+
+A check that yields nothing passes. ``Skip`` makes it ``skip``, ``Missing`` (raised by
+``ctx.need``) makes it ``unknown`` naming the fact, and any other exception becomes
+``unknown`` naming the exception: one broken check never stops the others.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from flightcheck._vocabulary.results import ERROR, FAMILIES, INFO, WARNING, CheckResult, PlanStep, Severity, Status
+
+if TYPE_CHECKING:
+    from flightcheck._vocabulary.facts import Facts, Gpu
+    from flightcheck._vocabulary.intent import Intent
+
+
+DOC_SECTIONS = ("## What it checks", "## Why the launch dies", "## How to fix")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a check function yields; the framework turns it into a :class:`CheckResult`."""
+
+    status: Status
+    message: str = ""
+    subject: str = "host"
+    fix: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    severity: Severity | None = None  # overrides the check's severity (e.g. FC207)
+    plan: tuple[PlanStep, ...] = ()
+
+
+def fail(
+    message: str,
+    *,
+    fix: str | None = None,
+    subject: str = "host",
+    evidence: dict[str, Any] | None = None,
+    severity: Severity | None = None,
+    plan: Iterable[PlanStep] = (),
+) -> Outcome:
+    """A failure of this check for ``subject``; ``plan`` holds the fallback, if one exists."""
+    return Outcome(Status.FAIL, message, subject, fix, evidence or {}, severity, tuple(plan))
+
+
+def ok(message: str = "", *, subject: str = "host", evidence: dict[str, Any] | None = None) -> Outcome:
+    """A pass, with an optional line saying what was verified."""
+    return Outcome(Status.PASS, message, subject, None, evidence or {})
+
+
+def unknown(message: str, *, subject: str = "host", evidence: dict[str, Any] | None = None) -> Outcome:
+    """The check could not tell (a probe that did not run, a fact nobody could read)."""
+    return Outcome(Status.UNKNOWN, message, subject, None, evidence or {})
+
+
+class Skip(Exception):
+    """Raised by a check that does not apply to this launch (the message says why)."""
+
+
+class Missing(Exception):
+    """Raised by :meth:`Context.need` when a fact the check needs is null."""
+
+    def __init__(self, path: str, reason: str | None) -> None:
+        self.path, self.reason = path, reason
+        super().__init__(f"{path} is unavailable" + (f" ({reason})" if reason else ""))
+
+
+@dataclass(frozen=True)
+class Check:
+    """One declared check: stable code, kebab-case name, severity, docs, function."""
+
+    code: str
+    name: str
+    severity: Severity
+    func: Callable[[Context], Iterable[Outcome]]
+    scope: str = "node"  # "node": one host's facts; "cluster": across node snapshots
+
+    @property
+    def doc(self) -> str:
+        """The documentation, dedented."""
+        return inspect.cleandoc(self.func.__doc__ or "")
+
+    @property
+    def summary(self) -> str:
+        """The first line of the documentation."""
+        return self.doc.splitlines()[0] if self.doc else ""
+
+    @property
+    def family(self) -> str:
+        """The code prefix of the family (``FC1`` for FC101)."""
+        return self.code[:3]
+
+
+REGISTRY: dict[str, Check] = {}
+
+
+def check(code: str, name: str, severity: Severity, *, scope: str = "node") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare a check. Codes and names are unique and never reused."""
+
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        if code in REGISTRY:
+            raise RuntimeError(f"check code {code} declared twice")
+        if any(c.name == name for c in REGISTRY.values()):
+            raise RuntimeError(f"check name {name} declared twice")
+        REGISTRY[code] = Check(code, name, severity, func, scope)
+        return func
+
+    return register
+
+
+#: Per-family one-line summaries for the text report: prefix -> fn(ctx) -> str.
+SUMMARIES: dict[str, Callable[[Context], str]] = {}
+
+
+def summary(prefix: str) -> Callable[[Callable[[Context], str]], Callable[[Context], str]]:
+    """Declare the function that writes a family's headline (``8x B300, driver 590.44.01``)."""
+
+    def register(func: Callable[[Context], str]) -> Callable[[Context], str]:
+        SUMMARIES[prefix] = func
+        return func
+
+    return register
+
+
+class Context:
+    """What a check may read: the facts, the intent, and (lazily) the checkpoint on disk."""
+
+    def __init__(self, facts: Facts, intent: Intent) -> None:
+        self.facts = facts
+        self.intent = intent
+        self.cache: dict[str, Any] = {}  # derived values shared between checks
+
+    def get(self, path: str) -> Any:
+        """The fact at a dotted ``path`` (``toolchain.nvcc.version``), or None."""
+        node: Any = self.facts
+        for part in path.split("."):
+            if node is None:
+                return None
+            node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+        return node
+
+    def need(self, path: str) -> Any:
+        """The fact at ``path``; raises :class:`Missing` (-> status unknown) when it is null."""
+        value = self.get(path)
+        if value is None:
+            raise Missing(path, self.facts.reason(path))
+        return value
+
+    @cached_property
+    def visible_gpus(self) -> list[Gpu]:
+        """The GPUs the engine will see: ``gpus`` filtered and ordered by CUDA_VISIBLE_DEVICES."""
+        from flightcheck._knowledge.derived import visible_gpus
+
+        return visible_gpus(self.facts)
+
+    @cached_property
+    def gpus_used(self) -> list[Gpu]:
+        """The first TP x PP (x DP on one node) visible GPUs."""
+        return self.visible_gpus[: self.intent.gpus_per_node]
+
+    @cached_property
+    def checkpoint(self) -> Any:
+        """The checkpoint read from disk for ``--model`` (None without a model)."""
+        if not self.intent.model:
+            return None
+        from flightcheck._checkpoint import load_for_context
+
+        return load_for_context(self)
+
+    @cached_property
+    def memory(self) -> Any:
+        """The memory-fit model for this launch (None without a model)."""
+        if not self.intent.model:
+            return None
+        from flightcheck._memory import model_for_context
+
+        return model_for_context(self)
+
+
+def run_check(chk: Check, ctx: Context) -> list[CheckResult]:
+    """Evaluate one check; never raises."""
+
+    def result(o: Outcome) -> CheckResult:
+        steps = tuple(PlanStep(s.kind, s.name, s.value, s.why, chk.code) for s in o.plan)
+        return CheckResult(chk.code, chk.name, o.status, o.severity or chk.severity, o.subject, o.message, o.fix, o.evidence, steps)
+
+    try:
+        outcomes = list(chk.func(ctx))
+    except Skip as exc:
+        return [result(Outcome(Status.SKIP, str(exc)))]
+    except Missing as exc:
+        return [result(Outcome(Status.UNKNOWN, f"cannot evaluate: {exc}", evidence={"missing": exc.path}))]
+    except Exception as exc:  # a crashing check must not stop the others
+        return [result(Outcome(Status.UNKNOWN, f"check crashed: {type(exc).__name__}: {exc}", evidence={"exception": type(exc).__name__}))]
+    if not outcomes:
+        return [result(Outcome(Status.PASS))]
+    return [result(o) for o in outcomes]
+
+
+def iter_checks(scope: str = "node") -> Iterator[Check]:
+    """Every registered check of ``scope``, in code order."""
+    from flightcheck._checks import load_all
+
+    load_all()
+    for code in sorted(REGISTRY):
+        if REGISTRY[code].scope == scope:
+            yield REGISTRY[code]

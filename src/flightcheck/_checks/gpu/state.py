@@ -1,0 +1,173 @@
+"""FC206–FC210 — the state of the GPUs used: memory in use, pending resets, MIG,
+virtualization, lost GPUs. Part of the FC2 family; :mod:`.gpu` imports this module."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from flightcheck._knowledge.units import GiB, version
+from flightcheck._knowledge.derived import gpu_subject, package
+from flightcheck._vocabulary.results import ERROR, WARNING
+from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
+from flightcheck._checks.shared.gpus import gpu_label, subject
+from flightcheck._checks.gpu.driver import used_gpus
+
+
+def _utilization(ctx: Context) -> tuple[float, str] | None:
+    if ctx.intent.gpu_memory_utilization is not None:
+        return ctx.intent.gpu_memory_utilization, "--gpu-memory-utilization"
+    if ctx.intent.engine == "vllm":
+        v = version(package(ctx.facts, "vllm"))
+        default = 0.92 if v is not None and v.release >= (0, 33) else 0.9
+        return default, "vLLM's default gpu_memory_utilization"
+    return None  # SGLang sizes its static pool from what is free: no fixed fraction to test
+
+
+@check("FC206", "gpu-memory-in-use", ERROR)
+def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
+    """Memory already in use on a GPU leaves less free than the engine will claim.
+
+    ## What it checks
+    On each GPU used, memory in use must not exceed (1 - gpu_memory_utilization) x total.
+
+    ## Why the launch dies
+    vLLM requests ``gpu_memory_utilization x total`` up front and refuses to start when less
+    is free ("Free memory on device ... is less than desired GPU memory utilization") —
+    another process (a stale engine, a notebook) still holds memory.
+
+    ## How to fix
+    Stop the processes holding the memory (the failure gives the ``nvidia-smi`` query), or
+    lower ``--gpu-memory-utilization`` to what is free.
+    """
+    gpus = used_gpus(ctx)
+    util = _utilization(ctx)
+    if util is None:
+        raise Skip("SGLang sizes its memory pool from free memory; give --gpu-memory-utilization to check a fraction")
+    frac, source = util
+    full = False
+    for g in gpus:
+        total, used = g.memory_total_bytes, g.memory_used_bytes
+        if total is None or used is None:
+            continue
+        if used > (1 - frac) * total:
+            full = True
+            fits = int((total - used) / total * 100) / 100
+            yield fail(
+                f"{gpu_label(g)}: {used / GiB:.1f} of {total / GiB:.1f} GiB already in use; {source} {frac} needs {frac * total / GiB:.1f} GiB free",
+                fix=(f"nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv -i {g.index}  # stop those, "
+                     f"or lower --gpu-memory-utilization to {fits}"),
+                subject=gpu_subject(g), evidence={"used_bytes": used, "total_bytes": total, "utilization": frac})
+    if not full:
+        yield ok(f"free memory covers {frac} of every GPU used")
+
+
+@check("FC207", "gpu-needs-reset", WARNING)
+def gpu_needs_reset(ctx: Context) -> Iterator[Outcome]:
+    """A GPU used has a pending row remap (reset needed) or a failed remap (service needed).
+
+    ## What it checks
+    NVML's remapped-rows state on each GPU used: ``pending`` is a warning, ``failure`` an
+    error.
+
+    ## Why the launch dies
+    A pending remap means uncorrectable memory errors were seen and the spare row takes
+    effect only after a GPU reset; until then the same bad row can raise another Xid 48/94
+    and kill the engine mid-run. A failed remap means no spare rows are left: the GPU must
+    be serviced.
+
+    ## How to fix
+    Pending: stop work on the GPU and reset it (``nvidia-smi -r -i N``; on NVSwitch systems
+    the whole reset sequence). Failure: take the GPU out of service (CUDA_VISIBLE_DEVICES)
+    and open an RMA.
+    """
+    gpus = used_gpus(ctx)
+    seen = bad = False
+    for g in gpus:
+        rows = g.remapped_rows
+        if rows is None:
+            continue
+        seen = True
+        bad = bad or bool(rows.failure or rows.pending)
+        if rows.failure:
+            yield fail(f"{gpu_label(g)}: row remapping failed (no spare rows left)", severity=ERROR, subject=gpu_subject(g),
+                       fix=f"take GPU {g.index} out of service (leave it out of CUDA_VISIBLE_DEVICES) and open an RMA with the vendor")
+        elif rows.pending:
+            yield fail(f"{gpu_label(g)}: a row remap is pending until the GPU is reset", subject=gpu_subject(g),
+                       fix=f"stop work on GPU {g.index}, then `sudo nvidia-smi -r -i {g.index}` (NVSwitch systems: the reset sequence of FC304)")
+    if not seen:
+        raise Skip("no GPU reports remapped rows (pre-Ampere, or MIG)")
+    if not bad:
+        yield ok("no remapped rows pending or failed")
+
+
+@check("FC208", "mig-enabled", ERROR)
+def mig_enabled(ctx: Context) -> Iterator[Outcome]:
+    """MIG is enabled on a GPU the launch uses.
+
+    ## What it checks
+    NVML's current MIG mode on each GPU used.
+
+    ## Why the launch dies
+    A MIG-enabled GPU exposes only its MIG instances: the whole-GPU device the engine
+    expects has no usable memory, and NCCL/peer access between MIG instances does not exist.
+
+    ## How to fix
+    ``sudo nvidia-smi -i N -mig 0`` (stop work on it first; some GPUs need a reset after).
+    """
+    mig = [g for g in used_gpus(ctx) if g.mig_enabled]
+    for g in mig:
+        yield fail(f"{gpu_label(g)}: MIG is enabled", subject=gpu_subject(g),
+                   fix=f"sudo nvidia-smi -i {g.index} -mig 0  # then `sudo nvidia-smi -r -i {g.index}` if it says a reset is pending")
+    if not mig:
+        yield ok("MIG is off on every GPU used")
+
+
+@check("FC209", "gpu-virtualized", WARNING)
+def gpu_virtualized(ctx: Context) -> Iterator[Outcome]:
+    """A GPU used runs in passthrough or vGPU mode.
+
+    ## What it checks
+    NVML's virtualization mode of each GPU used is ``none`` (bare metal).
+
+    ## Why the launch dies
+    It may not, but in a VM the NVSwitch fabric, multicast and ``nvidia-smi -r`` belong to
+    the hypervisor: fabric workarounds flightcheck suggests cannot be applied from inside,
+    and vGPU profiles may not support NVLink multicast or peer access at all.
+
+    ## How to fix
+    Nothing to change if the launch works; for fabric failures ask the hypervisor or cloud
+    operator to reset the GPUs and NVSwitches from the host.
+    """
+    virt = [g for g in used_gpus(ctx) if g.virtualization_mode not in (None, "none")]
+    if virt:
+        modes = sorted({g.virtualization_mode for g in virt})
+        yield fail(f"{len(virt)} GPU(s) in {'/'.join(modes)} mode: GPU resets and fabric fixes must come from the host",
+                   subject=subject(virt), evidence={"modes": modes},
+                   fix="if a fabric or multicast check fails, ask the hypervisor/cloud operator to reset the GPUs and NVSwitches")
+    else:
+        yield ok("bare-metal GPUs")
+
+
+@check("FC210", "gpu-unreachable", ERROR)
+def gpu_unreachable(ctx: Context) -> Iterator[Outcome]:
+    """A GPU used is lost, needs a reset, or did not answer NVML.
+
+    ## What it checks
+    No GPU the launch uses reported "GPU is lost", "GPU requires reset", or hung an NVML
+    query past the collector's timeout.
+
+    ## Why the launch dies
+    CUDA initialisation touches every visible GPU: a lost GPU (Xid 79, fallen off the bus)
+    makes it fail or hang, and the engine never gets to load weights.
+
+    ## How to fix
+    ``sudo dmesg | grep -i xid`` names the GPU and error; reset it (``sudo nvidia-smi -r -i
+    N``), or leave it out of CUDA_VISIBLE_DEVICES until it is serviced; a lost GPU usually
+    needs a reboot or a power cycle.
+    """
+    bad = [g for g in used_gpus(ctx) if g.error]
+    for g in bad:
+        yield fail(f"GPU {g.index}: {g.error}", subject=gpu_subject(g),
+                   fix=f"sudo dmesg | grep -i xid; `sudo nvidia-smi -r -i {g.index}` or reboot; until then leave GPU {g.index} out of CUDA_VISIBLE_DEVICES")
+    if not bad:
+        yield ok("every GPU used answers NVML")

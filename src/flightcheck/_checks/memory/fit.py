@@ -1,0 +1,242 @@
+"""FC4xx — memory fit: per-rank weights, one max-length sequence of KV cache, the reserve.
+
+Every number comes from ``ctx.memory`` (``flightcheck._memory``): the checkpoint's headers
+and config.json against the memory of the smallest GPU used. Suggestions are computed by
+re-running the model on other layouts, KV dtypes and lengths, never guessed. FC401–FC403
+here; what the model itself refuses whatever the memory (FC404 layout, FC405 length) in
+``memory_layout``, imported at the end so the family registers as one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from flightcheck._vocabulary.intent import AUTO
+from flightcheck._vocabulary.results import ERROR, WARNING
+from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
+from flightcheck._knowledge.units import gib as _gib
+
+
+def _model(ctx: Context) -> Any:
+    m = ctx.memory
+    if m is None:
+        raise Skip("no --model given")
+    if m.crash:
+        raise RuntimeError(m.error)
+    if m.error:
+        raise Skip(f"needs the checkpoint: {m.error}")
+    return m
+
+
+def _window(ctx: Context, m: Any) -> tuple[int | None, str, bool]:
+    """(the model's context window, the override variable, whether it is set)."""
+    limit = m.cfg.context_window
+    var = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" if m.engine == "sglang" else "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+    env = ctx.facts.env or {}
+    return limit, var, (env.get(var) or "").strip().lower() in ("1", "true")
+
+
+def _gpu(m: Any) -> str:
+    return f"a {m.gpu_name.removeprefix('NVIDIA ')} ({_gib(m.total)})" if m.gpu_name else f"a {_gib(m.total)} GPU"
+
+
+@summary("FC4")
+def _headline(ctx: Context) -> str:
+    m = ctx.memory
+    if m is None:
+        return "no --model given"
+    if m.error:
+        return m.error
+    f = m.fit()
+    if f is None:
+        return f"weights {_gib(m.weights())} per GPU; GPU memory unknown"
+    length = f"{f.max_model_len:,} tokens" if f.max_model_len else "auto length"
+    return f"weights {_gib(f.weights)} + KV {_gib(f.kv_need)} ({length}) + reserve {_gib(f.reserve)} of {_gib(f.usable)} usable per GPU"
+
+
+def _where(lf: Any) -> str:
+    nodes = f", {-(-lf.gpus // 8)} nodes of 8" if lf.gpus > 8 else ""
+    return f"{lf.gpus} GPUs{nodes}; {_gib(lf.weights)} of weights per GPU"
+
+
+def _fitting_layouts(m: Any) -> tuple[list[str], str]:
+    """(flags of the smallest layouts where the weights and one max-length sequence fit —
+    the fewest GPUs, and TP alone when that differs — and a sentence saying so; no flags
+    when none up to TP 64 x PP 8 does)."""
+    from flightcheck._memory.suggest import smallest_layout
+
+    best, tp_only = smallest_layout(m), smallest_layout(m, vary_pp=False)
+    found = [lf for lf in (best, tp_only) if lf is not None]
+    if not found:
+        return [], "no layout up to TP 64 x PP 8 fits the weights and the KV cache on this GPU model"
+    if len(found) == 2 and found[0].layout == found[1].layout:
+        found.pop()
+    flags = [lf.layout.describe(m.engine) for lf in found]
+    return flags, " or ".join(f"{fl} fits ({_where(lf)})" for fl, lf in zip(flags, found))
+
+
+def _weights_layout(m: Any) -> tuple[list[str], str]:
+    """FC401's fallback when no layout fits the KV cache too: the smallest that holds the
+    weights (it fixes FC401; FC402 then speaks for the KV cache)."""
+    from flightcheck._memory.suggest import smallest_layout
+
+    lf = smallest_layout(m, need_len=False)
+    if lf is None:
+        return [], "no layout up to TP 64 x PP 8 holds these weights on this GPU model: use a smaller (quantized) checkpoint"
+    flag = lf.layout.describe(m.engine)
+    room = (f"up to {lf.max_len_fit:,} tokens of context fit there" if lf.max_len_fit > 0
+            else "no room is left there for the KV cache")
+    return [flag], f"{flag} holds the weights ({_where(lf)}), but not the KV cache for this max_model_len: {room}"
+
+
+@check("FC401", "weights-exceed-gpu-memory", ERROR)
+def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
+    """The weights one rank holds exceed what the engine may use on a GPU.
+
+    ## What it checks
+    Per-rank weights — every tensor classed as replicated, split by TP (vocabulary padded
+    to 64), or an expert split by TP or owned by an EP rank; MTP layers skipped; MXFP4
+    padding and MLA's bf16 copies added; the largest PP stage — against
+    ``memory_total x gpu_memory_utilization`` minus the reserve, on the smallest GPU used.
+
+    ## Why the launch dies
+    The engine allocates weights as it loads them and runs out of memory part-way through
+    (``torch.OutOfMemoryError``), after reading much of the checkpoint.
+
+    ## How to fix
+    Spread the model over more GPUs: the message names the smallest layout that fits —
+    fewest GPUs (more TP, or pipeline stages, which also split the KV cache), and the
+    smallest TP alone when that differs; with or without expert parallelism — computed for
+    this checkpoint; or use a quantized checkpoint.
+    """
+    m = _model(ctx)
+    f = m.fit()
+    if f is None:
+        yield unknown(f"cannot evaluate: GPU memory unknown ({m.gpu_error})", evidence={"weights_bytes": int(m.weights())})
+        return
+    ev = {"weights_bytes": int(f.weights), "usable_bytes": f.usable, "reserve_bytes": f.reserve}
+    if not f.weights_fit:
+        flags, hint = _fitting_layouts(m)
+        if not flags:
+            flags, hint = _weights_layout(m)
+        yield fail(
+            f"weights need {_gib(f.weights)} per GPU at {m.layout.describe(m.engine)} but {_gpu(m)} has {_gib(f.usable)} usable "
+            f"at gpu_memory_utilization {f.utilization:g} minus a {_gib(f.reserve)} reserve; {hint}",
+            fix="\n".join(flags) or hint, evidence=ev,
+        )
+    else:
+        yield ok(f"weights {_gib(f.weights)} per GPU of {_gib(f.usable)} usable ({100 * f.weights / f.usable:.0f}%)", evidence=ev)
+
+
+@check("FC402", "kv-cache-too-small", ERROR)
+def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
+    """The KV cache for one sequence of max_model_len does not fit in what is left.
+
+    ## What it checks
+    KV bytes per token on one rank — standard attention ``2 x max(1, kv_heads/TP) x
+    head_dim x bytes`` per layer; MLA ``(kv_lora_rank + qk_rope_head_dim) x bytes`` per
+    layer on every rank; sliding-window layers capped at their window; linear-attention
+    layers a fixed state — times max_model_len (the model's ``max_position_embeddings``
+    unless given) against ``usable - weights - reserve``. The reserve defaults to an
+    estimate of vLLM's profiling peak at 8192 batched tokens and 1024 sequences (layer
+    temporaries + fp32 logits) + 0.5 GiB CUDA graphs + 0.25 GiB non-torch + 0.5 GiB
+    communication buffers with several ranks; ``--reserve-gib`` replaces it.
+
+    ## Why the launch dies
+    vLLM loads every weight, profiles, then refuses to start: "To serve at least one
+    request with the model's max seq len (...), (... GiB KV cache is needed, which is
+    larger than the available KV cache memory".
+
+    ## How to fix
+    Any one of the options the message lists, each computed for this launch: a smaller
+    ``--max-model-len`` (the largest that fits is given), ``--kv-cache-dtype fp8``, a higher
+    ``--gpu-memory-utilization``, or more GPUs.
+    """
+    m = _model(ctx)
+    f = m.fit()
+    if f is None:
+        yield unknown(f"cannot evaluate: GPU memory unknown ({m.gpu_error})")
+        return
+    if not f.weights_fit:
+        raise Skip("the weights alone do not fit (FC401)")
+    per_tok = f.shape.per_token
+    ev = {"kv_bytes_per_token": int(per_tok), "kv_budget_bytes": int(f.kv_budget), "max_model_len_fit": f.max_model_len_fit}
+    if m.requested_len == AUTO:
+        if f.max_model_len_fit <= 0:
+            flags, hint = _fitting_layouts(m)
+            yield fail(f"no room for any KV cache: {_gib(f.kv_budget)} left after weights and reserve; {hint}", fix="\n".join(flags) or hint, evidence=ev)
+        else:
+            yield ok(f"--max-model-len auto: up to {f.max_model_len_fit:,} tokens fit", evidence=ev)
+        return
+    if f.max_model_len is None:
+        yield unknown("the model sets no max_position_embeddings: pass --max-model-len to evaluate the KV cache")
+        return
+    if f.kv_fits and f.max_model_len_fit > 0:
+        yield ok(f"KV for {f.max_model_len:,} tokens: {_gib(f.kv_need)} of {_gib(f.kv_budget)} left (up to {f.max_model_len_fit:,} fit)", evidence=ev)
+        return
+    from flightcheck._memory.suggest import flag, fp8_kv, utilization_that_fits
+
+    dtype = "fp8" if m.kv_cache_dtype.startswith("fp8") else m.cfg.dtype_name if m.kv_cache_dtype == "auto" else m.kv_cache_dtype
+    limit, _var, allowed = _window(ctx, m)
+    suggest = f.max_model_len_fit if (limit is None or allowed) else min(f.max_model_len_fit, limit // 16 * 16)
+    options = [f"{flag('max_len', m.engine)} {suggest}"]
+    said = [f"the largest max_model_len that fits is {f.max_model_len_fit:,}"]
+    fp8 = fp8_kv(m)
+    if fp8 is not None:
+        if fp8[0]:
+            options.append(flag("kv_fp8", m.engine))
+            said.append(f"an fp8 KV cache would fit (up to {fp8[1]:,} tokens)")
+        else:
+            said.append(f"an fp8 KV cache would not fit either (up to {fp8[1]:,} tokens)")
+    util = utilization_that_fits(m)
+    if util is not None:
+        options.append(f"{flag('util', m.engine)} {util:.2f}")
+    flags, hint = _fitting_layouts(m)  # only layouts where it fits: each fix line must fix it
+    if flags:
+        options.extend(flags)
+        said.append(hint)
+    if f.max_model_len_fit <= 0:
+        options.pop(0)
+    yield fail(
+        f"one sequence of {f.max_model_len:,} tokens needs {_gib(f.kv_need)} of KV cache ({int(per_tok):,} B/token, {dtype}) "
+        f"but {_gib(max(0.0, f.kv_budget))} is left per GPU after {_gib(f.weights)} of weights and a {_gib(f.reserve)} reserve; "
+        + "; ".join(said),
+        fix="\n".join(options) if options else hint, evidence=ev,
+    )  # each fix line alone makes it fit
+
+
+@check("FC403", "memory-headroom-low", WARNING)
+def memory_headroom_low(ctx: Context) -> Iterator[Outcome]:
+    """It fits, with under 5% of usable GPU memory to spare.
+
+    ## What it checks
+    What is left of ``memory_total x gpu_memory_utilization`` after the weights, the
+    reserve and the KV cache of one max-length sequence, against 5% of it.
+
+    ## Why the launch dies
+    The reserve is an estimate; a larger activation peak (long prompts, a bigger
+    ``--max-num-batched-tokens``, another attention backend) or memory taken by another
+    process at start-up tips a tight fit into "not enough KV cache" or an OOM under load.
+
+    ## How to fix
+    Lower ``--max-model-len`` to the value in the fix (which leaves 5%), or raise
+    ``--gpu-memory-utilization`` if the GPUs hold nothing else.
+    """
+    from flightcheck._memory.budget import HEADROOM_MIN
+    from flightcheck._memory.suggest import flag
+
+    m = _model(ctx)
+    f = m.fit()
+    if f is None:
+        raise Skip("GPU memory unknown")
+    if not f.fits or f.max_model_len is None:
+        raise Skip("does not fit, or the length is automatic: FC401/FC402 speak")
+    spare = f.spare
+    if spare < HEADROOM_MIN * f.usable:
+        safer = f.shape.max_len(f.kv_budget - HEADROOM_MIN * f.usable)
+        yield fail(f"only {_gib(spare)} ({100 * spare / f.usable:.1f}%) of usable memory is left after weights, reserve and one {f.max_model_len:,}-token sequence",
+                   fix=f"{flag('max_len', m.engine)} {safer}" if safer > 0 else f"more GPUs (a larger {flag('tp', m.engine)})",
+                   evidence={"spare_bytes": int(spare)})
+    else:
+        yield ok(f"{_gib(spare)} ({100 * spare / f.usable:.0f}%) of usable memory to spare")

@@ -1,0 +1,8 @@
+"""JIT toolchain (FC1xx): nvcc, ninja, host compiler, headers, FlashInfer's JIT inputs.
+
+Importing the package registers every check of the family.
+"""
+
+from flightcheck._checks.toolchain import nvcc, build, deps
+
+__all__ = ['nvcc', 'build', 'deps']

@@ -1,0 +1,188 @@
+"""The ``flightcheck`` command line: the parser and the entry point; the subcommands
+themselves (a thin shell over collect / evaluate / render) are in :mod:`.commands`.
+
+Bad input of any kind (a flag, a facts file, a model) prints one line and exits 2, never a
+traceback. Exit codes otherwise are the verdict's: 0 ready, 1 not ready, 3 unknown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from flightcheck._vocabulary.errors import UsageError
+from flightcheck._vocabulary.version import __version__
+
+T0 = time.perf_counter()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _normalise(argv: list[str]) -> list[str]:
+    """Accept vLLM's underscore spellings (``--tensor_parallel_size``) for our own flags.
+
+    Token for token (the count never changes), so :func:`parse_args` can hand the engine
+    command, which this also rewrites when no ``--`` precedes it, back as written.
+    """
+    out = []
+    for i, tok in enumerate(argv):
+        if tok == "--":
+            return out + argv[i:]
+        if tok.startswith("--") and "_" in tok.split("=", 1)[0]:
+            name, eq, value = tok.partition("=")
+            tok = name.replace("_", "-") + eq + value
+        out.append(tok)
+    return out
+
+
+def add_intent_flags(p: argparse.ArgumentParser) -> None:
+    """The deployment intent, spelled as vLLM spells it."""
+    g = p.add_argument_group("deployment intent")
+    g.add_argument("--engine", choices=("vllm", "sglang"), default=None, help="serving engine (default vllm)")
+    g.add_argument("--model", help="model directory or Hugging Face repo id (resolved from the local cache only)")
+    g.add_argument("--revision", help="revision of a repo id in the cache (branch, tag or commit)")
+    g.add_argument("-tp", "--tensor-parallel-size", type=int, default=None, metavar="N")
+    g.add_argument("-pp", "--pipeline-parallel-size", type=int, default=None, metavar="N")
+    g.add_argument("-dp", "--data-parallel-size", type=int, default=None, metavar="N")
+    g.add_argument("-ep", "--enable-expert-parallel", action="store_true", default=None)
+    g.add_argument("--max-model-len", default=None, metavar="N", help="e.g. 131072, 128k, 1M, -1/auto")
+    g.add_argument("--kv-cache-dtype", default=None)
+    g.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F")
+    g.add_argument("-q", "--quantization", default=None)
+    g.add_argument("--python", default=None, metavar="PATH", help="the engine's interpreter")
+    g.add_argument("--reserve-gib", type=float, default=None, metavar="GIB", help="per-GPU reserve for activations, CUDA graphs and buffers")
+    g.add_argument("--nnodes", type=int, default=None, metavar="N", help="nodes the launch spans")
+    g.add_argument("--download-dir", default=None)
+    g.add_argument("--distributed-executor-backend", default=None, choices=("mp", "ray", "uni", "external_launcher"))
+
+
+def add_collect_flags(p: argparse.ArgumentParser) -> None:
+    """Where the facts come from."""
+    g = p.add_argument_group("facts")
+    g.add_argument("--facts", action="append", default=[], metavar="FILE", help="snapshot laid over the live collection (repeatable; whole sections replace)")
+    g.add_argument("--example", default=None, metavar="NAME", help="evaluate a bundled example node (b300, b300-no-toolkit, ...)")
+    g.add_argument("--deep", action="store_true", help="run the active probes: compile smoke test, multicast bind")
+
+
+def add_output_flags(p: argparse.ArgumentParser) -> None:
+    """How the report is written."""
+    g = p.add_argument_group("output")
+    g.add_argument("--format", default="text", choices=("text", "json", "junit", "prometheus"))
+    g.add_argument("--output", "-o", default=None, metavar="FILE", help="write the report here (atomically) instead of stdout")
+    g.add_argument("--strict", action="store_true", help="a failing warning counts as an error")
+    g.add_argument("-v", "--verbose", action="store_true", help="list passes and skips too")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command line."""
+    p = _Parser(prog="flightcheck", description="Will this LLM-serving launch work on this node? Checks before the load.")
+    p.add_argument("--version", action="version", version=f"flightcheck {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    c = sub.add_parser("check", help="collect, evaluate every check, print the report; exit with the verdict")
+    add_intent_flags(c)
+    add_collect_flags(c)
+    add_output_flags(c)
+    c.add_argument("engine_command", nargs=argparse.REMAINDER, help="-- vllm serve MODEL ... : take the intent from the engine command")
+
+    r = sub.add_parser("run", help="check the engine command, apply the fallback plan, then exec the engine")
+    add_intent_flags(r)
+    add_collect_flags(r)
+    add_output_flags(r)
+    r.add_argument("--no-fallback", action="store_true", help="a needed fallback stops the launch instead")
+    r.add_argument("--dry-run", action="store_true", help="print the final command and environment, do not exec")
+    r.add_argument("engine_command", nargs=argparse.REMAINDER, help="-- <engine command>")
+
+    co = sub.add_parser("collect", help="write the facts snapshot (JSON, no secrets)")
+    add_intent_flags(co)
+    co.add_argument("--facts", action="append", default=[], metavar="FILE")
+    co.add_argument("--deep", action="store_true")
+    co.add_argument("--output", "-o", default=None, metavar="FILE", help="write the snapshot here; %%N is this node's name (Slurm's pattern)")
+
+    ru = sub.add_parser("rules", help="list the check catalogue")
+    ru.add_argument("--format", default="text", choices=("text", "json", "markdown"), help="markdown: every check's full documentation (docs/rules.md)")
+
+    ex = sub.add_parser("explain", help="print a check's documentation")
+    ex.add_argument("code", help="FC101 or nvcc-missing")
+
+    pr = sub.add_parser("probe", help="run one active probe and print its result")
+    pr.add_argument("which", choices=("multicast",))
+    pr.add_argument("--devices", default=None, metavar="LIST", help="device ordinals, e.g. 0,1,2,3 (default: all)")
+    pr.add_argument("--timeout", type=float, default=30.0, metavar="S")
+    pr.add_argument("--handle-type", choices=("posix_fd", "fabric"), default=None)
+    pr.add_argument("--format", default="text", choices=("text", "json"))
+
+    cl = sub.add_parser("cluster", help="evaluate a set of node snapshots (or a Ray cluster) with cross-node checks")
+    add_intent_flags(cl)
+    add_output_flags(cl)
+    cl.add_argument("--facts-dir", default=None, metavar="DIR", help="one *.json snapshot per node")
+    cl.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS", help="collect from every alive Ray node")
+    cl.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per-node collection timeout (Ray)")
+    return p
+
+
+def intent_from_args(args: argparse.Namespace, base: Any = None) -> Any:
+    """Build an Intent from flags; flags given override ``base`` (from an engine command).
+
+    Every intent flag is stored under its Intent field's name, so the fields are the table.
+    """
+    import dataclasses
+
+    from flightcheck._vocabulary.intent import Intent, parse_len
+
+    fields: dict[str, Any] = dict(base.__dict__) if base is not None else {}
+    for f in dataclasses.fields(Intent):
+        value = getattr(args, f.name, None)
+        if value is not None:
+            fields[f.name] = parse_len(value) if f.name == "max_model_len" else value
+    return Intent(**fields)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed as the command line: our own flags in either spelling, the engine
+    command (``check`` / ``run``) exactly as written.
+
+    Raises:
+        UsageError: a bad flag or value.
+    """
+    args = build_parser().parse_args(_normalise(argv))
+    command = getattr(args, "engine_command", None)
+    if command:  # argparse's REMAINDER is argv's tail: give it back unnormalised
+        args.engine_command = argv[len(argv) - len(command):]
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    try:
+        args = parse_args(list(sys.argv[1:] if argv is None else argv))
+        from flightcheck._cli.commands import HANDLERS
+
+        return HANDLERS[args.command](args)
+    except UsageError as exc:
+        sys.stderr.write(f"flightcheck: error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("flightcheck: interrupted\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:
+        if os.environ.get("FLIGHTCHECK_DEBUG"):
+            raise
+        sys.stderr.write(f"flightcheck: internal error: {type(exc).__name__}: {exc} (FLIGHTCHECK_DEBUG=1 shows the traceback)\n")
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

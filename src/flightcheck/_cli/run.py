@@ -1,0 +1,104 @@
+"""``flightcheck run [check options] [--no-fallback] [--dry-run] -- <engine command>``.
+
+Check the real launch (the multicast probe always runs: it costs about a second next to a
+15-minute load), then stop it, or apply the fallback plan and ``exec`` the engine. Only the
+engine writes to stdout: flightcheck's own output goes to stderr (or ``--output FILE``),
+except ``--dry-run``, which prints the final launch as a shell script on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from flightcheck._vocabulary.errors import UsageError
+from flightcheck._vocabulary.envvars import MARKER
+from flightcheck._launch.guard import Decision, color_for, decide, exec_engine, passed_line, print_changes, print_stop, say, shell_script
+
+if TYPE_CHECKING:
+    from flightcheck._vocabulary.report import Report
+
+
+def _report_out(args: argparse.Namespace, d: Decision) -> None:
+    """The report: to --output in the chosen format; on stderr in full when there is
+    anything to say (or -v), else one line."""
+    from flightcheck._report import render, write_atomic
+
+    report = d.report
+    if args.output:
+        write_atomic(args.output, render(report, args.format, verbose=args.verbose, color=False))
+    elif args.format != "text":
+        sys.stderr.write(render(report, args.format))
+    noteworthy = d.action == "stop" or any(r.status.value in ("fail", "unknown") and r.severity.value != "info" for r in report.checks)
+    if args.format == "text" and not args.output and (noteworthy or args.verbose):
+        sys.stderr.write(render(report, "text", verbose=args.verbose, color=color_for(sys.stderr)))
+    elif not noteworthy:
+        say(sys.stderr, passed_line(report))
+    sys.stderr.flush()
+
+
+#: families that do not depend on which engine (and interpreter) the command starts
+HOST_FAMILIES = ("FC2", "FC3", "FC6")
+
+
+def host_only(report: Report) -> Report:
+    """The report with engine-dependent checks skipped: for a command flightcheck cannot
+    read, the toolchain / engine checks would judge an interpreter that may not be the
+    engine's, and must not stop a launch they know nothing about."""
+    from dataclasses import replace
+
+    from flightcheck._vocabulary.results import Status
+    from flightcheck._vocabulary.report import verdict_of
+    from flightcheck._vocabulary.plan import build_plan
+
+    why = "skipped: flightcheck could not read which engine this command starts (give --engine to check it)"
+    checks = [
+        r if r.code[:3] in HOST_FAMILIES or r.status is Status.SKIP else replace(r, status=Status.SKIP, message=why, fix=None, plan=())
+        for r in report.checks
+    ]
+    plan = build_plan(checks)
+    verdict, code = verdict_of(checks, plan, report.strict)
+    return replace(report, checks=checks, plan=plan, verdict=verdict, exit_code=code)
+
+
+def main(args: argparse.Namespace, command: list[str]) -> int:
+    """Run the checks for ``command`` and exec it, or stop it. Returns an exit code only
+    when the engine is not started (exec does not return)."""
+    t0 = time.perf_counter()
+    if not command:
+        raise UsageError("run: give the engine command after --, e.g. flightcheck run -- vllm serve MODEL -tp 8")
+    from flightcheck._cli.main import intent_from_args
+    from flightcheck._collect import collect
+    from flightcheck._checks.evaluate import evaluate
+    from flightcheck._examples import load_example
+    from flightcheck._launch.command import parse_command
+
+    base_env = dict(os.environ)
+    cmd = parse_command(command, base_env)
+    intent = intent_from_args(args, cmd.intent)
+    engine_env = cmd.engine_env(base_env)
+    docs, _ = load_example(args.example)  # its snapshot; the launch is the command's
+    facts = collect(intent, args.facts, env=engine_env, python=intent.python, probes=["multicast"], facts_docs=docs)
+    report = evaluate(facts, intent, strict=args.strict)
+    if not cmd.recognised and args.engine is None:
+        report = host_only(report)
+    report.timings["total_s"] = round(time.perf_counter() - t0, 4)
+    d = decide(report, cmd, base_env, no_fallback=args.no_fallback)
+    _report_out(args, d)
+    for w in d.warnings:
+        say(sys.stderr, f"warning: {w}")
+    if d.action == "stop":
+        print_stop(sys.stderr, d, "not starting the engine:")
+        return 1
+    print_changes(sys.stderr, d)
+    if args.dry_run:
+        sys.stdout.write(shell_script(d, base_env))
+        sys.stdout.flush()
+        return 0
+    if intent.engine == "vllm" and cmd.recognised:
+        # this launch is checked: the vLLM plugin inside the engine need not check it again
+        d.launch.env[MARKER] = f"run:{os.getpid()}"
+    return exec_engine(d.launch)

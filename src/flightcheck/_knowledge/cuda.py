@@ -1,0 +1,68 @@
+"""Driver / CUDA / architecture compatibility tables.
+
+Pure data and pure functions; the FC2xx checks decide with them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from flightcheck._knowledge.gpus import code_runs_on
+from flightcheck._knowledge.units import major_minor
+
+#: CUDA toolkit -> the Linux driver its GA installer ships (cuda_<ver>_<driver>_linux.run):
+#: the driver that runs everything that toolkit builds, PTX included.
+CUDA_DRIVER: dict[tuple[int, int], str] = {
+    (11, 8): "520.61.05", (12, 0): "525.60.13", (12, 1): "530.30.02", (12, 2): "535.54.03",
+    (12, 3): "545.23.06", (12, 4): "550.54.14", (12, 5): "555.42.02", (12, 6): "560.28.03",
+    (12, 8): "570.86.10", (12, 9): "575.51.03", (13, 0): "580.65.06", (13, 1): "590.44.01",
+}
+
+
+#: Minor-version compatibility: a driver of at least this branch runs every CUDA of the major.
+MAJOR_FLOOR: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+
+#: The first CUDA able to build for a GPU major (sm_X0 cubins run on every X.y GPU).
+MAJOR_MIN_CUDA: dict[int, tuple[int, int]] = {7: (9, 0), 8: (11, 0), 9: (11, 8), 10: (12, 8), 11: (13, 0), 12: (12, 8)}
+
+
+#: PyTorch wheel index tag for a CUDA runtime.
+TORCH_INDEX = "https://download.pytorch.org/whl/cu{0}{1}"
+
+
+_ARCH = re.compile(r"^(sm|compute)_(\d+)(\d)([af]?)$")
+
+
+def driver_for(cuda: tuple[int, int]) -> str | None:
+    """The driver a CUDA (major, minor) ships with; the next listed one when unlisted."""
+    if cuda in CUDA_DRIVER:
+        return CUDA_DRIVER[cuda]
+    later = sorted(k for k in CUDA_DRIVER if k > cuda)
+    return CUDA_DRIVER[later[0]] if later else None
+
+
+def runs_on(cc: str, arch_list: Sequence[str]) -> str | None:
+    """The torch arch-list entry (``sm_100``, ``compute_90``) whose code runs on a GPU of
+    compute capability ``cc`` (:func:`code_runs_on`), or None."""
+    mm = major_minor(cc)
+    if mm is None:
+        return None
+    for entry in arch_list:
+        m = _ARCH.match(entry.strip())
+        if m and code_runs_on((int(m.group(2)), int(m.group(3)), m.group(4), m.group(1) == "compute"), mm):
+            return entry
+    return None
+
+
+def torch_cuda_can_build(cc: str, torch_cuda: tuple[int, int]) -> bool | None:
+    """Whether a torch built with ``torch_cuda`` can contain kernels for ``cc`` at all."""
+    try:
+        major, minor = (int(p) for p in cc.split("."))
+    except ValueError:
+        return None
+    if torch_cuda[0] >= 13 and (major, minor) < (7, 5):
+        return False  # CUDA 13 dropped Maxwell, Pascal and Volta
+    need = MAJOR_MIN_CUDA.get(major)
+    return None if need is None else torch_cuda >= need

@@ -1,0 +1,85 @@
+"""GPU architectures: compute capability <-> FlashInfer's arch names, arch lists as torch
+and FlashInfer read them, and which compiled code runs on which GPU."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from flightcheck._knowledge.units import major_minor
+
+#: compute capability -> FlashInfer's arch name (compilation_context.py normalisation).
+_ARCH_SUFFIX = {"12.0": "120f"}
+
+
+def arch_of(cc: str | None) -> str | None:
+    """FlashInfer's arch for a compute capability: 9.0 -> 90a, 10.3 -> 103a, 12.0 -> 120f.
+
+    Majors below 9 have no arch-specific variant (8.0 -> 80).
+    """
+    if not cc or "." not in cc:
+        return None
+    if cc in _ARCH_SUFFIX:
+        return _ARCH_SUFFIX[cc]
+    major, _, minor = cc.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        return None
+    base = f"{int(major)}{int(minor)}"
+    return base + "a" if int(major) >= 9 else base
+
+
+def arch_to_cc(arch: str) -> str:
+    """'103a' -> '10.3'; '120f' -> '12.0'; '80' -> '8.0'."""
+    digits = arch.rstrip("af")
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+#: Code built for one arch: (major, minor, suffix "a" | "f" | "", PTX rather than a cubin).
+ArchCode = tuple[int, int, str, bool]
+
+
+_ARCH_TOKEN = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")
+
+
+#: Architecture names TORCH_CUDA_ARCH_LIST takes besides numbers.
+_NAMED_ARCHS = {"Turing": ["7.5"], "Ampere": ["8.0", "8.6"], "Ada": ["8.9"], "Hopper": ["9.0"]}
+
+
+def parse_arch_list(value: str, flashinfer: bool) -> tuple[list[ArchCode], list[str]]:
+    """(codes, bad tokens) of an arch list. FlashInfer (FLASHINFER_CUDA_ARCH_LIST) splits
+    on single spaces and compiles an unsuffixed token as :func:`arch_of` names it (9.0 ->
+    ``a``, 12.0 -> ``f``); torch (TORCH_CUDA_ARCH_LIST) splits on spaces or semicolons and
+    also takes ``+PTX`` and a few architecture names."""
+    tokens = value.split(" ") if flashinfer else [t for t in re.split(r"[ ;]+", value.strip()) if t]
+    codes: list[ArchCode] = []
+    bad: list[str] = []
+    for tok in tokens:
+        for t in [tok] if flashinfer else _NAMED_ARCHS.get(tok, [tok]):
+            m = _ARCH_TOKEN.match(t)
+            if m is None or (flashinfer and m.group(4)):
+                bad.append(tok or "''")
+                continue
+            major, minor, suffix = int(m.group(1)), int(m.group(2)), m.group(3)
+            if flashinfer and not suffix:
+                suffix = (arch_of(f"{major}.{minor}") or "").lstrip("0123456789")
+            codes.append((major, minor, suffix, bool(m.group(4))))
+    return codes, bad
+
+
+def code_runs_on(code: ArchCode, cc: tuple[int, int]) -> bool:
+    """Whether code built for ``code`` runs on a GPU of compute capability ``cc``: ``a``
+    code only on exactly its arch, ``f`` (family) code and plain cubins on the same major
+    at the same or a later minor, plain PTX on any GPU at least as new (the driver
+    JIT-compiles it)."""
+    major, minor, suffix, ptx = code
+    if suffix == "a":
+        return (major, minor) == cc
+    if ptx and not suffix:
+        return (major, minor) <= cc
+    return major == cc[0] and minor <= cc[1]
+
+
+def covers(codes: Iterable[ArchCode], cc: str | None) -> bool:
+    """Whether any of ``codes`` runs on compute capability ``cc`` (``"10.3"``)."""
+    mm = major_minor(cc)
+    return mm is not None and any(code_runs_on(c, mm) for c in codes)

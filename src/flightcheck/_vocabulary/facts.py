@@ -1,0 +1,326 @@
+"""The facts snapshot, schema ``flightcheck.facts/v1``: typed sections, JSON in and out.
+
+A snapshot is one JSON object whose top-level keys are *sections*. Every field may be
+``null`` when it could not be read; the reason then sits in ``unavailable["section.field"]``.
+Unknown keys are ignored (forward compatible); a wrong type in a known key is a usage
+error that names the file and the key. ``--facts FILE`` replaces whole sections.
+
+The model is built on ``msgspec`` structs: decoding validates types in C, fast enough to
+load a snapshot on every launch, and its errors carry the JSON path of the bad key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import msgspec
+
+from flightcheck._vocabulary.errors import UsageError
+
+SCHEMA = "flightcheck.facts/v1"
+
+Memlock = Union[int, Literal["unlimited"], None]
+
+
+class _S(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """Base of every section: all fields optional, unknown keys ignored."""
+
+
+class Host(_S):
+    hostname: str | None = None
+    os: str | None = None
+    kernel: str | None = None
+    machine: str | None = None
+    virtualization: str | None = None
+    container: str | None = None
+    cpu_count: int | None = None
+    ram_total_bytes: int | None = None
+    ram_available_bytes: int | None = None
+    shm_bytes: int | None = None
+    ulimit_memlock: Memlock = None
+    ulimit_nofile: int | None = None
+
+
+class Driver(_S):
+    loaded: bool | None = None
+    version: str | None = None
+    cuda_version: str | None = None
+    error: str | None = None
+
+
+class FabricHealth(_S):
+    degraded_bandwidth: bool | None = None
+    route_unhealthy: bool | None = None
+    incorrect_configuration: bool | None = None
+    # extensions: which incorrect configuration (no_partition, insufficient_nvlinks, ...)
+    # and the other health bits, so a fix can be specific
+    configuration: str | None = None
+    route_recovery: bool | None = None
+    access_timeout_recovery: bool | None = None
+
+
+class Fabric(_S):
+    state: str | None = None  # not_supported | not_started | in_progress | completed
+    status: str | None = None  # "success" | error text | null
+    clique_id: int | None = None
+    cluster_uuid: str | None = None
+    health: FabricHealth | None = None
+    health_mask: int | None = None  # extension: the raw NVML healthMask, for bug reports
+
+
+class NvLink(_S):
+    total: int | None = None
+    active: int | None = None
+    to_switch: bool | None = None
+
+
+class RemappedRows(_S):
+    pending: bool | None = None
+    failure: bool | None = None
+
+
+class Gpu(_S):
+    index: int | None = None
+    name: str | None = None
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    compute_capability: str | None = None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    mig_enabled: bool | None = None
+    persistence_mode: bool | None = None
+    virtualization_mode: str | None = None
+    multicast_supported: bool | None = None
+    fabric: Fabric | None = None
+    nvlink: NvLink | None = None
+    remapped_rows: RemappedRows | None = None
+    error: str | None = None  # extension: NVML said the GPU is unusable ("GPU is lost", hung)
+
+
+class FabricManager(_S):
+    nvswitch_system: bool | None = None
+    service: str | None = None  # active | inactive | failed | not-installed | unknown
+    version: str | None = None
+    detected_by: list[str] | None = None  # extension: what showed NVSwitches (or their absence)
+
+
+class Imex(_S):
+    channels: list[str] | None = None
+    service: str | None = None
+
+
+class MulticastProbe(_S):
+    ok: bool | None = None
+    stage: str | None = None
+    cuda_error: int | None = None
+    cuda_error_name: str | None = None
+    devices: int | None = None
+    handle_type: str | None = None
+    duration_s: float | None = None
+    detail: str | None = None  # extension: what the child said (stderr tail, reason)
+    # extensions: per-device CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (probe device order),
+    # the last stage reached (a timeout's context), the device a failing call was for,
+    # and the libcuda that answered (forward-compat packages swap it)
+    multicast_supported: list[bool | None] | None = None
+    last_stage: str | None = None
+    device: int | None = None
+    libcuda: str | None = None
+
+
+class CudaHome(_S):
+    path: str | None = None
+    source: str | None = None  # CUDA_HOME | CUDA_PATH | nvcc-on-path | default | null
+    exists: bool | None = None
+
+
+class Tool(_S):
+    path: str | None = None
+    version: str | None = None
+
+
+class Nvcc(Tool):
+    archs: list[str] | None = None
+
+
+class Toolchain(_S):
+    cuda_home: CudaHome | None = None
+    nvcc: Nvcc | None = None
+    ninja: Tool | None = None
+    cxx: Tool | None = None
+    cc: Tool | None = None
+    libcudart: bool | None = None
+    python_headers: bool | None = None
+    # extensions: what helps write an exact fix
+    ninja_in_venv: str | None = None  # a ninja in the engine's venv bin that PATH misses
+    alternatives: list[Tool] | None = None  # other CUDA toolkits found on this host (nvcc path, version)
+    python_include: str | None = None  # the include dir searched for Python.h
+
+
+class CompileSmokeArch(_S):
+    ok: bool | None = None
+    cached: bool | None = None
+    duration_s: float | None = None
+    output: str | None = None
+
+
+class CompileSmoke(_S):
+    """Extension: the ``--deep`` compile smoke test (FC109), one entry per arch (``"103a"``)."""
+
+    nvcc: str | None = None
+    ninja: str | None = None
+    archs: dict[str, CompileSmokeArch] | None = None
+    error: str | None = None  # the test could not run at all (no nvcc, timeout, ...)
+
+
+class Python(_S):
+    executable: str | None = None
+    version: str | None = None
+    packages: dict[str, str | None] | None = None
+    torch_cuda: str | None = None
+    torch_arch_list: list[str] | None = None
+    jit_cache_archs: list[str] | None = None
+    # extensions: how jit_cache_archs was learnt ("fatbin: ..." read from its .so files, or
+    # "table: ..." from its +cuXYZ tag and FlashInfer's release table)
+    jit_cache_archs_source: str | None = None
+    engine: str | None = None  # the engine the two fields below describe (vllm | sglang)
+    engine_requires: str | None = None  # its declared requirement on flashinfer-python
+    engine_env_vars: list[str] | None = None  # VLLM_* / SGLANG_* names the installed engine reads
+
+
+class JitCache(_S):
+    dir: str | None = None
+    writable: bool | None = None
+    free_bytes: int | None = None
+    tested: str | None = None  # extension: the existing directory the write test ran in
+    problem: str | None = None  # extension: why the write test failed
+
+
+class CheckpointFacts(_S):
+    model: str | None = None
+    path: str | None = None
+    files: dict[str, int] | None = None
+    header_sha256: dict[str, str] | None = None
+    # extensions: what else must match between nodes
+    commit: str | None = None  # the HF cache snapshot's commit, when --model is a repo id
+    config_sha256: str | None = None  # of config.json as stored
+
+
+class Facts(_S):
+    """One node's snapshot. ``None`` for a section means it was not collected or is null."""
+
+    schema: str = SCHEMA
+    collected_at: str | None = None
+    unavailable: dict[str, str] = msgspec.field(default_factory=dict)
+    host: Host | None = None
+    driver: Driver | None = None
+    gpus: list[Gpu] | None = None
+    visible_devices: str | None = None
+    fabric_manager: FabricManager | None = None
+    imex: Imex | None = None
+    multicast_probe: MulticastProbe | None = None
+    toolchain: Toolchain | None = None
+    python: Python | None = None
+    env: dict[str, str | None] | None = None
+    jit_cache: JitCache | None = None
+    checkpoint: CheckpointFacts | None = None
+    compile_smoke: CompileSmoke | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (every field, nulls included)."""
+        return msgspec.to_builtins(self)
+
+    def to_json(self, indent: int = 1) -> str:
+        """The snapshot as JSON text."""
+        return msgspec.json.format(msgspec.json.encode(self).decode(), indent=indent) + "\n"
+
+    def reason(self, path: str) -> str | None:
+        """Why ``path`` (``section.field`` or a prefix of it) is missing, if recorded."""
+        probe = path
+        while probe:
+            if probe in self.unavailable:
+                return self.unavailable[probe]
+            probe = probe.rpartition(".")[0]
+        return None
+
+
+#: Top-level keys of a snapshot (every one is replaced whole by ``--facts``).
+SECTIONS: tuple[str, ...] = tuple(f for f in Facts.__struct_fields__ if f not in ("schema",))
+
+
+def sections_of(doc: dict[str, Any]) -> set[str]:
+    """The known sections present (as keys) in a raw snapshot dict."""
+    return {k for k in doc if k in SECTIONS}
+
+
+def _check_doc(doc: Any, origin: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise UsageError(f"{origin}: a facts snapshot must be a JSON object, got {type(doc).__name__}")
+    schema = doc.get("schema", SCHEMA)
+    if schema != SCHEMA:
+        raise UsageError(f"{origin}: schema {schema!r} is not {SCHEMA!r}")
+    try:
+        msgspec.convert(doc, Facts)
+    except msgspec.ValidationError as exc:
+        raise UsageError(f"{origin}: {_explain(exc)}") from None
+    return doc
+
+
+def _explain(exc: msgspec.ValidationError) -> str:
+    """'Expected `int`, got `str` - at `$.host.cpu_count`' -> 'host.cpu_count: expected int, got str'."""
+    text = str(exc)
+    msg, sep, where = text.partition(" - at `")
+    msg = msg.replace("`", "")
+    if sep:
+        key = where.rstrip("`").removeprefix("$").lstrip(".")
+        return f"key {key}: {msg[:1].lower()}{msg[1:]}"
+    return msg
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """Read and validate one facts file; return its raw dict (sections as given)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"facts file {p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        doc = msgspec.json.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise UsageError(f"facts file {p}: not valid JSON: {exc}") from None
+    return _check_doc(doc, f"facts file {p}")
+
+
+def merge(*docs: dict[str, Any]) -> dict[str, Any]:
+    """Later documents replace whole sections of earlier ones; ``unavailable`` entries are
+    kept only for sections that were not replaced afterwards."""
+    out: dict[str, Any] = {}
+    unavailable: dict[str, str] = {}
+    for doc in docs:
+        replaced = sections_of(doc) - {"unavailable"}
+        unavailable = {k: v for k, v in unavailable.items() if k.split(".", 1)[0].split("[", 1)[0] not in replaced}
+        unavailable.update(doc.get("unavailable") or {})
+        for key in replaced:
+            out[key] = doc[key]
+        if "collected_at" in doc:
+            out["collected_at"] = doc["collected_at"]
+    out["schema"] = SCHEMA
+    out["unavailable"] = unavailable
+    return out
+
+
+def from_dict(doc: dict[str, Any], origin: str = "facts") -> Facts:
+    """Validate a raw dict into :class:`Facts` (a bad type is a :class:`UsageError`)."""
+    try:
+        return msgspec.convert(doc, Facts)
+    except msgspec.ValidationError as exc:
+        raise UsageError(f"{origin}: {_explain(exc)}") from None
+
+
+def loads(text: str | bytes, origin: str = "facts") -> Facts:
+    """Parse and validate snapshot JSON text."""
+    try:
+        doc = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise UsageError(f"{origin}: not valid JSON: {exc}") from None
+    return from_dict(_check_doc(doc, origin), origin)
