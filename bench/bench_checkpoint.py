@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-import ckptgen  # noqa: E402  (the tests' generator, shared)
+import ckptgen
 
 B300 = REPO / "src" / "flightcheck" / "_examples" / "b300.json"
 SAFE_OPEN = """
@@ -52,8 +52,11 @@ def bench_config() -> dict:
     """DeepSeek-V3's architecture scaled to 1.56 TB with MXFP4 experts."""
     cfg = ckptgen.load_config("deepseek-v3")
     cfg.update(n_routed_experts=1120, num_nextn_predict_layers=0)
-    cfg["quantization_config"] = {"quant_method": "compressed-tensors", "format": "mxfp4-pack-quantized",
-                                  "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "float", "group_size": 32}}}}
+    cfg["quantization_config"] = {
+        "quant_method": "compressed-tensors",
+        "format": "mxfp4-pack-quantized",
+        "config_groups": {"group_0": {"weights": {"num_bits": 4, "type": "float", "group_size": 32}}},
+    }
     return cfg
 
 
@@ -96,9 +99,11 @@ def run_rss(cmd: list[str], env: dict[str, str]) -> tuple[float, int, str]:
 
 def worker_rss(root: Path, env: dict[str, str]) -> int:
     """Peak RSS (MB) of the scan's worker processes, from a process that only scans."""
-    code = ("import resource, glob, sys; from flightcheck._checkpoint.scan import scan_paths;"
-            "p = sorted(glob.glob(sys.argv[1] + '/*.safetensors')); scan_paths(p, workers=2);"
-            "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)")
+    code = (
+        "import resource, glob, sys; from flightcheck._checkpoint.scan import scan_paths;"
+        "p = sorted(glob.glob(sys.argv[1] + '/*.safetensors')); scan_paths(p, workers=2);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)"
+    )
     out = subprocess.run([sys.executable, "-c", code, str(root)], env=env, capture_output=True, text=True, cwd=REPO)
     return int(out.stdout.strip() or 0)
 
@@ -112,15 +117,33 @@ def main() -> int:
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
     n_tensors, size = generate(root)
-    print(f"checkpoint: 96 shards, {size / 1e12:.3f} TB apparent, {n_tensors:,} tensors, "
-          f"{sum(p.stat().st_blocks * 512 for p in root.iterdir()) / 1e6:.0f} MB on disk")
+    print(
+        f"checkpoint: 96 shards, {size / 1e12:.3f} TB apparent, {n_tensors:,} tensors, "
+        f"{sum(p.stat().st_blocks * 512 for p in root.iterdir()) / 1e6:.0f} MB on disk"
+    )
     # installed packages come with bytecode; compile ours so the comparison is like for like
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(REPO / "src" / "flightcheck")], check=False,
-                   env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(REPO / "src" / "flightcheck")],
+        check=False,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+    )
     xdg = Path(tempfile.mkdtemp(prefix="fc-bench-xdg-"))
     base = {**os.environ, "XDG_CACHE_HOME": str(xdg), "NO_COLOR": "1"}
     cold_env = {**base, "FLIGHTCHECK_NO_CACHE": "1"}
-    fc = [sys.executable, "-m", "flightcheck", "check", "--facts", str(B300), "--model", str(root), "-tp", "8", "--format", "json"]
+    fc = [
+        sys.executable,
+        "-m",
+        "flightcheck",
+        "check",
+        "--facts",
+        str(B300),
+        "--model",
+        str(root),
+        "-tp",
+        "8",
+        "--format",
+        "json",
+    ]
     so = [sys.executable, "-c", SAFE_OPEN, str(root)]
     run_rss(fc, base)  # prime the warm cache (and the page cache for everyone)
     results: dict[str, list[float]] = {"safe_open": [], "cold": [], "warm": []}
@@ -139,7 +162,9 @@ def main() -> int:
     print(f"\n{'':12s} {'median':>8s} {'min':>8s}   peak RSS")
     for k in results:
         print(f"{k:12s} {med[k]:7.3f}s {low[k]:7.3f}s   {rss[k]} MB")
-    print(f"\ncold / safe_open: {med['cold'] / med['safe_open']:.2f} (median), {low['cold'] / low['safe_open']:.2f} (min)   target <= 1")
+    print(
+        f"\ncold / safe_open: {med['cold'] / med['safe_open']:.2f} (median), {low['cold'] / low['safe_open']:.2f} (min)   target <= 1"
+    )
     print(f"warm:             {med['warm']:.3f} s (median)   target < 0.3 s")
     print(f"peak RSS:         flightcheck {rss['cold']} MB, each scan worker <= {wrss} MB   target < 300 MB")
     print(f"machine:          {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")

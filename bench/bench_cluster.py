@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from flightcheck import Intent  # noqa: E402
-from flightcheck._checks.cluster.evaluate import evaluate_cluster  # noqa: E402
-from flightcheck._cluster.snapshots import load_dir  # noqa: E402
+from flightcheck import Intent
+from flightcheck._checks.cluster.evaluate import evaluate_cluster
+from flightcheck._cluster.snapshots import load_dir
 
 SHARDS = 96
 
@@ -42,7 +42,12 @@ def node_doc(base: dict, i: int) -> dict:
         sha[name] = hashlib.sha256(name.encode()).hexdigest()
     if i == 1:  # one interrupted copy
         files[f"model-00042-of-{SHARDS:05d}.safetensors"] -= 1 << 20
-    doc["checkpoint"] = {"model": "/models/Kimi-K3-MXFP4", "path": "/models/Kimi-K3-MXFP4", "files": files, "header_sha256": sha}
+    doc["checkpoint"] = {
+        "model": "/models/Kimi-K3-MXFP4",
+        "path": "/models/Kimi-K3-MXFP4",
+        "files": files,
+        "header_sha256": sha,
+    }
     return doc
 
 
@@ -70,7 +75,9 @@ def main() -> None:
             cli_s = median_s(lambda: subprocess.run(cmd, capture_output=True, check=False))
             nodes = {name: facts for name, (facts, _) in load_dir(tmp).items()}
             eval_s = median_s(lambda: evaluate_cluster(nodes, Intent(tensor_parallel_size=8, nnodes=n)))
-            print(f"{n:4d} nodes x {SHARDS} shards: cluster command {cli_s:6.2f} s, evaluation alone {eval_s * 1000:7.1f} ms")
+            print(
+                f"{n:4d} nodes x {SHARDS} shards: cluster command {cli_s:6.2f} s, evaluation alone {eval_s * 1000:7.1f} ms"
+            )
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from flightcheck._collect import fabric, multicast, nvml  # noqa: E402
+from flightcheck._collect import fabric, multicast, nvml
 
 
 def timed(label: str, fn, runs: int) -> None:
@@ -33,7 +33,9 @@ def timed(label: str, fn, runs: int) -> None:
         t0 = time.perf_counter()
         fn()
         walls.append(time.perf_counter() - t0)
-    print(f"{label:<52} median {statistics.median(walls) * 1000:7.1f} ms   worst {max(walls) * 1000:7.1f} ms   ({runs} runs)")
+    print(
+        f"{label:<52} median {statistics.median(walls) * 1000:7.1f} ms   worst {max(walls) * 1000:7.1f} ms   ({runs} runs)"
+    )
 
 
 def main() -> None:
@@ -46,17 +48,34 @@ def main() -> None:
         fake_env = {**os.environ, "PYTHONPATH": str(ROOT / "tests/fakes/nvml"), "FAKE_NVML": str(scen)}
         timed("NVML child, fake pynvml, 8x B300 (R570)", lambda: nvml.parse_child(nvml.run_child(10, fake_env)), runs)
         real_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FAKE_NVML")}
-        timed("NVML child, real nvidia-ml-py on this host", lambda: nvml.parse_child(nvml.run_child(10, real_env)), runs)
+        timed(
+            "NVML child, real nvidia-ml-py on this host", lambda: nvml.parse_child(nvml.run_child(10, real_env)), runs
+        )
         timed("fabric manager / IMEX / NVSwitch host checks", lambda: fabric.collect_host_side(Path("/"), False), runs)
         if shutil.which("cc"):
             lib = Path(tmp) / "lib"
             lib.mkdir()
-            subprocess.run(["cc", "-shared", "-fPIC", "-O1", "-o", str(lib / "libcuda.so.1"), str(ROOT / "tests/fakes/fake_libcuda.c")], check=True)
+            subprocess.run(
+                [
+                    "cc",
+                    "-shared",
+                    "-fPIC",
+                    "-O1",
+                    "-o",
+                    str(lib / "libcuda.so.1"),
+                    str(ROOT / "tests/fakes/fake_libcuda.c"),
+                ],
+                check=True,
+            )
             env = {**os.environ, "LD_LIBRARY_PATH": str(lib)}
-            timed("multicast probe, fake libcuda, 8 devices (bind ok)", lambda: multicast.probe_multicast(env=env), runs)
+            timed(
+                "multicast probe, fake libcuda, 8 devices (bind ok)", lambda: multicast.probe_multicast(env=env), runs
+            )
             t0 = time.perf_counter()
             r = multicast.probe_multicast(timeout=2, env={**env, "FAKE_CUDA_HANG": "cuMulticastBindMem"})
-            print(f"{'multicast probe, hang at bind, timeout 2 s':<52} {(time.perf_counter() - t0) * 1000:7.1f} ms   stage={r['stage']}")
+            print(
+                f"{'multicast probe, hang at bind, timeout 2 s':<52} {(time.perf_counter() - t0) * 1000:7.1f} ms   stage={r['stage']}"
+            )
 
 
 if __name__ == "__main__":

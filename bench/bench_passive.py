@@ -43,7 +43,11 @@ def one_run(cmd: list[str]) -> tuple[float, dict]:
 
 def import_hotspots(extra: list[str], top: int) -> list[tuple[float, float, str]]:
     """(cumulative ms, self ms, module) of the slowest top-level-ish imports of one run."""
-    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "flightcheck", "check", "--format", "json", *extra], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "flightcheck", "check", "--format", "json", *extra],
+        capture_output=True,
+        text=True,
+    )
     rows = []
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
@@ -82,9 +86,13 @@ def main() -> int:
     med = statistics.median(walls)
     print(f"command: {' '.join(cmd)}")
     print(f"runs: {args.runs}")
-    print(f"wall, text report (process start to exit): median {med:.3f} s, min {min(walls):.3f} s, max {max(walls):.3f} s")
+    print(
+        f"wall, text report (process start to exit): median {med:.3f} s, min {min(walls):.3f} s, max {max(walls):.3f} s"
+    )
     print(f"wall, --format json: median {statistics.median(json_walls):.3f} s")
-    print(f"in-process (json runs): collect median {statistics.median(collects):.3f} s, start-to-report median {statistics.median(totals):.3f} s")
+    print(
+        f"in-process (json runs): collect median {statistics.median(collects):.3f} s, start-to-report median {statistics.median(totals):.3f} s"
+    )
     bare = []
     for _ in range(5):
         t0 = time.perf_counter()

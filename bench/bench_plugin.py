@@ -74,10 +74,18 @@ def build_model(target: Path) -> str:
 def _own_generator(target: Path, shards: int = 96, per_shard: int = 1500) -> None:
     """96 shards of valid safetensors headers (tiny BF16 tensors) plus index and config."""
     target.mkdir(parents=True, exist_ok=True)
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-              "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
-              "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
-              "torch_dtype": "bfloat16"}
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "num_hidden_layers": 32,
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+        "torch_dtype": "bfloat16",
+    }
     (target / "config.json").write_text(json.dumps(config))
     weight_map: dict[str, str] = {}
     total = 0
@@ -95,7 +103,9 @@ def _own_generator(target: Path, shards: int = 96, per_shard: int = 1500) -> Non
         with open(target / name, "wb") as fh:
             fh.write(struct.pack("<Q", len(blob)) + blob + b"\0" * offset)
         total += offset
-    (target / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    (target / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map})
+    )
 
 
 def gpu_side_facts(tmp: Path) -> Path:

@@ -45,7 +45,10 @@ def _linear(name: str, out: int, inp: int, quant: str | None, *, bias: bool = Fa
     """One linear layer as stored: bf16, block FP8 (+ F32 scale_inv per 128x128), or
     MXFP4 packed (U8 two values a byte + U8 E8M0 scale per 32 inputs)."""
     if quant == "fp8":
-        t = [(f"{name}.weight", "F8_E4M3", [out, inp]), (f"{name}.weight_scale_inv", "F32", [-(-out // 128), -(-inp // 128)])]
+        t = [
+            (f"{name}.weight", "F8_E4M3", [out, inp]),
+            (f"{name}.weight_scale_inv", "F32", [-(-out // 128), -(-inp // 128)]),
+        ]
     elif quant == "mxfp4":
         t = [(f"{name}.weight_packed", "U8", [out, inp // 2]), (f"{name}.weight_scale", "U8", [out, inp // 32])]
     else:
@@ -72,9 +75,15 @@ def _dense_attention(p: str, c: dict[str, Any], bias: bool, quant: str | None = 
     return t
 
 
-def _mlp(p: str, h: int, inter: int, quant: str | None, names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")) -> list[Tensor]:
+def _mlp(
+    p: str, h: int, inter: int, quant: str | None, names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj")
+) -> list[Tensor]:
     g, u, d = names
-    return _linear(f"{p}.{g}", inter, h, quant) + _linear(f"{p}.{u}", inter, h, quant) + _linear(f"{p}.{d}", h, inter, quant)
+    return (
+        _linear(f"{p}.{g}", inter, h, quant)
+        + _linear(f"{p}.{u}", inter, h, quant)
+        + _linear(f"{p}.{d}", h, inter, quant)
+    )
 
 
 def _embeddings(c: dict[str, Any], p: str = "model") -> tuple[list[Tensor], list[Tensor]]:
@@ -99,7 +108,9 @@ def _decoder(c: dict[str, Any], body: Callable[[int, str], list[Tensor]], layers
 def dense_tensors(c: dict[str, Any]) -> list[Tensor]:
     """Llama / Mistral / Qwen2 / Qwen3 dense."""
     bias = c.get("model_type") == "qwen2" or bool(c.get("attention_bias"))
-    return _decoder(c, lambda i, p: _dense_attention(p, c, bias) + _mlp(f"{p}.mlp", c["hidden_size"], c["intermediate_size"], None))
+    return _decoder(
+        c, lambda i, p: _dense_attention(p, c, bias) + _mlp(f"{p}.mlp", c["hidden_size"], c["intermediate_size"], None)
+    )
 
 
 def mixtral_tensors(c: dict[str, Any]) -> list[Tensor]:
@@ -171,8 +182,16 @@ def deepseek_tensors(c: dict[str, Any]) -> list[Tensor]:
             if shared:
                 out += _mlp(f"{p}.mlp.shared_experts", h, c["moe_intermediate_size"] * shared, lin)
         if i >= c["num_hidden_layers"]:  # the MTP block's own parts
-            out += [_norm(f"{p}.enorm", h), _norm(f"{p}.hnorm", h), (f"{p}.eh_proj.weight", "BF16", [h, 2 * h]), _norm(f"{p}.shared_head.norm", h)]
-            out += [(f"{p}.embed_tokens.weight", "BF16", [c["vocab_size"], h]), (f"{p}.shared_head.head.weight", "BF16", [c["vocab_size"], h])]
+            out += [
+                _norm(f"{p}.enorm", h),
+                _norm(f"{p}.hnorm", h),
+                (f"{p}.eh_proj.weight", "BF16", [h, 2 * h]),
+                _norm(f"{p}.shared_head.norm", h),
+            ]
+            out += [
+                (f"{p}.embed_tokens.weight", "BF16", [c["vocab_size"], h]),
+                (f"{p}.shared_head.head.weight", "BF16", [c["vocab_size"], h]),
+            ]
         return out
 
     return _decoder(c, body, c["num_hidden_layers"] + int(c.get("num_nextn_predict_layers") or 0))
@@ -186,8 +205,12 @@ def gpt_oss_tensors(c: dict[str, Any]) -> list[Tensor]:
 
     def body(i: int, p: str) -> list[Tensor]:
         a = f"{p}.self_attn"
-        out = _linear(f"{a}.q_proj", heads * hd, h, None, bias=True) + _linear(f"{a}.k_proj", kv * hd, h, None, bias=True)
-        out += _linear(f"{a}.v_proj", kv * hd, h, None, bias=True) + _linear(f"{a}.o_proj", h, heads * hd, None, bias=True)
+        out = _linear(f"{a}.q_proj", heads * hd, h, None, bias=True) + _linear(
+            f"{a}.k_proj", kv * hd, h, None, bias=True
+        )
+        out += _linear(f"{a}.v_proj", kv * hd, h, None, bias=True) + _linear(
+            f"{a}.o_proj", h, heads * hd, None, bias=True
+        )
         out.append((f"{a}.sinks", "BF16", [heads]))
         out += [(f"{p}.mlp.router.weight", "BF16", [e, h]), (f"{p}.mlp.router.bias", "BF16", [e])]
         for proj, n, k in (("gate_up_proj", 2 * inter, h), ("down_proj", h, inter)):
@@ -231,7 +254,9 @@ def split_shards(tensors: list[Tensor], shards: int) -> list[list[Tensor]]:
     return out
 
 
-def header_bytes(tensors: Iterable[Tensor], metadata: dict[str, str] | None = None, *, align: int = 8) -> tuple[bytes, int]:
+def header_bytes(
+    tensors: Iterable[Tensor], metadata: dict[str, str] | None = None, *, align: int = 8
+) -> tuple[bytes, int]:
     """(8-byte length + JSON header padded with spaces, end of the data region)."""
     head: dict[str, Any] = {"__metadata__": metadata if metadata is not None else {"format": "pt"}}
     off = 0
@@ -244,7 +269,9 @@ def header_bytes(tensors: Iterable[Tensor], metadata: dict[str, str] | None = No
     return len(raw).to_bytes(8, "little") + raw, off
 
 
-def write_shard(path: Path, tensors: list[Tensor], *, dense: bool = False, metadata: dict[str, str] | None = None) -> int:
+def write_shard(
+    path: Path, tensors: list[Tensor], *, dense: bool = False, metadata: dict[str, str] | None = None
+) -> int:
     """Write one shard; the data region is a hole unless ``dense``. Returns its size."""
     head, end = header_bytes(tensors, metadata)
     with open(path, "wb") as fh:
@@ -299,7 +326,17 @@ def write_checkpoint(
     return root
 
 
-def write_hf_cache(hub: Path, repo_id: str, config: dict[str, Any], *, shards: int = 2, commit: str = "a" * 40, branch: str = "main", tree: bool = True, dense: bool = True) -> Path:
+def write_hf_cache(
+    hub: Path,
+    repo_id: str,
+    config: dict[str, Any],
+    *,
+    shards: int = 2,
+    commit: str = "a" * 40,
+    branch: str = "main",
+    tree: bool = True,
+    dense: bool = True,
+) -> Path:
     """Lay a checkpoint out as huggingface_hub's cache does: blobs named by hash,
     ``snapshots/<commit>/<file>`` symlinks into them, ``refs/<branch>``, and the tree
     cache ``trees/<commit>.json`` with each file's expected size. Returns the snapshot."""

@@ -82,10 +82,19 @@ def assert_silent(code: str, facts_obj, **intent: Any) -> None:
     assert not failing, f"{code} should not fail; got {[r.message for r in failing]}"
 
 
-def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run ``python -m flightcheck ARGS`` in a fresh process."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "flightcheck", *args], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "flightcheck", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=cwd,
+    )
 
 
 @pytest.fixture

@@ -21,19 +21,25 @@ def script(path: Path, body: str) -> Path:
     return path
 
 
-def fake_nvcc(path: Path, release: str = "12.8", archs: tuple[str, ...] = ("90", "100", "120"), compile_error: str | None = None) -> Path:
+def fake_nvcc(
+    path: Path, release: str = "12.8", archs: tuple[str, ...] = ("90", "100", "120"), compile_error: str | None = None
+) -> Path:
     """An nvcc that answers --version / --list-gpu-arch like the real one; compiling either
     fails with ``compile_error`` or touches the output file."""
     arch_lines = "\\n".join(f"compute_{a}" for a in archs)
     compile_part = (
-        f'echo "{compile_error}" >&2; exit 1' if compile_error
+        f'echo "{compile_error}" >&2; exit 1'
+        if compile_error
         else 'out=""; while [ $# -gt 0 ]; do [ "$1" = "-o" ] && out="$2"; shift; done; : > "$out"'
     )
-    return script(path, f"""case "$1" in
+    return script(
+        path,
+        f"""case "$1" in
   --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"; echo "Cuda compilation tools, release {release}, V{release}.93"; exit 0;;
   --list-gpu-arch) printf '{arch_lines}\\n'; exit 0;;
 esac
-{compile_part}""")
+{compile_part}""",
+    )
 
 
 def fake_toolkit(root: Path, release: str, *, libcudart: bool = True, version_file: bool = True) -> Path:

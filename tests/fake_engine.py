@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fake_cuda import elf_with_fatbin
 
-VLLM_ENVS = '''
+VLLM_ENVS = """
 import os
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
@@ -24,21 +24,21 @@ environment_variables = {
     "VLLM_FLASHINFER_ALLREDUCE_BACKEND": lambda: os.getenv("VLLM_FLASHINFER_ALLREDUCE_BACKEND", "auto"),
     "CUDA_VISIBLE_DEVICES": lambda: os.environ.get("CUDA_VISIBLE_DEVICES"),
 }
-'''
+"""
 
-SGLANG_ENVIRON = '''
+SGLANG_ENVIRON = """
 class Envs:
     SGLANG_ENABLE_TORCH_SYMM_MEM = EnvBool(False)
     SGLANG_JIT_DEEPGEMM_PRECOMPILE = EnvBool(True)
     SGL_DG_CACHE_DIR = EnvStr("")
-'''
+"""
 
-FAKE_TORCH_INIT = '''
+FAKE_TORCH_INIT = """
 class _C:
     @staticmethod
     def _cuda_getArchFlags():
         return "sm_80 sm_90 sm_100 sm_103 sm_120"
-'''
+"""
 
 
 def site_packages(venv: Path) -> Path:
@@ -48,7 +48,9 @@ def site_packages(venv: Path) -> Path:
 def dist(sp: Path, name: str, version: str, requires: list[str] = ()) -> None:
     d = sp / f"{name.replace('-', '_')}-{version}.dist-info"
     d.mkdir(parents=True, exist_ok=True)
-    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"] + [f"Requires-Dist: {r}" for r in requires]
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"] + [
+        f"Requires-Dist: {r}" for r in requires
+    ]
     (d / "METADATA").write_text("\n".join(lines) + "\n")
 
 
@@ -72,7 +74,12 @@ def make_engine(
     python = make_venv(root)
     sp = site_packages(root)
     if engine == "vllm":
-        dist(sp, "vllm", "0.33.0", [f"flashinfer-python=={flashinfer or '0.7.2.post1'}", "torch==2.14.0", "ray[cgraph]>=2.48; extra == 'ray'"])
+        dist(
+            sp,
+            "vllm",
+            "0.33.0",
+            [f"flashinfer-python=={flashinfer or '0.7.2.post1'}", "torch==2.14.0", "ray[cgraph]>=2.48; extra == 'ray'"],
+        )
         (sp / "vllm").mkdir()
         (sp / "vllm" / "envs.py").write_text(VLLM_ENVS)
     else:
@@ -85,7 +92,9 @@ def make_engine(
         "from typing import Optional\n__version__ = '2.14.0'\n"
         + (f"cuda: Optional[str] = '{torch_cuda}'\n" if torch_cuda else "cuda: Optional[str] = None\n")
     )
-    (sp / "torch" / "__init__.py").write_text(FAKE_TORCH_INIT if importable_torch else "raise ImportError('fake torch')\n")
+    (sp / "torch" / "__init__.py").write_text(
+        FAKE_TORCH_INIT if importable_torch else "raise ImportError('fake torch')\n"
+    )
     if flashinfer:
         dist(sp, "flashinfer-python", flashinfer)
     if jit_cache:

@@ -20,7 +20,11 @@ TINY = load_config("tiny-llama")
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    return {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "HF_HUB_CACHE": str(tmp_path / "hub"), "HOME": str(tmp_path / "home")}
+    return {
+        "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "HOME": str(tmp_path / "home"),
+    }
 
 
 def check_json(model: str, env: dict[str, str], *extra: str) -> tuple[int, dict, str]:
@@ -39,10 +43,22 @@ def failing(doc: dict) -> dict[str, list[dict]]:
 
 @pytest.mark.parametrize(
     "breakage, code",
-    [("truncate", "FC503"), ("pad", "FC503"), ("delete", "FC502"), ("header-1tb", "FC504"), ("overlap", "FC504"),
-     ("not-json", "FC504"), ("escape", "FC509"), ("index-lies", "FC506"), ("no-config", "FC507"), ("config-truncated", "FC507")],
+    [
+        ("truncate", "FC503"),
+        ("pad", "FC503"),
+        ("delete", "FC502"),
+        ("header-1tb", "FC504"),
+        ("overlap", "FC504"),
+        ("not-json", "FC504"),
+        ("escape", "FC509"),
+        ("index-lies", "FC506"),
+        ("no-config", "FC507"),
+        ("config-truncated", "FC507"),
+    ],
 )
-def test_broken_directory_exits_1_naming_the_code(tmp_path: Path, env: dict[str, str], breakage: str, code: str) -> None:
+def test_broken_directory_exits_1_naming_the_code(
+    tmp_path: Path, env: dict[str, str], breakage: str, code: str
+) -> None:
     root = write_checkpoint(tmp_path / "m", TINY, shards=3, dense=True)
     break_checkpoint(root, breakage)
     rc, doc, _ = check_json(str(root), env)
@@ -70,8 +86,14 @@ def test_healthy_dir_and_cached_repo_pass_fc5xx(tmp_path: Path, env: dict[str, s
     for model in (str(root), "acme/tiny"):
         rc, doc, _ = check_json(model, env)
         fc5 = {c["code"]: c["status"] for c in doc["checks"] if c["code"].startswith("FC5")}
-        assert fc5["FC501"] == "pass" and fc5["FC504"] == "pass" and fc5["FC510"] == "fail"  # FC510 is info: always says
-        assert not [c for c in doc["checks"] if c["code"].startswith(("FC4", "FC5")) and c["status"] == "fail" and c["severity"] != "info"]
+        assert (
+            fc5["FC501"] == "pass" and fc5["FC504"] == "pass" and fc5["FC510"] == "fail"
+        )  # FC510 is info: always says
+        assert not [
+            c
+            for c in doc["checks"]
+            if c["code"].startswith(("FC4", "FC5")) and c["status"] == "fail" and c["severity"] != "info"
+        ]
         assert rc == 0, failing(doc)
 
 
@@ -79,7 +101,13 @@ def test_memory_block_has_the_spec_shape(tmp_path: Path, env: dict[str, str]) ->
     root = write_checkpoint(tmp_path / "llama", load_config("llama-3-8b"), shards=4)
     rc, doc, _ = check_json(str(root), env, "--max-model-len", "8k")
     mem = doc["memory"]
-    assert set(mem["per_rank"]) >= {"weights_bytes", "kv_bytes_per_token", "kv_budget_bytes", "usable_bytes", "reserve_bytes"}
+    assert set(mem["per_rank"]) >= {
+        "weights_bytes",
+        "kv_bytes_per_token",
+        "kv_budget_bytes",
+        "usable_bytes",
+        "reserve_bytes",
+    }
     assert {"max_model_len", "max_model_len_fit", "load_bytes", "load_seconds_estimate"} <= set(mem)
     assert mem["per_rank"]["kv_bytes_per_token"] == 131072 and mem["max_model_len"] == 8000
     assert abs(mem["per_rank"]["weights_bytes"] / (1 << 30) - 14.96) < 0.01
@@ -96,7 +124,14 @@ def test_text_report_draws_the_bar(tmp_path: Path, env: dict[str, str]) -> None:
 
 def test_collect_writes_the_checkpoint_section(tmp_path: Path, env: dict[str, str]) -> None:
     root = write_checkpoint(tmp_path / "m", TINY, shards=3, dense=True)
-    proc = cli("collect", "--model", str(root), "--facts", str(Path(__file__).parent.parent / "src/flightcheck/_examples/b300.json"), env=env)
+    proc = cli(
+        "collect",
+        "--model",
+        str(root),
+        "--facts",
+        str(Path(__file__).parent.parent / "src/flightcheck/_examples/b300.json"),
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     section = json.loads(proc.stdout)["checkpoint"]
     assert section["model"] == str(root) and section["path"] == str(root)

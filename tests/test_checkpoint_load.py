@@ -100,7 +100,10 @@ def break_checkpoint(root: Path, how: str) -> None:
     elif how in ("overlap", "not-json"):
         if how == "overlap":
             names = [k for k in header if k != "__metadata__"]
-            header[names[1]]["data_offsets"] = [0, header[names[1]]["data_offsets"][1] - header[names[1]]["data_offsets"][0]]
+            header[names[1]]["data_offsets"] = [
+                0,
+                header[names[1]]["data_offsets"][1] - header[names[1]]["data_offsets"][0],
+            ]
             raw = json.dumps(header).encode()
         else:
             raw = b"{not json" + b" " * (n - 9)
@@ -119,7 +122,9 @@ def break_checkpoint(root: Path, how: str) -> None:
         n3 = int.from_bytes(s3.read_bytes()[:8], "little")
         h3 = json.loads(s3.read_bytes()[8 : 8 + n3])
         extra = next(k for k in header if k != "__metadata__")
-        tensors = [(k, e["dtype"], e["shape"]) for k, e in h3.items() if k != "__metadata__"] + [(extra, header[extra]["dtype"], header[extra]["shape"])]
+        tensors = [(k, e["dtype"], e["shape"]) for k, e in h3.items() if k != "__metadata__"] + [
+            (extra, header[extra]["dtype"], header[extra]["shape"])
+        ]
         write_shard(s3, tensors, dense=True)
     elif how == "no-config":
         (root / "config.json").unlink()
@@ -133,7 +138,10 @@ def break_checkpoint(root: Path, how: str) -> None:
     elif how == "sparse":
         with open(s2, "r+b") as fh:  # make it big and sparse: same header, a hole for data
             fh.truncate(8 << 20)
-        hdr_tensors = [(k, "U8", [((8 << 20) - 8 - n) if i == 0 else 0]) for i, k in enumerate(k for k in header if k != "__metadata__")]
+        hdr_tensors = [
+            (k, "U8", [((8 << 20) - 8 - n) if i == 0 else 0])
+            for i, k in enumerate(k for k in header if k != "__metadata__")
+        ]
         from ckptgen import write_shard
 
         write_shard(s2, hdr_tensors[:1], dense=False)
@@ -179,7 +187,9 @@ def no_hang():
     signal.signal(signal.SIGALRM, old)
 
 
-@pytest.mark.parametrize("name", ["extra.safetensors", "config.json", "hf_quant_config.json", "model.safetensors.index.json"])
+@pytest.mark.parametrize(
+    "name", ["extra.safetensors", "config.json", "hf_quant_config.json", "model.safetensors.index.json"]
+)
 def test_a_fifo_anywhere_never_blocks(tmp_path: Path, name: str, no_hang) -> None:
     """Opening a FIFO for reading blocks until a writer comes: every file of the model
     directory is refused unless regular (the scan, config.json, the index, hf_quant, the
@@ -306,7 +316,11 @@ def test_interrupted_download_and_size_records(tmp_path: Path, monkeypatch: pyte
     (repo / "blobs" / f"{etag}.1a2b3c4d.incomplete").write_bytes(b"\0" * 1000)  # a second download, cut short
     ck = load("acme/tiny")
     (f,) = ck.of("FC505")
-    assert f.subject == f"shard:{name}" and "interrupted download" in f.message and f"hf download acme/tiny {name}" in f.fix
+    assert (
+        f.subject == f"shard:{name}"
+        and "interrupted download" in f.message
+        and f"hf download acme/tiny {name}" in f.fix
+    )
     # the snapshot file shrank (a bad copy into the cache): the tree's size disagrees
     blob = Path(os.path.realpath(snap / name))
     blob.write_bytes(blob.read_bytes()[:-10])
@@ -396,7 +410,9 @@ def test_an_interrupted_scan_leaves_no_worker_behind(tmp_path: Path, monkeypatch
     assert len(spawned) == 2 and all(p.returncode is not None for p in spawned)
 
 
-def test_a_foreign_validate_module_beside_msgspec_is_not_imported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_foreign_validate_module_beside_msgspec_is_not_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """configobj installs a top-level ``validate`` into site-packages: the workers must
     import ours (else each dies and its shards are redone here, slowly)."""
     import msgspec

@@ -11,8 +11,8 @@ import pytest
 from ckptgen import load_config, write_checkpoint
 from flightcheck._checkpoint import load
 from flightcheck._collect import throughput
-from flightcheck._vocabulary.intent import Intent
 from flightcheck._memory import build
+from flightcheck._vocabulary.intent import Intent
 
 
 def test_plan_spreads_chunks_over_all_bytes() -> None:

@@ -71,11 +71,22 @@ def test_broken_shards_are_named(tmp_path: Path, mutate, code: str, words: str) 
 
 
 def test_offsets_overlap_hole_and_span() -> None:
-    overlap = {"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}, "b": {"dtype": "U8", "shape": [8], "data_offsets": [4, 12]}}
-    hole = {"a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]}, "b": {"dtype": "U8", "shape": [8], "data_offsets": [16, 24]}}
+    overlap = {
+        "a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]},
+        "b": {"dtype": "U8", "shape": [8], "data_offsets": [4, 12]},
+    }
+    hole = {
+        "a": {"dtype": "U8", "shape": [8], "data_offsets": [0, 8]},
+        "b": {"dtype": "U8", "shape": [8], "data_offsets": [16, 24]},
+    }
     late = {"a": {"dtype": "U8", "shape": [8], "data_offsets": [4, 12]}}
     span = {"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}
-    for entries, data, words in ((overlap, 12, "overlap"), (hole, 24, "hole of 8 bytes"), (late, 12, "starts at 4"), (span, 8, "= 12 bytes")):
+    for entries, data, words in (
+        (overlap, 12, "overlap"),
+        (hole, 24, "hole of 8 bytes"),
+        (late, 12, "starts at 4"),
+        (span, 8, "= 12 bytes"),
+    ):
         buf = raw_shard(entries, data)
         scan = v.parse_header(buf, len(buf))
         assert codes(scan) == {"FC504"} and words in scan.problems[0].message, (words, scan.problems)
@@ -83,7 +94,12 @@ def test_offsets_overlap_hole_and_span() -> None:
 
 def test_rules_safetensors_relaxed_or_added() -> None:
     # leading spaces are allowed since safetensors 0.8 (#686); metadata must be str -> str
-    ok = b"  " + json.dumps({"__metadata__": {"format": "pt"}, "x": {"dtype": "F4", "shape": [3, 4], "data_offsets": [0, 6]}}).encode()
+    ok = (
+        b"  "
+        + json.dumps(
+            {"__metadata__": {"format": "pt"}, "x": {"dtype": "F4", "shape": [3, 4], "data_offsets": [0, 6]}}
+        ).encode()
+    )
     buf = len(ok).to_bytes(8, "little") + ok + bytes(6)
     assert v.parse_header(buf, len(buf)).ok
     bad_meta = raw_shard({"__metadata__": {"n": 1}, "x": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}, 1)
@@ -130,14 +146,20 @@ def test_groups_fold_expert_blocks_and_count_per_expert() -> None:
     blocks = [g for g in scan.groups if g.pattern.endswith("experts.#.*")]
     assert [(g.index, g.count, g.per_item, g.nbytes) for g in blocks] == [(3, 36, 3, 36 * 64), (4, 36, 3, 36 * 64)]
     norms = [g for g in scan.groups if "layernorm" in g.pattern]
-    assert {(g.pattern, g.index) for g in norms} == {("model.layers.#.input_layernorm.weight", 3), ("model.layers.#.input_layernorm.weight", 4)}
+    assert {(g.pattern, g.index) for g in norms} == {
+        ("model.layers.#.input_layernorm.weight", 3),
+        ("model.layers.#.input_layernorm.weight", 4),
+    }
 
 
 @pytest.mark.parametrize("case", ["ok", "truncated", "padded", "overlap", "hole", "span", "dtype", "json", "length"])
 def test_agrees_with_the_safetensors_library(tmp_path: Path, case: str) -> None:
     """Whatever safetensors' own reader accepts we accept, and the reverse."""
     safetensors = pytest.importorskip("safetensors")
-    good = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}, "b": {"dtype": "U8", "shape": [4], "data_offsets": [8, 12]}}
+    good = {
+        "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+        "b": {"dtype": "U8", "shape": [4], "data_offsets": [8, 12]},
+    }
     entries, data = json.loads(json.dumps(good)), 12
     if case == "overlap":
         entries["b"]["data_offsets"] = [4, 8]
@@ -178,14 +200,24 @@ def test_fuzz_random_bytes_never_raise(buf: bytes, size: int) -> None:
     assert scan.ok or scan.problems[0].code in ("FC503", "FC504")
 
 
-_json = st.recursive(st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=8),
-                     lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4), max_leaves=12)
-_entry = st.fixed_dictionaries({"dtype": st.sampled_from(["F32", "BF16", "U8", "F4", "I64", "X"]), "shape": st.lists(st.integers(-2, 6), max_size=3),
-                                "data_offsets": st.lists(st.integers(-2, 64), min_size=0, max_size=3)})
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.text(max_size=8),
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
+    max_leaves=12,
+)
+_entry = st.fixed_dictionaries(
+    {
+        "dtype": st.sampled_from(["F32", "BF16", "U8", "F4", "I64", "X"]),
+        "shape": st.lists(st.integers(-2, 6), max_size=3),
+        "data_offsets": st.lists(st.integers(-2, 64), min_size=0, max_size=3),
+    }
+)
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.dictionaries(st.text(min_size=1, max_size=12), _entry | _json, max_size=6), st.integers(0, 128), st.booleans())
+@given(
+    st.dictionaries(st.text(min_size=1, max_size=12), _entry | _json, max_size=6), st.integers(0, 128), st.booleans()
+)
 def test_fuzz_structured_headers_never_raise(entries: dict, data: int, exact: bool) -> None:
     """Near-valid headers: every answer is a verdict, and 'ok' means the rules hold."""
     head = json.dumps(entries).encode()

@@ -36,7 +36,9 @@ def gb200() -> tuple[dict[str, Any], dict[str, Any]]:
     return doc("gb200-tray-03"), doc("gb200-tray-04")
 
 
-def run(*docs: dict[str, Any], unreachable: dict[str, str] | None = None, expected: int | None = None, **intent: Any) -> ClusterReport:
+def run(
+    *docs: dict[str, Any], unreachable: dict[str, str] | None = None, expected: int | None = None, **intent: Any
+) -> ClusterReport:
     nodes = {d["host"]["hostname"]: from_dict(d) for d in docs}
     intent.setdefault("nnodes", len(nodes) + len(unreachable or {}))
     return evaluate_cluster(nodes, Intent(**intent), unreachable=unreachable, expected=expected)
@@ -88,7 +90,12 @@ def test_fc801_names_the_node_and_both_driver_versions():
     report = run(a, b, tensor_parallel_size=8, pipeline_parallel_size=2)
     [f] = failing(report, "FC801")
     assert f.subject == "node:gpu-b300-018"
-    assert "gpu-b300-018" in f.message and "580.95.05" in f.message and "590.48.01" in f.message and "gpu-b300-017" in f.message
+    assert (
+        "gpu-b300-018" in f.message
+        and "580.95.05" in f.message
+        and "590.48.01" in f.message
+        and "gpu-b300-017" in f.message
+    )
     assert f.evidence["driver"] == {"node": "580.95.05", "reference": "590.48.01", "reference_nodes": ["gpu-b300-017"]}
     assert "driver 590.48.01" in f.fix
     assert report.exit_code == 1 and report.verdict == "not-ready"
@@ -153,7 +160,14 @@ def test_fc802_missing_and_header_and_extra_files():
     issues_b = {k: v["issue"] for k, v in by_subject["node:gpu-b300-018"].evidence["files"].items()}
     assert issues_b == {"tokenizer.json": "missing", SHARD3: "header"}
     extra = by_subject["node:gpu-b300-019"]
-    assert extra.evidence["files"] == {"model-00005-of-00005.safetensors": {"issue": "extra", "node": 123_456, "reference": None, "reference_nodes": ["gpu-b300-017", "gpu-b300-018"]}}
+    assert extra.evidence["files"] == {
+        "model-00005-of-00005.safetensors": {
+            "issue": "extra",
+            "node": 123_456,
+            "reference": None,
+            "reference_nodes": ["gpu-b300-017", "gpu-b300-018"],
+        }
+    }
     assert "rm /models/Kimi-K3-MXFP4/model-00005-of-00005.safetensors" in extra.fix
 
 
@@ -183,12 +197,20 @@ def test_nodes_are_judged_without_reading_the_model_here():
 
 def test_fc803_unreachable_node_and_missing_snapshots():
     a, b = hgx()
-    report = run(a, b, unreachable={"gpu-b300-020": "no answer within 60s (--timeout)"}, tensor_parallel_size=8, pipeline_parallel_size=3)
+    report = run(
+        a,
+        b,
+        unreachable={"gpu-b300-020": "no answer within 60s (--timeout)"},
+        tensor_parallel_size=8,
+        pipeline_parallel_size=3,
+    )
     [f] = failing(report, "FC803")
     assert f.subject == "node:gpu-b300-020" and "no answer within 60s" in f.message
     assert report.exit_code == 1
     [f] = failing(run(a, b, expected=4, tensor_parallel_size=8, nnodes=4), "FC803")
-    assert f.subject == "cluster" and "4 nodes expected (--nnodes), 2 gave facts (gpu-b300-017, gpu-b300-018)" in f.message
+    assert (
+        f.subject == "cluster" and "4 nodes expected (--nnodes), 2 gave facts (gpu-b300-017, gpu-b300-018)" in f.message
+    )
     [w] = failing(run(a, b, expected=1, tensor_parallel_size=8), "FC803")
     assert w.severity.value == "warning" and "2 snapshots for --nnodes 1" in w.message
     assert results(run(a, b, expected=2, tensor_parallel_size=8), "FC803")[0].status.value == "pass"
@@ -211,7 +233,11 @@ def test_fc804_gpu_count_and_model():
     assert "NVIDIA B200" in f.message
     report = run(a, b, tensor_parallel_size=8, pipeline_parallel_size=2)
     assert report.exit_code == 0  # a warning does not block ...
-    strict = evaluate_cluster({d["host"]["hostname"]: from_dict(d) for d in (a, b)}, Intent(tensor_parallel_size=8, pipeline_parallel_size=2, nnodes=2), strict=True)
+    strict = evaluate_cluster(
+        {d["host"]["hostname"]: from_dict(d) for d in (a, b)},
+        Intent(tensor_parallel_size=8, pipeline_parallel_size=2, nnodes=2),
+        strict=True,
+    )
     assert strict.exit_code == 1  # ... unless --strict
 
 
@@ -227,7 +253,9 @@ def test_fc805_split_domain_is_an_error_when_tp_spans_nodes():
         g["fabric"]["cluster_uuid"] = "0c9a3e11-5d7f-4b2a-8e64-1f3b5a7c9d20"
     [f] = failing(run(a, b, tensor_parallel_size=8), "FC805")
     assert f.severity.value == "error" and f.subject == "node:nvl72-r2-tray04"
-    assert "0c9a3e11-5d7f-4b2a-8e64-1f3b5a7c9d20" in f.message and "7d2b9c54" in f.message and "spans nodes" in f.message
+    assert (
+        "0c9a3e11-5d7f-4b2a-8e64-1f3b5a7c9d20" in f.message and "7d2b9c54" in f.message and "spans nodes" in f.message
+    )
     # TP 4 stays inside each tray: only pipeline stages cross the split
     [w] = failing(run(a, b, tensor_parallel_size=4, pipeline_parallel_size=2), "FC805")
     assert w.severity.value == "warning"
@@ -294,7 +322,9 @@ def test_fc802_config_content_and_revision():
 
 def test_fc803_missing_ray_nodes_get_a_ray_fix():
     nodes = {d["host"]["hostname"]: from_dict(d) for d in hgx()}
-    report = evaluate_cluster(nodes, Intent(tensor_parallel_size=8, nnodes=3), expected=3, source={"kind": "ray", "address": "auto"})
+    report = evaluate_cluster(
+        nodes, Intent(tensor_parallel_size=8, nnodes=3), expected=3, source={"kind": "ray", "address": "auto"}
+    )
     [f] = failing(report, "FC803")
     assert "ray start --address=" in f.fix and "scontrol" not in f.fix
 

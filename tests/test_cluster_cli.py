@@ -27,16 +27,30 @@ LAYOUT = ("-tp", "8", "-pp", "2")
 def tiny_model(path: Path, shards: int = 3) -> Path:
     """A small, valid safetensors checkpoint: config.json, ``shards`` BF16 shards, the index."""
     path.mkdir(parents=True)
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
-              "num_hidden_layers": shards, "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 512,
-              "max_position_embeddings": 2048, "torch_dtype": "bfloat16"}
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": shards,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "vocab_size": 512,
+        "max_position_embeddings": 2048,
+        "torch_dtype": "bfloat16",
+    }
     (path / "config.json").write_text(json.dumps(config))
     weight_map = {}
     for i in range(shards):
         name = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
         tensors = {f"model.layers.{i}.mlp.{proj}.weight": (proj, k) for k, proj in enumerate(("gate_proj", "up_proj"))}
         size = 128 * 64 * 2
-        header = json.dumps({t: {"dtype": "BF16", "shape": [128, 64], "data_offsets": [k * size, (k + 1) * size]} for t, (_p, k) in tensors.items()}).encode()
+        header = json.dumps(
+            {
+                t: {"dtype": "BF16", "shape": [128, 64], "data_offsets": [k * size, (k + 1) * size]}
+                for t, (_p, k) in tensors.items()
+            }
+        ).encode()
         header += b" " * (-len(header) % 8)
         with open(path / name, "wb") as fh:
             fh.write(len(header).to_bytes(8, "little") + header + bytes(size * len(tensors)))
@@ -171,7 +185,11 @@ def test_output_file_and_nnodes_expectation(tmp_path):
 
 @pytest.mark.parametrize(
     ("content", "needle"),
-    [("{not json", "not valid JSON"), ('{"host": {"cpu_count": "many"}}', "key host.cpu_count"), ("[1, 2]", "must be a JSON object")],
+    [
+        ("{not json", "not valid JSON"),
+        ('{"host": {"cpu_count": "many"}}', "key host.cpu_count"),
+        ("[1, 2]", "must be a JSON object"),
+    ],
 )
 def test_a_bad_snapshot_is_one_line_naming_the_file(tmp_path, content, needle):
     d = snapshot_dir(tmp_path, "hgx-b300-a")
@@ -210,7 +228,11 @@ def test_duplicate_hostnames_fall_back_to_file_names(tmp_path):
 def test_rules_and_explain_know_the_cluster_checks():
     rules = json.loads(cli("rules", "--format", "json").stdout)
     assert {r["code"]: r["severity"] for r in rules if r["code"].startswith("FC8")} == {
-        "FC801": "error", "FC802": "error", "FC803": "error", "FC804": "warning", "FC805": "error",
+        "FC801": "error",
+        "FC802": "error",
+        "FC803": "error",
+        "FC804": "warning",
+        "FC805": "error",
     }
     proc = cli("explain", "nvlink-domain-split")
     assert proc.returncode == 0 and "IMEX" in proc.stdout and "## How to fix" in proc.stdout
@@ -231,7 +253,9 @@ def test_collect_model_then_cluster_end_to_end(tmp_path):
         proc = cli("collect", "--model", str(model), "--facts", str(recorded), "-o", str(facts / f"{name}.json"))
         assert proc.returncode == 0, proc.stderr
         section = json.loads((facts / f"{name}.json").read_text())["checkpoint"]
-        assert section["path"] == str(model) and len(section["header_sha256"]) == 3 and "config.json" in section["files"]
+        assert (
+            section["path"] == str(model) and len(section["header_sha256"]) == 3 and "config.json" in section["files"]
+        )
     rc, rep = run_json("--facts-dir", str(facts), "--model", "tiny", "-tp", "8")
     assert set(rep["nodes"]) == {"node-a", "node-b"}  # one hostname twice: named by file
     [f] = [c for c in rep["checks"] if c["code"] == "FC802" and c["status"] == "fail"]
@@ -242,9 +266,14 @@ def test_collect_model_then_cluster_end_to_end(tmp_path):
 def test_collect_output_expands_slurms_node_name(tmp_path):
     recorded = tmp_path / "host.json"
     recorded.write_text(json.dumps({k: host_doc("b300")[k] for k in ("driver", "gpus")}))
-    proc = cli("collect", "--facts", str(recorded), "-o", str(tmp_path / "%N.json"), env={"SLURMD_NODENAME": "gpu-b300-042"})
+    proc = cli(
+        "collect", "--facts", str(recorded), "-o", str(tmp_path / "%N.json"), env={"SLURMD_NODENAME": "gpu-b300-042"}
+    )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads((tmp_path / "gpu-b300-042.json").read_text())["driver"]["version"] == host_doc("b300")["driver"]["version"]
+    assert (
+        json.loads((tmp_path / "gpu-b300-042.json").read_text())["driver"]["version"]
+        == host_doc("b300")["driver"]["version"]
+    )
 
 
 def test_facts_dir_path_never_imports_ray(tmp_path):
@@ -259,13 +288,15 @@ def test_facts_dir_path_never_imports_ray(tmp_path):
 
 def test_text_names_unreachable_and_skipped_nodes():
     from flightcheck import Intent
-    from flightcheck._cli.cluster import render
     from flightcheck._checks.cluster.evaluate import evaluate_cluster
+    from flightcheck._cli.cluster import render
 
     nodes = {name: facts for name, (facts, _) in load_dir(FIX).items() if name.startswith("gpu-b300")}
     report = evaluate_cluster(
-        nodes, Intent(tensor_parallel_size=8, pipeline_parallel_size=3, nnodes=3),
-        unreachable={"gpu-b300-019": "no answer within 60s (--timeout)"}, skipped={"ray-head": "no GPU resource: vLLM places no rank there"},
+        nodes,
+        Intent(tensor_parallel_size=8, pipeline_parallel_size=3, nnodes=3),
+        unreachable={"gpu-b300-019": "no answer within 60s (--timeout)"},
+        skipped={"ray-head": "no GPU resource: vLLM places no rank there"},
         source={"kind": "ray", "address": "10.0.0.1:6379"},
     )
     out = render(report, "text", color=False)

@@ -87,9 +87,17 @@ def slurm_job(tmp_path: Path, edit_b: Any = None) -> tuple[subprocess.CompletedP
     script(bin_dir / "flightcheck", WRAPPER.replace("{python}", sys.executable))
     log = tmp_path / "flightcheck.log"
     env = {
-        **os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FLIGHTCHECK_LOG": str(log), "RECORDED": str(recorded),
-        "FAKE_NODES": "gpu-b300-017 gpu-b300-018", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "4242",
-        "SLURM_SUBMIT_DIR": str(tmp_path), "MODEL": str(model), "TP": "8", "PP": "2",
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FLIGHTCHECK_LOG": str(log),
+        "RECORDED": str(recorded),
+        "FAKE_NODES": "gpu-b300-017 gpu-b300-018",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "MODEL": str(model),
+        "TP": "8",
+        "PP": "2",
     }
     proc = subprocess.run(["bash", str(SBATCH)], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     return proc, tmp_path / "facts-4242", log
@@ -123,15 +131,30 @@ def test_slurm_recipe_fails_the_job_on_driver_skew(tmp_path):
     assert "FC801 software-skew" in proc.stdout
 
 
-def ray_recipe(tmp_path: Path, rc: int, *extra: str, **env_extra: str) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+def ray_recipe(
+    tmp_path: Path, rc: int, *extra: str, **env_extra: str
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     bin_dir = tmp_path / "bin"
-    fake_fc = script(bin_dir / "flightcheck", f'#!/usr/bin/env bash\nprintf \'%s\\n\' "$(printf \'%q \' flightcheck "$@")" >> "$FLIGHTCHECK_LOG"\nexit {rc}\n')
+    fake_fc = script(
+        bin_dir / "flightcheck",
+        f'#!/usr/bin/env bash\nprintf \'%s\\n\' "$(printf \'%q \' flightcheck "$@")" >> "$FLIGHTCHECK_LOG"\nexit {rc}\n',
+    )
     fake_vllm = script(bin_dir / "vllm", FAKE_VLLM)
     log, vllm_log = tmp_path / "fc.log", tmp_path / "vllm.log"
-    env = {**os.environ, "FLIGHTCHECK": str(fake_fc), "VLLM": str(fake_vllm), "FLIGHTCHECK_LOG": str(log), "VLLM_LOG": str(vllm_log),
-           "TP": "8", "PP": "2", **env_extra}
+    env = {
+        **os.environ,
+        "FLIGHTCHECK": str(fake_fc),
+        "VLLM": str(fake_vllm),
+        "FLIGHTCHECK_LOG": str(log),
+        "VLLM_LOG": str(vllm_log),
+        "TP": "8",
+        "PP": "2",
+        **env_extra,
+    }
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run(["bash", str(RAY_SERVE), "/models/Kimi-K3-MXFP4", *extra], capture_output=True, text=True, env=env, timeout=60)
+    proc = subprocess.run(
+        ["bash", str(RAY_SERVE), "/models/Kimi-K3-MXFP4", *extra], capture_output=True, text=True, env=env, timeout=60
+    )
     return proc, log, vllm_log
 
 
@@ -139,8 +162,16 @@ def test_ray_recipe_serves_only_when_ready(tmp_path):
     proc, log, vllm_log = ray_recipe(tmp_path, 0, "--max-model-len", "128k")
     assert proc.returncode == 0
     assert vllm_log.read_text().split() == [
-        "serve", "/models/Kimi-K3-MXFP4", "--distributed-executor-backend", "ray",
-        "--tensor-parallel-size", "8", "--pipeline-parallel-size", "2", "--max-model-len", "128k",
+        "serve",
+        "/models/Kimi-K3-MXFP4",
+        "--distributed-executor-backend",
+        "ray",
+        "--tensor-parallel-size",
+        "8",
+        "--pipeline-parallel-size",
+        "2",
+        "--max-model-len",
+        "128k",
     ]
     [argv] = logged(log)
     args = parse_flightcheck(argv)
@@ -149,7 +180,9 @@ def test_ray_recipe_serves_only_when_ready(tmp_path):
     assert args.distributed_executor_backend == "ray"
 
 
-@pytest.mark.parametrize(("rc", "allow", "started"), [(1, "1", False), (3, "0", False), (3, "1", True), (2, "1", False)])
+@pytest.mark.parametrize(
+    ("rc", "allow", "started"), [(1, "1", False), (3, "0", False), (3, "1", True), (2, "1", False)]
+)
 def test_ray_recipe_stops_on_a_blocking_or_unknown_verdict(tmp_path, rc, allow, started):
     proc, _, vllm_log = ray_recipe(tmp_path, rc, ALLOW_UNKNOWN=allow)
     assert vllm_log.exists() is started

@@ -15,12 +15,15 @@ import pytest
 from fake_cuda import fake_nvcc, tool_bin
 from fake_engine import make_engine
 from flightcheck import Intent, evaluate
-from flightcheck._collect import cuda as _cuda, collect
+from flightcheck._collect import collect
+from flightcheck._collect import cuda as _cuda
 from flightcheck._collect.compile_smoke import build_ninja, cache_key, split_output
 from flightcheck._examples import load_example
 
 CUDA = "/usr/local/cuda"
-HAVE_TOOLS = os.path.exists(f"{CUDA}/bin/nvcc") and shutil.which("ninja") is not None and shutil.which("c++") is not None
+HAVE_TOOLS = (
+    os.path.exists(f"{CUDA}/bin/nvcc") and shutil.which("ninja") is not None and shutil.which("c++") is not None
+)
 needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="needs nvcc under /usr/local/cuda, ninja and c++")
 
 GPU_SECTIONS = ("driver", "gpus", "visible_devices", "fabric_manager", "imex", "host")
@@ -40,14 +43,20 @@ def _fresh():
 
 
 def env_for(tmp_path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_CUDA_ARCH_LIST", "FLIGHTCHECK_NO_CACHE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_CUDA_ARCH_LIST", "FLIGHTCHECK_NO_CACHE")
+    }
     env.update(XDG_CACHE_HOME=str(tmp_path / "xdg"), FLASHINFER_WORKSPACE_BASE=str(tmp_path))
     env.update(extra)
     return env
 
 
 def smoke(env: dict[str, str], python: str | None = None, tp: int = 8):
-    facts = collect(Intent(tensor_parallel_size=tp), env=env, python=python, probes=["compile_smoke"], facts_docs=[gpu_doc()])
+    facts = collect(
+        Intent(tensor_parallel_size=tp), env=env, python=python, probes=["compile_smoke"], facts_docs=[gpu_doc()]
+    )
     return facts
 
 
@@ -93,13 +102,23 @@ def test_an_arch_this_nvcc_does_not_know_fails_with_nvccs_own_words(tmp_path):
 @needs_tools
 def test_fake_nvcc_failure_reaches_fc109_with_its_output(tmp_path):
     home = tmp_path / "cuda-fake"
-    fake_nvcc(home / "bin" / "nvcc", release="13.0", compile_error="nvcc fatal   : Unsupported gpu architecture 'compute_103a'")
+    fake_nvcc(
+        home / "bin" / "nvcc",
+        release="13.0",
+        compile_error="nvcc fatal   : Unsupported gpu architecture 'compute_103a'",
+    )
     (home / "include").mkdir()
-    (home / "include" / "cuda_runtime.h").write_text("#pragma once\nextern \"C\" int cudaGetLastError(void);\n")
+    (home / "include" / "cuda_runtime.h").write_text('#pragma once\nextern "C" int cudaGetLastError(void);\n')
     (home / "lib64").mkdir()
     engine = make_engine(tmp_path / "venv")  # flashinfer without a jit-cache: JIT needed
     env = env_for(tmp_path, CUDA_HOME=str(home))
-    facts = collect(Intent(tensor_parallel_size=8, deep=True), env=env, python=str(engine), probes=["compile_smoke"], facts_docs=[gpu_doc()])
+    facts = collect(
+        Intent(tensor_parallel_size=8, deep=True),
+        env=env,
+        python=str(engine),
+        probes=["compile_smoke"],
+        facts_docs=[gpu_doc()],
+    )
     assert facts.compile_smoke.archs["103a"].ok is False
     report = evaluate(facts, Intent(tensor_parallel_size=8, deep=True))
     (r,) = [c for c in report.checks if c.code == "FC109"]
@@ -116,12 +135,16 @@ def test_missing_tools_are_an_error_not_a_crash(tmp_path):
 
 def test_no_gpu_facts_means_nothing_to_build(tmp_path):
     env = env_for(tmp_path)
-    facts = collect(Intent(), env=env, probes=["compile_smoke"], facts_docs=[{"gpus": None, "driver": {"loaded": False}}])
+    facts = collect(
+        Intent(), env=env, probes=["compile_smoke"], facts_docs=[{"gpus": None, "driver": {"loaded": False}}]
+    )
     assert facts.compile_smoke.error.startswith("no arch to build for")
 
 
 def test_build_file_is_flashinfer_shaped(tmp_path):
-    text = build_ninja(str(tmp_path), ["100a", "103a"], "/opt/cuda/bin/nvcc", "c++", "/opt/cuda", "13.0", {"CC": "gcc-13"}, True)
+    text = build_ninja(
+        str(tmp_path), ["100a", "103a"], "/opt/cuda/bin/nvcc", "c++", "/opt/cuda", "13.0", {"CC": "gcc-13"}, True
+    )
     assert "-gencode=arch=compute_103a,code=sm_103a" in text and "-gencode=arch=compute_100a,code=sm_100a" in text
     assert "-ccbin gcc-13" in text and "-static-global-template-stub=false" in text
     assert "ldflags = -shared -L/opt/cuda/lib64 -L/opt/cuda/lib64/stubs -lcudart -lcuda" in text
@@ -131,14 +154,16 @@ def test_build_file_is_flashinfer_shaped(tmp_path):
 
 
 def test_output_is_split_per_arch():
-    out = "\n".join([
-        "[1/5] c++ ... host.cpp -o host.o",
-        "FAILED: k_101a.cuda.o",
-        "nvcc ... -gencode=arch=compute_101a,code=sm_101a",
-        "nvcc fatal   : Unsupported gpu architecture 'compute_101a'",
-        "[2/5] nvcc ... -gencode=arch=compute_103a,code=sm_103a",
-        "ninja: build stopped: subcommand failed.",
-    ])
+    out = "\n".join(
+        [
+            "[1/5] c++ ... host.cpp -o host.o",
+            "FAILED: k_101a.cuda.o",
+            "nvcc ... -gencode=arch=compute_101a,code=sm_101a",
+            "nvcc fatal   : Unsupported gpu architecture 'compute_101a'",
+            "[2/5] nvcc ... -gencode=arch=compute_103a,code=sm_103a",
+            "ninja: build stopped: subcommand failed.",
+        ]
+    )
     per = split_output(out, ["101a", "103a"])
     assert "Unsupported gpu architecture 'compute_101a'" in per["101a"]
     assert per["103a"] == ""
@@ -161,6 +186,11 @@ def test_targets_follow_flashinfers_reading_of_its_arch_list():
     from flightcheck._vocabulary.facts import from_dict
 
     facts = from_dict(gpu_doc())
-    cctx = CollectContext(Intent(tensor_parallel_size=8), {"FLASHINFER_CUDA_ARCH_LIST": "9.0 10.3a 12.0 8.0 10.0a;x 10.3"}, sys.executable)
+    cctx = CollectContext(
+        Intent(tensor_parallel_size=8), {"FLASHINFER_CUDA_ARCH_LIST": "9.0 10.3a 12.0 8.0 10.0a;x 10.3"}, sys.executable
+    )
     assert target_archs(cctx, facts) == (["90a", "103a", "120f", "80"], "FLASHINFER_CUDA_ARCH_LIST")
-    assert target_archs(CollectContext(Intent(tensor_parallel_size=8), {}, sys.executable), facts) == (["103a"], "GPUs used")
+    assert target_archs(CollectContext(Intent(tensor_parallel_size=8), {}, sys.executable), facts) == (
+        ["103a"],
+        "GPUs used",
+    )

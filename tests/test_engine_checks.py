@@ -23,7 +23,9 @@ def test_healthy_engine():
 def test_engine_missing_names_the_interpreter_and_the_other_engine():
     f = facts("b300", **sections("sglang-only"))
     (r,) = assert_fires("FC701", f, engine="vllm", **TP8)
-    assert r.message == "vllm is not installed in /opt/serve/venv/bin/python3 (sglang 0.5.23 is there: --engine sglang?)"
+    assert (
+        r.message == "vllm is not installed in /opt/serve/venv/bin/python3 (sglang 0.5.23 is there: --engine sglang?)"
+    )
     assert r.fix.endswith("/opt/serve/venv/bin/python3 -m pip install vllm")
     assert "--python" in r.fix
     assert_silent("FC701", f, engine="sglang", **TP8)
@@ -33,7 +35,9 @@ def test_engine_missing_names_the_interpreter_and_the_other_engine():
 def test_unknown_interpreter_is_unknown_not_a_pass():
     doc = sections("healthy-cu131")
     doc["python"] = {"executable": "/opt/serve/venv/bin/python3", "packages": None}
-    doc["unavailable"] = {"python.packages": "the engine's interpreter /opt/serve/venv/bin/python3 could not run: timed out after 20.0s"}
+    doc["unavailable"] = {
+        "python.packages": "the engine's interpreter /opt/serve/venv/bin/python3 could not run: timed out after 20.0s"
+    }
     assert statuses(facts("b300", **doc), "FC701", **TP8) == {"unknown"}
 
 
@@ -85,4 +89,6 @@ def test_engine_headline():
     from flightcheck import Intent, evaluate
 
     rep = evaluate(facts("b300", **sections("healthy-cu131")), Intent(tensor_parallel_size=8))
-    assert rep.summaries["FC7"] == "vllm 0.33.0, flashinfer 0.7.2.post1, torch 2.14.0+cu130 (/opt/serve/venv/bin/python3)"
+    assert (
+        rep.summaries["FC7"] == "vllm 0.33.0, flashinfer 0.7.2.post1, torch 2.14.0+cu130 (/opt/serve/venv/bin/python3)"
+    )

@@ -12,8 +12,15 @@ from flightcheck import Intent, evaluate
 from flightcheck._vocabulary.facts import from_dict
 
 FC3 = ("FC301", "FC302", "FC303", "FC304", "FC305", "FC306", "FC307", "FC308", "FC309")
-PROBE_401 = {"ok": False, "stage": "bind", "cuda_error": 401, "cuda_error_name": "CUDA_ERROR_ILLEGAL_STATE",
-             "devices": 8, "handle_type": "posix_fd", "duration_s": 0.4}
+PROBE_401 = {
+    "ok": False,
+    "stage": "bind",
+    "cuda_error": 401,
+    "cuda_error_name": "CUDA_ERROR_ILLEGAL_STATE",
+    "devices": 8,
+    "handle_type": "posix_fd",
+    "duration_s": 0.4,
+}
 
 
 def host(name: str = "hgx-b300", **sections: Any) -> dict[str, Any]:
@@ -29,7 +36,9 @@ def with_fabric(name: str = "hgx-b300", **fabric: Any) -> dict[str, Any]:
     return d
 
 
-@pytest.mark.parametrize("name,tp", [("hgx-b300", 8), ("hgx-h100", 8), ("pcie-l40s", 4), ("h200-single", 1), ("vm-passthrough-h100", 1)])
+@pytest.mark.parametrize(
+    "name,tp", [("hgx-b300", 8), ("hgx-h100", 8), ("pcie-l40s", 4), ("h200-single", 1), ("vm-passthrough-h100", 1)]
+)
 @pytest.mark.parametrize("code", FC3)
 def test_healthy_recorded_hosts_do_not_fail(name, tp, code):
     assert_silent(code, from_dict(host(name)), tensor_parallel_size=tp)
@@ -78,8 +87,17 @@ def test_fc302_completed_but_failed_status_or_bad_health():
 
 
 def test_fc303_attribute_off_gives_the_plan():
-    d = host(multicast_probe={**PROBE_401, "ok": False, "stage": "attribute", "cuda_error": None, "cuda_error_name": None,
-                              "multicast_supported": [True, True, True, False, True, True, True, True], "detail": "attribute 0"})
+    d = host(
+        multicast_probe={
+            **PROBE_401,
+            "ok": False,
+            "stage": "attribute",
+            "cuda_error": None,
+            "cuda_error_name": None,
+            "multicast_supported": [True, True, True, False, True, True, True, True],
+            "detail": "attribute 0",
+        }
+    )
     [r] = assert_fires("FC303", from_dict(d), tensor_parallel_size=8)
     assert r.severity.value == "warning" and r.subject == "gpu:3"
     assert {s.name for s in r.plan} >= {"TORCH_SYMM_MEM_DISABLE_MULTICAST", "VLLM_ALLREDUCE_USE_SYMM_MEM"}
@@ -101,8 +119,13 @@ def test_fc304_the_warm_reboot_401_story():
     assert "CUDA error 401 CUDA_ERROR_ILLEGAL_STATE" in r.message
     assert "systemctl stop nvidia-fabricmanager" in r.fix and "nvidia-smi -r" in r.fix and "bare metal" in r.fix
     assert report.verdict == "ready-with-fallbacks" and report.exit_code == 0
-    assert report.plan.env == {"TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "VLLM_ALLREDUCE_USE_SYMM_MEM": "0",
-                               "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm", "NCCL_NVLS_ENABLE": "0", "VLLM_USE_NCCL_SYMM_MEM": "0"}
+    assert report.plan.env == {
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+        "VLLM_ALLREDUCE_USE_SYMM_MEM": "0",
+        "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
+        "NCCL_NVLS_ENABLE": "0",
+        "VLLM_USE_NCCL_SYMM_MEM": "0",
+    }
     assert all(s.why for s in report.plan.steps) and report.plan.reasons == ["FC304"]
 
 
@@ -111,13 +134,16 @@ def test_fc304_tp1_has_nothing_to_fall_back_from():
     assert {r.status.value for r in report.checks if r.code == "FC304"} == {"skip"} and not report.plan
 
 
-@pytest.mark.parametrize("probe,status", [
-    ({"stage": "timeout", "last_stage": "bind", "detail": "no answer within 30s"}, "fail"),
-    ({"stage": "timeout", "last_stage": "attribute", "detail": "no answer within 30s"}, "unknown"),
-    ({"stage": "mem_create", "cuda_error": 2, "cuda_error_name": "CUDA_ERROR_OUT_OF_MEMORY"}, "unknown"),
-    ({"stage": "bind", "cuda_error": 802, "cuda_error_name": "CUDA_ERROR_SYSTEM_NOT_READY"}, "fail"),
-    ({"ok": True, "stage": None, "cuda_error": None, "cuda_error_name": None}, "pass"),
-])
+@pytest.mark.parametrize(
+    "probe,status",
+    [
+        ({"stage": "timeout", "last_stage": "bind", "detail": "no answer within 30s"}, "fail"),
+        ({"stage": "timeout", "last_stage": "attribute", "detail": "no answer within 30s"}, "unknown"),
+        ({"stage": "mem_create", "cuda_error": 2, "cuda_error_name": "CUDA_ERROR_OUT_OF_MEMORY"}, "unknown"),
+        ({"stage": "bind", "cuda_error": 802, "cuda_error_name": "CUDA_ERROR_SYSTEM_NOT_READY"}, "fail"),
+        ({"ok": True, "stage": None, "cuda_error": None, "cuda_error_name": None}, "pass"),
+    ],
+)
 def test_fc304_outcomes(probe, status):
     p = {**PROBE_401, "cuda_error": None, "cuda_error_name": None, **probe}
     assert statuses(from_dict(host(multicast_probe=p)), "FC304", tensor_parallel_size=8) == {status}
@@ -130,8 +156,14 @@ def test_fc304_802_hint_names_the_fabric_manager():
 
 
 def test_fc304_cuda_that_cannot_start_is_an_error_without_a_plan():
-    p = {**PROBE_401, "stage": "attribute", "cuda_error": 802, "cuda_error_name": "CUDA_ERROR_SYSTEM_NOT_READY",
-         "detail": "cuInit failed", "last_stage": "init"}
+    p = {
+        **PROBE_401,
+        "stage": "attribute",
+        "cuda_error": 802,
+        "cuda_error_name": "CUDA_ERROR_SYSTEM_NOT_READY",
+        "detail": "cuInit failed",
+        "last_stage": "init",
+    }
     report = evaluate(from_dict(host(multicast_probe=p)), Intent(tensor_parallel_size=8))
     [r] = [c for c in report.checks if c.code == "FC304"]
     assert r.status.value == "fail" and r.severity.value == "error" and "CUDA cannot start" in r.message
@@ -142,7 +174,11 @@ def test_fc305_nccl_nvls_off_while_symm_mem_is_on():
     d = host()
     d["env"]["NCCL_NVLS_ENABLE"] = "0"
     [r] = assert_fires("FC305", from_dict(d), tensor_parallel_size=8)
-    assert r.severity.value == "info" and "torch symmetric-memory" in r.message and "TORCH_SYMM_MEM_DISABLE_MULTICAST=1" in r.fix
+    assert (
+        r.severity.value == "info"
+        and "torch symmetric-memory" in r.message
+        and "TORCH_SYMM_MEM_DISABLE_MULTICAST=1" in r.fix
+    )
     assert evaluate(from_dict(d), Intent(tensor_parallel_size=8)).exit_code == 0
     d["env"].update(TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
     assert_silent("FC305", from_dict(d), tensor_parallel_size=8)
@@ -159,7 +195,9 @@ def test_fc306_multi_node_domain_without_imex_channel():
     assert "mknod /dev/nvidia-caps-imex-channels/channel0" in r.fix and "NVIDIA_IMEX_CHANNELS=0" in r.fix
     d["imex"]["channels"] = ["channel0"]
     assert_silent("FC306", from_dict(d), tensor_parallel_size=16, nnodes=2)
-    assert statuses(from_dict(with_fabric(cluster_uuid="5d2a90c1-77e4-4b0e-9f3c-0c1d2e3f4a5b")), "FC306", tensor_parallel_size=8) == {"skip"}
+    assert statuses(
+        from_dict(with_fabric(cluster_uuid="5d2a90c1-77e4-4b0e-9f3c-0c1d2e3f4a5b")), "FC306", tensor_parallel_size=8
+    ) == {"skip"}
 
 
 def test_fc307_links_down():
@@ -189,9 +227,14 @@ def test_fc309_no_probe_on_an_nvswitch_system_is_honestly_unknown():
 
 def test_family_headline_and_text_report():
     report = evaluate(from_dict(host()), Intent(tensor_parallel_size=8))
-    assert report.summaries["FC3"] == ("NVSwitch system, fabric manager active 580.95.05, fabric completed on 8/8 GPUs, "
-                                       "multicast bind ok (1.38s)")
-    assert evaluate(from_dict(host("pcie-l40s")), Intent(tensor_parallel_size=4)).summaries["FC3"].startswith("no NVSwitch")
+    assert report.summaries["FC3"] == (
+        "NVSwitch system, fabric manager active 580.95.05, fabric completed on 8/8 GPUs, multicast bind ok (1.38s)"
+    )
+    assert (
+        evaluate(from_dict(host("pcie-l40s")), Intent(tensor_parallel_size=4))
+        .summaries["FC3"]
+        .startswith("no NVSwitch")
+    )
 
 
 def test_cli_scenario_json_plan(tmp_path):
@@ -214,7 +257,9 @@ def test_results_cover_every_fc3_code():
     assert set(FC3) <= set(res)
 
 
-@pytest.mark.parametrize("example,verdict,code", [("b300-multicast-401", "ready-with-fallbacks", "FC304"), ("h100-hgx", "ready", "FC309")])
+@pytest.mark.parametrize(
+    "example,verdict,code", [("b300-multicast-401", "ready-with-fallbacks", "FC304"), ("h100-hgx", "ready", "FC309")]
+)
 def test_bundled_examples(example, verdict, code):
     r = cli("check", "--example", example, "--format", "json")
     doc = json.loads(r.stdout)

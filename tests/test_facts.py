@@ -29,7 +29,11 @@ def test_unknown_keys_are_ignored():
 
 
 def test_merge_replaces_whole_sections_and_prunes_stale_reasons():
-    live = {"host": {"hostname": "live", "shm_bytes": None}, "gpus": [], "unavailable": {"host.shm_bytes": "no /dev/shm", "gpus": "no driver"}}
+    live = {
+        "host": {"hostname": "live", "shm_bytes": None},
+        "gpus": [],
+        "unavailable": {"host.shm_bytes": "no /dev/shm", "gpus": "no driver"},
+    }
     over = {"host": {"hostname": "recorded"}, "multicast_probe": None}
     out = merge(live, over)
     assert out["host"] == {"hostname": "recorded"}
@@ -93,16 +97,21 @@ def test_collectors_that_crash_or_hang_leave_their_sections_null_with_the_reason
 
     gate = threading.Event()
     t0 = time.monotonic()
-    doc = _run_bounded([
-        ("good", ("host",), 5.0, lambda: {"host": {"os": "x"}, "unavailable": {"host.kernel": "why"}}),
-        ("crash", ("env",), 5.0, lambda: {"env": 1 / 0}),
-        ("hang", ("gpus", "driver"), 0.3, lambda: {"gpus": gate.wait(10)}),
-        ("hang2", ("imex",), 0.3, lambda: {"imex": gate.wait(10)}),
-    ])
+    doc = _run_bounded(
+        [
+            ("good", ("host",), 5.0, lambda: {"host": {"os": "x"}, "unavailable": {"host.kernel": "why"}}),
+            ("crash", ("env",), 5.0, lambda: {"env": 1 / 0}),
+            ("hang", ("gpus", "driver"), 0.3, lambda: {"gpus": gate.wait(10)}),
+            ("hang2", ("imex",), 0.3, lambda: {"imex": gate.wait(10)}),
+        ]
+    )
     took = time.monotonic() - t0
     gate.set()
     assert took < 2.0  # the deadlines run side by side, not one after the other
     assert doc["host"] == {"os": "x"} and doc["unavailable"]["host.kernel"] == "why"
-    assert doc["env"] is None and doc["unavailable"]["env"] == "collector crash crashed: ZeroDivisionError: division by zero"
+    assert (
+        doc["env"] is None
+        and doc["unavailable"]["env"] == "collector crash crashed: ZeroDivisionError: division by zero"
+    )
     assert doc["gpus"] is None and doc["driver"] is None and doc["imex"] is None
     assert doc["unavailable"]["driver"] == "collector hang timed out after 0.3s"

@@ -10,9 +10,9 @@ from conftest import facts
 from flightcheck import Intent, evaluate
 from flightcheck._checks import framework as fw
 from flightcheck._checks.framework import DOC_SECTIONS, iter_checks
-from flightcheck._vocabulary.results import ERROR, WARNING, CheckResult, Severity, Status
-from flightcheck._vocabulary.report import verdict_of
 from flightcheck._vocabulary.plan import Plan, build_plan
+from flightcheck._vocabulary.report import verdict_of
+from flightcheck._vocabulary.results import ERROR, WARNING, CheckResult, Severity, Status
 
 ALL = list(iter_checks("node")) + list(iter_checks("cluster"))
 
@@ -70,7 +70,13 @@ def test_plan_is_the_union_of_failing_steps_first_writer_wins():
     step = fw.PlanStep("env", "A", "1", "why", "FC303")
     results = [
         CheckResult("FC303", "a", Status.FAIL, WARNING, plan=(step,)),
-        CheckResult("FC304", "b", Status.FAIL, WARNING, plan=(fw.PlanStep("env", "A", "2", "", "FC304"), fw.PlanStep("drop_arg", "--x", None, "", "FC304"))),
+        CheckResult(
+            "FC304",
+            "b",
+            Status.FAIL,
+            WARNING,
+            plan=(fw.PlanStep("env", "A", "2", "", "FC304"), fw.PlanStep("drop_arg", "--x", None, "", "FC304")),
+        ),
         CheckResult("FC305", "c", Status.PASS, WARNING, plan=(fw.PlanStep("env", "B", "1", "", "FC305"),)),
     ]
     plan = build_plan(results)

@@ -8,8 +8,8 @@ import pytest
 
 from conftest import assert_fires, assert_silent, cli, host_doc, results, statuses
 from flightcheck import Intent, evaluate
-from flightcheck._knowledge.cuda import driver_for, runs_on, torch_cuda_can_build
 from flightcheck._checks.shared.gpus import subject
+from flightcheck._knowledge.cuda import driver_for, runs_on, torch_cuda_can_build
 from flightcheck._vocabulary.facts import from_dict
 
 HEALTHY = ("hgx-b300", 8), ("hgx-h100", 8), ("h200-single", 1), ("pcie-l40s", 4), ("vm-passthrough-h100", 1)
@@ -44,12 +44,15 @@ def test_fc201_container_without_nvidia_runtime():
     assert "FC601" in res and "FC304" in res
 
 
-@pytest.mark.parametrize("error,needle", [
-    ("Driver Not Loaded", "modprobe nvidia"),
-    ("RM has detected an NVML/RM version mismatch.", "reboot"),
-    ("NVML Shared Library Not Found", "cuda-drivers"),
-    ("NVML did not answer within 12s (nvmlInit never returned): a GPU may have fallen off the bus", "xid"),
-])
+@pytest.mark.parametrize(
+    "error,needle",
+    [
+        ("Driver Not Loaded", "modprobe nvidia"),
+        ("RM has detected an NVML/RM version mismatch.", "reboot"),
+        ("NVML Shared Library Not Found", "cuda-drivers"),
+        ("NVML did not answer within 12s (nvmlInit never returned): a GPU may have fallen off the bus", "xid"),
+    ],
+)
 def test_fc201_fix_follows_the_error(error, needle):
     d = host("hgx-b300", driver={"loaded": False, "version": None, "cuda_version": None, "error": error}, gpus=[])
     [r] = assert_fires("FC201", from_dict(d))
@@ -70,7 +73,9 @@ def test_fc202_fires_on_a_single_gpu_box_and_names_a_layout():
 
 def test_fc202_cuda_visible_devices_selects_too_few_or_stops_early():
     [r] = assert_fires("FC202", from_dict(host(visible_devices="0,1")), tensor_parallel_size=8)
-    assert "CUDA_VISIBLE_DEVICES=0,1 selects 2 of 8" in r.message and r.fix.startswith("export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7")
+    assert "CUDA_VISIBLE_DEVICES=0,1 selects 2 of 8" in r.message and r.fix.startswith(
+        "export CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7"
+    )
     [r] = assert_fires("FC202", from_dict(host(visible_devices="0,1,9,2")), tensor_parallel_size=4)
     assert "stops at '9'" in r.message
     assert_silent("FC202", from_dict(host(visible_devices="4,5,6,7")), tensor_parallel_size=4)
@@ -102,7 +107,9 @@ def test_fc203_skipped_without_torch():
 
 def test_fc204_arch_list_without_blackwell():
     d = host("hgx-b300")
-    d["python"].update(torch_cuda="12.6", torch_arch_list=["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"])
+    d["python"].update(
+        torch_cuda="12.6", torch_arch_list=["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+    )
     [r] = assert_fires("FC204", from_dict(d), tensor_parallel_size=8)
     assert "sm_103" in r.message and r.subject == "gpus:0-7" and "cu130" in r.fix
 
@@ -122,8 +129,12 @@ def test_arch_compatibility_rules():
     assert runs_on("10.0", ["sm_103"]) is None  # never a higher minor
     assert runs_on("9.0", ["sm_90a"]) == "sm_90a" and runs_on("9.1", ["sm_90a"]) is None
     assert runs_on("12.0", ["sm_90", "compute_90"]) == "compute_90"  # PTX JIT
-    assert runs_on("10.0", ["compute_90a"]) is None and runs_on("9.0", ["compute_90a"]) == "compute_90a"  # arch-specific PTX
-    assert runs_on("10.3", ["compute_100f"]) == "compute_100f" and runs_on("12.0", ["compute_100f"]) is None  # family PTX
+    assert (
+        runs_on("10.0", ["compute_90a"]) is None and runs_on("9.0", ["compute_90a"]) == "compute_90a"
+    )  # arch-specific PTX
+    assert (
+        runs_on("10.3", ["compute_100f"]) == "compute_100f" and runs_on("12.0", ["compute_100f"]) is None
+    )  # family PTX
     assert runs_on("8.9", ["sm_80", "sm_86"]) == "sm_80"
     assert torch_cuda_can_build("10.3", (12, 8)) is True and torch_cuda_can_build("10.0", (12, 6)) is False
     assert torch_cuda_can_build("7.0", (13, 0)) is False
@@ -145,7 +156,9 @@ def test_fc206_memory_held_by_another_process():
     gpus[2]["memory_used_bytes"] = 30 << 30
     f = from_dict(host("hgx-h100", gpus=gpus))
     [r] = assert_fires("FC206", f, tensor_parallel_size=8, gpu_memory_utilization=0.9)
-    assert r.subject == "gpu:2" and "30.0 of 80.0 GiB" in r.message and "--query-compute-apps" in r.fix and "0.62" in r.fix
+    assert (
+        r.subject == "gpu:2" and "30.0 of 80.0 GiB" in r.message and "--query-compute-apps" in r.fix and "0.62" in r.fix
+    )
     assert_silent("FC206", f, tensor_parallel_size=8, gpu_memory_utilization=0.6)
     assert statuses(f, "FC206", engine="sglang", tensor_parallel_size=8) == {"skip"}
 

@@ -10,11 +10,11 @@ import xmlschema
 
 from conftest import cli, facts, host_doc
 from flightcheck import Intent, evaluate
-from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
-from flightcheck._vocabulary.report import Report, verdict_of
+from flightcheck._report import render
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.plan import build_plan
-from flightcheck._report import render
+from flightcheck._vocabulary.report import Report, verdict_of
+from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
 
 XSD = Path(__file__).parent / "fixtures" / "junit" / "junit-10.xsd"
 
@@ -27,24 +27,67 @@ def schema() -> xmlschema.XMLSchema:
 def synthetic(strict: bool = False) -> Report:
     step = PlanStep("env", "VLLM_ALLREDUCE_USE_SYMM_MEM", "0", "the symm-mem all-reduce binds multicast", "FC304")
     results = [
-        CheckResult("FC301", "fabric-not-ready", Status.FAIL, Severity.ERROR, "gpu:0", "fabric state not_started",
-                    "systemctl start nvidia-fabricmanager", {"state": "not_started"}),
-        CheckResult("FC301", "fabric-not-ready", Status.FAIL, Severity.ERROR, "gpu:1", "fabric state not_started",
-                    "systemctl start nvidia-fabricmanager", {}),
-        CheckResult("FC304", "multicast-bind-failed", Status.FAIL, Severity.WARNING, "host", "bind failed: CUDA error 401",
-                    "systemctl stop nvidia-fabricmanager && nvidia-smi -r && systemctl start nvidia-fabricmanager", {}, (step,)),
+        CheckResult(
+            "FC301",
+            "fabric-not-ready",
+            Status.FAIL,
+            Severity.ERROR,
+            "gpu:0",
+            "fabric state not_started",
+            "systemctl start nvidia-fabricmanager",
+            {"state": "not_started"},
+        ),
+        CheckResult(
+            "FC301",
+            "fabric-not-ready",
+            Status.FAIL,
+            Severity.ERROR,
+            "gpu:1",
+            "fabric state not_started",
+            "systemctl start nvidia-fabricmanager",
+            {},
+        ),
+        CheckResult(
+            "FC304",
+            "multicast-bind-failed",
+            Status.FAIL,
+            Severity.WARNING,
+            "host",
+            "bind failed: CUDA error 401",
+            "systemctl stop nvidia-fabricmanager && nvidia-smi -r && systemctl start nvidia-fabricmanager",
+            {},
+            (step,),
+        ),
         CheckResult("FC309", "multicast-probe-unavailable", Status.UNKNOWN, Severity.INFO, "host", "probe did not run"),
-        CheckResult("FC601", "shm-too-small", Status.SKIP, Severity.ERROR, "host", "one rank: nothing crosses /dev/shm"),
+        CheckResult(
+            "FC601", "shm-too-small", Status.SKIP, Severity.ERROR, "host", "one rank: nothing crosses /dev/shm"
+        ),
         # compiler output with ANSI colour and a CDATA terminator must not break the XML
-        CheckResult("FC109", "compile-smoke-failed", Status.FAIL, Severity.ERROR, "arch:103a",
-                    "nvcc said \x1b[31merror\x1b[0m: <sm_103a> & \"]]>\" unsupported", "install CUDA 13", {"out": "\x00\x07bell"}),
+        CheckResult(
+            "FC109",
+            "compile-smoke-failed",
+            Status.FAIL,
+            Severity.ERROR,
+            "arch:103a",
+            'nvcc said \x1b[31merror\x1b[0m: <sm_103a> & "]]>" unsupported',
+            "install CUDA 13",
+            {"out": "\x00\x07bell"},
+        ),
         CheckResult("FC602", "memlock-limited", Status.PASS, Severity.WARNING, "host", "ulimit -l is unlimited"),
         CheckResult("FC602", "memlock-limited", Status.PASS, Severity.WARNING, "host", "again"),
     ]
     plan = build_plan(results)
     verdict, code = verdict_of(results, plan, strict)
-    return Report(verdict, code, Intent(tensor_parallel_size=8, model="/models/k"), results, plan, Facts(), strict=strict,
-                  timings={"total_s": 1e-05})  # str() of this is "1e-05": not an xs:decimal
+    return Report(
+        verdict,
+        code,
+        Intent(tensor_parallel_size=8, model="/models/k"),
+        results,
+        plan,
+        Facts(),
+        strict=strict,
+        timings={"total_s": 1e-05},
+    )  # str() of this is "1e-05": not an xs:decimal
 
 
 def cases(xml: str) -> dict[str, ET.Element]:
@@ -69,7 +112,7 @@ def test_synthetic_report_is_valid_and_maps_every_status(schema):
     assert tcs["FC309 multicast-probe-unavailable"].find("skipped").get("message").startswith("unknown: ")
     assert tcs["FC601 shm-too-small"].find("skipped").get("message").startswith("skip: ")
     bad = tcs["FC109 compile-smoke-failed [arch:103a]"].find("failure")
-    assert "\x1b" not in bad.get("message") and ']]>' in bad.get("message") and "<sm_103a>" in bad.text
+    assert "\x1b" not in bad.get("message") and "]]>" in bad.get("message") and "<sm_103a>" in bad.text
     assert {"FC602 memlock-limited", "FC602 memlock-limited #2"} <= set(tcs)
 
 
@@ -113,8 +156,8 @@ def test_the_schema_is_strict_enough_to_catch_mistakes(schema):
 def test_cluster_report_is_written_by_the_same_code_and_stays_valid(schema):
     """A suite per node and one across nodes, the node report's case outcomes, and a
     tiny total time still an xs:decimal (the cluster writer once printed str(1e-05))."""
-    from flightcheck._cli.cluster import render as render_cluster
     from flightcheck._checks.cluster.evaluate import evaluate_cluster
+    from flightcheck._cli.cluster import render as render_cluster
 
     small_shm = facts("b300", host={**host_doc("b300")["host"], "shm_bytes": 64 << 20})
     rep = evaluate_cluster({"a": facts("b300"), "b": small_shm}, Intent(tensor_parallel_size=8, nnodes=2))
@@ -125,4 +168,7 @@ def test_cluster_report_is_written_by_the_same_code_and_stays_valid(schema):
     assert root.get("time") == "0.000"
     assert [s.get("hostname") for s in root.findall("testsuite")] == ["a", "b", "across-nodes"]
     node_b = render(rep.nodes["b"], "junit")  # node b alone, as `check` writes it
-    assert cases(xml)["FC601 shm-too-small"].find("failure").text == cases(node_b)["FC601 shm-too-small"].find("failure").text
+    assert (
+        cases(xml)["FC601 shm-too-small"].find("failure").text
+        == cases(node_b)["FC601 shm-too-small"].find("failure").text
+    )

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from flightcheck._vocabulary.intent import AUTO
 from flightcheck._launch import parse_command
+from flightcheck._vocabulary.intent import AUTO
 
 
 def intent(*argv: str, env: dict[str, str] | None = None):
@@ -17,7 +17,9 @@ def intent(*argv: str, env: dict[str, str] | None = None):
 
 
 def test_vllm_serve_positional_model_and_short_flags():
-    i = intent("vllm", "serve", "/models/kimi", "-tp", "8", "-pp", "2", "-dp", "2", "-ep", "-q", "mxfp4", "--port", "8000")
+    i = intent(
+        "vllm", "serve", "/models/kimi", "-tp", "8", "-pp", "2", "-dp", "2", "-ep", "-q", "mxfp4", "--port", "8000"
+    )
     assert i.engine == "vllm" and i.model == "/models/kimi"
     assert (i.tensor_parallel_size, i.pipeline_parallel_size, i.data_parallel_size) == (8, 2, 2)
     assert i.enable_expert_parallel is True and i.quantization == "mxfp4"
@@ -27,20 +29,42 @@ def test_vllm_serve_positional_model_and_short_flags():
 
 @pytest.mark.parametrize(
     "spelling",
-    [["--tensor-parallel-size=8"], ["--tensor_parallel_size", "8"], ["--tensor_parallel_size=8"], ["-tp=8"], ["-tp", "8"]],
+    [
+        ["--tensor-parallel-size=8"],
+        ["--tensor_parallel_size", "8"],
+        ["--tensor_parallel_size=8"],
+        ["-tp=8"],
+        ["-tp", "8"],
+    ],
 )
 def test_vllm_accepts_every_spelling_of_a_flag(spelling):
     assert intent("vllm", "serve", "m", *spelling).tensor_parallel_size == 8
 
 
-@pytest.mark.parametrize("value,expected", [("128k", 128_000), ("128K", 131_072), ("1m", 1_000_000), ("-1", AUTO), ("auto", AUTO), ("4096", 4096)])
+@pytest.mark.parametrize(
+    "value,expected",
+    [("128k", 128_000), ("128K", 131_072), ("1m", 1_000_000), ("-1", AUTO), ("auto", AUTO), ("4096", 4096)],
+)
 def test_max_model_len_forms(value, expected):
     assert intent("vllm", "serve", "m", "--max-model-len", value).max_model_len == expected
 
 
 def test_memory_flags_and_executor():
-    i = intent("vllm", "serve", "m", "--kv-cache-dtype", "fp8", "--gpu-memory-utilization", "0.85",
-               "--download-dir", "/scratch/hf", "--distributed-executor-backend", "ray", "--nnodes", "2")
+    i = intent(
+        "vllm",
+        "serve",
+        "m",
+        "--kv-cache-dtype",
+        "fp8",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--download-dir",
+        "/scratch/hf",
+        "--distributed-executor-backend",
+        "ray",
+        "--nnodes",
+        "2",
+    )
     assert (i.kv_cache_dtype, i.gpu_memory_utilization, i.download_dir) == ("fp8", 0.85, "/scratch/hf")
     assert i.distributed_executor_backend == "ray" and i.nnodes == 2
 
@@ -56,7 +80,9 @@ def test_no_enable_expert_parallel_wins_when_last():
 
 def test_config_file_flat_with_command_line_winning(tmp_path):
     cfg = tmp_path / "serve.yaml"
-    cfg.write_text("model: /models/from-config\ntensor-parallel-size: 4\nmax_model_len: 64k\nenable-expert-parallel: true\nport: 9000\n")
+    cfg.write_text(
+        "model: /models/from-config\ntensor-parallel-size: 4\nmax_model_len: 64k\nenable-expert-parallel: true\nport: 9000\n"
+    )
     i = intent("vllm", "serve", "--config", str(cfg), "-tp", "8")
     assert i.model == "/models/from-config"
     assert i.tensor_parallel_size == 8  # the command line wins over the file
@@ -88,7 +114,19 @@ def test_config_file_unreadable_is_reported_not_raised(tmp_path):
 
 
 def test_unreadable_values_are_listed_and_left_at_defaults():
-    i = intent("vllm", "serve", "m", "-tp", "eight", "--gpu-memory-utilization", "1.5", "--max-model-len", "lots", "--kv-cache-dtype", "fp8_e4m3")
+    i = intent(
+        "vllm",
+        "serve",
+        "m",
+        "-tp",
+        "eight",
+        "--gpu-memory-utilization",
+        "1.5",
+        "--max-model-len",
+        "lots",
+        "--kv-cache-dtype",
+        "fp8_e4m3",
+    )
     assert i.tensor_parallel_size == 1 and i.gpu_memory_utilization is None and i.max_model_len is None
     assert i.kv_cache_dtype == "fp8_e4m3"
     text = " | ".join(i.unparsed)
@@ -96,16 +134,45 @@ def test_unreadable_values_are_listed_and_left_at_defaults():
 
 
 def test_openai_api_server_module():
-    cmd = parse_command([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "m", "--tensor-parallel-size", "4", "--disable-log-requests"])
+    cmd = parse_command(
+        [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            "m",
+            "--tensor-parallel-size",
+            "4",
+            "--disable-log-requests",
+        ]
+    )
     assert cmd.engine == "vllm" and cmd.form == "vllm-api-server"
     assert cmd.intent.model == "m" and cmd.intent.tensor_parallel_size == 4
     assert cmd.intent.python == sys.executable  # the python given is the engine's interpreter
 
 
 def test_sglang_launch_server_flags():
-    cmd = parse_command([sys.executable, "-u", "-m", "sglang.launch_server", "--model-path", "/models/ds", "--tp-size", "8",
-                         "--ep-size", "8", "--context-length", "131072", "--mem-fraction-static", "0.88",
-                         "--kv-cache-dtype", "fp8_e5m2", "--enable-symm-mem"])
+    cmd = parse_command(
+        [
+            sys.executable,
+            "-u",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "/models/ds",
+            "--tp-size",
+            "8",
+            "--ep-size",
+            "8",
+            "--context-length",
+            "131072",
+            "--mem-fraction-static",
+            "0.88",
+            "--kv-cache-dtype",
+            "fp8_e5m2",
+            "--enable-symm-mem",
+        ]
+    )
     i = cmd.intent
     assert cmd.engine == "sglang" and i.engine == "sglang"
     assert (i.model, i.tensor_parallel_size, i.enable_expert_parallel) == ("/models/ds", 8, True)
@@ -117,7 +184,21 @@ def test_sglang_aliases_dp_and_dp_attention(tmp_path):
     i = intent("python3", "-m", "sglang.launch_server", "--model", "m", "--tp", "4", "--dp-size", "2")
     assert (i.tensor_parallel_size, i.data_parallel_size) == (4, 2)
     # DP attention splits the TP group: no extra GPUs
-    assert intent("python3", "-m", "sglang.launch_server", "--model-path", "m", "--tp", "8", "--dp", "8", "--enable-dp-attention").data_parallel_size == 1
+    assert (
+        intent(
+            "python3",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "m",
+            "--tp",
+            "8",
+            "--dp",
+            "8",
+            "--enable-dp-attention",
+        ).data_parallel_size
+        == 1
+    )
     cfg = tmp_path / "sg.yaml"
     cfg.write_text("model-path: /models/q\ntp-size: 2\ncontext-length: 32768\n")
     i = intent("sglang", "serve", "--config", str(cfg), "--tp-size", "4")
@@ -144,7 +225,21 @@ def test_interpreter_from_the_vllm_script_shebang_and_pip_trampoline(tmp_path):
 
 
 def test_env_prefix_and_wrappers():
-    cmd = parse_command(["env", "-u", "CUDA_VISIBLE_DEVICES", "VLLM_ALLREDUCE_USE_SYMM_MEM=1", "numactl", "--interleave=all", "vllm", "serve", "m", "-tp", "8"])
+    cmd = parse_command(
+        [
+            "env",
+            "-u",
+            "CUDA_VISIBLE_DEVICES",
+            "VLLM_ALLREDUCE_USE_SYMM_MEM=1",
+            "numactl",
+            "--interleave=all",
+            "vllm",
+            "serve",
+            "m",
+            "-tp",
+            "8",
+        ]
+    )
     assert cmd.engine == "vllm" and cmd.intent.tensor_parallel_size == 8
     assert cmd.env_prefix == {"CUDA_VISIBLE_DEVICES": None, "VLLM_ALLREDUCE_USE_SYMM_MEM": "1"}
     env = cmd.engine_env({"CUDA_VISIBLE_DEVICES": "0,1", "HOME": "/root"})

@@ -9,13 +9,13 @@ from __future__ import annotations
 import yaml
 
 from flightcheck import Intent
-from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
-from flightcheck._vocabulary.report import Report, verdict_of
-from flightcheck._vocabulary.facts import Facts
 from flightcheck._launch import parse_command
 from flightcheck._launch.apply import apply_plan
 from flightcheck._launch.guard import decide, shell_script
+from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.plan import build_plan
+from flightcheck._vocabulary.report import Report, verdict_of
+from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
 
 MULTICAST_OFF = (
     PlanStep("env", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", "torch symmetric memory binds multicast"),
@@ -28,7 +28,9 @@ SGLANG_OFF = (
 )
 
 
-def result(code: str, status: Status, severity: Severity, plan=(), message: str = "msg", subject: str = "host") -> CheckResult:
+def result(
+    code: str, status: Status, severity: Severity, plan=(), message: str = "msg", subject: str = "host"
+) -> CheckResult:
     steps = tuple(PlanStep(s.kind, s.name, s.value, s.why, code) for s in plan)
     return CheckResult(code, f"name-{code}", status, severity, subject, message, "do this", {}, steps)
 
@@ -61,15 +63,19 @@ def test_an_env_prefix_assignment_cannot_undo_the_fallback():
 def test_an_env_prefix_that_unsets_or_clears_cannot_undo_the_fallback():
     rep = report_of([result("FC304", Status.FAIL, Severity.WARNING, MULTICAST_OFF)])
     base = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "1", "PATH": "/usr/bin"}
-    for prefix in (["env", "-i", "PATH=/usr/bin"], ["env", "-u", "VLLM_ALLREDUCE_USE_SYMM_MEM"], ["env", "--unset=VLLM_ALLREDUCE_USE_SYMM_MEM"]):
+    for prefix in (
+        ["env", "-i", "PATH=/usr/bin"],
+        ["env", "-u", "VLLM_ALLREDUCE_USE_SYMM_MEM"],
+        ["env", "--unset=VLLM_ALLREDUCE_USE_SYMM_MEM"],
+    ):
         cmd = parse_command([*prefix, "vllm", "serve", "m", "-tp", "8"], base)
         launch = apply_plan(rep.plan, cmd, base)
         # what the engine sees once `env` has run: the fallback, whatever env -i / -u did
-        tail = launch.argv[len(prefix):]
+        tail = launch.argv[len(prefix) :]
         assigned = dict(tok.split("=", 1) for tok in tail[: tail.index("vllm")])
         seen = {**cmd.engine_env(launch.env), **assigned}
         assert seen["VLLM_ALLREDUCE_USE_SYMM_MEM"] == "0", prefix
-        assert launch.argv[len(prefix):][-5:] == ["vllm", "serve", "m", "-tp", "8"]
+        assert launch.argv[len(prefix) :][-5:] == ["vllm", "serve", "m", "-tp", "8"]
         assert launch.argv[: len(prefix)] == prefix
     # an env that leaves this name alone is left as it is
     cmd = parse_command(["env", "-u", "HOME", "vllm", "serve", "m"], base)
@@ -83,27 +89,63 @@ def test_an_env_prefix_that_unsets_or_clears_cannot_undo_the_fallback():
 def test_a_prefix_already_saying_the_fallback_is_not_a_change():
     cmd = parse_command(["env", "VLLM_ALLREDUCE_USE_SYMM_MEM=0", "vllm", "serve", "m"])
     step = (PlanStep("env", "VLLM_ALLREDUCE_USE_SYMM_MEM", "0", "the symm-mem all-reduce uses multicast"),)
-    launch = apply_plan(report_of([result("FC304", Status.FAIL, Severity.WARNING, step)]).plan, cmd, {"VLLM_ALLREDUCE_USE_SYMM_MEM": "1"})
+    launch = apply_plan(
+        report_of([result("FC304", Status.FAIL, Severity.WARNING, step)]).plan,
+        cmd,
+        {"VLLM_ALLREDUCE_USE_SYMM_MEM": "1"},
+    )
     assert launch.argv == cmd.argv and launch.changes == []
 
 
 def test_ray_copy_list_is_extended_not_replaced():
     cmd = parse_command(["vllm", "serve", "m", "--distributed-executor-backend", "ray"])
-    step = PlanStep("env", "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "ray copies only VLLM_/NCCL_ names")
+    step = PlanStep(
+        "env",
+        "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+        "ray copies only VLLM_/NCCL_ names",
+    )
     rep = report_of([result("FC304", Status.FAIL, Severity.WARNING, (*MULTICAST_OFF, step))])
     launch = apply_plan(rep.plan, cmd, {"VLLM_RAY_EXTRA_ENV_VARS_TO_COPY": "MY_VAR"})
     assert launch.env["VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"] == "MY_VAR,TORCH_SYMM_MEM_DISABLE_MULTICAST"
 
 
 def test_sglang_flags_dropped_in_every_spelling_and_backend_replaced():
-    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--enable_symm_mem", "--tp", "8",
-            "--enable-nccl-nvls", "--flashinfer-allreduce-fusion-backend=mnnvl", "--port", "30000"]
+    argv = [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "m",
+        "--enable_symm_mem",
+        "--tp",
+        "8",
+        "--enable-nccl-nvls",
+        "--flashinfer-allreduce-fusion-backend=mnnvl",
+        "--port",
+        "30000",
+    ]
     cmd = parse_command(argv)
     rep = report_of([result("FC304", Status.FAIL, Severity.WARNING, SGLANG_OFF)], cmd.intent)
     launch = apply_plan(rep.plan, cmd, {})
-    assert launch.argv == ["python3", "-m", "sglang.launch_server", "--model-path", "m", "--tp", "8", "--port", "30000",
-                           "--flashinfer-allreduce-fusion-backend", "trtllm"]
-    assert [c.what for c in launch.changes] == ["drop --enable-symm-mem", "drop --enable-nccl-nvls", "add --flashinfer-allreduce-fusion-backend trtllm"]
+    assert launch.argv == [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "m",
+        "--tp",
+        "8",
+        "--port",
+        "30000",
+        "--flashinfer-allreduce-fusion-backend",
+        "trtllm",
+    ]
+    assert [c.what for c in launch.changes] == [
+        "drop --enable-symm-mem",
+        "drop --enable-nccl-nvls",
+        "add --flashinfer-allreduce-fusion-backend trtllm",
+    ]
     assert cmd.argv == argv  # the parsed command is not modified
 
 
@@ -142,8 +184,12 @@ def test_config_flags_dropped_into_one_copy_and_the_parsed_command_untouched(tmp
 
 def test_decide_stops_on_a_blocking_error_and_names_it():
     cmd = parse_command(["vllm", "serve", "m"])
-    rep = report_of([result("FC301", Status.FAIL, Severity.ERROR, message="gpu 0 fabric state not_started", subject="gpu:0"),
-                     result("FC304", Status.FAIL, Severity.WARNING, MULTICAST_OFF)])
+    rep = report_of(
+        [
+            result("FC301", Status.FAIL, Severity.ERROR, message="gpu 0 fabric state not_started", subject="gpu:0"),
+            result("FC304", Status.FAIL, Severity.WARNING, MULTICAST_OFF),
+        ]
+    )
     d = decide(rep, cmd, {})
     assert d.action == "stop"
     assert d.reasons == ["FC301 name-FC301 (gpu:0): gpu 0 fabric state not_started"]

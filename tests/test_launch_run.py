@@ -41,7 +41,11 @@ def tiny_model(tmp_path_factory) -> str:
     checkpoint and memory checks pass and the launch decision is about the node."""
     from ckptgen import load_config, write_checkpoint
 
-    return str(write_checkpoint(tmp_path_factory.mktemp("models") / "tiny-llama", load_config("tiny-llama"), shards=2, dense=True))
+    return str(
+        write_checkpoint(
+            tmp_path_factory.mktemp("models") / "tiny-llama", load_config("tiny-llama"), shards=2, dense=True
+        )
+    )
 
 
 def make_engine(bin_dir: Path, names: tuple[str, ...] = ("vllm", "sglang")) -> None:
@@ -90,7 +94,9 @@ class Launched:
         return {k: v for k, v in self.engine["env"].items() if self.parent_env.get(k) != v}
 
 
-def run_engine(tmp_path: Path, facts: list[Path], command: list[str], *flags: str, env: dict[str, str] | None = None) -> Launched:
+def run_engine(
+    tmp_path: Path, facts: list[Path], command: list[str], *flags: str, env: dict[str, str] | None = None
+) -> Launched:
     """``python -m flightcheck run FLAGS --facts ... -- COMMAND`` with the fake engine on PATH."""
     bin_dir = tmp_path / "bin"
     make_engine(bin_dir)
@@ -100,7 +106,9 @@ def run_engine(tmp_path: Path, facts: list[Path], command: list[str], *flags: st
     args = [sys.executable, "-m", "flightcheck", "run", *flags]
     for f in facts:
         args += ["--facts", str(f)]
-    proc = subprocess.Popen([*args, "--", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [*args, "--", *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full_env, cwd=tmp_path
+    )
     out, err = proc.communicate(timeout=120)
     return Launched(proc, out, err, full_env)
 
@@ -139,7 +147,9 @@ def test_healthy_node_runs_the_engine_with_no_added_environment(tmp_path):
 
 
 def test_engine_signals_are_the_engines(tmp_path):
-    r = run_engine(tmp_path, [base_facts(tmp_path)], ["vllm", *ENGINE_ARGS], env={"FAKE_ENGINE_SIGNAL": str(int(signal.SIGTERM))})
+    r = run_engine(
+        tmp_path, [base_facts(tmp_path)], ["vllm", *ENGINE_ARGS], env={"FAKE_ENGINE_SIGNAL": str(int(signal.SIGTERM))}
+    )
     assert r.rc == -signal.SIGTERM and r.engine is not None
 
 
@@ -161,8 +171,20 @@ def test_dry_run_prints_the_final_launch_and_starts_nothing(tmp_path):
 
 
 def test_sglang_fallback_drops_and_adds_arguments(tmp_path, tiny_model):
-    args = ["serve", "--model-path", tiny_model, "--tp", "8", "--enable-symm-mem", "--enable-nccl-nvls", "--port", "30000"]
-    r = run_engine(tmp_path, [base_facts(tmp_path), sglang_python(tmp_path), MULTICAST_401], ["sglang", *args], "--dry-run")
+    args = [
+        "serve",
+        "--model-path",
+        tiny_model,
+        "--tp",
+        "8",
+        "--enable-symm-mem",
+        "--enable-nccl-nvls",
+        "--port",
+        "30000",
+    ]
+    r = run_engine(
+        tmp_path, [base_facts(tmp_path), sglang_python(tmp_path), MULTICAST_401], ["sglang", *args], "--dry-run"
+    )
     assert r.rc == 0, r.stderr
     final = r.stdout.splitlines()[-1]
     assert "--enable-symm-mem" not in final and "--enable-nccl-nvls" not in final
@@ -186,7 +208,15 @@ def test_engine_not_found_is_127_with_a_message(tmp_path):
 
 def test_report_to_a_file_in_json_and_the_engine_still_starts(tmp_path):
     out = tmp_path / "report.json"
-    r = run_engine(tmp_path, [base_facts(tmp_path), MULTICAST_401], ["vllm", *ENGINE_ARGS], "--format", "json", "--output", str(out))
+    r = run_engine(
+        tmp_path,
+        [base_facts(tmp_path), MULTICAST_401],
+        ["vllm", *ENGINE_ARGS],
+        "--format",
+        "json",
+        "--output",
+        str(out),
+    )
     assert r.rc == 0 and r.engine is not None
     report = json.loads(out.read_text())
     assert report["verdict"] == "ready-with-fallbacks" and report["plan"]["env"]["VLLM_ALLREDUCE_USE_SYMM_MEM"] == "0"
@@ -195,7 +225,9 @@ def test_report_to_a_file_in_json_and_the_engine_still_starts(tmp_path):
 
 def test_flags_given_to_flightcheck_override_the_command(tmp_path):
     out = tmp_path / "report.json"
-    r = run_engine(tmp_path, [base_facts(tmp_path)], ["vllm", *ENGINE_ARGS], "-tp", "4", "--format", "json", "-o", str(out))
+    r = run_engine(
+        tmp_path, [base_facts(tmp_path)], ["vllm", *ENGINE_ARGS], "-tp", "4", "--format", "json", "-o", str(out)
+    )
     assert r.rc == 0
     assert json.loads(out.read_text())["intent"]["tensor_parallel_size"] == 4
     assert r.engine["argv"] == ENGINE_ARGS  # the engine still gets what the user wrote
@@ -207,7 +239,21 @@ def test_run_without_a_command_is_a_usage_error():
 
 
 def test_check_takes_the_intent_from_an_engine_command(tmp_path):
-    proc = cli("check", "--example", "b300", "--format", "json", "--", "vllm", "serve", "org/m", "-tp", "4", "--max-model-len", "32k")
+    proc = cli(
+        "check",
+        "--example",
+        "b300",
+        "--format",
+        "json",
+        "--",
+        "vllm",
+        "serve",
+        "org/m",
+        "-tp",
+        "4",
+        "--max-model-len",
+        "32k",
+    )
     report = json.loads(proc.stdout)
     assert report["intent"]["tensor_parallel_size"] == 4
     assert report["intent"]["max_model_len"] == 32_000 and report["intent"]["model"] == "org/m"
@@ -216,7 +262,9 @@ def test_check_takes_the_intent_from_an_engine_command(tmp_path):
 @pytest.mark.parametrize("fmt", ["junit", "prometheus"])
 def test_run_writes_ci_formats_to_the_output_file(tmp_path, fmt):
     out = tmp_path / f"report.{fmt}"
-    r = run_engine(tmp_path, [base_facts(tmp_path), MULTICAST_401], ["vllm", *ENGINE_ARGS], "--format", fmt, "--output", str(out))
+    r = run_engine(
+        tmp_path, [base_facts(tmp_path), MULTICAST_401], ["vllm", *ENGINE_ARGS], "--format", fmt, "--output", str(out)
+    )
     assert r.rc == 0 and r.engine is not None
     text = out.read_text()
     assert ("<testsuites" in text) if fmt == "junit" else ("flightcheck_ready 1" in text)
@@ -226,7 +274,7 @@ def test_an_unreadable_command_is_judged_on_host_checks_only(tmp_path):
     """Whether ./start.sh starts vLLM is unknown: an engine missing from the interpreter
     flightcheck guessed must not stop it; --engine says which engine, and then it counts."""
     script = tmp_path / "start.sh"
-    script.write_text('#!/bin/sh\necho started\nexit 0\n')
+    script.write_text("#!/bin/sh\necho started\nexit 0\n")
     script.chmod(0o755)
     py = host_doc("b300")["python"]
     py["packages"] = {**py["packages"], "vllm": None}
@@ -242,6 +290,22 @@ def test_an_unreadable_command_is_judged_on_host_checks_only(tmp_path):
 
 
 def test_check_says_what_it_could_not_read_from_the_engine_command(tmp_path):
-    proc = cli("check", "--facts", str(base_facts(tmp_path)), "--", "vllm", "serve", "m", "-tp", "eight", env={"NO_COLOR": "1"})
+    proc = cli(
+        "check", "--facts", str(base_facts(tmp_path)), "--", "vllm", "serve", "m", "-tp", "eight", env={"NO_COLOR": "1"}
+    )
     assert "could not read from the engine command: -tp 'eight': not a number" in proc.stdout
-    assert json.loads(cli("check", "--facts", str(base_facts(tmp_path)), "--format", "json", "--", "vllm", "serve", "m", "-tp", "eight").stdout)["intent"]["unparsed"] == ["-tp 'eight': not a number"]
+    assert json.loads(
+        cli(
+            "check",
+            "--facts",
+            str(base_facts(tmp_path)),
+            "--format",
+            "json",
+            "--",
+            "vllm",
+            "serve",
+            "m",
+            "-tp",
+            "eight",
+        ).stdout
+    )["intent"]["unparsed"] == ["-tp 'eight': not a number"]

@@ -67,7 +67,9 @@ def test_kimi_fits_where_it_should(ckpts) -> None:
 
 def test_weights_too_big_names_the_smallest_tp(ckpts) -> None:
     (r,) = assert_fires("FC401", h200(), model=ckpts["kimi-k2-instruct"], tensor_parallel_size=4)
-    assert "weights need 240.7 GiB per GPU at -tp 4" in r.message and "H200 (140.4 GiB) has 129.2 GiB usable" in r.message
+    assert (
+        "weights need 240.7 GiB per GPU at -tp 4" in r.message and "H200 (140.4 GiB) has 129.2 GiB usable" in r.message
+    )
     # TP 8 holds the weights but not 128K of MLA cache (not split by TP): 16 is the smallest
     # TP alone; two pipeline stages halve the layers, so the weights *and* the MLA cache per
     # GPU, and fit on one node of 8
@@ -115,12 +117,19 @@ def test_layout_invalid(ckpts) -> None:
     block = assert_fires("FC404", facts("b300"), model=ckpts["kimi-k2-instruct"], tensor_parallel_size=32)
     said = " | ".join(x.message for x in block)
     assert "2048 / 32 = 64, is not a multiple of the fp8-block block of 128" in said
-    assert "dense intermediate size per rank, 18432 / 32 = 576" in said and "shared-expert intermediate size per rank, 2048 / 32" in said
+    assert (
+        "dense intermediate size per rank, 18432 / 32 = 576" in said
+        and "shared-expert intermediate size per rank, 2048 / 32" in said
+    )
     assert block[0].fix == "-tp one of 1, 2, 4, 8, 16"  # EP would not save the dense layer and shared experts
     (ep,) = assert_fires("FC404", facts("b300"), model=ckpts["tiny-moe-fp8"], tensor_parallel_size=8)
     assert "768 / 8 = 96" in ep.message and ep.fix.splitlines()[0] == "-tp 8 --enable-expert-parallel"
-    assert_silent("FC404", facts("b300"), model=ckpts["tiny-moe-fp8"], tensor_parallel_size=8, enable_expert_parallel=True)
-    few = assert_fires("FC404", facts("b300"), model=ckpts["tiny-moe"], tensor_parallel_size=8, enable_expert_parallel=True)
+    assert_silent(
+        "FC404", facts("b300"), model=ckpts["tiny-moe-fp8"], tensor_parallel_size=8, enable_expert_parallel=True
+    )
+    few = assert_fires(
+        "FC404", facts("b300"), model=ckpts["tiny-moe"], tensor_parallel_size=8, enable_expert_parallel=True
+    )
     assert "4 experts cannot be spread over 8" in few[0].message
 
 
@@ -177,22 +186,44 @@ def test_memory_text_bar() -> None:
     runs, over = bar({"weights": 80, "kv": 60, "reserve": 5, "free": 0}, 100, width=20)
     assert sum(n for _, _, n in runs) == 20 and over == 9
     buf = io.StringIO()
-    mem = {"per_rank": {"weights_bytes": 120 * GiB, "kv_bytes_per_token": 70272, "kv_budget_bytes": 4 * GiB, "usable_bytes": 129 * GiB,
-                        "reserve_bytes": 5 * GiB, "kv_bytes_for_max_model_len": 8 * GiB},
-           "max_model_len": 131072, "max_model_len_fit": 61136, "load_bytes": 1_030_000_000_000, "load_seconds_estimate": 600.0,
-           "read_bytes_per_s": 1_700_000_000, "layout": {"tp": 8}, "gpu": {"name": "NVIDIA H200", "memory_total_bytes": 140 * GiB},
-           "gpu_memory_utilization": 0.92, "kv_cache_dtype": "auto", "attention": "mla"}
+    mem = {
+        "per_rank": {
+            "weights_bytes": 120 * GiB,
+            "kv_bytes_per_token": 70272,
+            "kv_budget_bytes": 4 * GiB,
+            "usable_bytes": 129 * GiB,
+            "reserve_bytes": 5 * GiB,
+            "kv_bytes_for_max_model_len": 8 * GiB,
+        },
+        "max_model_len": 131072,
+        "max_model_len_fit": 61136,
+        "load_bytes": 1_030_000_000_000,
+        "load_seconds_estimate": 600.0,
+        "read_bytes_per_s": 1_700_000_000,
+        "layout": {"tp": 8},
+        "gpu": {"name": "NVIDIA H200", "memory_total_bytes": 140 * GiB},
+        "gpu_memory_utilization": 0.92,
+        "kv_cache_dtype": "auto",
+        "attention": "mla",
+    }
     render_memory(Console(file=buf, width=100, no_color=True), mem)
     text = buf.getvalue()
     assert "H200, 140.0 GiB x 0.92 = 129.0 GiB usable, TP 8" in text and "over by 4.0 GiB" in text
-    assert "max_model_len 131,072; fits up to 61,136" in text and "load: 1.03 TB per node (~10 min at 1.70 GB/s)" in text
+    assert (
+        "max_model_len 131,072; fits up to 61,136" in text and "load: 1.03 TB per node (~10 min at 1.70 GB/s)" in text
+    )
 
 
 def _apply(fix_line: str) -> dict:
     """A fix line as launch options (the flags FC402 writes)."""
     words, out = fix_line.split(), {}
-    names = {"--max-model-len": "max_model_len", "--kv-cache-dtype": "kv_cache_dtype", "--gpu-memory-utilization": "gpu_memory_utilization",
-             "-tp": "tensor_parallel_size", "-pp": "pipeline_parallel_size"}
+    names = {
+        "--max-model-len": "max_model_len",
+        "--kv-cache-dtype": "kv_cache_dtype",
+        "--gpu-memory-utilization": "gpu_memory_utilization",
+        "-tp": "tensor_parallel_size",
+        "-pp": "pipeline_parallel_size",
+    }
     while words:
         w = words.pop(0)
         if w == "--enable-expert-parallel":
@@ -203,11 +234,14 @@ def _apply(fix_line: str) -> dict:
     return out
 
 
-@pytest.mark.parametrize("model, intent", [
-    ("kimi-k2-instruct", {"tensor_parallel_size": 8}),
-    ("llama-3-8b", {"max_model_len": 10_000_000}),
-    ("llama-3-8b", {"max_model_len": 1_000_000_000}),  # no layout holds that: none may be offered
-])
+@pytest.mark.parametrize(
+    "model, intent",
+    [
+        ("kimi-k2-instruct", {"tensor_parallel_size": 8}),
+        ("llama-3-8b", {"max_model_len": 10_000_000}),
+        ("llama-3-8b", {"max_model_len": 1_000_000_000}),  # no layout holds that: none may be offered
+    ],
+)
 def test_each_fc402_fix_line_alone_makes_it_fit(ckpts, model: str, intent: dict) -> None:
     launch = {"model": ckpts[model], **intent}
     (r,) = assert_fires("FC402", h200(), **launch)

@@ -13,12 +13,12 @@ import pytest
 
 from ckptgen import load_config, write_checkpoint
 from flightcheck._checkpoint import load
-from flightcheck._vocabulary.intent import Intent
 from flightcheck._memory import build
 from flightcheck._memory.budget import default_utilization, sglang_fraction
 from flightcheck._memory.config import parse
 from flightcheck._memory.kv import kv_shape
 from flightcheck._memory.weights import Layout, mxfp4_padding, stage_layers
+from flightcheck._vocabulary.intent import Intent
 
 GiB = 1 << 30
 B300 = 288403439616
@@ -98,7 +98,9 @@ def test_expert_parallel_owns_whole_experts(models) -> None:
     assert off == pytest.approx(total / 4) and on == pytest.approx(total / 4)  # 128 experts / 4: even
     odd = models("qwen3-30b-a3b", shards=2, num_experts=10, num_hidden_layers=2)
     e_total = mem(odd).tally.of("expert")
-    assert mem(odd, tensor_parallel_size=4, enable_expert_parallel=True).stages()[0]["expert"] == pytest.approx(e_total * 3 / 10)
+    assert mem(odd, tensor_parallel_size=4, enable_expert_parallel=True).stages()[0]["expert"] == pytest.approx(
+        e_total * 3 / 10
+    )
 
 
 def test_data_parallel_spreads_experts_not_attention(models) -> None:
@@ -110,8 +112,8 @@ def test_data_parallel_spreads_experts_not_attention(models) -> None:
 
 
 def test_pipeline_stages_follow_vllm(models) -> None:
-    assert stage_layers(32, 3) == [range(0, 11), range(11, 22), range(22, 32)]
-    assert stage_layers(61, 8)[0] == range(0, 7) and stage_layers(61, 8)[-1] == range(54, 61)
+    assert stage_layers(32, 3) == [range(11), range(11, 22), range(22, 32)]
+    assert stage_layers(61, 8)[0] == range(7) and stage_layers(61, 8)[-1] == range(54, 61)
     m = mem(models("llama-3-8b"), pipeline_parallel_size=2)
     first, last = m.stages()
     assert "vocab" in first and "head" not in first and "head" in last
@@ -139,7 +141,10 @@ def test_tied_head_is_stored_once(tmp_path: Path) -> None:
     table = tensors_for(cfg)
     assert not any(n.startswith("lm_head") for n, _, _ in table)  # HF stores a tied head once
     stored_anyway = table + [("lm_head.weight", "BF16", [512, 64])]  # some exporters write it anyway
-    ck = load(str(write_checkpoint(tmp_path / "tied", cfg, tensors=stored_anyway, shards=2)), cache_env={"FLIGHTCHECK_NO_CACHE": "1"})
+    ck = load(
+        str(write_checkpoint(tmp_path / "tied", cfg, tensors=stored_anyway, shards=2)),
+        cache_env={"FLIGHTCHECK_NO_CACHE": "1"},
+    )
     m = mem(ck)
     assert ("head", None) not in m.tally.bytes and m.tally.skipped == 512 * 64 * 2
 
@@ -158,8 +163,18 @@ def test_sliding_and_linear_layers() -> None:
     assert shape.full == 18 * 2 * 8 * 64 * 2 and shape.sliding == shape.full and shape.window == 128
     assert shape.bytes_for(1000) == shape.full * 1000 + shape.sliding * 128
     assert shape.max_len(shape.full * 5000 + shape.sliding * 128) == 5000 // 16 * 16
-    hybrid = parse({**load_config("tiny-llama"), "num_hidden_layers": 4, "layer_types": ["linear_attention"] * 3 + ["full_attention"],
-                    "linear_num_value_heads": 8, "linear_num_key_heads": 4, "linear_key_head_dim": 32, "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4})
+    hybrid = parse(
+        {
+            **load_config("tiny-llama"),
+            "num_hidden_layers": 4,
+            "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+            "linear_num_value_heads": 8,
+            "linear_num_key_heads": 4,
+            "linear_key_head_dim": 32,
+            "linear_value_head_dim": 32,
+            "linear_conv_kernel_dim": 4,
+        }
+    )
     h = kv_shape(hybrid, range(4), 2, "auto")
     assert h.full == 2 * 1 * 8 * 2 and h.fixed == 3 * ((2 * 4 * 32 + 8 * 32) / 2 * 3 * 2 + 8 / 2 * 32 * 32 * 4)
 
@@ -200,25 +215,31 @@ def test_config_errors_leave_a_reason() -> None:
     assert wrapped.layers == 4 and wrapped.architectures == ("X",)
 
 
-@pytest.mark.parametrize("override, missing", [
-    ({"num_hidden_layers": 10**12}, "num_hidden_layers (got 1,000,000,000,000)"),  # was a MemoryError
-    ({"num_hidden_layers": -3}, "num_hidden_layers (got -3)"),
-    ({"num_attention_heads": 0}, "num_attention_heads (got 0)"),
-    ({"hidden_size": "4096"}, "hidden_size (got 4096)"),
-])
+@pytest.mark.parametrize(
+    "override, missing",
+    [
+        ({"num_hidden_layers": 10**12}, "num_hidden_layers (got 1,000,000,000,000)"),  # was a MemoryError
+        ({"num_hidden_layers": -3}, "num_hidden_layers (got -3)"),
+        ({"num_attention_heads": 0}, "num_attention_heads (got 0)"),
+        ({"hidden_size": "4096"}, "hidden_size (got 4096)"),
+    ],
+)
 def test_implausible_required_fields_are_fc507(override: dict, missing: str) -> None:
     cfg = parse({**load_config("tiny-llama"), **override})
     assert cfg.missing == [missing] and cfg.layers <= 100_000
 
 
-@pytest.mark.parametrize("override", [
-    {"quantization_config": {"quant_method": "compressed-tensors", "config_groups": [1, 2]}},  # was AttributeError
-    {"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g": 5, "h": {"weights": 7}}}},
-    {"architectures": 5},  # was TypeError
-    {"rope_scaling": {"type": "linear", "factor": 1e308}},  # the window was inf: OverflowError in FC405
-    {"sliding_window": -1, "model_type": "mistral"},  # a negative window made KV bytes negative
-    {"max_position_embeddings": -5, "num_key_value_heads": -1},
-])
+@pytest.mark.parametrize(
+    "override",
+    [
+        {"quantization_config": {"quant_method": "compressed-tensors", "config_groups": [1, 2]}},  # was AttributeError
+        {"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {"g": 5, "h": {"weights": 7}}}},
+        {"architectures": 5},  # was TypeError
+        {"rope_scaling": {"type": "linear", "factor": 1e308}},  # the window was inf: OverflowError in FC405
+        {"sliding_window": -1, "model_type": "mistral"},  # a negative window made KV bytes negative
+        {"max_position_embeddings": -5, "num_key_value_heads": -1},
+    ],
+)
 def test_hostile_config_values_never_raise(override: dict) -> None:
     cfg = parse({**load_config("tiny-llama"), **override})
     assert cfg.missing == []

@@ -11,18 +11,34 @@ import pytest
 
 from conftest import host_doc
 from flightcheck import Intent, evaluate
+from flightcheck._checks.fabric.fallback import kimi_k3_tail, multicast_fallback
 from flightcheck._checks.framework import Context
 from flightcheck._vocabulary.facts import from_dict
-from flightcheck._checks.fabric.fallback import kimi_k3_tail, multicast_fallback
 
-PROBE_401 = {"ok": False, "stage": "bind", "cuda_error": 401, "cuda_error_name": "CUDA_ERROR_ILLEGAL_STATE",
-             "devices": 8, "handle_type": "posix_fd", "duration_s": 0.4}
-K3_CONFIG = {"architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
-             "text_config": {"n_shared_experts": 1, "hidden_size": 7168}}
+PROBE_401 = {
+    "ok": False,
+    "stage": "bind",
+    "cuda_error": 401,
+    "cuda_error_name": "CUDA_ERROR_ILLEGAL_STATE",
+    "devices": 8,
+    "handle_type": "posix_fd",
+    "duration_s": 0.4,
+}
+K3_CONFIG = {
+    "architectures": ["KimiK3ForConditionalGeneration"],
+    "model_type": "kimi_k3",
+    "text_config": {"n_shared_experts": 1, "hidden_size": 7168},
+}
 
 
-def ctx_for(vllm: str | None = "0.34.0", torch: str | None = "2.14.0+cu130", env_vars: list[str] | None = None,
-            env: dict[str, Any] | None = None, name: str = "hgx-b300", **intent: Any) -> Context:
+def ctx_for(
+    vllm: str | None = "0.34.0",
+    torch: str | None = "2.14.0+cu130",
+    env_vars: list[str] | None = None,
+    env: dict[str, Any] | None = None,
+    name: str = "hgx-b300",
+    **intent: Any,
+) -> Context:
     d = host_doc(name)
     d["python"]["packages"].update(vllm=vllm, torch=torch)
     if env_vars is not None:
@@ -40,17 +56,25 @@ def env_of(ctx: Context) -> dict[str, str]:
 
 def test_current_vllm_and_torch_get_every_switch_with_a_reason():
     fb = multicast_fallback(ctx_for())
-    assert [s.name for s in fb.steps] == ["TORCH_SYMM_MEM_DISABLE_MULTICAST", "VLLM_ALLREDUCE_USE_SYMM_MEM",
-                                         "VLLM_FLASHINFER_ALLREDUCE_BACKEND", "NCCL_NVLS_ENABLE", "VLLM_USE_NCCL_SYMM_MEM"]
+    assert [s.name for s in fb.steps] == [
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+        "VLLM_ALLREDUCE_USE_SYMM_MEM",
+        "VLLM_FLASHINFER_ALLREDUCE_BACKEND",
+        "NCCL_NVLS_ENABLE",
+        "VLLM_USE_NCCL_SYMM_MEM",
+    ]
     assert all(s.why and s.kind == "env" for s in fb.steps) and fb.blocker is None
 
 
-@pytest.mark.parametrize("vllm,present,absent", [
-    ("0.10.1", [], ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_USE_NCCL_SYMM_MEM", "VLLM_FLASHINFER_ALLREDUCE_BACKEND"]),
-    ("0.12.0", ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_USE_NCCL_SYMM_MEM"], ["VLLM_FLASHINFER_ALLREDUCE_BACKEND"]),
-    ("0.19.1", ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_FLASHINFER_ALLREDUCE_BACKEND"], []),
-    ("0.34.0rc1", ["VLLM_FLASHINFER_ALLREDUCE_BACKEND"], []),
-])
+@pytest.mark.parametrize(
+    "vllm,present,absent",
+    [
+        ("0.10.1", [], ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_USE_NCCL_SYMM_MEM", "VLLM_FLASHINFER_ALLREDUCE_BACKEND"]),
+        ("0.12.0", ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_USE_NCCL_SYMM_MEM"], ["VLLM_FLASHINFER_ALLREDUCE_BACKEND"]),
+        ("0.19.1", ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_FLASHINFER_ALLREDUCE_BACKEND"], []),
+        ("0.34.0rc1", ["VLLM_FLASHINFER_ALLREDUCE_BACKEND"], []),
+    ],
+)
 def test_version_table_decides_without_the_envs_list(vllm, present, absent):
     env = env_of(ctx_for(vllm))
     assert all(n in env for n in present) and not any(n in env for n in absent)
@@ -84,7 +108,9 @@ def test_ray_forwards_the_torch_switch_keeping_what_was_there():
 def test_ray_with_an_old_vllm_says_to_export_before_ray_start():
     fb = multicast_fallback(ctx_for("0.12.0", distributed_executor_backend="ray"))
     assert "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY" not in {s.name for s in fb.steps}
-    assert any("ray start" in n and "TORCH_SYMM_MEM_DISABLE_MULTICAST" in n and "NCCL_NVLS_ENABLE" in n for n in fb.notes)
+    assert any(
+        "ray start" in n and "TORCH_SYMM_MEM_DISABLE_MULTICAST" in n and "NCCL_NVLS_ENABLE" in n for n in fb.notes
+    )
 
 
 def test_sglang_drops_the_flags_it_has_and_pins_the_fusion_backend():
@@ -98,7 +124,11 @@ def test_sglang_drops_the_flags_it_has_and_pins_the_fusion_backend():
     d["python"]["packages"]["sglang"] = "0.5.2"
     fb = multicast_fallback(Context(from_dict(d), Intent(engine="sglang", tensor_parallel_size=8)))
     assert not any(s.kind == "add_arg" for s in fb.steps) and fb.notes
-    assert {s.name for s in fb.steps if s.kind == "drop_arg"} == {"--enable-nccl-nvls", "--enable-symm-mem", "--enable-torch-symm-mem"}
+    assert {s.name for s in fb.steps if s.kind == "drop_arg"} == {
+        "--enable-nccl-nvls",
+        "--enable-symm-mem",
+        "--enable-torch-symm-mem",
+    }
 
 
 def test_sglang_plan_in_the_report():
@@ -128,11 +158,14 @@ def test_kimi_k3_latent_tail_blocks_the_fallback_and_names_a_layout(k3_dir):
     assert report.exit_code == 1 and report.verdict == "not-ready" and not r.plan
 
 
-@pytest.mark.parametrize("change", [
-    {"tensor_parallel_size": 4},
-    {"vllm": "0.32.0"},
-    {"name": "hgx-h100"},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"tensor_parallel_size": 4},
+        {"vllm": "0.32.0"},
+        {"name": "hgx-h100"},
+    ],
+)
 def test_kimi_k3_tail_only_where_it_runs(k3_dir, change):
     kwargs = {"model": str(k3_dir), **change}
     assert kimi_k3_tail(ctx_for(**kwargs)) is None

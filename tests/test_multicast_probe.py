@@ -42,7 +42,9 @@ def old_driver(tmp_path_factory) -> Path:
 
 def env_for(libdir: Path, tmp_path: Path, **fake: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA")}
-    env.update(LD_LIBRARY_PATH=str(libdir), FAKE_CUDA_LOG=str(tmp_path / "calls.log"), FAKE_CUDA_PIDFILE=str(tmp_path / "pids"))
+    env.update(
+        LD_LIBRARY_PATH=str(libdir), FAKE_CUDA_LOG=str(tmp_path / "calls.log"), FAKE_CUDA_PIDFILE=str(tmp_path / "pids")
+    )
     env.update({f"FAKE_CUDA_{k.upper()}": v for k, v in fake.items()})
     return env
 
@@ -66,28 +68,40 @@ def test_healthy_driver_binds_all_devices_and_tears_down_in_order(fake_driver, t
 
 
 def test_401_at_bind_reports_stage_error_and_device(fake_driver, tmp_path):
-    r = probe_multicast(devices=[0, 1, 2, 3], timeout=20, env=env_for(fake_driver, tmp_path, fail="cuMulticastBindMem:401:#2"))
-    assert (r["ok"], r["stage"], r["cuda_error"], r["cuda_error_name"]) == (False, "bind", 401, "CUDA_ERROR_ILLEGAL_STATE")
+    r = probe_multicast(
+        devices=[0, 1, 2, 3], timeout=20, env=env_for(fake_driver, tmp_path, fail="cuMulticastBindMem:401:#2")
+    )
+    assert (r["ok"], r["stage"], r["cuda_error"], r["cuda_error_name"]) == (
+        False,
+        "bind",
+        401,
+        "CUDA_ERROR_ILLEGAL_STATE",
+    )
     assert r["device"] == 1 and r["devices"] == 4
     log = calls(tmp_path)
     assert "cuMulticastUnbind 0" in log and "cuMulticastUnbind 1" not in log  # only what was bound is unbound
     assert sum(c.startswith("cuMemRelease") for c in log) == 5  # 4 physical + the multicast handle
 
 
-@pytest.mark.parametrize("spec,stage,code,name", [
-    ("cuInit:802", "attribute", 802, "CUDA_ERROR_SYSTEM_NOT_READY"),
-    ("cuMulticastCreate:801", "create", 801, "CUDA_ERROR_NOT_SUPPORTED"),
-    ("cuMulticastAddDevice:101:#3", "add_device", 101, "CUDA_ERROR_INVALID_DEVICE"),
-    ("cuMemCreate:800", "mem_create", 800, "CUDA_ERROR_NOT_PERMITTED"),
-    ("cuMulticastBindMem:802", "bind", 802, "CUDA_ERROR_SYSTEM_NOT_READY"),
-    ("cuMemMap:999", "map", 999, "CUDA_ERROR_UNKNOWN"),
-])
+@pytest.mark.parametrize(
+    "spec,stage,code,name",
+    [
+        ("cuInit:802", "attribute", 802, "CUDA_ERROR_SYSTEM_NOT_READY"),
+        ("cuMulticastCreate:801", "create", 801, "CUDA_ERROR_NOT_SUPPORTED"),
+        ("cuMulticastAddDevice:101:#3", "add_device", 101, "CUDA_ERROR_INVALID_DEVICE"),
+        ("cuMemCreate:800", "mem_create", 800, "CUDA_ERROR_NOT_PERMITTED"),
+        ("cuMulticastBindMem:802", "bind", 802, "CUDA_ERROR_SYSTEM_NOT_READY"),
+        ("cuMemMap:999", "map", 999, "CUDA_ERROR_UNKNOWN"),
+    ],
+)
 def test_each_stage_fails_with_its_error(fake_driver, tmp_path, spec, stage, code, name):
     r = probe_multicast(timeout=20, env=env_for(fake_driver, tmp_path, fail=spec))
     assert (r["ok"], r["stage"], r["cuda_error"], r["cuda_error_name"]) == (False, stage, code, name)
     log = calls(tmp_path)
     # nothing leaks: every retained context is released
-    assert sum(c.startswith("cuDevicePrimaryCtxRetain") for c in log) == sum(c.startswith("cuDevicePrimaryCtxRelease") for c in log)
+    assert sum(c.startswith("cuDevicePrimaryCtxRetain") for c in log) == sum(
+        c.startswith("cuDevicePrimaryCtxRelease") for c in log
+    )
 
 
 def test_cuda_that_cannot_initialise_is_marked_init(fake_driver, tmp_path):
@@ -119,7 +133,9 @@ def test_driver_without_multicast_symbols(old_driver, tmp_path):
 def test_fabric_handles_when_imex_works_and_fallback_when_not(fake_driver, tmp_path):
     r = probe_multicast(timeout=20, env=env_for(fake_driver, tmp_path, fabric="1"))
     assert r["ok"] is True and r["handle_type"] == "fabric"
-    r = probe_multicast(timeout=20, env=env_for(fake_driver, tmp_path, fabric="1", fail="cuMemExportToShareableHandle:800"))
+    r = probe_multicast(
+        timeout=20, env=env_for(fake_driver, tmp_path, fabric="1", fail="cuMemExportToShareableHandle:800")
+    )
     assert r["ok"] is True and r["handle_type"] == "posix_fd" and "NOT_PERMITTED" in r["detail"]
 
 
@@ -150,7 +166,15 @@ def test_no_driver_on_this_machine_means_did_not_run(tmp_path):
 
 
 def test_cli_probe_json_and_exit_codes(fake_driver, tmp_path):
-    r = cli("probe", "multicast", "--format", "json", "--devices", "0,1", env=env_for(fake_driver, tmp_path, fail="cuMulticastBindMem:401"))
+    r = cli(
+        "probe",
+        "multicast",
+        "--format",
+        "json",
+        "--devices",
+        "0,1",
+        env=env_for(fake_driver, tmp_path, fail="cuMulticastBindMem:401"),
+    )
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
     assert doc["stage"] == "bind" and doc["cuda_error"] == 401 and doc["devices"] == 2

@@ -25,10 +25,17 @@ CLUSTER = "9e5c1b7a2d444f7e8a115b0c6d2e7f90"
 
 def gpu(i: int, name: str = "NVIDIA B300 SXM6 AC", cc=(10, 3), **over: Any) -> dict[str, Any]:
     g = {
-        "name": name, "uuid": f"GPU-00000000-0000-0000-0000-00000000000{i}", "bus": f"00000000:{0x17 + 16 * i:02X}:00.0",
-        "cc": list(cc), "mem": [288 * GB, GB // 2], "mig": 0, "persistence": 1, "virt": 0,
+        "name": name,
+        "uuid": f"GPU-00000000-0000-0000-0000-00000000000{i}",
+        "bus": f"00000000:{0x17 + 16 * i:02X}:00.0",
+        "cc": list(cc),
+        "mem": [288 * GB, GB // 2],
+        "mig": 0,
+        "persistence": 1,
+        "virt": 0,
         "fabric": {"state": 3, "status": 0, "clique": 32766, "uuid": CLUSTER, "mask": HEALTHY_MASK},
-        "links": {"count": 18, "active": 18, "remote": 2}, "remap": [0, 0, 0, 0],
+        "links": {"count": 18, "active": 18, "remote": 2},
+        "remap": [0, 0, 0, 0],
     }
     g.update(over)
     return g
@@ -41,8 +48,16 @@ def r570(n: int = 8, **over: Any) -> dict[str, Any]:
 
 def r550_h100(n: int = 8) -> dict[str, Any]:
     """R550: the V call exists but this driver fills no health bits."""
-    gpus = [gpu(i, "NVIDIA H100 80GB HBM3", (9, 0), mem=[80 * GB, GB // 2],
-                fabric={"state": 3, "status": 0, "clique": 7, "uuid": "00" * 16, "mask": 0}) for i in range(n)]
+    gpus = [
+        gpu(
+            i,
+            "NVIDIA H100 80GB HBM3",
+            (9, 0),
+            mem=[80 * GB, GB // 2],
+            fabric={"state": 3, "status": 0, "clique": 7, "uuid": "00" * 16, "mask": 0},
+        )
+        for i in range(n)
+    ]
     return {"driver": "550.127.05", "cuda": 12040, "gpus": gpus}
 
 
@@ -58,8 +73,14 @@ def collect(tmp_path: Path, scenario: dict[str, Any], timeout: float = 10.0) -> 
     path.write_text(json.dumps(scenario))
     env = {**os.environ, "PYTHONPATH": str(FAKES), "FAKE_NVML": str(path), "FAKE_NVML_PIDFILE": str(tmp_path / "pid")}
     parsed = nvml.parse_child(nvml.run_child(timeout, env), timeout)
-    return nvml.assemble(parsed, {"fabric_manager": {"service": "active", "version": "590.44.01"},
-                                  "imex": {"channels": [], "service": "not-installed"}, "evidence": []})
+    return nvml.assemble(
+        parsed,
+        {
+            "fabric_manager": {"service": "active", "version": "590.44.01"},
+            "imex": {"channels": [], "service": "not-installed"},
+            "evidence": [],
+        },
+    )
 
 
 def test_r570_healthy_b300_every_field(tmp_path):
@@ -70,9 +91,13 @@ def test_r570_healthy_b300_every_field(tmp_path):
     assert g["name"] == "NVIDIA B300 SXM6 AC" and g["compute_capability"] == "10.3" and g["index"] == 3
     assert g["pci_bus_id"] == "00000000:47:00.0" and g["memory_total_bytes"] == 288 * GB
     assert g["mig_enabled"] is False and g["persistence_mode"] is True and g["virtualization_mode"] == "none"
-    assert g["fabric"]["state"] == "completed" and g["fabric"]["status"] == "success" and g["fabric"]["clique_id"] == 32766
+    assert (
+        g["fabric"]["state"] == "completed" and g["fabric"]["status"] == "success" and g["fabric"]["clique_id"] == 32766
+    )
     assert g["fabric"]["cluster_uuid"] == "9e5c1b7a-2d44-4f7e-8a11-5b0c6d2e7f90"
-    assert g["fabric"]["health"]["route_unhealthy"] is False and g["fabric"]["health"]["incorrect_configuration"] is False
+    assert (
+        g["fabric"]["health"]["route_unhealthy"] is False and g["fabric"]["health"]["incorrect_configuration"] is False
+    )
     assert g["nvlink"] == {"total": 18, "active": 18, "to_switch": True}
     assert g["remapped_rows"] == {"pending": False, "failure": False}
     # a CUDA attribute, not NVML's: honestly null, with the reason
@@ -151,8 +176,14 @@ def test_lost_gpu_is_marked_and_the_others_survive(tmp_path):
 
 
 def test_pcie_gpu_has_no_nvlink_and_no_switch(tmp_path):
-    s = {"driver": "580.95.05", "cuda": 13000,
-         "gpus": [gpu(i, "NVIDIA L40S", (8, 9), fabric="unsupported", links="unsupported", mig="unsupported") for i in range(4)]}
+    s = {
+        "driver": "580.95.05",
+        "cuda": 13000,
+        "gpus": [
+            gpu(i, "NVIDIA L40S", (8, 9), fabric="unsupported", links="unsupported", mig="unsupported")
+            for i in range(4)
+        ],
+    }
     out = collect(tmp_path, s)
     g = out["gpus"][0]
     assert g["nvlink"] == {"total": 0, "active": 0, "to_switch": False}
@@ -160,7 +191,9 @@ def test_pcie_gpu_has_no_nvlink_and_no_switch(tmp_path):
     assert out["fabric_manager"]["nvswitch_system"] is False
 
 
-@pytest.mark.parametrize("code,text", [(12, "NVML Shared Library Not Found"), (9, "Driver Not Loaded"), (18, "version mismatch")])
+@pytest.mark.parametrize(
+    "code,text", [(12, "NVML Shared Library Not Found"), (9, "Driver Not Loaded"), (18, "version mismatch")]
+)
 def test_init_errors_mean_driver_not_loaded(tmp_path, code, text):
     out = collect(tmp_path, {"init_error": code})
     assert out["driver"]["loaded"] is False and text in out["driver"]["error"]

@@ -28,21 +28,25 @@ def bindir(tmp_path, monkeypatch):
 
 
 def test_systemd_active_and_version_from_the_binary(tmp_path, bindir):
-    tool(bindir, "systemctl", 'echo LoadState=loaded; echo ActiveState=active')
+    tool(bindir, "systemctl", "echo LoadState=loaded; echo ActiveState=active")
     tool(bindir, "nv-fabricmanager", 'echo "Fabric Manager version is : 590.44.01"')
     out = fabric.collect_host_side(tmp_path, in_container=False)
     assert out["fabric_manager"] == {"service": "active", "service_how": "systemctl", "version": "590.44.01"}
 
 
 def test_systemd_unit_not_found_is_not_installed(tmp_path, bindir):
-    tool(bindir, "systemctl", 'echo LoadState=not-found; echo ActiveState=inactive')
+    tool(bindir, "systemctl", "echo LoadState=not-found; echo ActiveState=inactive")
     state, how = fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, False)
     assert (state, how) == ("not-installed", "systemctl")
 
 
 def test_failed_unit_and_version_from_dpkg(tmp_path, bindir):
-    tool(bindir, "systemctl", 'echo LoadState=loaded; echo ActiveState=failed')
-    tool(bindir, "dpkg-query", 'echo "nvidia-fabricmanager-dev-590 590.44.01-1"; echo "nvidia-fabricmanager-590 590.44.01-1"')
+    tool(bindir, "systemctl", "echo LoadState=loaded; echo ActiveState=failed")
+    tool(
+        bindir,
+        "dpkg-query",
+        'echo "nvidia-fabricmanager-dev-590 590.44.01-1"; echo "nvidia-fabricmanager-590 590.44.01-1"',
+    )
     out = fabric.collect_host_side(tmp_path, in_container=False)
     assert out["fabric_manager"]["service"] == "failed" and out["fabric_manager"]["version"] == "590.44.01"
 
@@ -51,7 +55,10 @@ def test_no_systemd_falls_back_to_process_list_then_pidfile(tmp_path, bindir):
     tool(bindir, "systemctl", 'echo "System has not been booted with systemd" >&2; exit 1')
     (tmp_path / "proc" / "4242").mkdir(parents=True)
     (tmp_path / "proc" / "4242" / "comm").write_text("nv-fabricmanager\n")
-    assert fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, True) == ("active", "process list")
+    assert fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, True) == (
+        "active",
+        "process list",
+    )
     (tmp_path / "proc" / "4242" / "comm").write_text("bash\n")
     pidfile = tmp_path / fabric.FM_PIDFILE
     pidfile.parent.mkdir(parents=True)
@@ -63,7 +70,9 @@ def test_no_systemd_falls_back_to_process_list_then_pidfile(tmp_path, bindir):
 
 def test_container_without_any_trace_is_unknown_host_is_not_installed(tmp_path, bindir):
     assert fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, True)[0] == "unknown"
-    assert fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, False)[0] == "not-installed"
+    assert (
+        fabric.service_state(tmp_path, fabric.FM_UNIT, fabric.FM_BINARY, fabric.FM_PIDFILE, False)[0] == "not-installed"
+    )
     version, why = fabric.fabric_manager_version(tmp_path)
     assert version is None and "no nv-fabricmanager" in why
 
@@ -98,7 +107,9 @@ def test_host_nvswitch_evidence_proc_devices_and_cx7_bridge(tmp_path):
 def test_decide_nvswitch():
     pcie = [{"index": 0, "nvlink": {"total": 0, "active": 0, "to_switch": False}, "fabric": {"state": "not_supported"}}]
     assert decide_nvswitch(pcie, [])[0] is False
-    fm_down = [{"index": 0, "nvlink": {"total": 18, "active": 0, "to_switch": False}, "fabric": {"state": "in_progress"}}]
+    fm_down = [
+        {"index": 0, "nvlink": {"total": 18, "active": 0, "to_switch": False}, "fabric": {"state": "in_progress"}}
+    ]
     yes, ev, _ = decide_nvswitch(fm_down, [])
     assert yes is True and "in_progress" in ev[0]
     assert decide_nvswitch([], ["4 NVSwitch device(s)"])[0] is True

@@ -43,7 +43,9 @@ print(json.dumps({
 """
 
 
-def plugin(tmp_path: Path, argv: list[str], facts: list[Path] | None = None, *, raw: bool = False, **env: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
+def plugin(
+    tmp_path: Path, argv: list[str], facts: list[Path] | None = None, *, raw: bool = False, **env: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
     fake = tmp_path / "fakepkgs" / "torch"
     fake.mkdir(parents=True, exist_ok=True)
     (fake / "__init__.py").write_text("# stands in for torch: flightcheck must never import it\n")
@@ -96,7 +98,12 @@ def test_fallback_sets_the_env_in_process_and_returns(tmp_path, serve_argv):
 
 
 def test_other_vllm_subcommands_return_at_once(tmp_path):
-    for argv in ([VLLM, "collect-env"], [VLLM, "bench", "serve", "--model", "m"], [VLLM, "serve", "--help"], ["python", "train.py"]):
+    for argv in (
+        [VLLM, "collect-env"],
+        [VLLM, "bench", "serve", "--model", "m"],
+        [VLLM, "serve", "--help"],
+        ["python", "train.py"],
+    ):
         proc, out = plugin(tmp_path, argv, [base_facts(tmp_path), FM_STOPPED])
         assert out["outcome"] == "returned", (argv, proc.stderr)
         assert proc.stderr == ""
@@ -142,14 +149,22 @@ def test_no_fallback_switch_stops_instead(tmp_path, serve_argv):
 
 def test_ray_workers_get_the_non_vllm_names_copied(tmp_path, serve_argv):
     argv = [*serve_argv, "--distributed-executor-backend", "ray"]
-    proc, out = plugin(tmp_path, argv, [base_facts(tmp_path), MULTICAST_401], VLLM_RAY_EXTRA_ENV_VARS_TO_COPY="MY_SETTING")
+    proc, out = plugin(
+        tmp_path, argv, [base_facts(tmp_path), MULTICAST_401], VLLM_RAY_EXTRA_ENV_VARS_TO_COPY="MY_SETTING"
+    )
     assert out["outcome"] == "returned", proc.stderr
     copied = out["env"]["VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"].split(",")
     assert "MY_SETTING" in copied and "TORCH_SYMM_MEM_DISABLE_MULTICAST" in copied
 
 
 def test_openai_api_server_module_is_guarded_too(tmp_path, serve_argv):
-    argv = ["/srv/vllm/.venv/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py", "--model", serve_argv[2], "-tp", "8"]
+    argv = [
+        "/srv/vllm/.venv/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py",
+        "--model",
+        serve_argv[2],
+        "-tp",
+        "8",
+    ]
     proc, out = plugin(tmp_path, argv, [base_facts(tmp_path), MULTICAST_401])
     assert out["outcome"] == "returned" and out["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
 

@@ -12,7 +12,13 @@ def test_every_exported_name_resolves_and_private_modules_stay_private():
     for name in flightcheck.__all__:
         assert getattr(flightcheck, name) is not None, name
     assert set(flightcheck.__all__) <= set(dir(flightcheck))
-    public_modules = [n for n in dir(flightcheck) if not n.startswith("_") and n not in flightcheck.__all__ and n not in ("annotations", "importlib", "TYPE_CHECKING", "Any")]
+    public_modules = [
+        n
+        for n in dir(flightcheck)
+        if not n.startswith("_")
+        and n not in flightcheck.__all__
+        and n not in ("annotations", "importlib", "TYPE_CHECKING", "Any")
+    ]
     assert public_modules == [], public_modules
 
 

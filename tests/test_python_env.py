@@ -13,10 +13,12 @@ import pytest
 from fake_cuda import elf_with_fatbin, script
 from fake_engine import make_engine
 from flightcheck import Intent
-from flightcheck._collect import CollectContext, cuda as _cuda, fatbin as _fatbin
-from flightcheck._knowledge import flashinfer as _fi_wheels
+from flightcheck._collect import CollectContext
+from flightcheck._collect import cuda as _cuda
+from flightcheck._collect import fatbin as _fatbin
 from flightcheck._collect.engine import engine_python
 from flightcheck._collect.python_env import collect_python, requirement_on
+from flightcheck._knowledge import flashinfer as _fi_wheels
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +45,11 @@ def test_engine_venv_packages_torch_cuda_and_declarations(tmp_path):
     assert got["torch_cuda"] == "13.0"
     assert got["engine"] == "vllm"
     assert got["engine_requires"] == "flashinfer-python==0.7.2.post1"  # the extra's ray line is not it
-    assert got["engine_env_vars"] == ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_FLASHINFER_ALLREDUCE_BACKEND", "VLLM_HOST_IP"]
+    assert got["engine_env_vars"] == [
+        "VLLM_ALLREDUCE_USE_SYMM_MEM",
+        "VLLM_FLASHINFER_ALLREDUCE_BACKEND",
+        "VLLM_HOST_IP",
+    ]
     assert got["torch_arch_list"] is None and "--deep" in unavailable["python.torch_arch_list"]
     assert unavailable["python.jit_cache_archs"] == "flashinfer-jit-cache is not installed"
 
@@ -76,11 +82,17 @@ def test_sglang_engine(tmp_path):
     py = make_engine(tmp_path / "venv", engine="sglang", flashinfer="0.7.4")
     got, _ = collect(py, engine="sglang")
     assert got["engine_requires"] == "flashinfer-python==0.7.4"
-    assert got["engine_env_vars"] == ["SGLANG_ENABLE_TORCH_SYMM_MEM", "SGLANG_JIT_DEEPGEMM_PRECOMPILE", "SGL_DG_CACHE_DIR"]
+    assert got["engine_env_vars"] == [
+        "SGLANG_ENABLE_TORCH_SYMM_MEM",
+        "SGLANG_JIT_DEEPGEMM_PRECOMPILE",
+        "SGL_DG_CACHE_DIR",
+    ]
 
 
 def test_jit_cache_archs_read_from_the_so_files(tmp_path):
-    py = make_engine(tmp_path / "venv", jit_cache="0.7.2.post1+cu130", jit_cache_archs=["9.0a", "10.0a", "10.3a", "12.0f"])
+    py = make_engine(
+        tmp_path / "venv", jit_cache="0.7.2.post1+cu130", jit_cache_archs=["9.0a", "10.0a", "10.3a", "12.0f"]
+    )
     got, unavailable = collect(py)
     assert got["jit_cache_archs"] == ["9.0a", "10.0a", "10.3a", "12.0f"]
     assert got["jit_cache_archs_source"] == "fatbin: read from 3 .so files (norm.so, sampling.so, page.so)"
@@ -151,7 +163,11 @@ def test_requirement_parsing(lines, want):
 
 
 def test_fatbin_reader_on_synthetic_elf(tmp_path):
-    so = elf_with_fatbin(tmp_path / "m.so", [[("elf", "10.0a"), ("elf", "10.3a"), ("ptx", "9.0")], [("elf", "12.0f"), ("elf", "8.0")]], pad_between=8)
+    so = elf_with_fatbin(
+        tmp_path / "m.so",
+        [[("elf", "10.0a"), ("elf", "10.3a"), ("ptx", "9.0")], [("elf", "12.0f"), ("elf", "8.0")]],
+        pad_between=8,
+    )
     assert _fatbin.read_archs(str(so)) == ({"10.0a", "10.3a", "12.0f", "8.0"}, {"9.0"})
     plain = elf_with_fatbin(tmp_path / "plain.so", None)
     assert _fatbin.read_archs(str(plain)) == (set(), set())
@@ -181,10 +197,18 @@ def test_sampling_skips_arch_pinned_modules(tmp_path):
 def test_fatbin_reader_on_a_real_nvcc_build(tmp_path):
     src = tmp_path / "k.cu"
     src.write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
-    gencodes = ["-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_103a,code=sm_103a",
-                "-gencode=arch=compute_120f,code=sm_120f", "-gencode=arch=compute_100,code=sm_100",
-                "-gencode=arch=compute_90,code=compute_90"]
-    proc = subprocess.run(["nvcc", "-shared", "-Xcompiler", "-fPIC", *gencodes, "-o", str(tmp_path / "k.so"), str(src)], capture_output=True, text=True)
+    gencodes = [
+        "-gencode=arch=compute_90a,code=sm_90a",
+        "-gencode=arch=compute_103a,code=sm_103a",
+        "-gencode=arch=compute_120f,code=sm_120f",
+        "-gencode=arch=compute_100,code=sm_100",
+        "-gencode=arch=compute_90,code=compute_90",
+    ]
+    proc = subprocess.run(
+        ["nvcc", "-shared", "-Xcompiler", "-fPIC", *gencodes, "-o", str(tmp_path / "k.so"), str(src)],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0 and "Unsupported gpu architecture" in proc.stderr:
         pytest.skip("this nvcc is older than 12.9")
     assert proc.returncode == 0, proc.stderr
@@ -194,7 +218,15 @@ def test_fatbin_reader_on_a_real_nvcc_build(tmp_path):
 
 
 def test_release_table_and_tags():
-    assert _fi_wheels.published_archs("0.7.2.post1", "cu130", "x86_64") == ["7.5", "8.0", "8.9", "9.0a", "10.0a", "10.3a", "12.0f"]
+    assert _fi_wheels.published_archs("0.7.2.post1", "cu130", "x86_64") == [
+        "7.5",
+        "8.0",
+        "8.9",
+        "9.0a",
+        "10.0a",
+        "10.3a",
+        "12.0f",
+    ]
     assert "12.1a" in _fi_wheels.published_archs("0.7.2.post1", "cu130", "aarch64")
     assert "10.3a" not in _fi_wheels.published_archs("0.6.3", "cu129")
     assert _fi_wheels.published_archs("0.7.2", "cu128") is None  # HEAD builds no cu128

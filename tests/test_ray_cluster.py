@@ -42,9 +42,21 @@ class RayNode:
     def __init__(self, args: list[str], log: Path, env: dict[str, str]) -> None:
         self.log = log
         self.proc = subprocess.Popen(
-            [RAY, "start", "--block", "--disable-usage-stats", "--num-cpus=1", "--num-gpus=0", "--node-ip-address=127.0.0.1",
-             f"--dashboard-agent-listen-port={free_port()}", *args],
-            stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            [
+                RAY,
+                "start",
+                "--block",
+                "--disable-usage-stats",
+                "--num-cpus=1",
+                "--num-gpus=0",
+                "--node-ip-address=127.0.0.1",
+                f"--dashboard-agent-listen-port={free_port()}",
+                *args,
+            ],
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
 
     def wait_started(self, timeout: float = 90) -> None:
@@ -99,12 +111,28 @@ def ray_cluster() -> Iterator[dict]:
     nodes: list[RayNode] = []
     t0 = time.monotonic()
     # every listening port free and chosen here: two test runs on one machine must not collide
-    head = RayNode(["--head", f"--port={port}", "--include-dashboard=false", f"--dashboard-port={free_port()}",
-                    f"--ray-client-server-port={free_port()}", f"--temp-dir={tmp}"], tmp / "head.log", env)
+    head = RayNode(
+        [
+            "--head",
+            f"--port={port}",
+            "--include-dashboard=false",
+            f"--dashboard-port={free_port()}",
+            f"--ray-client-server-port={free_port()}",
+            f"--temp-dir={tmp}",
+        ],
+        tmp / "head.log",
+        env,
+    )
     nodes.append(head)
     try:
         head.wait_started()
-        info = {"address": f"127.0.0.1:{port}", "tmp": tmp, "env": env, "nodes": nodes, "started_s": time.monotonic() - t0}
+        info = {
+            "address": f"127.0.0.1:{port}",
+            "tmp": tmp,
+            "env": env,
+            "nodes": nodes,
+            "started_s": time.monotonic() - t0,
+        }
         yield info
     finally:
         for node in reversed(nodes):
@@ -134,7 +162,9 @@ def test_one_ray_node_is_collected_there_and_judged_here(ray_cluster):
     statuses = {c["code"]: c["status"] for c in rep["checks"]}
     assert statuses["FC803"] == "pass" and statuses["FC801"] == "skip"
     assert proc.returncode == rep["exit_code"] == 1  # FC601 blocks: exit codes as for `check`
-    print(f"\nray: head started in {ray_cluster['started_s']:.1f}s, one-node collection {rep['timings']['collect_s']:.1f}s")
+    print(
+        f"\nray: head started in {ray_cluster['started_s']:.1f}s, one-node collection {rep['timings']['collect_s']:.1f}s"
+    )
 
 
 def test_the_ray_recipe_refuses_to_serve_on_a_node_that_is_not_ready(ray_cluster, tmp_path):
@@ -145,7 +175,14 @@ def test_the_ray_recipe_refuses_to_serve_on_a_node_that_is_not_ready(ray_cluster
     vllm.write_text(f"#!/bin/sh\ntouch {tmp_path}/vllm-started\n")
     fc.chmod(0o755)
     vllm.chmod(0o755)
-    env = {**os.environ, "RAY_ADDRESS": ray_cluster["address"], "FLIGHTCHECK": str(fc), "VLLM": str(vllm), "TP": "2", "PP": "1"}
+    env = {
+        **os.environ,
+        "RAY_ADDRESS": ray_cluster["address"],
+        "FLIGHTCHECK": str(fc),
+        "VLLM": str(vllm),
+        "TP": "2",
+        "PP": "1",
+    }
     proc = subprocess.run(["bash", str(recipe), "/models/absent"], capture_output=True, text=True, env=env, timeout=180)
     # the node's recorded /dev/shm (64 MiB, through FLIGHTCHECK_FACTS) cannot hold 2 ranks
     assert proc.returncode == 1 and "FC601" in proc.stdout and "Verdict: not ready" in proc.stdout

@@ -101,7 +101,12 @@ def install(monkeypatch: pytest.MonkeyPatch, fake: FakeRay) -> None:
 
 
 def ray_node(node_id: str, host: str, gpus: int = 8, alive: bool = True) -> dict[str, Any]:
-    return {"NodeID": node_id, "NodeManagerHostname": host, "Alive": alive, "Resources": {"CPU": 64.0, **({"GPU": float(gpus)} if gpus else {})}}
+    return {
+        "NodeID": node_id,
+        "NodeManagerHostname": host,
+        "Alive": alive,
+        "Resources": {"CPU": 64.0, **({"GPU": float(gpus)} if gpus else {})},
+    }
 
 
 def snapshot(hostname: str) -> dict[str, Any]:
@@ -143,7 +148,10 @@ def test_one_pinned_task_per_gpu_node_and_what_each_answer_becomes(monkeypatch):
         "gpu-3": "no answer within 30s (--timeout)",
         "gpu-4": got.unreachable["gpu-4"],
     }
-    assert got.unreachable["gpu-4"].startswith("sent an invalid snapshot:") and "host.cpu_count" in got.unreachable["gpu-4"]
+    assert (
+        got.unreachable["gpu-4"].startswith("sent an invalid snapshot:")
+        and "host.cpu_count" in got.unreachable["gpu-4"]
+    )
     assert fake.cancelled == [("dddd4444", True)]  # the hung worker is killed, not left behind
 
 
@@ -165,7 +173,9 @@ def test_an_existing_connection_is_reused_and_left_open(monkeypatch):
 def test_no_cluster_and_no_ray_are_usage_errors(monkeypatch):
     fake = FakeRay([], {"init_error": True})
     install(monkeypatch, fake)
-    with pytest.raises(UsageError, match=r"--ray auto: cannot connect to a Ray cluster: Could not find any running Ray instance\.$"):
+    with pytest.raises(
+        UsageError, match=r"--ray auto: cannot connect to a Ray cluster: Could not find any running Ray instance\.$"
+    ):
         ray_fanout.gather("auto", Intent(), timeout=5)
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(UsageError, match=r"pip install 'flightcheck\[ray\]'"):

@@ -62,7 +62,7 @@ def test_pod_init_container_checks_the_exact_vllm_launch(tmp_path):
     assert init["command"] == ["/bin/sh", "-c"]
     assert subprocess.run(["sh", "-n", "-c", script]).returncode == 0
     steps = [s.strip() for s in script.split("&&")]
-    expanded = [shlex.split(re.sub(r'\$(\w+)', lambda m: env[m.group(1)], s)) for s in steps]
+    expanded = [shlex.split(re.sub(r"\$(\w+)", lambda m: env[m.group(1)], s)) for s in steps]
     collect_argv, check_argv = expanded[0], expanded[1][1:] if expanded[1][0] == "exec" else expanded[1]
     collect = parse_flightcheck(collect_argv)
     assert collect.command == "collect" and collect.deep and collect.tensor_parallel_size == 8
@@ -84,10 +84,18 @@ def test_pod_init_container_checks_the_exact_vllm_launch(tmp_path):
     # and the check step reads that launch as intended (facts: a recorded healthy node)
     argv = check_argv[1:]
     argv[argv.index("--facts") + 1] = str(base_facts(tmp_path))
-    out = subprocess.run([sys.executable, "-m", "flightcheck", *argv[:1], "--format", "json", *argv[1:]],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "flightcheck", *argv[:1], "--format", "json", *argv[1:]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     intent = json.loads(out.stdout)["intent"]
-    assert (intent["model"], intent["tensor_parallel_size"], intent["max_model_len"]) == ("/models/Kimi-K2-Instruct", 8, 128_000)
+    assert (intent["model"], intent["tensor_parallel_size"], intent["max_model_len"]) == (
+        "/models/Kimi-K2-Instruct",
+        8,
+        128_000,
+    )
 
 
 # ---------------------------------------------------------------- node-problem-detector
@@ -114,7 +122,7 @@ def test_npd_config_is_a_valid_custom_plugin_monitor():
         parse_flightcheck(["flightcheck", "check", "--format", "prometheus", *rule["args"]])
     assert _go_duration(glob["invoke_interval"]) >= _go_duration(glob["timeout"])
     # the script's own budget (timeout + kill grace) fits inside the rule's timeout
-    budget = int(re.search(r'FLIGHTCHECK_TIMEOUT:-(\d+)', NPD_SCRIPT.read_text()).group(1)) + 5
+    budget = int(re.search(r"FLIGHTCHECK_TIMEOUT:-(\d+)", NPD_SCRIPT.read_text()).group(1)) + 5
     assert budget < _go_duration(cfg["rules"][0]["timeout"])
 
 
@@ -149,8 +157,13 @@ def test_npd_script_timeout_is_unknown(tmp_path):
     slow.write_text("#!/bin/sh\nsleep 30\n")
     slow.chmod(0o755)
     t0 = time.monotonic()
-    proc = subprocess.run(["bash", str(NPD_SCRIPT)], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "FLIGHTCHECK": str(slow), "FLIGHTCHECK_TIMEOUT": "1"})
+    proc = subprocess.run(
+        ["bash", str(NPD_SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "FLIGHTCHECK": str(slow), "FLIGHTCHECK_TIMEOUT": "1"},
+    )
     assert proc.returncode == 3 and "no answer within 1s" in proc.stdout
     assert time.monotonic() - t0 < 20
 

@@ -44,7 +44,10 @@ def test_driver_only_node_needs_nvcc_and_names_the_venv_ninja():
     # the driver supports CUDA 13.1 and torch is cu130: the 13.1 toolkit; ninja is in the venv
     assert r101.fix.startswith("apt-get install -y cuda-toolkit-13-1 && export CUDA_HOME=/usr/local/cuda-13.1")
     assert "ninja-build" not in r101.fix
-    assert "/opt/serve/venv/bin/python3 -m pip install flashinfer-jit-cache==0.7.2.post1 --index-url https://flashinfer.ai/whl/cu130" in r101.fix
+    assert (
+        "/opt/serve/venv/bin/python3 -m pip install flashinfer-jit-cache==0.7.2.post1 --index-url https://flashinfer.ai/whl/cu130"
+        in r101.fix
+    )
     (r103,) = assert_fires("FC103", f, **TP8)
     assert "/opt/serve/venv/bin/ninja exists" in r103.message
     assert r103.fix == "export PATH=/opt/serve/venv/bin:$PATH"
@@ -211,7 +214,10 @@ def test_companion_versions():
     f = node("companion-mismatch")
     (r,) = assert_fires("FC110", f, **TP8)
     assert "flashinfer-cubin 0.7.1 and flashinfer-jit-cache 0.7.1+cu130 with flashinfer-python 0.7.2.post1" in r.message
-    assert "flashinfer-cubin==0.7.2.post1" in r.fix and "flashinfer-jit-cache==0.7.2.post1 --index-url https://flashinfer.ai/whl/cu130" in r.fix
+    assert (
+        "flashinfer-cubin==0.7.2.post1" in r.fix
+        and "flashinfer-jit-cache==0.7.2.post1 --index-url https://flashinfer.ai/whl/cu130" in r.fix
+    )
     assert r.severity.value == "error"
     doc = sections("companion-mismatch")
     doc["env"]["FLASHINFER_DISABLE_VERSION_CHECK"] = "1"
@@ -274,18 +280,32 @@ def test_family_headline():
 
 def test_compile_smoke_results_are_judged():
     ok_arch = {"ok": True, "cached": True, "duration_s": 0.0, "output": ""}
-    bad_arch = {"ok": False, "cached": False, "duration_s": 1.2,
-                "output": "FAILED: k_103a.cuda.o\nnvcc fatal   : Unsupported gpu architecture 'compute_103a'"}
+    bad_arch = {
+        "ok": False,
+        "cached": False,
+        "duration_s": 1.2,
+        "output": "FAILED: k_103a.cuda.o\nnvcc fatal   : Unsupported gpu architecture 'compute_103a'",
+    }
     base = sections("cuda-12-8-home")
-    f = facts("b300", **base, compile_smoke={"nvcc": "/usr/local/cuda-12.8/bin/nvcc", "ninja": "/usr/bin/ninja", "archs": {"103a": bad_arch}})
+    f = facts(
+        "b300",
+        **base,
+        compile_smoke={"nvcc": "/usr/local/cuda-12.8/bin/nvcc", "ninja": "/usr/bin/ninja", "archs": {"103a": bad_arch}},
+    )
     (r,) = assert_fires("FC109", f, deep=True, **TP8)
     assert "Unsupported gpu architecture 'compute_103a'" in r.message
     assert r.fix == "export CUDA_HOME=/usr/local/cuda-13.1"
     assert "FAILED: k_103a.cuda.o" in r.evidence["output"]
-    f = facts("b300", **sections("healthy-cu131"), compile_smoke={"nvcc": "x", "ninja": "y", "archs": {"103a": ok_arch}})
+    f = facts(
+        "b300", **sections("healthy-cu131"), compile_smoke={"nvcc": "x", "ninja": "y", "archs": {"103a": ok_arch}}
+    )
     assert statuses(f, "FC109", deep=True, **TP8) == {"pass"}
     assert statuses(node("healthy-cu131"), "FC109", **TP8) == {"skip"}  # not --deep
-    f = facts("b300", **sections("driver-only"), compile_smoke={"nvcc": None, "ninja": None, "archs": None, "error": "no nvcc will be found (FC101)"})
+    f = facts(
+        "b300",
+        **sections("driver-only"),
+        compile_smoke={"nvcc": None, "ninja": None, "archs": None, "error": "no nvcc will be found (FC101)"},
+    )
     (r,) = assert_fires("FC109", f, deep=True, **TP8)
     assert "no nvcc will be found" in r.message
 

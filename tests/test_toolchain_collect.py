@@ -13,7 +13,8 @@ import pytest
 
 from fake_cuda import clean_path, fake_nvcc, fake_toolkit, script
 from flightcheck import Intent
-from flightcheck._collect import CollectContext, cuda as _cuda
+from flightcheck._collect import CollectContext
+from flightcheck._collect import cuda as _cuda
 from flightcheck._collect.jit_cache import collect_jit_cache, nearest_existing, workspace_dir
 from flightcheck._collect.toolchain import collect_toolchain, venv_ninja
 
@@ -75,7 +76,11 @@ def test_flashinfer_nvcc_overrides_the_binary(tmp_path):
 def test_fake_nvcc_version_and_archs_and_no_libcudart(tmp_path):
     fake_nvcc(tmp_path / "tk" / "bin" / "nvcc", release="12.8", archs=("90", "100", "101", "120"))
     tc, unavailable = collect({"PATH": clean_path(tmp_path / "tk" / "bin")})
-    assert tc["nvcc"] == {"path": str(tmp_path / "tk" / "bin" / "nvcc"), "version": "12.8", "archs": ["sm_90", "sm_100", "sm_101", "sm_120"]}
+    assert tc["nvcc"] == {
+        "path": str(tmp_path / "tk" / "bin" / "nvcc"),
+        "version": "12.8",
+        "archs": ["sm_90", "sm_100", "sm_101", "sm_120"],
+    }
     assert tc["cuda_home"]["source"] == "nvcc-on-path"
     assert tc["libcudart"] is False
     assert tc["ninja"] is None and "no ninja" in unavailable["toolchain.ninja"]
@@ -86,7 +91,9 @@ def test_cuda_home_that_does_not_exist(tmp_path):
     tc, unavailable = collect({"PATH": clean_path(tmp_path), "CUDA_HOME": "/nonexistent"})
     assert tc["cuda_home"] == {"path": "/nonexistent", "source": "CUDA_HOME", "exists": False}
     assert tc["nvcc"] is None
-    assert unavailable["toolchain.nvcc"] == "/nonexistent/bin/nvcc does not exist (CUDA home /nonexistent from CUDA_HOME)"
+    assert (
+        unavailable["toolchain.nvcc"] == "/nonexistent/bin/nvcc does not exist (CUDA home /nonexistent from CUDA_HOME)"
+    )
 
 
 def test_nvcc_that_prints_garbage_or_hangs(tmp_path, monkeypatch):
@@ -105,7 +112,10 @@ def test_nvcc_that_prints_garbage_or_hangs(tmp_path, monkeypatch):
 def test_compilers_from_cc_cxx_with_launcher_and_clang_style_versions(tmp_path):
     script(tmp_path / "bin" / "ccache", 'exec "$@"')
     script(tmp_path / "bin" / "g++-14", 'case "$1" in -dumpfullversion) echo 14.2.0;; esac')
-    script(tmp_path / "bin" / "clang", 'case "$1" in -dumpfullversion) echo "clang: error: unknown argument" >&2; exit 1;; --version) echo "Ubuntu clang version 18.1.3 (1ubuntu1)";; esac')
+    script(
+        tmp_path / "bin" / "clang",
+        'case "$1" in -dumpfullversion) echo "clang: error: unknown argument" >&2; exit 1;; --version) echo "Ubuntu clang version 18.1.3 (1ubuntu1)";; esac',
+    )
     env = {"PATH": clean_path(tmp_path / "bin"), "CXX": "ccache g++-14", "CC": "clang"}
     tc, _ = collect(env)
     assert tc["cxx"] == {"path": str(tmp_path / "bin" / "g++-14"), "version": "14.2.0"}
@@ -132,7 +142,9 @@ def test_alternatives_are_real_toolkits_newest_first(tmp_path, monkeypatch):
     fake_toolkit(tmp_path / "cuda-12.9", "12.9", version_file=False)  # version from nvcc
     fake_nvcc(tmp_path / "wrapper" / "bin" / "nvcc", release="13.1")  # no headers: not a CUDA_HOME
     (tmp_path / "cuda").symlink_to(tmp_path / "cuda-13.1")
-    monkeypatch.setattr(_cuda, "TOOLKIT_GLOBS", (str(tmp_path / "cuda-*" / "bin" / "nvcc"), str(tmp_path / "cuda" / "bin" / "nvcc")))
+    monkeypatch.setattr(
+        _cuda, "TOOLKIT_GLOBS", (str(tmp_path / "cuda-*" / "bin" / "nvcc"), str(tmp_path / "cuda" / "bin" / "nvcc"))
+    )
     alts = _cuda.alternatives({"PATH": clean_path(tmp_path / "wrapper" / "bin")})
     assert alts == [
         {"path": str(tmp_path / "cuda-13.1" / "bin" / "nvcc"), "version": "13.1"},
@@ -143,7 +155,9 @@ def test_alternatives_are_real_toolkits_newest_first(tmp_path, monkeypatch):
 
 def test_tool_runs_are_cached_per_binary(tmp_path):
     counter = tmp_path / "count"
-    nvcc = script(tmp_path / "bin" / "nvcc", f'echo x >> {counter}; echo "Cuda compilation tools, release 13.0, V13.0.1"')
+    nvcc = script(
+        tmp_path / "bin" / "nvcc", f'echo x >> {counter}; echo "Cuda compilation tools, release 13.0, V13.0.1"'
+    )
     env = {"PATH": str(tmp_path / "bin")}
     assert _cuda.nvcc_version(str(nvcc), env) == ("13.0", None)
     assert _cuda.nvcc_version(str(nvcc), env) == ("13.0", None)

@@ -29,15 +29,32 @@ def node(tmp_path_factory):
 
 def check(node, *extra: str, **env_over: str | None) -> tuple[int, dict]:
     root, engine = node
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_NVCC", "FLASHINFER_CUDA_ARCH_LIST")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CUDA_HOME", "CUDA_PATH", "FLASHINFER_NVCC", "FLASHINFER_CUDA_ARCH_LIST")
+    }
     env.update(XDG_CACHE_HOME=str(root / "xdg"), FLASHINFER_WORKSPACE_BASE=str(root))
     for k, v in env_over.items():
         if v is None:
             env.pop(k, None)
         else:
             env[k] = v
-    args = ["check", "--facts", str(root / "b300-gpus.json"), "-tp", "8", "--python", str(engine), "--format", "json", *extra]
-    proc = subprocess.run([sys.executable, "-m", "flightcheck", *args], env=env, capture_output=True, text=True, timeout=300)
+    args = [
+        "check",
+        "--facts",
+        str(root / "b300-gpus.json"),
+        "-tp",
+        "8",
+        "--python",
+        str(engine),
+        "--format",
+        "json",
+        *extra,
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "flightcheck", *args], env=env, capture_output=True, text=True, timeout=300
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 from flightcheck._vocabulary.version import __version__
 
 if TYPE_CHECKING:
-    from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
+    from flightcheck._checks.evaluate import evaluate
     from flightcheck._collect import collect
     from flightcheck._vocabulary.errors import UsageError
-    from flightcheck._vocabulary.report import Report
-    from flightcheck._checks.evaluate import evaluate
     from flightcheck._vocabulary.facts import Facts
     from flightcheck._vocabulary.intent import Intent
     from flightcheck._vocabulary.plan import Plan
+    from flightcheck._vocabulary.report import Report
+    from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
 
 # Resolved on first use (PEP 562): vLLM imports this package in every `vllm` command to
 # load the plugin, and `vllm collect-env` should not pay for msgspec and the catalogue.

@@ -40,7 +40,6 @@ import sys
 
 from flightcheck._vocabulary.envvars import MARKER
 
-
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -86,8 +85,8 @@ def _guard(command: list[str]) -> None:
     """Check the launch; stop it (SystemExit) or apply the fallback to this process."""
     import time
 
-    from flightcheck._collect import collect, env_facts_files
     from flightcheck._checks.evaluate import evaluate
+    from flightcheck._collect import collect, env_facts_files
     from flightcheck._launch.command import parse_command
     from flightcheck._launch.guard import color_for, decide, grouped_lines, passed_line, print_changes, print_stop, say
 
@@ -105,8 +104,8 @@ def _guard(command: list[str]) -> None:
     err = sys.stderr
     out = os.environ.get("FLIGHTCHECK_REPORT")
     if out:
-        from flightcheck._vocabulary.errors import UsageError
         from flightcheck._report import render, write_atomic
+        from flightcheck._vocabulary.errors import UsageError
 
         try:
             write_atomic(out, render(report, "json"))

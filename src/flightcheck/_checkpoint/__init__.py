@@ -55,7 +55,9 @@ def summary_line(ck: Checkpoint) -> str:
         return "model not found"
     from flightcheck._knowledge.units import si_bytes
 
-    parts = [f"{len(ck.shards)} shard{'s' if len(ck.shards) != 1 else ''}", si_bytes(ck.total_bytes), f"{ck.tensor_count:,} tensors"]
+    parts = [
+        f"{len(ck.shards)} shard{'s' if len(ck.shards) != 1 else ''}",
+        si_bytes(ck.total_bytes),
+        f"{ck.tensor_count:,} tensors",
+    ]
     return ", ".join(parts) + f" (headers read in {ck.seconds:.2f} s, cache {ck.cache})"
-
-

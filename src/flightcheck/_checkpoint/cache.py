@@ -16,7 +16,6 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Optional
 
 import msgspec
 
@@ -33,9 +32,9 @@ FileKey = tuple[int, int, int, int, int]  # size, mtime_ns, inode, ctime_ns, dev
 class IndexScan(msgspec.Struct, array_like=True):
     """What the index says, reduced to what the cross-check needs."""
 
-    total_size: Optional[int] = None  # metadata.total_size, if an int
+    total_size: int | None = None  # metadata.total_size, if an int
     files: dict[str, tuple[int, str]] = {}  # shard file -> (tensor count, names digest)
-    problem: Optional[str] = None  # the index itself is unreadable / not JSON / wrong shape
+    problem: str | None = None  # the index itself is unreadable / not JSON / wrong shape
 
 
 class _Entry(msgspec.Struct, array_like=True):
@@ -54,7 +53,7 @@ class CacheFile(msgspec.Struct):
     format: str
     model_dir: str
     shards: dict[str, _Entry] = {}
-    index: Optional[_IndexEntry] = None
+    index: _IndexEntry | None = None
 
 
 def file_key(st: os.stat_result) -> FileKey:
@@ -62,14 +61,14 @@ def file_key(st: os.stat_result) -> FileKey:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
 
 
-def cache_dir(env: Optional[Mapping[str, str]] = None) -> Path:
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CACHE_HOME/flightcheck``, default ``~/.cache/flightcheck``."""
     env = os.environ if env is None else env
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "flightcheck"
 
 
-def enabled(env: Optional[Mapping[str, str]] = None) -> bool:
+def enabled(env: Mapping[str, str] | None = None) -> bool:
     """False when FLIGHTCHECK_NO_CACHE is set to a true value."""
     env = os.environ if env is None else env
     return (env.get("FLIGHTCHECK_NO_CACHE") or "").strip().lower() not in ("1", "true", "yes", "on")
@@ -78,7 +77,7 @@ def enabled(env: Optional[Mapping[str, str]] = None) -> bool:
 class ScanCache:
     """Load once, look up per file, store back once (only when something changed)."""
 
-    def __init__(self, model_dir: Path, *, env: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, model_dir: Path, *, env: Mapping[str, str] | None = None) -> None:
         self.model_dir = str(model_dir)
         self.enabled = enabled(env)
         digest = hashlib.blake2b(self.model_dir.encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
@@ -107,7 +106,7 @@ class ScanCache:
             return
         self.data = data
 
-    def shard(self, real: str, key: FileKey) -> Optional[ShardScan]:
+    def shard(self, real: str, key: FileKey) -> ShardScan | None:
         """The cached scan of ``real`` if its key still matches."""
         entry = self.data.shards.get(real)
         if entry is not None and tuple(entry.key) == key:
@@ -124,7 +123,7 @@ class ScanCache:
         self.data.shards[real] = _Entry(key, scan)
         self.dirty = True
 
-    def index(self, key: FileKey) -> Optional[IndexScan]:
+    def index(self, key: FileKey) -> IndexScan | None:
         """The cached index summary if the index file is unchanged."""
         entry = self.data.index
         if entry is not None and tuple(entry.key) == key:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from flightcheck._checkpoint import index as idx
 from flightcheck._checkpoint.cache import file_key
@@ -34,7 +34,7 @@ def assemble(
     on_disk: list[str],
     scans: dict[str, ShardScan],
     stats: dict[str, os.stat_result],
-    raw_index: Optional[bytes],
+    raw_index: bytes | None,
     cache: ScanCache,
 ) -> None:
     """Fill ``ck.shards`` and ``ck.findings`` (FC502/503/504/506/508/509/511)."""
@@ -42,7 +42,11 @@ def assemble(
 
     index_subject = f"file:{idx.INDEX_NAME}"
     if ck.index is not None and ck.index.problem:
-        ck.findings.append(Finding("FC506", index_subject, f"{idx.INDEX_NAME} {ck.index.problem}", fix=_refetch_fix(ck, idx.INDEX_NAME)))
+        ck.findings.append(
+            Finding(
+                "FC506", index_subject, f"{idx.INDEX_NAME} {ck.index.problem}", fix=_refetch_fix(ck, idx.INDEX_NAME)
+            )
+        )
     if ck.index is not None and ck.index.problem is None:
         names = sorted(ck.index.files)
     else:
@@ -50,7 +54,14 @@ def assemble(
     if not names:
         bins = sorted(p.name for p in root.glob("*.bin"))[:3] if root.is_dir() else []
         hint = f" (found {', '.join(bins)}: flightcheck reads safetensors headers only)" if bins else ""
-        ck.findings.append(Finding("FC502", f"model:{ck.resolved.model}", f"no *.safetensors weights in {root}{hint}", fix=_refetch_fix(ck, None)))
+        ck.findings.append(
+            Finding(
+                "FC502",
+                f"model:{ck.resolved.model}",
+                f"no *.safetensors weights in {root}{hint}",
+                fix=_refetch_fix(ck, None),
+            )
+        )
         return
     roots = [os.path.realpath(root)]
     if ck.resolved.repo_dir is not None:
@@ -59,8 +70,14 @@ def assemble(
         shard = Shard(name, root / name)
         ck.shards.append(shard)
         if idx.escapes(name):
-            ck.findings.append(Finding("FC509", shard.subject, f"the index names {name!r}, a path outside the model directory: refused, never opened",
-                                       fix=f"the index is corrupt or hostile: re-download {idx.INDEX_NAME} and do not run this checkpoint until it names only files inside {root}"))
+            ck.findings.append(
+                Finding(
+                    "FC509",
+                    shard.subject,
+                    f"the index names {name!r}, a path outside the model directory: refused, never opened",
+                    fix=f"the index is corrupt or hostile: re-download {idx.INDEX_NAME} and do not run this checkpoint until it names only files inside {root}",
+                )
+            )
             continue
         try:
             st = stats.get(name) or os.stat(shard.path)
@@ -69,9 +86,15 @@ def assemble(
             continue
         real = os.path.realpath(shard.path)
         if not idx.within(real, roots):
-            ck.findings.append(Finding("FC509", shard.subject, f"{name} is a symlink to {real}, outside the model directory",
-                                       fix=f"replace the link with the real file (cp --remove-destination {real} {shard.path}), "
-                                           f"or point --model at a directory that holds the weights"))
+            ck.findings.append(
+                Finding(
+                    "FC509",
+                    shard.subject,
+                    f"{name} is a symlink to {real}, outside the model directory",
+                    fix=f"replace the link with the real file (cp --remove-destination {real} {shard.path}), "
+                    f"or point --model at a directory that holds the weights",
+                )
+            )
         shard.size = st.st_size
         shard.allocated = st.st_blocks * 512 if hasattr(st, "st_blocks") else None
         scan = scans.get(name)
@@ -84,10 +107,20 @@ def assemble(
         shard.scan = scan
         for p in scan.problems:
             ck.findings.append(Finding(p.code, shard.subject, p.message, fix=_problem_fix(ck, shard, p.code)))
-        if shard.allocated is not None and shard.size >= SPARSE_MIN_BYTES and shard.allocated < shard.size * SPARSE_RATIO:
-            ck.findings.append(Finding("FC511", shard.subject,
-                                       f"{name} has {shard.allocated:,} bytes allocated on disk for a {shard.size:,}-byte file: sparse or preallocated, its data may never have been written",
-                                       fix=_refetch_fix(ck, name), evidence={"allocated": shard.allocated, "size": shard.size}))
+        if (
+            shard.allocated is not None
+            and shard.size >= SPARSE_MIN_BYTES
+            and shard.allocated < shard.size * SPARSE_RATIO
+        ):
+            ck.findings.append(
+                Finding(
+                    "FC511",
+                    shard.subject,
+                    f"{name} has {shard.allocated:,} bytes allocated on disk for a {shard.size:,}-byte file: sparse or preallocated, its data may never have been written",
+                    fix=_refetch_fix(ck, name),
+                    evidence={"allocated": shard.allocated, "size": shard.size},
+                )
+            )
     if ck.index is not None and ck.index.problem is None:
         _against_index(ck, root, raw_index)
     elif len(ck.shards) > 1 and len(ck.shards) <= NOINDEX_DUP_CHECK_MAX:
@@ -103,16 +136,25 @@ def _missing(ck: Checkpoint, shard: Shard, exc: OSError) -> None:
     elif exc.errno in (errno.ENOENT, errno.ENOTDIR):
         dangling = os.path.islink(shard.path)
         what = "a symlink to a blob that is gone" if dangling else "not there"
-        ck.findings.append(Finding("FC502", subject, f"the index names {name} but it is {what}", fix=_refetch_fix(ck, name)))
+        ck.findings.append(
+            Finding("FC502", subject, f"the index names {name} but it is {what}", fix=_refetch_fix(ck, name))
+        )
     else:
-        ck.findings.append(Finding("FC508", subject, f"{name} cannot be read: {exc.strerror or exc}", fix=f"check permissions and the filesystem: ls -l {shard.path}"))
+        ck.findings.append(
+            Finding(
+                "FC508",
+                subject,
+                f"{name} cannot be read: {exc.strerror or exc}",
+                fix=f"check permissions and the filesystem: ls -l {shard.path}",
+            )
+        )
 
 
-def _against_index(ck: Checkpoint, root: Path, raw_index: Optional[bytes]) -> None:
+def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
     from flightcheck._checkpoint.load import Finding
 
     assert ck.index is not None
-    full: Optional[dict[str, list[str]]] = None  # file -> names, read only when needed
+    full: dict[str, list[str]] | None = None  # file -> names, read only when needed
 
     def index_names() -> dict[str, list[str]]:
         nonlocal full
@@ -138,26 +180,52 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: Optional[bytes]) -> No
             owner = {n: f for f, ns in index_names().items() for n in ns}
         missing, extra, n_missing, n_extra = idx.diff_names(expected, in_header, MAX_LISTED)
         if n_missing:
-            ck.findings.append(Finding("FC506", shard.subject,
-                                       f"the index maps {n_missing} tensor(s) to {shard.name} that it does not contain: {', '.join(missing)}" + (" ..." if n_missing > len(missing) else ""),
-                                       fix=_refetch_fix(ck, shard.name), evidence={"missing": n_missing}))
+            ck.findings.append(
+                Finding(
+                    "FC506",
+                    shard.subject,
+                    f"the index maps {n_missing} tensor(s) to {shard.name} that it does not contain: {', '.join(missing)}"
+                    + (" ..." if n_missing > len(missing) else ""),
+                    fix=_refetch_fix(ck, shard.name),
+                    evidence={"missing": n_missing},
+                )
+            )
         dups = sorted(n for n in set(in_header) - set(expected) if owner.get(n, shard.name) != shard.name)
         if dups:
-            ck.findings.append(Finding("FC506", shard.subject,
-                                       f"{len(dups)} tensor(s) of {shard.name} are also in another shard: {', '.join(f'{n} (index: {owner[n]})' for n in dups[:MAX_LISTED])}",
-                                       fix=_refetch_fix(ck, shard.name), evidence={"duplicates": len(dups)}))
+            ck.findings.append(
+                Finding(
+                    "FC506",
+                    shard.subject,
+                    f"{len(dups)} tensor(s) of {shard.name} are also in another shard: {', '.join(f'{n} (index: {owner[n]})' for n in dups[:MAX_LISTED])}",
+                    fix=_refetch_fix(ck, shard.name),
+                    evidence={"duplicates": len(dups)},
+                )
+            )
         strays = n_extra - len(dups)
         if strays > 0:
             listed = [n for n in extra if n not in owner][:MAX_LISTED]
-            ck.findings.append(Finding("FC506", shard.subject,
-                                       f"{shard.name} holds {strays} tensor(s) the index does not list: {', '.join(listed)}",
-                                       severity="warning", fix=_refetch_fix(ck, idx.INDEX_NAME), evidence={"unlisted": strays}))
+            ck.findings.append(
+                Finding(
+                    "FC506",
+                    shard.subject,
+                    f"{shard.name} holds {strays} tensor(s) the index does not list: {', '.join(listed)}",
+                    severity="warning",
+                    fix=_refetch_fix(ck, idx.INDEX_NAME),
+                    evidence={"unlisted": strays},
+                )
+            )
     total = ck.index.total_size
     if complete and total is not None and total != data_total:
-        ck.findings.append(Finding("FC506", f"file:{idx.INDEX_NAME}",
-                                   f"metadata.total_size says {total:,} bytes but the headers add up to {data_total:,}",
-                                   severity="warning", fix="harmless on its own if every shard checks out; otherwise re-download the index",
-                                   evidence={"total_size": total, "headers": data_total}))
+        ck.findings.append(
+            Finding(
+                "FC506",
+                f"file:{idx.INDEX_NAME}",
+                f"metadata.total_size says {total:,} bytes but the headers add up to {data_total:,}",
+                severity="warning",
+                fix="harmless on its own if every shard checks out; otherwise re-download the index",
+                evidence={"total_size": total, "headers": data_total},
+            )
+        )
 
 
 def _duplicates_without_index(ck: Checkpoint) -> None:
@@ -174,8 +242,14 @@ def _duplicates_without_index(ck: Checkpoint) -> None:
             else:
                 seen[n] = shard.name
         if dups:
-            ck.findings.append(Finding("FC506", shard.subject, f"{len(dups)} tensor(s) are in two shards: {', '.join(dups[:MAX_LISTED])}; with no index the engine loads both and one silently wins",
-                                       fix="remove the stray file, or restore model.safetensors.index.json"))
+            ck.findings.append(
+                Finding(
+                    "FC506",
+                    shard.subject,
+                    f"{len(dups)} tensor(s) are in two shards: {', '.join(dups[:MAX_LISTED])}; with no index the engine loads both and one silently wins",
+                    fix="remove the stray file, or restore model.safetensors.index.json",
+                )
+            )
 
 
 def _problem_fix(ck: Checkpoint, shard: Shard, code: str) -> str:
@@ -184,7 +258,7 @@ def _problem_fix(ck: Checkpoint, shard: Shard, code: str) -> str:
     return _refetch_fix(ck, shard.name)
 
 
-def _refetch_fix(ck: Checkpoint, name: Optional[str]) -> str:
+def _refetch_fix(ck: Checkpoint, name: str | None) -> str:
     res = ck.resolved
     if res.repo_id:
         rev = f" --revision {res.commit}" if res.commit else ""

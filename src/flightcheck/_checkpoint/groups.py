@@ -53,7 +53,17 @@ def group_tensors(names: list[str], dtypes: list[str], shapes: list[tuple[int, .
             one = name[: e_end + 1] if e_end > 0 else name
             per = bisect_left(names, one[:-1] + "/", i + 1) - i if e_end > 0 else 1
             m = _FIRST.search(prefix)
-            blocks.append(Group(_collapse(prefix.translate(_DIGITS)) + "#.*", int(m.group()) if m else -1, "", (), sum(spans[i:j]), j - i, max(1, per)))
+            blocks.append(
+                Group(
+                    _collapse(prefix.translate(_DIGITS)) + "#.*",
+                    int(m.group()) if m else -1,
+                    "",
+                    (),
+                    sum(spans[i:j]),
+                    j - i,
+                    max(1, per),
+                )
+            )
             i = j
             continue
         m = _FIRST.search(name)
@@ -75,7 +85,9 @@ def _merge_blocks(blocks: list[Group]) -> list[Group]:
         key = (b.pattern, b.index)
         if key in merged:
             o = merged[key]
-            merged[key] = Group(o.pattern, o.index, "", (), o.nbytes + b.nbytes, o.count + b.count, max(o.per_item, b.per_item))
+            merged[key] = Group(
+                o.pattern, o.index, "", (), o.nbytes + b.nbytes, o.count + b.count, max(o.per_item, b.per_item)
+            )
         else:
             merged[key] = b
     return list(merged.values())

@@ -27,10 +27,10 @@ MAX_INDEX = 1 << 30  # a 1 GiB index would be 10M tensors: refuse rather than ex
 
 class _IndexStr(msgspec.Struct):
     weight_map: dict[str, str]
-    metadata: Optional[dict[str, Any]] = None
+    metadata: dict[str, Any] | None = None
 
 
-def read_bytes(path: Path) -> tuple[Optional[bytes], Optional[str]]:
+def read_bytes(path: Path) -> tuple[bytes | None, str | None]:
     """The index bytes, or why not (not a regular file, too large, unreadable)."""
     try:
         return read_small(path, MAX_INDEX), None
@@ -42,8 +42,8 @@ def read_bytes(path: Path) -> tuple[Optional[bytes], Optional[str]]:
 
 def parse(raw: bytes, on_disk: list[str]) -> IndexScan:
     """Reduce an index to per-shard (count, digest), total_size, or a problem."""
-    weight_map: Optional[dict[str, str]] = None
-    metadata: Optional[dict[str, Any]] = None
+    weight_map: dict[str, str] | None = None
+    metadata: dict[str, Any] | None = None
     if on_disk:
         fast = msgspec.defstruct(
             "_IndexFast",
@@ -60,7 +60,9 @@ def parse(raw: bytes, on_disk: list[str]) -> IndexScan:
         except (msgspec.DecodeError, RecursionError) as exc:
             return IndexScan(problem=f"is not valid JSON: {str(exc)[:200]}")
         except msgspec.ValidationError as exc:
-            return IndexScan(problem=f"does not have the index's shape ({{'weight_map': {{tensor: file}}}}): {str(exc)[:200]}")
+            return IndexScan(
+                problem=f"does not have the index's shape ({{'weight_map': {{tensor: file}}}}): {str(exc)[:200]}"
+            )
         weight_map, metadata = doc2.weight_map, doc2.metadata
     by_file: dict[str, list[str]] = {}
     for name, file in weight_map.items():
@@ -87,7 +89,7 @@ def names_by_file(raw: bytes) -> dict[str, list[str]]:
     return out
 
 
-def header_names(path: str) -> Optional[list[str]]:
+def header_names(path: str) -> list[str] | None:
     """Tensor names in a shard's header (slow path), or None when it cannot be read."""
     try:
         _size, buf = read_header(path)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
@@ -35,8 +35,8 @@ class Finding:
     code: str
     subject: str
     message: str
-    fix: Optional[str] = None
-    severity: Optional[str] = None  # "warning" / "error" to override the check's own
+    fix: str | None = None
+    severity: str | None = None  # "warning" / "error" to override the check's own
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
@@ -47,8 +47,8 @@ class Shard:
     name: str  # as the index names it (relative to the model directory)
     path: Path
     size: int = 0
-    allocated: Optional[int] = None  # st_blocks x 512
-    scan: Optional[ShardScan] = None  # None: not scanned (missing, escaping)
+    allocated: int | None = None  # st_blocks x 512
+    scan: ShardScan | None = None  # None: not scanned (missing, escaping)
 
     @property
     def subject(self) -> str:
@@ -60,25 +60,25 @@ class Checkpoint:
     """Everything the FC4xx / FC5xx checks and the memory model read about the model."""
 
     resolved: Resolved
-    config: Optional[dict[str, Any]] = None
-    config_error: Optional[str] = None
-    hf_quant: Optional[dict[str, Any]] = None  # hf_quant_config.json, when config.json says no quantization
-    index_name: Optional[str] = None  # "model.safetensors.index.json" when there is one
-    index: Optional[IndexScan] = None
+    config: dict[str, Any] | None = None
+    config_error: str | None = None
+    hf_quant: dict[str, Any] | None = None  # hf_quant_config.json, when config.json says no quantization
+    index_name: str | None = None  # "model.safetensors.index.json" when there is one
+    index: IndexScan | None = None
     shards: list[Shard] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     stats: ScanStats = field(default_factory=ScanStats)
     cache: str = "off"  # "off" | "cold" | "warm" | "partial"
     seconds: float = 0.0
-    throughput: Optional[dict[str, Any]] = None  # --deep read measurement
-    crash: Optional[str] = None  # a flightcheck bug while reading: the checks say "unknown"
+    throughput: dict[str, Any] | None = None  # --deep read measurement
+    crash: str | None = None  # a flightcheck bug while reading: the checks say "unknown"
 
     @property
     def found(self) -> bool:
         return self.resolved.path is not None
 
     @property
-    def path(self) -> Optional[Path]:
+    def path(self) -> Path | None:
         return self.resolved.path
 
     def of(self, code: str) -> list[Finding]:
@@ -88,7 +88,11 @@ class Checkpoint:
     @property
     def scanned(self) -> list[Shard]:
         """Shards whose header could be read and parsed (their groups are usable)."""
-        return [s for s in self.shards if s.scan is not None and not any(p.code in ("FC504", "FC508") for p in s.scan.problems)]
+        return [
+            s
+            for s in self.shards
+            if s.scan is not None and not any(p.code in ("FC504", "FC508") for p in s.scan.problems)
+        ]
 
     @property
     def total_bytes(self) -> int:
@@ -103,11 +107,11 @@ class Checkpoint:
 def load(
     model: str,
     *,
-    revision: Optional[str] = None,
-    envs: tuple[Mapping[str, Optional[str]], ...] = (),
-    download_dir: Optional[str] = None,
-    cache_env: Optional[Mapping[str, str]] = None,
-    workers: Optional[int] = None,
+    revision: str | None = None,
+    envs: tuple[Mapping[str, str | None], ...] = (),
+    download_dir: str | None = None,
+    cache_env: Mapping[str, str] | None = None,
+    workers: int | None = None,
     sha: bool = False,
 ) -> Checkpoint:
     """Resolve and read ``model``; see the module docstring. ``sha``: every scan also
@@ -116,7 +120,9 @@ def load(
     res = resolve(model, revision=revision, envs=envs, download_dir=download_dir)
     ck = Checkpoint(res)
     if res.path is None:
-        ck.findings.append(Finding("FC501", f"model:{model}", res.problem or f"{model} not found", fix=_not_found_fix(res)))
+        ck.findings.append(
+            Finding("FC501", f"model:{model}", res.problem or f"{model} not found", fix=_not_found_fix(res))
+        )
         ck.seconds = time.perf_counter() - t0
         return ck
     root = res.path
@@ -125,7 +131,7 @@ def load(
     ck.cache = "off" if not cache.enabled else "cold"
     on_disk = _safetensors_in(root)
     index_path = root / idx.INDEX_NAME
-    raw_index: Optional[bytes] = None
+    raw_index: bytes | None = None
     index_key = None
     index_cost = 0  # header bytes' worth of parsing it, when not cached
     if index_path.exists() or index_path.is_symlink():
@@ -168,7 +174,9 @@ def load(
         if index_key is not None and ck.index.problem is None:
             cache.put_index(index_key, ck.index)
 
-    fresh, ck.stats = scan_paths([r for _, r, _ in todo], parent_extra=index_cost, parent_work=parse_index, workers=workers, sha=sha)
+    fresh, ck.stats = scan_paths(
+        [r for _, r, _ in todo], parent_extra=index_cost, parent_work=parse_index, workers=workers, sha=sha
+    )
     for (name, real, key), scan in zip(todo, fresh):
         scans[name] = scan
         cache.put_shard(real, key, scan)
@@ -218,7 +226,7 @@ def _read_config(ck: Checkpoint, root: Path) -> None:
         ck.hf_quant = _read_json_object(root / "hf_quant_config.json")
 
 
-def _read_json_object(path: Path) -> Optional[dict[str, Any]]:
+def _read_json_object(path: Path) -> dict[str, Any] | None:
     """A small JSON object file (ModelOpt's legacy hf_quant_config.json), or None."""
     try:
         doc = msgspec.json.decode(read_small(path, MAX_CONFIG))
@@ -230,7 +238,9 @@ def _read_json_object(path: Path) -> Optional[dict[str, Any]]:
 def _not_found_fix(res: Resolved) -> str:
     if res.repo_id:
         rev = f" --revision {res.revision}" if res.revision else ""
-        return f"hf download {res.repo_id}{rev}    # on this node, before the launch (or pass --model /path/to/the/model)"
+        return (
+            f"hf download {res.repo_id}{rev}    # on this node, before the launch (or pass --model /path/to/the/model)"
+        )
     return "pass the directory that holds config.json and the *.safetensors files"
 
 
@@ -243,12 +253,15 @@ def _hf_cache_checks(ck: Checkpoint) -> None:
         etag = path.name.split(".", 1)[0]
         name = by_blob.get(etag) or next((n for b, n in by_blob.items() if b.startswith(etag)), None)
         what = f" ({name}, {size:,} of {expected[name][0]:,} bytes)" if name else f" ({size:,} bytes so far)"
-        ck.findings.append(Finding(
-            "FC505", f"shard:{name}" if name else f"file:{path.name}",
-            f"an interrupted download: {path}{what}",
-            fix=_redownload_fix(res, name, path),
-            evidence={"path": str(path), "bytes": size},
-        ))
+        ck.findings.append(
+            Finding(
+                "FC505",
+                f"shard:{name}" if name else f"file:{path.name}",
+                f"an interrupted download: {path}{what}",
+                fix=_redownload_fix(res, name, path),
+                evidence={"path": str(path), "bytes": size},
+            )
+        )
     if res.path is None:
         return
     for name, (size, _blob) in sorted(expected.items()):
@@ -258,15 +271,18 @@ def _hf_cache_checks(ck: Checkpoint) -> None:
         except OSError:
             continue  # not downloaded: FC502 speaks for the files the engine needs
         if actual != size:
-            ck.findings.append(Finding(
-                "FC505", f"shard:{name}" if name.endswith(".safetensors") else f"file:{name}",
-                f"{name} is {actual:,} bytes but the cache's record of commit {res.commit[:12] if res.commit else '?'} says {size:,}",
-                fix=_redownload_fix(res, name, p),
-                evidence={"bytes": actual, "expected": size},
-            ))
+            ck.findings.append(
+                Finding(
+                    "FC505",
+                    f"shard:{name}" if name.endswith(".safetensors") else f"file:{name}",
+                    f"{name} is {actual:,} bytes but the cache's record of commit {res.commit[:12] if res.commit else '?'} says {size:,}",
+                    fix=_redownload_fix(res, name, p),
+                    evidence={"bytes": actual, "expected": size},
+                )
+            )
 
 
-def _redownload_fix(res: Resolved, name: Optional[str], path: Path) -> str:
+def _redownload_fix(res: Resolved, name: str | None, path: Path) -> str:
     if res.repo_id and name:
         rev = f" --revision {res.commit}" if res.commit else ""
         return f"rm -f {path}; hf download {res.repo_id} {name}{rev}"

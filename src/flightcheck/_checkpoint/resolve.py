@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
@@ -34,30 +34,33 @@ class Resolved:
     """Where ``--model`` points: a directory (``path``) or why there is none (``problem``)."""
 
     model: str
-    path: Optional[Path] = None
+    path: Path | None = None
     kind: str = "missing"  # "dir" | "hf-cache" | "missing"
-    repo_id: Optional[str] = None
-    revision: Optional[str] = None
-    commit: Optional[str] = None
-    repo_dir: Optional[Path] = None  # <hub>/models--org--name
+    repo_id: str | None = None
+    revision: str | None = None
+    commit: str | None = None
+    repo_dir: Path | None = None  # <hub>/models--org--name
     searched: list[str] = field(default_factory=list)
-    problem: Optional[str] = None
-    note: Optional[str] = None  # e.g. "no refs/main: used the only snapshot"
+    problem: str | None = None
+    note: str | None = None  # e.g. "no refs/main: used the only snapshot"
 
 
-def hub_dirs(envs: Sequence[Mapping[str, Optional[str]]], home: Optional[str] = None) -> list[Path]:
+def hub_dirs(envs: Sequence[Mapping[str, str | None]], home: str | None = None) -> list[Path]:
     """The hub cache directories the environments point at, in huggingface_hub's order:
     HF_HUB_CACHE, HUGGINGFACE_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub,
     ~/.cache/huggingface/hub. One per environment, duplicates dropped."""
     out: list[Path] = []
     for env in envs:
-        def get(name: str) -> Optional[str]:
+
+        def get(name: str) -> str | None:
             value = env.get(name)
             return os.path.expanduser(os.path.expandvars(value)) if value else None
 
         hub = get("HF_HUB_CACHE") or get("HUGGINGFACE_HUB_CACHE")
         if hub is None:
-            hf_home = get("HF_HOME") or os.path.join(get("XDG_CACHE_HOME") or os.path.join(home or os.path.expanduser("~"), ".cache"), "huggingface")
+            hf_home = get("HF_HOME") or os.path.join(
+                get("XDG_CACHE_HOME") or os.path.join(home or os.path.expanduser("~"), ".cache"), "huggingface"
+            )
             hub = os.path.join(hf_home, "hub")
         p = Path(hub)
         if p not in out:
@@ -73,9 +76,9 @@ def looks_like_repo_id(model: str) -> bool:
 def resolve(
     model: str,
     *,
-    revision: Optional[str] = None,
-    envs: Sequence[Mapping[str, Optional[str]]] = (),
-    download_dir: Optional[str] = None,
+    revision: str | None = None,
+    envs: Sequence[Mapping[str, str | None]] = (),
+    download_dir: str | None = None,
 ) -> Resolved:
     """Find the directory of ``model``. Never raises; a miss says what was searched."""
     res = Resolved(model=model, revision=revision)
@@ -123,7 +126,7 @@ def resolve(
     return res
 
 
-def _commit_of(repo: Path, revision: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+def _commit_of(repo: Path, revision: str | None) -> tuple[str | None, str | None]:
     """(commit, note) for ``revision`` (default main) of a cached repo, or (None, why not)."""
     rev = revision or "main"
     snapshots = repo / "snapshots"
@@ -136,7 +139,10 @@ def _commit_of(repo: Path, revision: Optional[str]) -> tuple[Optional[str], Opti
         if not _COMMIT.match(commit):
             return None, f"refs/{rev} does not hold a commit hash"
         if not (snapshots / commit).is_dir():
-            return None, f"refs/{rev} points to {commit[:12]} whose snapshot directory is missing (interrupted download?)"
+            return (
+                None,
+                f"refs/{rev} points to {commit[:12]} whose snapshot directory is missing (interrupted download?)",
+            )
         return commit, None
     if _COMMIT.match(rev) and (snapshots / rev).is_dir():
         return rev, None
@@ -151,10 +157,10 @@ def _commit_of(repo: Path, revision: Optional[str]) -> tuple[Optional[str], Opti
 
 
 class _TreeFile(msgspec.Struct):
-    size: Optional[int] = None
-    lfs_size: Optional[int] = None
-    blob_id: Optional[str] = None
-    lfs_sha256: Optional[str] = None
+    size: int | None = None
+    lfs_size: int | None = None
+    blob_id: str | None = None
+    lfs_sha256: str | None = None
 
 
 class _Tree(msgspec.Struct):
@@ -202,10 +208,10 @@ def incomplete_downloads(res: Resolved) -> list[tuple[Path, int]]:
     return sorted(out)
 
 
-def env_views(facts_env: Optional[Mapping[str, Any]]) -> list[Mapping[str, Optional[str]]]:
+def env_views(facts_env: Mapping[str, Any] | None) -> list[Mapping[str, str | None]]:
     """The environments to search: the engine's (from the facts) first, then this process's
     (a snapshot recorded elsewhere may not know where this machine keeps its cache)."""
-    views: list[Mapping[str, Optional[str]]] = []
+    views: list[Mapping[str, str | None]] = []
     if facts_env:
         views.append({k: v for k, v in facts_env.items() if isinstance(v, str)})
     views.append(os.environ)

@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 
@@ -85,7 +85,10 @@ def _partition(costs: list[tuple[int, int]], bins: list[int]) -> list[list[int]]
 
 
 def _spawn(paths: list[str], sha: bool) -> subprocess.Popen[bytes]:
-    boot = _BOOT.format(msgspec_dir=os.path.dirname(os.path.dirname(msgspec.__file__)), here=os.path.dirname(os.path.abspath(validate.__file__)))
+    boot = _BOOT.format(
+        msgspec_dir=os.path.dirname(os.path.dirname(msgspec.__file__)),
+        here=os.path.dirname(os.path.abspath(validate.__file__)),
+    )
     proc = subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", boot],
         stdin=subprocess.PIPE,
@@ -122,7 +125,7 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
         pass  # uninterruptible (D state): Popen reaps it on a later call once it can die
 
 
-def _collect(proc: subprocess.Popen[bytes], n: int, deadline: float) -> Optional[list[ShardScan]]:
+def _collect(proc: subprocess.Popen[bytes], n: int, deadline: float) -> list[ShardScan] | None:
     """A worker's results, or None (died, garbled, or past the deadline: then killed)."""
     try:
         out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
@@ -142,8 +145,8 @@ def scan_paths(
     paths: list[str],
     *,
     parent_extra: int = 0,
-    parent_work: Optional[Callable[[], Any]] = None,
-    workers: Optional[int] = None,
+    parent_work: Callable[[], Any] | None = None,
+    workers: int | None = None,
     timeout: float = TIMEOUT_S,
     sha: bool = False,
 ) -> tuple[list[ShardScan], ScanStats]:
@@ -155,7 +158,7 @@ def scan_paths(
     """
     t0 = time.perf_counter()
     stats = ScanStats(shards=len(paths), scanned=len(paths))
-    results: list[Optional[ShardScan]] = [None] * len(paths)
+    results: list[ShardScan | None] = [None] * len(paths)
     costs = [(i, header_length(p)) for i, p in enumerate(paths)] if paths else []
     total = sum(c for _, c in costs)
     penalty = 0  # forced worker counts get an even split (tests, benchmarks)
@@ -167,7 +170,7 @@ def scan_paths(
     collected = 0  # procs[:collected] have been waited for
     mine = list(range(len(paths)))
     was_enabled = gc.isenabled()
-    error: Optional[BaseException] = None
+    error: BaseException | None = None
     try:
         if workers > 0:
             bins = _partition(costs, [parent_extra] + [penalty] * workers)
@@ -196,7 +199,14 @@ def scan_paths(
                 if got is not None:
                     results[i] = got[j]
                 elif time.monotonic() >= deadline:
-                    results[i] = ShardScan(problems=[Problem("FC508", f"reading the header took over {timeout:.0f} s (a hung or very slow filesystem?)")])
+                    results[i] = ShardScan(
+                        problems=[
+                            Problem(
+                                "FC508",
+                                f"reading the header took over {timeout:.0f} s (a hung or very slow filesystem?)",
+                            )
+                        ]
+                    )
                 else:
                     stats.fallbacks += 1
                     results[i] = validate.scan_file(paths[i], sha)  # the worker died: do it here

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from flightcheck._checkpoint.index import INDEX_NAME
 from flightcheck._checkpoint.shardio import read_header, read_small
@@ -25,8 +25,14 @@ def checkpoint_section(intent: Intent) -> dict[str, Any]:
 
     model = intent.model or ""
     ck = load(model, revision=intent.revision, envs=(os.environ,), download_dir=intent.download_dir, sha=True)
-    out: dict[str, Any] = {"model": model, "path": str(ck.path) if ck.path else None, "files": None, "header_sha256": None,
-                           "commit": ck.resolved.commit, "config_sha256": None}
+    out: dict[str, Any] = {
+        "model": model,
+        "path": str(ck.path) if ck.path else None,
+        "files": None,
+        "header_sha256": None,
+        "commit": ck.resolved.commit,
+        "config_sha256": None,
+    }
     if ck.path is None:
         return out
     files: dict[str, int] = {}
@@ -48,7 +54,7 @@ def checkpoint_section(intent: Intent) -> dict[str, Any]:
     return out
 
 
-def _header_sha256(path: str) -> Optional[str]:
+def _header_sha256(path: str) -> str | None:
     try:
         _size, buf = read_header(path)
     except OSError:
@@ -57,7 +63,7 @@ def _header_sha256(path: str) -> Optional[str]:
     return hashlib.sha256(buf).hexdigest() if len(buf) == 8 + n else None
 
 
-def _file_sha256(path: os.PathLike[str] | str, limit: int = 64 << 20) -> Optional[str]:
+def _file_sha256(path: os.PathLike[str] | str, limit: int = 64 << 20) -> str | None:
     try:
         return hashlib.sha256(read_small(path, limit)).hexdigest()
     except OSError:

@@ -24,7 +24,7 @@ import math
 import sys
 from itertools import repeat
 from operator import itemgetter, lshift, mul, sub
-from typing import Annotated, Literal, Optional, Tuple
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -41,10 +41,28 @@ MAX_DIMS = 64  # no real tensor has more; bounds the work a hostile shape can ca
 
 #: dtype -> bits per element (safetensors Dtype::bitsize, 0.8).
 DTYPE_BITS: dict[str, int] = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8,
-    "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
-    "I32": 32, "U32": 32, "F32": 32, "I64": 64, "U64": 64, "F64": 64, "C64": 64,
-    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8,
+    "F8_E5M2FNUZ": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "I64": 64,
+    "U64": 64,
+    "F64": 64,
+    "C64": 64,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
 }
 
 _U = Annotated[int, msgspec.Meta(ge=0)]
@@ -54,13 +72,13 @@ _Dtype = Literal[tuple(DTYPE_BITS)]  # type: ignore[valid-type]  # validated in 
 class _Entry(msgspec.Struct, gc=False):
     """One header entry. Everything optional: ``__metadata__`` decodes to all-None too."""
 
-    dtype: Optional[_Dtype] = None
-    shape: Optional[Annotated[Tuple[_U, ...], msgspec.Meta(max_length=MAX_DIMS)]] = None
-    data_offsets: Optional[Tuple[_U, _U]] = None
+    dtype: _Dtype | None = None
+    shape: Annotated[tuple[_U, ...], msgspec.Meta(max_length=MAX_DIMS)] | None = None
+    data_offsets: tuple[_U, _U] | None = None
 
 
 class _MetaOnly(msgspec.Struct):
-    meta: Optional[dict[str, str]] = msgspec.field(default=None, name="__metadata__")
+    meta: dict[str, str] | None = msgspec.field(default=None, name="__metadata__")
 
 
 _HEADER = msgspec.json.Decoder(dict[str, _Entry])
@@ -78,11 +96,11 @@ class ShardScan(msgspec.Struct, array_like=True):
     """What one header scan found (cached per shard)."""
 
     size: int = 0
-    header_len: Optional[int] = None
-    header_sha256: Optional[str] = None  # of the 8-byte length + the header (filled on demand)
+    header_len: int | None = None
+    header_sha256: str | None = None  # of the 8-byte length + the header (filled on demand)
     n_tensors: int = 0
     data_end: int = 0
-    names_digest: Optional[str] = None  # blake2b-128 of the sorted names joined by "\n"
+    names_digest: str | None = None  # blake2b-128 of the sorted names joined by "\n"
     groups: list[Group] = msgspec.field(default_factory=list)
     problems: list[Problem] = msgspec.field(default_factory=list)
 
@@ -120,7 +138,9 @@ def scan_file(path: str, sha: bool = False) -> ShardScan:
     return parse_header(buf, scan.size, scan, sha=sha)
 
 
-def parse_header(buf: bytes, file_size: Optional[int] = None, scan: Optional[ShardScan] = None, *, sha: bool = False) -> ShardScan:
+def parse_header(
+    buf: bytes, file_size: int | None = None, scan: ShardScan | None = None, *, sha: bool = False
+) -> ShardScan:
     """Validate ``buf`` = the 8-byte length + the header (``file_size`` None: skip the size rule).
 
     Pure and total: any input gives a :class:`ShardScan`, problems included.
@@ -131,13 +151,23 @@ def parse_header(buf: bytes, file_size: Optional[int] = None, scan: Optional[Sha
     n = int.from_bytes(buf[:8], "little")
     scan.header_len = n
     if n > MAX_HEADER:
-        return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes, over safetensors' {_n(MAX_HEADER)}-byte limit")
+        return _fail(
+            scan, "FC504", f"the header length field says {_n(n)} bytes, over safetensors' {_n(MAX_HEADER)}-byte limit"
+        )
     if file_size is not None and 8 + n > file_size:
-        return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes but the file has only {_n(file_size - 8)} after it (truncated or not safetensors)")
+        return _fail(
+            scan,
+            "FC504",
+            f"the header length field says {_n(n)} bytes but the file has only {_n(file_size - 8)} after it (truncated or not safetensors)",
+        )
     raw = buf[8 : 8 + n]
     if len(raw) < n:
         if file_size is not None:  # the file was long enough a moment ago: it shrank while read
-            return _fail(scan, "FC503", f"the file ended after {_n(8 + len(raw))} bytes while reading a {_n(n)}-byte header (truncated)")
+            return _fail(
+                scan,
+                "FC503",
+                f"the file ended after {_n(8 + len(raw))} bytes while reading a {_n(n)}-byte header (truncated)",
+            )
         return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes but only {_n(len(raw))} follow it")
     if sha:  # the cross-node comparison's fingerprint (collect only: it costs ~0.3 ms/MB)
         scan.header_sha256 = hashlib.sha256(buf[: 8 + n]).hexdigest()
@@ -147,7 +177,9 @@ def parse_header(buf: bytes, file_size: Optional[int] = None, scan: Optional[Sha
         return _fail(scan, "FC504", _explain_invalid(raw, exc))
     except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         return _fail(scan, "FC504", f"the header is not valid JSON: {str(exc)[:200]}")
-    if b'"__metadata__"' in raw and not (raw.count(b'"__metadata__"') == 1 and b'"__metadata__":{"format":"pt"}' in raw):
+    if b'"__metadata__"' in raw and not (
+        raw.count(b'"__metadata__"') == 1 and b'"__metadata__":{"format":"pt"}' in raw
+    ):
         # (the usual {"format":"pt"} needs no second pass; anything else is checked)
         try:
             _META.decode(raw)
@@ -160,7 +192,7 @@ def parse_header(buf: bytes, file_size: Optional[int] = None, scan: Optional[Sha
         return _fail(scan, "FC504", f"the header could not be checked: {type(exc).__name__}: {str(exc)[:200]}")
 
 
-def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: Optional[int]) -> ShardScan:
+def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | None) -> ShardScan:
     # Every step is a C-level pass over lists (map, sort, list equality): a Python loop per
     # tensor would cost more than the JSON decoding on a 390k-tensor checkpoint.
     names = sorted(header)
@@ -185,7 +217,11 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: Option
     if bits != list(map(lshift, spans, repeat(3))):
         i = next(i for i, (b, s) in enumerate(zip(bits, spans)) if b != s * 8)
         e = entries[i]
-        return _fail(scan, "FC504", f"tensor {names[i]!r} is {e.dtype} {list(e.shape)} = {bits[i] / 8:,g} bytes but its data_offsets {list(e.data_offsets)} span {_n(spans[i])}")
+        return _fail(
+            scan,
+            "FC504",
+            f"tensor {names[i]!r} is {e.dtype} {list(e.shape)} = {bits[i] / 8:,g} bytes but its data_offsets {list(e.data_offsets)} span {_n(spans[i])}",
+        )
     if names and not _tiled(starts, ends, spans):  # spans are >= 0 here: each is numel x size
         return _fail(scan, "FC504", _explain_offsets(names, offsets))
     scan.data_end = max(ends) if names else 0
@@ -235,7 +271,11 @@ def _explain_invalid(raw: bytes, exc: msgspec.ValidationError) -> str:
         if e.get("dtype") not in DTYPE_BITS:
             return f"tensor {name!r} has unknown dtype {e.get('dtype')!r}"
         shape = e.get("shape")
-        if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(isinstance(d, int) and d >= 0 for d in shape):
+        if (
+            not isinstance(shape, list)
+            or len(shape) > MAX_DIMS
+            or not all(isinstance(d, int) and d >= 0 for d in shape)
+        ):
             return f"tensor {name!r} has an invalid shape {str(shape)[:80]}"
         offs = e.get("data_offsets")
         if not (isinstance(offs, list) and len(offs) == 2 and all(isinstance(o, int) and o >= 0 for o in offs)):
@@ -262,7 +302,7 @@ def main() -> int:
     import gc
 
     gc.disable()  # many short-lived containers, no cycles: collection only costs time
-    paths, sha = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=Tuple[list[str], bool])
+    paths, sha = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=tuple[list[str], bool])
     out = []
     for p in paths:
         try:

@@ -7,16 +7,13 @@ Pure: nothing here touches the host, except reading the checkpoint named by ``--
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
 
 from flightcheck._checks.framework import SUMMARIES, Context, iter_checks, run_check
-from flightcheck._vocabulary.results import CheckResult, Severity, Status
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.intent import Intent
 from flightcheck._vocabulary.plan import build_plan
 from flightcheck._vocabulary.report import Report, verdict_of
-from flightcheck._vocabulary.version import __version__
+from flightcheck._vocabulary.results import CheckResult
 
 
 def evaluate(facts: Facts, intent: Intent | None = None, *, strict: bool = False) -> Report:
@@ -43,6 +40,14 @@ def evaluate(facts: Facts, intent: Intent | None = None, *, strict: bool = False
         except Exception:  # FC4xx report the failure; the block is just absent
             memory = None
     return Report(
-        verdict, code, intent, results, plan, facts, memory, summaries,
-        {"evaluate_s": round(time.perf_counter() - t0, 4)}, strict,
+        verdict,
+        code,
+        intent,
+        results,
+        plan,
+        facts,
+        memory,
+        summaries,
+        {"evaluate_s": round(time.perf_counter() - t0, 4)},
+        strict,
     )

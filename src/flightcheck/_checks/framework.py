@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from flightcheck._vocabulary.results import ERROR, FAMILIES, INFO, WARNING, CheckResult, PlanStep, Severity, Status
+from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
 
 if TYPE_CHECKING:
     from flightcheck._vocabulary.facts import Facts, Gpu
@@ -116,7 +116,9 @@ class Check:
 REGISTRY: dict[str, Check] = {}
 
 
-def check(code: str, name: str, severity: Severity, *, scope: str = "node") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def check(
+    code: str, name: str, severity: Severity, *, scope: str = "node"
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a check. Codes and names are unique and never reused."""
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -204,7 +206,9 @@ def run_check(chk: Check, ctx: Context) -> list[CheckResult]:
 
     def result(o: Outcome) -> CheckResult:
         steps = tuple(PlanStep(s.kind, s.name, s.value, s.why, chk.code) for s in o.plan)
-        return CheckResult(chk.code, chk.name, o.status, o.severity or chk.severity, o.subject, o.message, o.fix, o.evidence, steps)
+        return CheckResult(
+            chk.code, chk.name, o.status, o.severity or chk.severity, o.subject, o.message, o.fix, o.evidence, steps
+        )
 
     try:
         outcomes = list(chk.func(ctx))
@@ -213,7 +217,15 @@ def run_check(chk: Check, ctx: Context) -> list[CheckResult]:
     except Missing as exc:
         return [result(Outcome(Status.UNKNOWN, f"cannot evaluate: {exc}", evidence={"missing": exc.path}))]
     except Exception as exc:  # a crashing check must not stop the others
-        return [result(Outcome(Status.UNKNOWN, f"check crashed: {type(exc).__name__}: {exc}", evidence={"exception": type(exc).__name__}))]
+        return [
+            result(
+                Outcome(
+                    Status.UNKNOWN,
+                    f"check crashed: {type(exc).__name__}: {exc}",
+                    evidence={"exception": type(exc).__name__},
+                )
+            )
+        ]
     if not outcomes:
         return [result(Outcome(Status.PASS))]
     return [result(o) for o in outcomes]

@@ -17,13 +17,14 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from flightcheck._vocabulary.errors import UsageError
 from flightcheck._report import FORMATS
+from flightcheck._vocabulary.errors import UsageError
 
 if TYPE_CHECKING:
     import argparse
 
     from flightcheck._checks.cluster.evaluate import ClusterReport
+
 
 def render(report: ClusterReport, fmt: str = "text", *, verbose: bool = False, color: bool | None = None) -> str:
     """The cluster report in ``fmt`` (text, json, junit, prometheus)."""
@@ -41,8 +42,8 @@ def render(report: ClusterReport, fmt: str = "text", *, verbose: bool = False, c
 
 def main(args: argparse.Namespace) -> int:
     """Run ``flightcheck cluster`` from parsed arguments; return the exit code."""
-    from flightcheck._cli.main import T0, intent_from_args
     from flightcheck._checks.cluster.evaluate import evaluate_cluster
+    from flightcheck._cli.main import T0, intent_from_args
 
     facts_dir, ray_address = getattr(args, "facts_dir", None), getattr(args, "ray", None)
     if facts_dir and ray_address:
@@ -61,7 +62,11 @@ def main(args: argparse.Namespace) -> int:
 
         loaded = load_dir(facts_dir)
         nodes = {name: facts for name, (facts, _path) in loaded.items()}
-        source = {"kind": "facts-dir", "path": str(facts_dir), "files": {name: str(path) for name, (_f, path) in loaded.items()}}
+        source = {
+            "kind": "facts-dir",
+            "path": str(facts_dir),
+            "files": {name: str(path) for name, (_f, path) in loaded.items()},
+        }
     else:
         from flightcheck._cluster.ray_fanout import gather
 
@@ -72,7 +77,13 @@ def main(args: argparse.Namespace) -> int:
     if args.nnodes is None:  # the launch spans the nodes found; GPUs per node follow from it
         intent = dataclasses.replace(intent, nnodes=max(1, len(nodes) + len(unreachable)))
     report = evaluate_cluster(
-        nodes, intent, unreachable=unreachable, expected=args.nnodes, skipped=skipped, source=source, strict=args.strict,
+        nodes,
+        intent,
+        unreachable=unreachable,
+        expected=args.nnodes,
+        skipped=skipped,
+        source=source,
+        strict=args.strict,
     )
     report.timings = {"collect_s": round(collect_s, 4), **report.timings, "total_s": round(time.perf_counter() - T0, 4)}
     from flightcheck._report import emit

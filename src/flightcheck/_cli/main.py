@@ -59,7 +59,13 @@ def add_intent_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu-memory-utilization", type=float, default=None, metavar="F")
     g.add_argument("-q", "--quantization", default=None)
     g.add_argument("--python", default=None, metavar="PATH", help="the engine's interpreter")
-    g.add_argument("--reserve-gib", type=float, default=None, metavar="GIB", help="per-GPU reserve for activations, CUDA graphs and buffers")
+    g.add_argument(
+        "--reserve-gib",
+        type=float,
+        default=None,
+        metavar="GIB",
+        help="per-GPU reserve for activations, CUDA graphs and buffers",
+    )
     g.add_argument("--nnodes", type=int, default=None, metavar="N", help="nodes the launch spans")
     g.add_argument("--download-dir", default=None)
     g.add_argument("--distributed-executor-backend", default=None, choices=("mp", "ray", "uni", "external_launcher"))
@@ -68,8 +74,16 @@ def add_intent_flags(p: argparse.ArgumentParser) -> None:
 def add_collect_flags(p: argparse.ArgumentParser) -> None:
     """Where the facts come from."""
     g = p.add_argument_group("facts")
-    g.add_argument("--facts", action="append", default=[], metavar="FILE", help="snapshot laid over the live collection (repeatable; whole sections replace)")
-    g.add_argument("--example", default=None, metavar="NAME", help="evaluate a bundled example node (b300, b300-no-toolkit, ...)")
+    g.add_argument(
+        "--facts",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="snapshot laid over the live collection (repeatable; whole sections replace)",
+    )
+    g.add_argument(
+        "--example", default=None, metavar="NAME", help="evaluate a bundled example node (b300, b300-no-toolkit, ...)"
+    )
     g.add_argument("--deep", action="store_true", help="run the active probes: compile smoke test, multicast bind")
 
 
@@ -77,14 +91,18 @@ def add_output_flags(p: argparse.ArgumentParser) -> None:
     """How the report is written."""
     g = p.add_argument_group("output")
     g.add_argument("--format", default="text", choices=("text", "json", "junit", "prometheus"))
-    g.add_argument("--output", "-o", default=None, metavar="FILE", help="write the report here (atomically) instead of stdout")
+    g.add_argument(
+        "--output", "-o", default=None, metavar="FILE", help="write the report here (atomically) instead of stdout"
+    )
     g.add_argument("--strict", action="store_true", help="a failing warning counts as an error")
     g.add_argument("-v", "--verbose", action="store_true", help="list passes and skips too")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line."""
-    p = _Parser(prog="flightcheck", description="Will this LLM-serving launch work on this node? Checks before the load.")
+    p = _Parser(
+        prog="flightcheck", description="Will this LLM-serving launch work on this node? Checks before the load."
+    )
     p.add_argument("--version", action="version", version=f"flightcheck {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
@@ -93,7 +111,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_intent_flags(c)
     add_collect_flags(c)
     add_output_flags(c)
-    c.add_argument("engine_command", nargs=argparse.REMAINDER, help="-- vllm serve MODEL ... : take the intent from the engine command")
+    c.add_argument(
+        "engine_command",
+        nargs=argparse.REMAINDER,
+        help="-- vllm serve MODEL ... : take the intent from the engine command",
+    )
 
     r = sub.add_parser("run", help="check the engine command, apply the fallback plan, then exec the engine")
     add_intent_flags(r)
@@ -107,10 +129,21 @@ def build_parser() -> argparse.ArgumentParser:
     add_intent_flags(co)
     co.add_argument("--facts", action="append", default=[], metavar="FILE")
     co.add_argument("--deep", action="store_true")
-    co.add_argument("--output", "-o", default=None, metavar="FILE", help="write the snapshot here; %%N is this node's name (Slurm's pattern)")
+    co.add_argument(
+        "--output",
+        "-o",
+        default=None,
+        metavar="FILE",
+        help="write the snapshot here; %%N is this node's name (Slurm's pattern)",
+    )
 
     ru = sub.add_parser("rules", help="list the check catalogue")
-    ru.add_argument("--format", default="text", choices=("text", "json", "markdown"), help="markdown: every check's full documentation (docs/rules.md)")
+    ru.add_argument(
+        "--format",
+        default="text",
+        choices=("text", "json", "markdown"),
+        help="markdown: every check's full documentation (docs/rules.md)",
+    )
 
     ex = sub.add_parser("explain", help="print a check's documentation")
     ex.add_argument("code", help="FC101 or nvcc-missing")
@@ -126,7 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_intent_flags(cl)
     add_output_flags(cl)
     cl.add_argument("--facts-dir", default=None, metavar="DIR", help="one *.json snapshot per node")
-    cl.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS", help="collect from every alive Ray node")
+    cl.add_argument(
+        "--ray", nargs="?", const="auto", default=None, metavar="ADDRESS", help="collect from every alive Ray node"
+    )
     cl.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per-node collection timeout (Ray)")
     return p
 
@@ -158,7 +193,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = build_parser().parse_args(_normalise(argv))
     command = getattr(args, "engine_command", None)
     if command:  # argparse's REMAINDER is argv's tail: give it back unnormalised
-        args.engine_command = argv[len(argv) - len(command):]
+        args.engine_command = argv[len(argv) - len(command) :]
     return args
 
 
@@ -180,7 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if os.environ.get("FLIGHTCHECK_DEBUG"):
             raise
-        sys.stderr.write(f"flightcheck: internal error: {type(exc).__name__}: {exc} (FLIGHTCHECK_DEBUG=1 shows the traceback)\n")
+        sys.stderr.write(
+            f"flightcheck: internal error: {type(exc).__name__}: {exc} (FLIGHTCHECK_DEBUG=1 shows the traceback)\n"
+        )
         return 3
 
 

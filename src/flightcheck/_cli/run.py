@@ -14,9 +14,19 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from flightcheck._vocabulary.errors import UsageError
+from flightcheck._launch.guard import (
+    Decision,
+    color_for,
+    decide,
+    exec_engine,
+    passed_line,
+    print_changes,
+    print_stop,
+    say,
+    shell_script,
+)
 from flightcheck._vocabulary.envvars import MARKER
-from flightcheck._launch.guard import Decision, color_for, decide, exec_engine, passed_line, print_changes, print_stop, say, shell_script
+from flightcheck._vocabulary.errors import UsageError
 
 if TYPE_CHECKING:
     from flightcheck._vocabulary.report import Report
@@ -32,7 +42,9 @@ def _report_out(args: argparse.Namespace, d: Decision) -> None:
         write_atomic(args.output, render(report, args.format, verbose=args.verbose, color=False))
     elif args.format != "text":
         sys.stderr.write(render(report, args.format))
-    noteworthy = d.action == "stop" or any(r.status.value in ("fail", "unknown") and r.severity.value != "info" for r in report.checks)
+    noteworthy = d.action == "stop" or any(
+        r.status.value in ("fail", "unknown") and r.severity.value != "info" for r in report.checks
+    )
     if args.format == "text" and not args.output and (noteworthy or args.verbose):
         sys.stderr.write(render(report, "text", verbose=args.verbose, color=color_for(sys.stderr)))
     elif not noteworthy:
@@ -50,13 +62,15 @@ def host_only(report: Report) -> Report:
     engine's, and must not stop a launch they know nothing about."""
     from dataclasses import replace
 
-    from flightcheck._vocabulary.results import Status
-    from flightcheck._vocabulary.report import verdict_of
     from flightcheck._vocabulary.plan import build_plan
+    from flightcheck._vocabulary.report import verdict_of
+    from flightcheck._vocabulary.results import Status
 
     why = "skipped: flightcheck could not read which engine this command starts (give --engine to check it)"
     checks = [
-        r if r.code[:3] in HOST_FAMILIES or r.status is Status.SKIP else replace(r, status=Status.SKIP, message=why, fix=None, plan=())
+        r
+        if r.code[:3] in HOST_FAMILIES or r.status is Status.SKIP
+        else replace(r, status=Status.SKIP, message=why, fix=None, plan=())
         for r in report.checks
     ]
     plan = build_plan(checks)
@@ -70,9 +84,9 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
     t0 = time.perf_counter()
     if not command:
         raise UsageError("run: give the engine command after --, e.g. flightcheck run -- vllm serve MODEL -tp 8")
+    from flightcheck._checks.evaluate import evaluate
     from flightcheck._cli.main import intent_from_args
     from flightcheck._collect import collect
-    from flightcheck._checks.evaluate import evaluate
     from flightcheck._examples import load_example
     from flightcheck._launch.command import parse_command
 

@@ -16,7 +16,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-
 #: Test hook: seconds a node's collection sleeps first, set in the environment of the
 #: node's ``ray start``. It makes a node that does not answer in time reproducible.
 DELAY_ENV = "FLIGHTCHECK_TEST_COLLECT_DELAY_S"

@@ -17,9 +17,9 @@ import socket
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from flightcheck._cluster.snapshots import unique_names
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.facts import loads
-from flightcheck._cluster.snapshots import unique_names
 
 if TYPE_CHECKING:
     from flightcheck._vocabulary.facts import Facts
@@ -102,7 +102,9 @@ def gather(address: str, intent: Intent, timeout: float) -> Gathered:
         refs = {}
         for n in targets:
             strategy = NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False)
-            ref = task.options(scheduling_strategy=strategy, num_cpus=0, max_retries=0, name="flightcheck-collect").remote(fields)
+            ref = task.options(
+                scheduling_strategy=strategy, num_cpus=0, max_retries=0, name="flightcheck-collect"
+            ).remote(fields)
             refs[ref] = names[n["NodeID"]]
         ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout) if refs else ([], [])
         for ref in pending:

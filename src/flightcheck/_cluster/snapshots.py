@@ -40,7 +40,9 @@ def load_dir(directory: str | Path) -> dict[str, tuple[Facts, Path]]:
         raise UsageError(f"--facts-dir {directory}: not a directory")
     files = sorted(p for p in d.glob("*.json") if p.is_file())
     if not files:
-        raise UsageError(f"--facts-dir {directory}: no *.json snapshot in it (collect with `flightcheck collect -o {directory}/$(hostname).json` on each node)")
+        raise UsageError(
+            f"--facts-dir {directory}: no *.json snapshot in it (collect with `flightcheck collect -o {directory}/$(hostname).json` on each node)"
+        )
     loaded: dict[Path, Facts] = {}
     for path in files:
         loaded[path] = from_dict(load_file(path), f"facts file {path}")

@@ -22,7 +22,17 @@ from flightcheck._vocabulary.facts import Facts, from_dict, load_file, merge, se
 from flightcheck._vocabulary.intent import Intent
 
 #: Collector modules, imported on first use. A new collector is one more name here.
-COLLECTOR_MODULES = ("host", "env", "toolchain", "python_env", "jit_cache", "nvml", "compile_smoke", "multicast", "checkpoint")
+COLLECTOR_MODULES = (
+    "host",
+    "env",
+    "toolchain",
+    "python_env",
+    "jit_cache",
+    "nvml",
+    "compile_smoke",
+    "multicast",
+    "checkpoint",
+)
 
 
 @dataclass
@@ -89,7 +99,9 @@ def _load_modules() -> None:
         importlib.import_module(f"{__name__}.{mod}")
 
 
-def run_parallel(jobs: Mapping[str, tuple[Callable[[], Any], float | None]]) -> tuple[dict[str, Any], dict[str, Exception]]:
+def run_parallel(
+    jobs: Mapping[str, tuple[Callable[[], Any], float | None]],
+) -> tuple[dict[str, Any], dict[str, Exception]]:
     """Run each job in a daemon thread and wait for it until its own timeout (None: until
     it ends): (results, exceptions) by name. A job in neither timed out; its thread is
     abandoned (daemon threads do not block exit)."""
@@ -126,7 +138,11 @@ def _run_bounded(jobs: list[tuple[str, tuple[str, ...], float, Callable[[], dict
                 doc[s] = part.get(s)
             continue
         exc = errors.get(name)
-        why = f"collector {name} crashed: {type(exc).__name__}: {exc}" if exc else f"collector {name} timed out after {timeout:g}s"
+        why = (
+            f"collector {name} crashed: {type(exc).__name__}: {exc}"
+            if exc
+            else f"collector {name} timed out after {timeout:g}s"
+        )
         for s in sections:
             doc[s] = None
             doc["unavailable"][s] = why
@@ -180,9 +196,7 @@ def collect(
     facts = from_dict(merged, "collected facts")
     wanted = [p for p in PROBES.values() if (p.overrides_files or p.section not in provided) and p.wanted(cctx)]
     if wanted:
-        extra = _run_bounded([
-            (p.name, (p.section,), p.timeout, (lambda p=p: p.func(cctx, facts))) for p in wanted
-        ])
+        extra = _run_bounded([(p.name, (p.section,), p.timeout, (lambda p=p: p.func(cctx, facts))) for p in wanted])
         merged = merge(merged, extra)
         facts = from_dict(merged, "collected facts")
     return facts

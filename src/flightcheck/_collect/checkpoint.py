@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from flightcheck._collect import CollectContext, probe
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.facts import Facts
-from flightcheck._collect import CollectContext, probe
 
 
 # The checkpoint is always read from disk, never taken from a snapshot (the contract): a
 # recorded section in a --facts file does not stand in for the model named now.
 @probe(
-    "checkpoint", "checkpoint", timeout=300.0, overrides_files=True,
+    "checkpoint",
+    "checkpoint",
+    timeout=300.0,
+    overrides_files=True,
     wanted=lambda cctx: bool(cctx.intent.model) and "checkpoint" in cctx.probes,
 )
 def collect_checkpoint(cctx: CollectContext, facts: Facts) -> dict[str, Any]:

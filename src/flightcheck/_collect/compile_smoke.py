@@ -23,10 +23,10 @@ import tempfile
 import time
 from typing import Any
 
-from flightcheck._vocabulary.facts import Facts
 from flightcheck._collect import CollectContext, probe
 from flightcheck._collect.proc import run
 from flightcheck._collect.smoke_src import HOST_CPP, KERNEL_CU
+from flightcheck._vocabulary.facts import Facts
 
 TIMEOUT = 120.0
 RECIPE = 1  # bump when the build below changes: old cache entries no longer apply
@@ -39,13 +39,15 @@ def _wanted(cctx: CollectContext) -> bool:
 def target_archs(cctx: CollectContext, facts: Facts) -> tuple[list[str], str]:
     """(FlashInfer arch names to build, where they came from): FLASHINFER_CUDA_ARCH_LIST
     when set (what FlashInfer will compile), else the archs of the GPUs used."""
-    from flightcheck._knowledge.gpus import arch_of, parse_arch_list
     from flightcheck._knowledge.derived import visible_gpus
+    from flightcheck._knowledge.gpus import arch_of, parse_arch_list
 
     listed = cctx.env.get("FLASHINFER_CUDA_ARCH_LIST")
     if listed:
         codes, _bad = parse_arch_list(listed, flashinfer=True)  # FC108 reports the bad tokens
-        return list(dict.fromkeys(f"{major}{minor}{suffix}" for major, minor, suffix, _ in codes)), "FLASHINFER_CUDA_ARCH_LIST"
+        return list(
+            dict.fromkeys(f"{major}{minor}{suffix}" for major, minor, suffix, _ in codes)
+        ), "FLASHINFER_CUDA_ARCH_LIST"
     used = visible_gpus(facts)[: cctx.intent.gpus_per_node]
     return list(dict.fromkeys(a for a in (arch_of(g.compute_capability) for g in used) if a)), "GPUs used"
 
@@ -96,7 +98,16 @@ def _esc(path: str) -> str:
     return path.replace("$", "$$").replace(" ", "$ ").replace(":", "$:")
 
 
-def build_ninja(tmp: str, archs: list[str], nvcc: str, cxx: str, home: str, version: str | None, env: dict[str, str], link_cuda: bool) -> str:
+def build_ninja(
+    tmp: str,
+    archs: list[str],
+    nvcc: str,
+    cxx: str,
+    home: str,
+    version: str | None,
+    env: dict[str, str],
+    link_cuda: bool,
+) -> str:
     """The build.ninja: a FlashInfer-shaped compile + link per arch, one shared host object."""
     q = shlex.quote
     inc = f"-isystem {q(os.path.join(home, 'include'))}"
@@ -105,7 +116,9 @@ def build_ninja(tmp: str, archs: list[str], nvcc: str, cxx: str, home: str, vers
         cuda_flags.insert(0, f"-ccbin {q(env['CC'])}")
     if version and tuple(int(x) for x in version.split(".")[:2]) >= (12, 8):
         cuda_flags.append("-static-global-template-stub=false")
-    ldflags = f"-shared -L{q(os.path.join(home, 'lib64'))} -L{q(os.path.join(home, 'lib64', 'stubs'))} -lcudart" + (" -lcuda" if link_cuda else "")
+    ldflags = f"-shared -L{q(os.path.join(home, 'lib64'))} -L{q(os.path.join(home, 'lib64', 'stubs'))} -lcudart" + (
+        " -lcuda" if link_cuda else ""
+    )
     lines = [
         "ninja_required_version = 1.3",
         f"nvcc = {q(nvcc)}",
@@ -174,7 +187,9 @@ def probe_compile_smoke(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
         or (not ninja and "no ninja on the engine's PATH (FC103)")
         or (not cxx and "no host C++ compiler (FC104)")
         or (not home and "no CUDA home (FC101)")
-        or (not os.path.exists(str(nvcc)) and f"{nvcc} does not exist on this host (toolchain facts from another node?)")
+        or (
+            not os.path.exists(str(nvcc)) and f"{nvcc} does not exist on this host (toolchain facts from another node?)"
+        )
     )
     if problem:
         section["error"] = problem
@@ -201,7 +216,12 @@ def probe_compile_smoke(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
             with open(os.path.join(tmp, "build.ninja"), "w", encoding="utf-8") as fh:
                 fh.write(build_ninja(tmp, todo, nvcc, cxx, home, version, cctx.env, link_cuda))
             t0 = time.perf_counter()
-            proc = run([ninja, "-v", "-k", "0", "-C", tmp, "-f", os.path.join(tmp, "build.ninja")], timeout=TIMEOUT, env=cctx.env, cwd=tmp)
+            proc = run(
+                [ninja, "-v", "-k", "0", "-C", tmp, "-f", os.path.join(tmp, "build.ninja")],
+                timeout=TIMEOUT,
+                env=cctx.env,
+                cwd=tmp,
+            )
             took = round(time.perf_counter() - t0, 2)
             output = (proc.out + proc.err).strip()
             per = split_output(output, todo)
@@ -218,7 +238,14 @@ def probe_compile_smoke(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
         if cpath and any(results[a]["ok"] for a in todo):
             for arch in todo:
                 if results[arch]["ok"]:  # failures are not cached: a fixed toolchain must be retried
-                    cache[keys[arch]] = {"ok": True, "arch": arch, "nvcc": nvcc, "version": version, "at": int(time.time()), "output": note.strip()}
+                    cache[keys[arch]] = {
+                        "ok": True,
+                        "arch": arch,
+                        "nvcc": nvcc,
+                        "version": version,
+                        "at": int(time.time()),
+                        "output": note.strip(),
+                    }
             _save_cache(cpath, cache)
     section["archs"] = results
     return {"compile_smoke": section}

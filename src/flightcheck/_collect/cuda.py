@@ -24,7 +24,12 @@ from flightcheck._collect.proc import run
 
 DEFAULT_CUDA_HOME = "/usr/local/cuda"
 #: Where toolkits other than the one in use usually sit (the fix can point CUDA_HOME there).
-TOOLKIT_GLOBS = ("/usr/local/cuda-*/bin/nvcc", "/usr/local/cuda/bin/nvcc", "/opt/cuda*/bin/nvcc", "/opt/nvidia/cuda*/bin/nvcc")
+TOOLKIT_GLOBS = (
+    "/usr/local/cuda-*/bin/nvcc",
+    "/usr/local/cuda/bin/nvcc",
+    "/opt/cuda*/bin/nvcc",
+    "/opt/nvidia/cuda*/bin/nvcc",
+)
 TOOL_TIMEOUT = 10.0  # nvcc on a cold NFS home can take seconds; a hang costs only this
 
 _RELEASE = re.compile(r"release (\d+\.\d+),")
@@ -120,7 +125,10 @@ def _nvcc_archs_now(path: str, env: Mapping[str, str]) -> tuple[list[str] | None
     if not proc.ok:
         return None, f"{path} --list-gpu-arch: {proc.why()}"
     # nvcc prints virtual archs (compute_103); the real-arch names are what facts record
-    archs = sorted({tok.replace("compute_", "sm_", 1) for tok in proc.out.split() if tok.startswith(("compute_", "sm_"))}, key=_arch_key)
+    archs = sorted(
+        {tok.replace("compute_", "sm_", 1) for tok in proc.out.split() if tok.startswith(("compute_", "sm_"))},
+        key=_arch_key,
+    )
     return (archs or None), (None if archs else f"{path} --list-gpu-arch printed no archs")
 
 
@@ -203,7 +211,9 @@ def alternatives(env: Mapping[str, str], limit: int = 12) -> list[dict[str, str 
     seen: dict[str, str] = {}
     for path in candidates:
         # a usable CUDA_HOME has the runtime headers; a wrapper script in /usr/local/bin does not
-        if not os.access(path, os.X_OK) or not os.path.exists(os.path.join(toolkit_root(path), "include", "cuda_runtime.h")):
+        if not os.access(path, os.X_OK) or not os.path.exists(
+            os.path.join(toolkit_root(path), "include", "cuda_runtime.h")
+        ):
             continue
         real = os.path.realpath(path)
         prev = seen.get(real)
@@ -215,9 +225,9 @@ def alternatives(env: Mapping[str, str], limit: int = 12) -> list[dict[str, str 
     paths = list(seen.values())[:limit]
     versions = {p: _toolkit_version_file(toolkit_root(p)) for p in paths}
     # no version file (pip-assembled toolkits): ask their nvcc, all at once
-    asked, _failed = run_parallel({
-        p: ((lambda p=p: nvcc_version(p, env)[0]), TOOL_TIMEOUT + 1) for p, v in versions.items() if v is None
-    })
+    asked, _failed = run_parallel(
+        {p: ((lambda p=p: nvcc_version(p, env)[0]), TOOL_TIMEOUT + 1) for p, v in versions.items() if v is None}
+    )
     out: list[dict[str, str | None]] = [{"path": p, "version": versions[p] or asked.get(p)} for p in paths]
     out.sort(key=lambda e: _version_key(e["version"]), reverse=True)
     return out

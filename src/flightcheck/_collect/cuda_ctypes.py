@@ -36,21 +36,37 @@ GRANULARITY_MINIMUM = 0
 
 #: Fallback names when the driver cannot name a code (an older driver, or a code it predates).
 ERROR_NAMES = {
-    0: "CUDA_SUCCESS", 1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY",
-    3: "CUDA_ERROR_NOT_INITIALIZED", 34: "CUDA_ERROR_STUB_LIBRARY",
-    36: "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER", 47: "CUDA_ERROR_MULTICAST_RESOURCE_FULL",
-    100: "CUDA_ERROR_NO_DEVICE", 101: "CUDA_ERROR_INVALID_DEVICE", 201: "CUDA_ERROR_INVALID_CONTEXT",
-    304: "CUDA_ERROR_OPERATING_SYSTEM", 401: "CUDA_ERROR_ILLEGAL_STATE", 800: "CUDA_ERROR_NOT_PERMITTED",
-    801: "CUDA_ERROR_NOT_SUPPORTED", 802: "CUDA_ERROR_SYSTEM_NOT_READY",
-    803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", 804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
-    919: "CUDA_ERROR_FABRIC_NOT_READY", 999: "CUDA_ERROR_UNKNOWN",
+    0: "CUDA_SUCCESS",
+    1: "CUDA_ERROR_INVALID_VALUE",
+    2: "CUDA_ERROR_OUT_OF_MEMORY",
+    3: "CUDA_ERROR_NOT_INITIALIZED",
+    34: "CUDA_ERROR_STUB_LIBRARY",
+    36: "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER",
+    47: "CUDA_ERROR_MULTICAST_RESOURCE_FULL",
+    100: "CUDA_ERROR_NO_DEVICE",
+    101: "CUDA_ERROR_INVALID_DEVICE",
+    201: "CUDA_ERROR_INVALID_CONTEXT",
+    304: "CUDA_ERROR_OPERATING_SYSTEM",
+    401: "CUDA_ERROR_ILLEGAL_STATE",
+    800: "CUDA_ERROR_NOT_PERMITTED",
+    801: "CUDA_ERROR_NOT_SUPPORTED",
+    802: "CUDA_ERROR_SYSTEM_NOT_READY",
+    803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+    804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+    919: "CUDA_ERROR_FABRIC_NOT_READY",
+    999: "CUDA_ERROR_UNKNOWN",
 }
 
 
 class MulticastProp(C.Structure):
     """CUmulticastObjectProp."""
 
-    _fields_ = [("numDevices", C.c_uint), ("size", C.c_size_t), ("handleTypes", C.c_ulonglong), ("flags", C.c_ulonglong)]
+    _fields_ = [
+        ("numDevices", C.c_uint),
+        ("size", C.c_size_t),
+        ("handleTypes", C.c_ulonglong),
+        ("flags", C.c_ulonglong),
+    ]
 
 
 class Location(C.Structure):
@@ -62,14 +78,24 @@ class Location(C.Structure):
 class AllocFlags(C.Structure):
     """CUmemAllocationProp.allocFlags."""
 
-    _fields_ = [("compressionType", C.c_ubyte), ("gpuDirectRDMACapable", C.c_ubyte), ("usage", C.c_ushort), ("reserved", C.c_ubyte * 4)]
+    _fields_ = [
+        ("compressionType", C.c_ubyte),
+        ("gpuDirectRDMACapable", C.c_ubyte),
+        ("usage", C.c_ushort),
+        ("reserved", C.c_ubyte * 4),
+    ]
 
 
 class AllocProp(C.Structure):
     """CUmemAllocationProp."""
 
-    _fields_ = [("type", C.c_int), ("requestedHandleTypes", C.c_int), ("location", Location),
-                ("win32HandleMetaData", C.c_void_p), ("allocFlags", AllocFlags)]
+    _fields_ = [
+        ("type", C.c_int),
+        ("requestedHandleTypes", C.c_int),
+        ("location", Location),
+        ("win32HandleMetaData", C.c_void_p),
+        ("allocFlags", AllocFlags),
+    ]
 
 
 class AccessDesc(C.Structure):
@@ -109,7 +135,13 @@ PROTOS: dict[str, list[Any]] = {
 #: Older exports to try when the versioned symbol is missing.
 ALIASES = {"cuDevicePrimaryCtxRelease_v2": "cuDevicePrimaryCtxRelease"}
 #: Multicast entry points: missing means the driver predates multicast (< R530).
-MULTICAST_SYMBOLS = ("cuMulticastCreate", "cuMulticastAddDevice", "cuMulticastBindMem", "cuMulticastUnbind", "cuMulticastGetGranularity")
+MULTICAST_SYMBOLS = (
+    "cuMulticastCreate",
+    "cuMulticastAddDevice",
+    "cuMulticastBindMem",
+    "cuMulticastUnbind",
+    "cuMulticastGetGranularity",
+)
 
 
 class Driver:

@@ -25,8 +25,14 @@ IMEX_UNIT, IMEX_BINARY = "nvidia-imex", "nvidia-imex"
 IMEX_CHANNELS = "dev/nvidia-caps-imex-channels"
 NVSWITCH_PROC = "proc/driver/nvidia-nvswitch/devices"
 #: systemd ActiveState -> the facts vocabulary.
-_ACTIVE = {"active": "active", "reloading": "active", "activating": "inactive", "deactivating": "inactive",
-           "inactive": "inactive", "failed": "failed"}
+_ACTIVE = {
+    "active": "active",
+    "reloading": "active",
+    "activating": "inactive",
+    "deactivating": "inactive",
+    "inactive": "inactive",
+    "failed": "failed",
+}
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
 
 
@@ -78,7 +84,9 @@ def _binary(root: Path, name: str) -> str | None:
     return None
 
 
-def service_state(root: Path, unit: str, binary: str, pidfile: str | None, in_container: bool, timeout: float = 2.0) -> tuple[str, str]:
+def service_state(
+    root: Path, unit: str, binary: str, pidfile: str | None, in_container: bool, timeout: float = 2.0
+) -> tuple[str, str]:
     """(active | inactive | failed | not-installed | unknown, how it was learnt)."""
     state = _systemd_state(unit, timeout)
     if state is not None:
@@ -91,7 +99,11 @@ def service_state(root: Path, unit: str, binary: str, pidfile: str | None, in_co
     if _binary(root, binary) is not None or alive is False:
         return "inactive", "binary present, not running"
     # inside a container the service lives on the host, out of sight
-    return ("unknown", "container: the host's services are not visible") if in_container else ("not-installed", "no unit, binary or process")
+    return (
+        ("unknown", "container: the host's services are not visible")
+        if in_container
+        else ("not-installed", "no unit, binary or process")
+    )
 
 
 def fabric_manager_version(root: Path, timeout: float = 2.0) -> tuple[str | None, str | None]:

@@ -152,6 +152,8 @@ def jit_cache_archs(package_dir: str) -> tuple[list[str] | None, str]:
         except (OSError, NotFatbin) as exc:
             problems.append(f"{os.path.basename(so)}: {exc}")
     if not archs:
-        return None, "no cubins found in " + ", ".join(os.path.basename(f) for f in files) + (f" ({'; '.join(problems)})" if problems else "")
+        return None, "no cubins found in " + ", ".join(os.path.basename(f) for f in files) + (
+            f" ({'; '.join(problems)})" if problems else ""
+        )
     ordered = sorted(archs, key=lambda a: (int(a.split(".")[0]), int(a.split(".")[1][0]), a))
     return ordered, f"fatbin: read from {len(files)} .so files ({', '.join(os.path.basename(f) for f in files)})"

@@ -77,4 +77,7 @@ def collect_jit_cache(cctx: CollectContext) -> dict[str, Any]:
     except OSError as exc:
         free = None
         unavailable["jit_cache.free_bytes"] = f"statvfs {tested}: {exc.strerror or exc}"
-    return {"jit_cache": {"dir": path, "writable": why is None, "free_bytes": free, "tested": tested, "problem": why}, "unavailable": unavailable}
+    return {
+        "jit_cache": {"dir": path, "writable": why is None, "free_bytes": free, "tested": tested, "problem": why},
+        "unavailable": unavailable,
+    }

@@ -25,10 +25,10 @@ from typing import Any
 
 import msgspec
 
-from flightcheck._vocabulary.errors import UsageError
-from flightcheck._vocabulary.facts import Facts, MulticastProbe
 from flightcheck._collect import CollectContext, probe
 from flightcheck._collect.proc import Proc, json_events, run
+from flightcheck._vocabulary.errors import UsageError
+from flightcheck._vocabulary.facts import Facts, MulticastProbe
 
 CHILD = str(Path(__file__).with_name("multicast_child.py"))
 DEFAULT_TIMEOUT = 30.0
@@ -41,7 +41,9 @@ def _empty(detail: str) -> dict[str, Any]:
     return out
 
 
-def parse(proc: Proc, timeout: float, devices: list[int] | None, handle_type: str | None) -> tuple[dict[str, Any] | None, str | None]:
+def parse(
+    proc: Proc, timeout: float, devices: list[int] | None, handle_type: str | None
+) -> tuple[dict[str, Any] | None, str | None]:
     """(the ``multicast_probe`` section, why the probe did not run) from the child's lines."""
     events = json_events(proc.out)
     for e in events:
@@ -62,15 +64,25 @@ def parse(proc: Proc, timeout: float, devices: list[int] | None, handle_type: st
         last = stages[-1]
         where = last["stage"] + (f" on device {last['device']}" if last.get("device") is not None else "")
         if proc.timed_out:
-            detail = (f"no answer within {timeout:g}s; last stage reached: {where}"
-                      + (" (a bind blocks until the NVSwitch multicast team forms)" if last["stage"] in ("bind", "map") else ""))
+            detail = f"no answer within {timeout:g}s; last stage reached: {where}" + (
+                " (a bind blocks until the NVSwitch multicast team forms)" if last["stage"] in ("bind", "map") else ""
+            )
             stage = "timeout"
         else:  # the driver crashed the child mid-sequence: that stage failed
             detail = f"the probe child died during {where}: {proc.why()}"
             stage = last["stage"]
-        section = {**dict.fromkeys(FIELDS), "ok": False, "stage": stage, "devices": n, "handle_type": used or handle_type,
-                   "duration_s": round(proc.duration_s, 3), "detail": detail, "last_stage": last["stage"],
-                   "device": last.get("device"), "libcuda": libcuda}
+        section = {
+            **dict.fromkeys(FIELDS),
+            "ok": False,
+            "stage": stage,
+            "devices": n,
+            "handle_type": used or handle_type,
+            "duration_s": round(proc.duration_s, 3),
+            "detail": detail,
+            "last_stage": last["stage"],
+            "device": last.get("device"),
+            "libcuda": libcuda,
+        }
     try:
         msgspec.convert(section, MulticastProbe)
     except msgspec.ValidationError as exc:
@@ -78,16 +90,31 @@ def parse(proc: Proc, timeout: float, devices: list[int] | None, handle_type: st
     return section, None
 
 
-def run_probe(devices: list[int] | None = None, timeout: float = DEFAULT_TIMEOUT, handle_type: str | None = None,
-              env: Mapping[str, str] | None = None) -> tuple[dict[str, Any] | None, str | None]:
+def run_probe(
+    devices: list[int] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    handle_type: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any] | None, str | None]:
     """Run the child and parse it: (section or None, why-not)."""
-    cmd = [sys.executable, CHILD, "--devices", ",".join(map(str, devices)) if devices else "all", "--handle-type", handle_type or "auto"]
+    cmd = [
+        sys.executable,
+        CHILD,
+        "--devices",
+        ",".join(map(str, devices)) if devices else "all",
+        "--handle-type",
+        handle_type or "auto",
+    ]
     proc = run(cmd, timeout=timeout, env=dict(os.environ if env is None else env))
     return parse(proc, timeout, devices, handle_type)
 
 
-def probe_multicast(devices: list[int] | None = None, timeout: float = DEFAULT_TIMEOUT, handle_type: str | None = None,
-                    env: Mapping[str, str] | None = None) -> dict[str, Any]:
+def probe_multicast(
+    devices: list[int] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    handle_type: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Run the NVLS multicast bind probe in a child process and return its result.
 
     Args:
@@ -154,7 +181,11 @@ def render_text(result: dict[str, Any]) -> str:
         return f"multicast probe did not run: {result.get('detail')}\n"
     if result["ok"]:
         return f"multicast probe: ok ({tail})\n"
-    err = f"CUDA error {result['cuda_error']} {result.get('cuda_error_name')}" if result.get("cuda_error") is not None else result.get("detail")
+    err = (
+        f"CUDA error {result['cuda_error']} {result.get('cuda_error_name')}"
+        if result.get("cuda_error") is not None
+        else result.get("detail")
+    )
     where = f" (device {result['device']})" if result.get("device") is not None else ""
     lines = [f"multicast probe: FAILED at {result['stage']}{where}: {err} ({tail})"]
     if result.get("detail") and result.get("cuda_error") is not None:

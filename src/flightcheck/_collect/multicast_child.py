@@ -28,7 +28,7 @@ from typing import Any
 
 # the sibling bindings module; explicit because PYTHONSAFEPATH drops the script's directory
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cuda_ctypes as cu  # noqa: E402
+import cuda_ctypes as cu
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -77,15 +77,28 @@ class Probe:
         for ordinal in self.ordinals:
             dev, val = C.c_int(), C.c_int()
             self.call("attribute", "cuDeviceGet", C.byref(dev), ordinal, device=ordinal)
-            self.call("attribute", "cuDeviceGetAttribute", C.byref(val), cu.ATTR_MULTICAST_SUPPORTED, dev, device=ordinal)
+            self.call(
+                "attribute", "cuDeviceGetAttribute", C.byref(val), cu.ATTR_MULTICAST_SUPPORTED, dev, device=ordinal
+            )
             self.devs.append(dev.value)
             self.supported.append(bool(val.value) and not missing)
         if missing:
-            raise Failed("attribute", missing[0], None, None, f"this driver has no {missing[0]}: multicast needs driver R535 or newer")
+            raise Failed(
+                "attribute",
+                missing[0],
+                None,
+                None,
+                f"this driver has no {missing[0]}: multicast needs driver R535 or newer",
+            )
         off = [o for o, ok in zip(self.ordinals, self.supported) if not ok]
         if off:
-            raise Failed("attribute", "cuDeviceGetAttribute", None, off[0],
-                         f"CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0 on device(s) {', '.join(map(str, off))}")
+            raise Failed(
+                "attribute",
+                "cuDeviceGetAttribute",
+                None,
+                off[0],
+                f"CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0 on device(s) {', '.join(map(str, off))}",
+            )
         for ordinal, dev in zip(self.ordinals, self.devs):
             ctx = C.c_void_p()
             self.call("attribute", "cuDevicePrimaryCtxRetain", C.byref(ctx), dev, device=ordinal)
@@ -98,7 +111,13 @@ class Probe:
         g_mc, g_uc = C.c_size_t(), C.c_size_t()
         self.use(0, "create")
         self.call("create", "cuMulticastGetGranularity", C.byref(g_mc), C.byref(prop), cu.GRANULARITY_MINIMUM)
-        self.call("create", "cuMemGetAllocationGranularity", C.byref(g_uc), C.byref(self.alloc_prop(self.devs[0], ht)), cu.GRANULARITY_MINIMUM)
+        self.call(
+            "create",
+            "cuMemGetAllocationGranularity",
+            C.byref(g_uc),
+            C.byref(self.alloc_prop(self.devs[0], ht)),
+            cu.GRANULARITY_MINIMUM,
+        )
         self.gran = max(g_mc.value, 1)
         self.size = math.lcm(self.gran, max(g_uc.value, 1))
         prop.size = self.size
@@ -112,7 +131,15 @@ class Probe:
             emit({"event": "stage", "stage": "mem_create", "device": ordinal})
             self.use(i, "mem_create")
             h = C.c_ulonglong()
-            self.call("mem_create", "cuMemCreate", C.byref(h), self.size, C.byref(self.alloc_prop(self.devs[i], ht)), 0, device=ordinal)
+            self.call(
+                "mem_create",
+                "cuMemCreate",
+                C.byref(h),
+                self.size,
+                C.byref(self.alloc_prop(self.devs[i], ht)),
+                0,
+                device=ordinal,
+            )
             self.ucs.append((i, h))
         for i, h in self.ucs:
             emit({"event": "stage", "stage": "bind", "device": self.ordinals[i]})
@@ -133,14 +160,19 @@ class Probe:
             self.call("map", "cuMemSetAccess", va, self.size, C.byref(desc), 1, device=ordinal)
 
     def alloc_prop(self, dev: int, ht: int) -> cu.AllocProp:
-        return cu.AllocProp(type=cu.ALLOC_PINNED, requestedHandleTypes=ht, location=cu.Location(type=cu.LOCATION_DEVICE, id=dev))
+        return cu.AllocProp(
+            type=cu.ALLOC_PINNED, requestedHandleTypes=ht, location=cu.Location(type=cu.LOCATION_DEVICE, id=dev)
+        )
 
     def pick_handle_type(self) -> str:
         """What PyTorch symmetric memory will use: FABRIC when every device supports it and a
         FABRIC allocation survives export and import (an IMEX channel exists), else POSIX fd."""
         d, val = self.drv, C.c_int()
         for dev in self.devs:
-            if d.call("cuDeviceGetAttribute", C.byref(val), cu.ATTR_HANDLE_TYPE_FABRIC_SUPPORTED, dev) != 0 or not val.value:
+            if (
+                d.call("cuDeviceGetAttribute", C.byref(val), cu.ATTR_HANDLE_TYPE_FABRIC_SUPPORTED, dev) != 0
+                or not val.value
+            ):
                 return "posix_fd"
         if d.fn("cuMemExportToShareableHandle") is None or d.fn("cuMemImportFromShareableHandle") is None:
             return "posix_fd"
@@ -153,12 +185,16 @@ class Probe:
             if rc == 0:
                 rc = d.call("cuMemExportToShareableHandle", C.cast(buf, C.c_void_p), h, cu.HANDLE_FABRIC, 0)
                 if rc == 0:
-                    rc = d.call("cuMemImportFromShareableHandle", C.byref(h2), C.cast(buf, C.c_void_p), cu.HANDLE_FABRIC)
+                    rc = d.call(
+                        "cuMemImportFromShareableHandle", C.byref(h2), C.cast(buf, C.c_void_p), cu.HANDLE_FABRIC
+                    )
                     if rc == 0:
                         d.call("cuMemRelease", h2)
                 d.call("cuMemRelease", h)
         if rc != 0:
-            self.notes.append(f"fabric handles unavailable ({d.error_name(rc)}): probed with posix_fd, as PyTorch falls back")
+            self.notes.append(
+                f"fabric handles unavailable ({d.error_name(rc)}): probed with posix_fd, as PyTorch falls back"
+            )
             return "posix_fd"
         return "fabric"
 
@@ -218,7 +254,9 @@ def main(argv: list[str]) -> int:
         emit({"event": "unavailable", "reason": f"cuInit: {drv.error_name(rc)} ({rc})", "libcuda": path})
         return 0
     if rc == 0 and drv.call("cuDeviceGetCount", C.byref(count)) == 0 and want and max(want) >= count.value:
-        emit({"event": "unavailable", "reason": f"device {max(want)} requested, {count.value} visible", "libcuda": path})
+        emit(
+            {"event": "unavailable", "reason": f"device {max(want)} requested, {count.value} visible", "libcuda": path}
+        )
         return 0
     probe = Probe(drv, want if want is not None else list(range(count.value)), args.get("--handle-type", "auto"))
     emit({"event": "devices", "count": len(probe.ordinals)})
@@ -229,8 +267,14 @@ def main(argv: list[str]) -> int:
         probe.run()
         result.update(ok=True, stage=None, cuda_error=None, cuda_error_name=None, device=None)
     except Failed as f:
-        result.update(ok=False, stage=f.stage, cuda_error=f.code, device=f.device, detail=f.detail or f"{f.call} failed",
-                      cuda_error_name=drv.error_name(f.code) if f.code is not None else None)
+        result.update(
+            ok=False,
+            stage=f.stage,
+            cuda_error=f.code,
+            device=f.device,
+            detail=f.detail or f"{f.call} failed",
+            cuda_error_name=drv.error_name(f.code) if f.code is not None else None,
+        )
         if f.call in ("cuInit", "cuDevicePrimaryCtxRetain"):
             result["last_stage"] = "init"  # CUDA itself cannot start here, multicast or not
     finally:
@@ -238,8 +282,12 @@ def main(argv: list[str]) -> int:
     notes = probe.notes + ([f"teardown: {'; '.join(problems)}"] if problems else [])
     if notes:
         result["detail"] = "; ".join(filter(None, [result.get("detail"), *notes]))
-    result.update(devices=len(probe.ordinals), handle_type=probe.handle_type, multicast_supported=probe.supported or None,
-                  duration_s=round(time.perf_counter() - t0, 3))
+    result.update(
+        devices=len(probe.ordinals),
+        handle_type=probe.handle_type,
+        multicast_supported=probe.supported or None,
+        duration_s=round(time.perf_counter() - t0, 3),
+    )
     emit(result)
     return 0
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import msgspec
 
-from flightcheck._vocabulary.facts import Driver, Gpu
 from flightcheck._collect import CollectContext, collector
 from flightcheck._collect.proc import Proc, json_events, run
+from flightcheck._vocabulary.facts import Driver, Gpu
 
 CHILD = str(Path(__file__).with_name("nvml_child.py"))
 #: The child's own limit; the collector's is longer so the host-side part still reports.
@@ -37,8 +37,10 @@ def run_child(timeout: float = CHILD_TIMEOUT, env: dict[str, str] | None = None)
 
 
 def _hung_text(seconds: float, what: str) -> str:
-    return (f"NVML did not answer within {seconds:.0f}s ({what}): a GPU may have fallen off the bus "
-            "(look for Xid 79 in `dmesg`), or the driver is wedged")
+    return (
+        f"NVML did not answer within {seconds:.0f}s ({what}): a GPU may have fallen off the bus "
+        "(look for Xid 79 in `dmesg`), or the driver is wedged"
+    )
 
 
 def parse_child(proc: Proc, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
@@ -49,12 +51,21 @@ def parse_child(proc: Proc, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
     if drv is None:
         if proc.timed_out:
             why = _hung_text(timeout, "nvmlInit never returned")
-            return {"driver": {"loaded": False, "version": None, "cuda_version": None, "error": why}, "gpus": [], "unavailable": unavailable}
+            return {
+                "driver": {"loaded": False, "version": None, "cuda_version": None, "error": why},
+                "gpus": [],
+                "unavailable": unavailable,
+            }
         why = proc.error or f"the NVML child failed: {proc.why()}"
         unavailable.update({"driver": why, "gpus": why})
         return {"driver": None, "gpus": None, "unavailable": unavailable}
     unavailable.update(drv.get("unavailable") or {})
-    driver = {"loaded": drv.get("loaded"), "version": drv.get("version"), "cuda_version": drv.get("cuda_version"), "error": drv.get("error")}
+    driver = {
+        "loaded": drv.get("loaded"),
+        "version": drv.get("version"),
+        "cuda_version": drv.get("cuda_version"),
+        "error": drv.get("error"),
+    }
     try:
         msgspec.convert(driver, Driver)
     except msgspec.ValidationError as exc:
@@ -86,7 +97,11 @@ def parse_child(proc: Proc, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
     done = any(e.get("event") == "done" for e in events)
     if not done:
         hung = next((i for i in started if i not in gpus), None)
-        why = _hung_text(timeout, f"stuck on GPU {hung}") if proc.timed_out else f"the NVML child stopped early: {proc.why()}"
+        why = (
+            _hung_text(timeout, f"stuck on GPU {hung}")
+            if proc.timed_out
+            else f"the NVML child stopped early: {proc.why()}"
+        )
         for i in range(count):
             if i not in gpus:
                 msg = why if i == hung or hung is None else f"not queried: NVML hung on GPU {hung} first"
@@ -95,7 +110,9 @@ def parse_child(proc: Proc, timeout: float = CHILD_TIMEOUT) -> dict[str, Any]:
     return {"driver": driver, "gpus": [gpus[i] for i in sorted(gpus)], "unavailable": unavailable}
 
 
-def decide_nvswitch(gpus: list[dict[str, Any]] | None, host_evidence: list[str]) -> tuple[bool | None, list[str], str | None]:
+def decide_nvswitch(
+    gpus: list[dict[str, Any]] | None, host_evidence: list[str]
+) -> tuple[bool | None, list[str], str | None]:
     """(nvswitch_system, what showed it, why-unknown). NVLinks that end at a switch or a
     GPU taking part in an NVLink fabric (any fabric state but not_supported) count, as
     do the host's own NVSwitch devices; a complete NVML reading without any is a no."""
@@ -153,7 +170,12 @@ def assemble(nvml: dict[str, Any], side: dict[str, Any]) -> dict[str, Any]:
     return {
         "driver": nvml["driver"],
         "gpus": nvml["gpus"],
-        "fabric_manager": {"nvswitch_system": nvswitch, "service": fm.get("service"), "version": fm.get("version"), "detected_by": detected_by or None},
+        "fabric_manager": {
+            "nvswitch_system": nvswitch,
+            "service": fm.get("service"),
+            "version": fm.get("version"),
+            "detected_by": detected_by or None,
+        },
         "imex": side.get("imex"),
         "unavailable": unavailable,
     }

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 VIRT_MODES = {0: "none", 1: "passthrough", 2: "vgpu", 3: "host_vgpu", 4: "host_vsga"}
 FABRIC_STATES = {0: "not_supported", 1: "not_started", 2: "in_progress", 3: "completed"}
@@ -38,13 +39,22 @@ CONFIG_KINDS = {
     8: "gpu_state_invalid",
 }
 #: NVML return codes a fabric status can carry, spelled as nvidia-smi -q prints them.
-STATUS_TEXT = {0: "success", 2: "invalid argument", 3: "not supported", 9: "driver not loaded",
-               15: "gpu is lost", 23: "insufficient resources", 999: "unknown error"}
+STATUS_TEXT = {
+    0: "success",
+    2: "invalid argument",
+    3: "not supported",
+    9: "driver not loaded",
+    15: "gpu is lost",
+    23: "insufficient resources",
+    999: "unknown error",
+}
 MAX_LINKS = 36  # NVML_NVLINK_MAX_LINKS
 LINK_TYPE_SWITCH = 2  # NVML_NVLINK_DEVICE_TYPE_SWITCH
 #: Errors that mean "this GPU is unusable", not "this field is unavailable".
-GPU_FATAL = {15: "GPU is lost (fell off the bus; see `dmesg | grep -i xid`, Xid 79)",
-             16: "GPU requires a reset (NVML_ERROR_RESET_REQUIRED)"}
+GPU_FATAL = {
+    15: "GPU is lost (fell off the bus; see `dmesg | grep -i xid`, Xid 79)",
+    16: "GPU requires a reset (NVML_ERROR_RESET_REQUIRED)",
+}
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -98,7 +108,9 @@ class Gpu:
             self.record(field, call, exc)
             return None
         except AttributeError:  # an nvidia-ml-py older than the call
-            self.unavailable[f"gpus[{self.index}].{field}"] = f"{call}: this nvidia-ml-py lacks it (pip install -U nvidia-ml-py)"
+            self.unavailable[f"gpus[{self.index}].{field}"] = (
+                f"{call}: this nvidia-ml-py lacks it (pip install -U nvidia-ml-py)"
+            )
             return None
 
     def collect(self) -> None:
@@ -113,24 +125,33 @@ class Gpu:
             return
         out["name"] = self.q("name", "nvmlDeviceGetName", lambda: _text(nv.nvmlDeviceGetName(h)))
         out["uuid"] = self.q("uuid", "nvmlDeviceGetUUID", lambda: _text(nv.nvmlDeviceGetUUID(h)))
-        out["pci_bus_id"] = self.q("pci_bus_id", "nvmlDeviceGetPciInfo", lambda: _text(nv.nvmlDeviceGetPciInfo(h).busId))
-        cc = self.q("compute_capability", "nvmlDeviceGetCudaComputeCapability", lambda: nv.nvmlDeviceGetCudaComputeCapability(h))
+        out["pci_bus_id"] = self.q(
+            "pci_bus_id", "nvmlDeviceGetPciInfo", lambda: _text(nv.nvmlDeviceGetPciInfo(h).busId)
+        )
+        cc = self.q(
+            "compute_capability", "nvmlDeviceGetCudaComputeCapability", lambda: nv.nvmlDeviceGetCudaComputeCapability(h)
+        )
         out["compute_capability"] = f"{cc[0]}.{cc[1]}" if cc else None
         mem = self.q("memory_total_bytes", "nvmlDeviceGetMemoryInfo", lambda: nv.nvmlDeviceGetMemoryInfo(h))
         out["memory_total_bytes"] = int(mem.total) if mem is not None else None
         out["memory_used_bytes"] = int(mem.used) if mem is not None else None
         if mem is None:
-            self.unavailable[f"gpus[{self.index}].memory_used_bytes"] = self.unavailable[f"gpus[{self.index}].memory_total_bytes"]
+            self.unavailable[f"gpus[{self.index}].memory_used_bytes"] = self.unavailable[
+                f"gpus[{self.index}].memory_total_bytes"
+            ]
         out["mig_enabled"] = self._mig(h)
         pm = self.q("persistence_mode", "nvmlDeviceGetPersistenceMode", lambda: nv.nvmlDeviceGetPersistenceMode(h))
         out["persistence_mode"] = bool(pm) if pm is not None else None
-        vm = self.q("virtualization_mode", "nvmlDeviceGetVirtualizationMode", lambda: nv.nvmlDeviceGetVirtualizationMode(h))
+        vm = self.q(
+            "virtualization_mode", "nvmlDeviceGetVirtualizationMode", lambda: nv.nvmlDeviceGetVirtualizationMode(h)
+        )
         out["virtualization_mode"] = VIRT_MODES.get(vm, f"mode-{vm}") if vm is not None else None
         # a driver-API attribute (CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED): NVML cannot tell,
         # and this process never touches CUDA. The multicast probe reads it.
         out["multicast_supported"] = None
         self.unavailable[f"gpus[{self.index}].multicast_supported"] = (
-            "a CUDA driver attribute, not an NVML one: read by the multicast probe (--deep)")
+            "a CUDA driver attribute, not an NVML one: read by the multicast probe (--deep)"
+        )
         out["fabric"] = self._fabric(h)
         out["nvlink"] = self._nvlink(h)
         out["remapped_rows"] = self._remap(h)
@@ -143,7 +164,10 @@ class Gpu:
             current, _pending = nv.nvmlDeviceGetMigMode(h)
             return bool(current)
         except nv.NVMLError as exc:
-            if _err_code(exc) in (getattr(nv, "NVML_ERROR_NOT_SUPPORTED", 3), getattr(nv, "NVML_ERROR_FUNCTION_NOT_FOUND", 13)):
+            if _err_code(exc) in (
+                getattr(nv, "NVML_ERROR_NOT_SUPPORTED", 3),
+                getattr(nv, "NVML_ERROR_FUNCTION_NOT_FOUND", 13),
+            ):
                 return False  # a GPU (or driver) without MIG cannot have it enabled
             self.record("mig_enabled", "nvmlDeviceGetMigMode", exc)
             return None
@@ -161,9 +185,18 @@ class Gpu:
             info = None
             code = _err_code(exc)
             if code == getattr(nv, "NVML_ERROR_NOT_SUPPORTED", 3):
-                return {"state": "not_supported", "status": None, "clique_id": None, "cluster_uuid": None, "health": None}
+                return {
+                    "state": "not_supported",
+                    "status": None,
+                    "clique_id": None,
+                    "cluster_uuid": None,
+                    "health": None,
+                }
             # no V call (R525..R545), or a V call that refuses the v2 struct (ARGUMENT_VERSION_MISMATCH)
-            if code not in (getattr(nv, "NVML_ERROR_FUNCTION_NOT_FOUND", 13), getattr(nv, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", 25)):
+            if code not in (
+                getattr(nv, "NVML_ERROR_FUNCTION_NOT_FOUND", 13),
+                getattr(nv, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", 25),
+            ):
                 self.record("fabric", how, exc)
                 return None
             # R525..R545 drivers: the legacy call has state/status/clique but no health mask
@@ -173,7 +206,8 @@ class Gpu:
                 return None
             info = legacy
             self.unavailable[f"gpus[{self.index}].fabric.health"] = (
-                "no usable nvmlDeviceGetGpuFabricInfoV here (drivers R550+ have it): health flags unknown")
+                "no usable nvmlDeviceGetGpuFabricInfoV here (drivers R550+ have it): health flags unknown"
+            )
         return _decode_fabric(info, how)
 
     def _nvlink(self, h: Any) -> dict[str, Any] | None:

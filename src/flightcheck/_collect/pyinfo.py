@@ -20,9 +20,22 @@ from flightcheck._collect.proc import run
 
 #: Distributions whose versions the facts record (facts.md lists the minimum).
 PACKAGES = (
-    "torch", "vllm", "sglang", "flashinfer-python", "flashinfer-cubin", "flashinfer-jit-cache",
-    "triton", "nvidia-ml-py", "cuda-bindings", "nvidia-nccl-cu12", "nvidia-nccl-cu13", "ninja",
-    "sgl-kernel", "sglang-kernel", "apache-tvm-ffi", "nvidia-cutlass-dsl",
+    "torch",
+    "vllm",
+    "sglang",
+    "flashinfer-python",
+    "flashinfer-cubin",
+    "flashinfer-jit-cache",
+    "triton",
+    "nvidia-ml-py",
+    "cuda-bindings",
+    "nvidia-nccl-cu12",
+    "nvidia-nccl-cu13",
+    "ninja",
+    "sgl-kernel",
+    "sglang-kernel",
+    "apache-tvm-ffi",
+    "nvidia-cutlass-dsl",
 )
 #: Import names whose directories the collectors read files from (as text, never imported).
 PACKAGE_DIRS = ("torch", "vllm", "sglang", "flashinfer", "flashinfer_jit_cache")
@@ -39,7 +52,7 @@ _MARK = "@@flightcheck-pyinfo@@"
 # importlib.metadata and its email parser, which alone cost ~40 ms of start-up; a name
 # whose module is importable but has no such directory (egg-links, odd installs) falls back
 # to importlib.metadata.
-SCRIPT = r'''
+SCRIPT = r"""
 import json, os, re, sys, sysconfig
 import importlib.util
 
@@ -121,7 +134,7 @@ def gather(names, dirs, engines, modules):
 if __name__ == "__main__":
     args = json.loads(sys.argv[1])
     sys.stdout.write("\n" + MARK + json.dumps(gather(*args)) + "\n")
-'''.replace("MARK", repr(_MARK))
+""".replace("MARK", repr(_MARK))
 
 
 def _same_interpreter(python: str, env: Mapping[str, str]) -> bool:
@@ -143,7 +156,7 @@ def _gather_now(python: str, env: Mapping[str, str]) -> dict[str, Any]:
     for line in reversed(proc.out.splitlines()):
         if line.startswith(_MARK):
             try:
-                info = json.loads(line[len(_MARK):])
+                info = json.loads(line[len(_MARK) :])
             except ValueError:
                 break
             info["executable"] = python  # the path the engine is launched with, not a resolved one
@@ -153,4 +166,11 @@ def _gather_now(python: str, env: Mapping[str, str]) -> dict[str, Any]:
 
 def engine_info(python: str, env: Mapping[str, str]) -> dict[str, Any]:
     """The engine interpreter's answers (see SCRIPT), or ``{"error": why}``; once per process."""
-    return cached("pyinfo", python, lambda: _gather_now(python, env), env.get("PATH"), env.get("PYTHONPATH"), env.get("VIRTUAL_ENV"))
+    return cached(
+        "pyinfo",
+        python,
+        lambda: _gather_now(python, env),
+        env.get("PATH"),
+        env.get("PYTHONPATH"),
+        env.get("VIRTUAL_ENV"),
+    )

@@ -18,9 +18,9 @@ from typing import Any
 
 from flightcheck._collect import CollectContext, collector
 from flightcheck._collect import fatbin as _fatbin
-from flightcheck._knowledge import flashinfer as _fi_wheels
 from flightcheck._collect.proc import run
 from flightcheck._collect.pyinfo import engine_info
+from flightcheck._knowledge import flashinfer as _fi_wheels
 
 TORCH_TIMEOUT = 90.0  # importing torch from a cold page cache takes tens of seconds
 
@@ -61,12 +61,14 @@ def torch_cuda(torch_dir: str) -> tuple[str | None, str | None]:
 def torch_arch_list(python: str, env: dict[str, str]) -> tuple[list[str] | None, str | None]:
     """torch's compiled arch list (``sm_90``, ``sm_100`` ...), from a child of the engine's
     interpreter; NVML-based availability so even the fallback creates no CUDA context."""
-    proc = run([python, "-c", _ARCH_SCRIPT], timeout=TORCH_TIMEOUT, env={**env, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}, cwd="/")
+    proc = run(
+        [python, "-c", _ARCH_SCRIPT], timeout=TORCH_TIMEOUT, env={**env, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}, cwd="/"
+    )
     if not proc.ok:
         return None, f"importing torch in {python} failed: {proc.why()}"
     for line in reversed(proc.out.splitlines()):
         if line.startswith(_MARK):
-            archs = json.loads(line[len(_MARK):])
+            archs = json.loads(line[len(_MARK) :])
             return (archs or None), (None if archs else "torch reports no CUDA archs (CPU-only build)")
     return None, "torch printed no arch list"
 
@@ -122,7 +124,10 @@ def jit_cache_archs(version: str, package_dir: str | None) -> tuple[list[str] | 
     machine = platform.machine()
     table = _fi_wheels.published_archs(version, tag, machine) if tag else None
     if table:
-        return table, f"table: FlashInfer's release build list for {version} on {machine} (the .so files could not be read: {why})"
+        return (
+            table,
+            f"table: FlashInfer's release build list for {version} on {machine} (the .so files could not be read: {why})",
+        )
     return None, f"not read from the .so files ({why}) and no release-table row for {version}"
 
 
@@ -161,7 +166,9 @@ def collect_python(cctx: CollectContext) -> dict[str, Any]:
     python["jit_cache_archs"] = None
     jc = packages.get("flashinfer-jit-cache")
     if jc:
-        python["jit_cache_archs"], python["jit_cache_archs_source"] = jit_cache_archs(jc, dirs.get("flashinfer_jit_cache"))
+        python["jit_cache_archs"], python["jit_cache_archs_source"] = jit_cache_archs(
+            jc, dirs.get("flashinfer_jit_cache")
+        )
         if python["jit_cache_archs"] is None:
             unavailable["python.jit_cache_archs"] = python["jit_cache_archs_source"]
     else:

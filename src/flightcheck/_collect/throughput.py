@@ -19,7 +19,7 @@ import stat
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any
 
 SAMPLE_BYTES = 1 << 30
 CHUNK = 16 << 20
@@ -80,8 +80,14 @@ def _read(paths: list[str], plan: list[tuple[int, int, int]]) -> dict[str, Any]:
             methods.add(method)
         finally:
             os.close(fd)
-    return {"bytes": read, "seconds": round(busy, 4), "bytes_per_s": (read / busy) if busy > 0 else None,
-            "chunks": len(plan), "holes": holes, "method": "+".join(sorted(methods)) or None}
+    return {
+        "bytes": read,
+        "seconds": round(busy, 4),
+        "bytes_per_s": (read / busy) if busy > 0 else None,
+        "chunks": len(plan),
+        "holes": holes,
+        "method": "+".join(sorted(methods)) or None,
+    }
 
 
 def _open(path: str) -> tuple[int, str]:
@@ -104,7 +110,7 @@ def _is_hole(fd: int, off: int) -> bool:
         return exc.errno == errno.ENXIO  # no data at or after ``off``: a hole up to the end
 
 
-def measure(paths: Sequence[os.PathLike[str] | str], *, timeout: float = TIMEOUT_S) -> Optional[dict[str, Any]]:
+def measure(paths: Sequence[os.PathLike[str] | str], *, timeout: float = TIMEOUT_S) -> dict[str, Any] | None:
     """Run the measurement in a child; None-free: a failure is a dict with ``error``."""
     from flightcheck._collect.proc import run
 

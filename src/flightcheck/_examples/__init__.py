@@ -18,7 +18,9 @@ _VLLM_TP8: dict[str, Any] = {"engine": "vllm", "tensor_parallel_size": 8}
 EXAMPLES: dict[str, tuple[str, dict[str, Any], str]] = {
     "b300": ("b300.json", _VLLM_TP8, "healthy 8x HGX B300 node with the CUDA 13.1 toolkit"),
     "b300-no-toolkit": (
-        "b300-no-toolkit.json", _VLLM_TP8, "driver + fabric manager only: FlashInfer would JIT after the load and die",
+        "b300-no-toolkit.json",
+        _VLLM_TP8,
+        "driver + fabric manager only: FlashInfer would JIT after the load and die",
     ),
     "b300-multicast-401": (
         "b300-multicast-401.json",
@@ -26,7 +28,9 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any], str]] = {
         "after a warm reboot the multicast bind fails with CUDA error 401: ready with the fallback plan",
     ),
     "h100-hgx": (
-        "h100-hgx.json", _VLLM_TP8, "8x HGX H100 (R570, CUDA 12.8), passive run: the multicast probe has not run (FC309)",
+        "h100-hgx.json",
+        _VLLM_TP8,
+        "8x HGX H100 (R570, CUDA 12.8), passive run: the multicast probe has not run (FC309)",
     ),
 }
 

@@ -36,17 +36,27 @@ def reset_sequence(*, virtualized: bool = False, container: bool = False, nvl72:
 
 #: CUDA error -> what it means for multicast and what to do first.
 ERROR_HINTS: dict[int, str] = {
-    401: ("CUDA_ERROR_ILLEGAL_STATE: the NVSwitch multicast state is not initialised although the fabric "
-          "may report Completed (typical after a warm reboot or a fabric manager restart without a GPU reset)"),
-    802: ("CUDA_ERROR_SYSTEM_NOT_READY: the fabric manager (and on HGX B200/B300 the NVLink subnet manager "
-          "nvlsm) is not running or not done: `systemctl status nvidia-fabricmanager`, `journalctl -u nvidia-fabricmanager -n 50`"),
+    401: (
+        "CUDA_ERROR_ILLEGAL_STATE: the NVSwitch multicast state is not initialised although the fabric "
+        "may report Completed (typical after a warm reboot or a fabric manager restart without a GPU reset)"
+    ),
+    802: (
+        "CUDA_ERROR_SYSTEM_NOT_READY: the fabric manager (and on HGX B200/B300 the NVLink subnet manager "
+        "nvlsm) is not running or not done: `systemctl status nvidia-fabricmanager`, `journalctl -u nvidia-fabricmanager -n 50`"
+    ),
     919: "CUDA_ERROR_FABRIC_NOT_READY: the fabric manager has not finished bringing up the fabric",
-    800: ("CUDA_ERROR_NOT_PERMITTED: fabric handles need an IMEX channel: "
-          "`ls /dev/nvidia-caps-imex-channels` (containers: NVIDIA_IMEX_CHANNELS=0)"),
-    47: ("CUDA_ERROR_MULTICAST_RESOURCE_FULL: the NVSwitch multicast slots are used up, usually by processes "
-         "that still hold multicast objects (another engine?): stop them; if none remain, reset"),
-    101: ("CUDA_ERROR_INVALID_DEVICE at add_device: the GPUs are not in one NVLink clique "
-          "(`nvidia-smi -q | grep -i clique`)"),
+    800: (
+        "CUDA_ERROR_NOT_PERMITTED: fabric handles need an IMEX channel: "
+        "`ls /dev/nvidia-caps-imex-channels` (containers: NVIDIA_IMEX_CHANNELS=0)"
+    ),
+    47: (
+        "CUDA_ERROR_MULTICAST_RESOURCE_FULL: the NVSwitch multicast slots are used up, usually by processes "
+        "that still hold multicast objects (another engine?): stop them; if none remain, reset"
+    ),
+    101: (
+        "CUDA_ERROR_INVALID_DEVICE at add_device: the GPUs are not in one NVLink clique "
+        "(`nvidia-smi -q | grep -i clique`)"
+    ),
     2: "CUDA_ERROR_OUT_OF_MEMORY: the GPUs are full (see FC206) or the switch has no room for the team",
     1: "CUDA_ERROR_INVALID_VALUE: older drivers report a bad fabric state this way (NCCL #1488)",
 }
@@ -57,11 +67,15 @@ def probe_hint(probe: dict[str, Any] | Any, **host: bool) -> str:
     get = probe.get if isinstance(probe, dict) else (lambda k: getattr(probe, k, None))
     code, stage = get("cuda_error"), get("stage")
     if stage == "timeout":
-        first = (f"the probe hung ({get('detail')}): a bind that never returns is how a broken NVSwitch "
-                 "multicast team shows; reset the fabric")
+        first = (
+            f"the probe hung ({get('detail')}): a bind that never returns is how a broken NVSwitch "
+            "multicast team shows; reset the fabric"
+        )
     elif stage == "attribute" and code is None:
-        first = (f"multicast is unavailable on these GPUs ({get('detail')}): nothing to reset; "
-                 "the fallback plan keeps the engine off the multicast paths")
+        first = (
+            f"multicast is unavailable on these GPUs ({get('detail')}): nothing to reset; "
+            "the fallback plan keeps the engine off the multicast paths"
+        )
         return first
     else:
         first = ERROR_HINTS.get(code, f"{get('cuda_error_name') or get('detail')}: reset the fabric")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from flightcheck._vocabulary.facts import Facts, Gpu
 
+
 def package(facts: Facts, name: str) -> str | None:
     """Installed version of a distribution in the engine's interpreter, or None."""
     if facts.python is None or facts.python.packages is None:

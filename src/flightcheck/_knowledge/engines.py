@@ -100,17 +100,35 @@ SGLANG_FIELDS: dict[str, Reader] = {
 #: flags that never take a value (store_true / BooleanOptionalAction), so the token after
 #: them is not swallowed as their value. Flags not listed and not known to take a value
 #: are read with the usual heuristic (the next token is the value unless it is a flag).
-BOOL_FLAGS: frozenset[str] = frozenset({
-    # vLLM
-    "--enable-expert-parallel", "--no-enable-expert-parallel", "--enforce-eager", "--no-enforce-eager",
-    "--disable-custom-all-reduce", "--trust-remote-code", "--enable-prefix-caching",
-    "--no-enable-prefix-caching", "--disable-log-requests", "--disable-log-stats",
-    "--headless", "--enable-auto-tool-choice", "--async-scheduling",
-    # SGLang
-    "--enable-nccl-nvls", "--enable-symm-mem", "--enable-torch-symm-mem", "--enable-mscclpp",
-    "--enforce-disable-flashinfer-allreduce-fusion", "--enable-flashinfer-allreduce-fusion",
-    "--enable-dp-attention", "--disable-cuda-graph", "--disable-radix-cache", "--skip-server-warmup",
-})
+BOOL_FLAGS: frozenset[str] = frozenset(
+    {
+        # vLLM
+        "--enable-expert-parallel",
+        "--no-enable-expert-parallel",
+        "--enforce-eager",
+        "--no-enforce-eager",
+        "--disable-custom-all-reduce",
+        "--trust-remote-code",
+        "--enable-prefix-caching",
+        "--no-enable-prefix-caching",
+        "--disable-log-requests",
+        "--disable-log-stats",
+        "--headless",
+        "--enable-auto-tool-choice",
+        "--async-scheduling",
+        # SGLang
+        "--enable-nccl-nvls",
+        "--enable-symm-mem",
+        "--enable-torch-symm-mem",
+        "--enable-mscclpp",
+        "--enforce-disable-flashinfer-allreduce-fusion",
+        "--enable-flashinfer-allreduce-fusion",
+        "--enable-dp-attention",
+        "--disable-cuda-graph",
+        "--disable-radix-cache",
+        "--skip-server-warmup",
+    }
+)
 
 #: vLLM's boolean intent flags (BooleanOptionalAction: ``--x`` / ``--no-x``).
 VLLM_BOOLS: dict[str, tuple[str, bool]] = {

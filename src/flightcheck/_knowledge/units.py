@@ -30,7 +30,6 @@ def major_minor(text: str | None) -> tuple[int, int] | None:
         return None
 
 
-
 def gib(n: float) -> str:
     """'181.6 GiB'."""
     return f"{n / GiB:,.1f} GiB"

@@ -18,9 +18,9 @@ from flightcheck._knowledge import engines as F
 from flightcheck._launch.command import tokenize
 
 if TYPE_CHECKING:
-    from flightcheck._vocabulary.results import PlanStep
-    from flightcheck._vocabulary.plan import Plan
     from flightcheck._launch.command import EngineCommand
+    from flightcheck._vocabulary.plan import Plan
+    from flightcheck._vocabulary.results import PlanStep
 
 #: comma-separated list variables that a plan extends instead of replacing
 LIST_VARS = ("VLLM_RAY_EXTRA_ENV_VARS_TO_COPY",)
@@ -79,7 +79,7 @@ def _set_env(launch: Launch, cmd: EngineCommand, step: PlanStep, prefix_adds: li
 def _cli_occurrences(argv: list[str], cmd: EngineCommand, flag: str) -> list[tuple[int, int, str | None]]:
     """(start, stop, value) of each ``flag`` on the engine's command line (indices into ``argv``)."""
     want = F.canonical(flag, cmd.engine)
-    opts, _ = tokenize(argv[cmd.start:], cmd.engine)
+    opts, _ = tokenize(argv[cmd.start :], cmd.engine)
     return [(cmd.start + o.start, cmd.start + o.stop, o.value) for o in opts if o.flag == want]
 
 
@@ -119,7 +119,9 @@ def apply_plan(plan: Plan, cmd: EngineCommand, env: dict[str, str]) -> Launch:
             _set_env(launch, cmd, step, prefix_adds)
             continue
         if not cmd.recognised:
-            launch.problems.append(f"{step.kind} {step.name}: flightcheck could not read the engine command to change its arguments")
+            launch.problems.append(
+                f"{step.kind} {step.name}: flightcheck could not read the engine command to change its arguments"
+            )
             continue
         if step.kind == "drop_arg":
             spans = _cli_occurrences(launch.argv, cmd, step.name)
@@ -142,7 +144,9 @@ def apply_plan(plan: Plan, cmd: EngineCommand, env: dict[str, str]) -> Launch:
         _use_config_copy(launch, cmd, config)
     stop = launch.argv[cmd.env_end] if cmd.env_end < len(launch.argv) else ""
     if prefix_adds and stop.startswith("-"):  # an option of env that flightcheck does not read
-        launch.problems.append(f"set {', '.join(prefix_adds)}: the env in front of the engine would undo it (option {stop} not understood)")
+        launch.problems.append(
+            f"set {', '.join(prefix_adds)}: the env in front of the engine would undo it (option {stop} not understood)"
+        )
     else:
-        launch.argv[cmd.env_end:cmd.env_end] = prefix_adds
+        launch.argv[cmd.env_end : cmd.env_end] = prefix_adds
     return launch

@@ -20,9 +20,9 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
+from flightcheck._knowledge import engines as F
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.intent import Intent
-from flightcheck._knowledge import engines as F
 
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
@@ -170,7 +170,12 @@ def _recognise(argv: list[str]) -> tuple[int, str | None, str, int]:
                         return i, engine, form, k + 1
                     return i, None, "unknown", 0
                 return i, engine, form, k
-            if j < len(argv) and os.path.basename(argv[j]) in ("vllm", "sglang") and j + 1 < len(argv) and argv[j + 1] == "serve":
+            if (
+                j < len(argv)
+                and os.path.basename(argv[j]) in ("vllm", "sglang")
+                and j + 1 < len(argv)
+                and argv[j + 1] == "serve"
+            ):
                 return i, os.path.basename(argv[j]), f"{os.path.basename(argv[j])}-cli", j + 2
     return 0, None, "unknown", 0
 
@@ -228,7 +233,9 @@ def parse_command(argv: list[str], env: dict[str, str] | None = None) -> EngineC
     cmd = EngineCommand(argv, Intent(), env_prefix=prefix, env_clear=clear, env_end=env_end)
     at, engine, form, start = _recognise(argv)
     if engine is None:
-        cmd.intent = Intent(unparsed=[f"not a vLLM or SGLang launch: {' '.join(argv[:3])}{' ...' if len(argv) > 3 else ''}"])
+        cmd.intent = Intent(
+            unparsed=[f"not a vLLM or SGLang launch: {' '.join(argv[:3])}{' ...' if len(argv) > 3 else ''}"]
+        )
         return cmd
     cmd.engine, cmd.form, cmd.start = engine, form, start
     from flightcheck._launch.intent_read import read_intent

@@ -15,14 +15,14 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
-from flightcheck._vocabulary.results import Severity, Status
-from flightcheck._vocabulary.report import blocks
 from flightcheck._launch.apply import Launch, apply_plan
+from flightcheck._vocabulary.report import blocks
+from flightcheck._vocabulary.results import Severity, Status
 
 if TYPE_CHECKING:
-    from flightcheck._vocabulary.results import CheckResult
-    from flightcheck._vocabulary.report import Report
     from flightcheck._launch.command import EngineCommand
+    from flightcheck._vocabulary.report import Report
+    from flightcheck._vocabulary.results import CheckResult
 
 
 @dataclass
@@ -82,16 +82,14 @@ def decide(report: Report, cmd: EngineCommand, env: dict[str, str], *, no_fallba
 
 def say(stream: TextIO, text: str) -> None:
     """One or more lines prefixed ``flightcheck:``."""
-    for line in text.splitlines():
-        stream.write(f"flightcheck: {line}\n")
+    stream.writelines(f"flightcheck: {line}\n" for line in text.splitlines())
     stream.flush()
 
 
 def print_stop(stream: TextIO, d: Decision, headline: str) -> None:
     """Why the engine is not started: ``headline``, then each reason on its own line."""
     say(stream, headline)
-    for reason in d.reasons:
-        stream.write(f"    {reason}\n")
+    stream.writelines(f"    {reason}\n" for reason in d.reasons)
     stream.flush()
 
 
@@ -107,8 +105,7 @@ def print_changes(stream: TextIO, d: Decision) -> None:
         return
     say(stream, f"applying the fallback plan ({', '.join(d.report.plan.reasons)}):")
     width = max(len(c.what) for c in d.launch.changes)
-    for c in d.launch.changes:
-        stream.write(f"    {c.what:<{width}}  # {c.code}: {c.why}\n")
+    stream.writelines(f"    {c.what:<{width}}  # {c.code}: {c.why}\n" for c in d.launch.changes)
     stream.flush()
 
 

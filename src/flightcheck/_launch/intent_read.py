@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flightcheck._vocabulary.errors import UsageError
-from flightcheck._vocabulary.intent import Intent
 from flightcheck._knowledge import engines as F
 from flightcheck._launch.command import Opt, config_tokens, tokenize
+from flightcheck._vocabulary.errors import UsageError
+from flightcheck._vocabulary.intent import Intent
 
 if TYPE_CHECKING:
     from flightcheck._launch.command import EngineCommand
@@ -30,7 +30,7 @@ def _valid(field_name: str, value: Any) -> str | None:
 def engine_opts(cmd: EngineCommand) -> tuple[list[Opt], list[tuple[int, str]], list[str]]:
     """Options of the config file then of the command line (later wins), the command
     line's positionals, and what could not be read."""
-    args = cmd.argv[cmd.start:]
+    args = cmd.argv[cmd.start :]
     cli_opts, positionals = tokenize(args, cmd.engine)
     problems: list[str] = []
     opts: list[Opt] = []

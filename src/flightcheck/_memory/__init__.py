@@ -49,18 +49,34 @@ def _for_context(ctx: Context) -> MemoryModel:
     elif len(totals) < len(gpus):
         gpu_error = ctx.facts.reason("gpus") or "memory_total of a GPU used is unknown"
     engine_version = package(ctx.facts, "sglang" if ctx.intent.engine == "sglang" else "vllm")
-    m = build(ctx.checkpoint, ctx.intent, total=min(totals) if totals and gpu_error is None else None,
-              gpu_name=gpus[0].name if gpus else None, engine_version=engine_version)
+    m = build(
+        ctx.checkpoint,
+        ctx.intent,
+        total=min(totals) if totals and gpu_error is None else None,
+        gpu_name=gpus[0].name if gpus else None,
+        engine_version=engine_version,
+    )
     m.gpu_error = gpu_error
     return m
 
 
-def build(ck: Optional[Checkpoint], intent: Intent, *, total: Optional[int], gpu_name: Optional[str] = None,
-          engine_version: Optional[str] = None) -> MemoryModel:
+def build(
+    ck: Checkpoint | None,
+    intent: Intent,
+    *,
+    total: int | None,
+    gpu_name: str | None = None,
+    engine_version: str | None = None,
+) -> MemoryModel:
     """The memory model from a checkpoint and a launch (``total``: bytes of the smallest GPU used)."""
     m = MemoryModel(
         engine=intent.engine,
-        layout=Layout(intent.tensor_parallel_size, intent.pipeline_parallel_size, intent.data_parallel_size, bool(intent.enable_expert_parallel)),
+        layout=Layout(
+            intent.tensor_parallel_size,
+            intent.pipeline_parallel_size,
+            intent.data_parallel_size,
+            bool(intent.enable_expert_parallel),
+        ),
         kv_cache_dtype=intent.kv_cache_dtype or "auto",
         requested_len=intent.max_model_len,
         total=total,
@@ -81,7 +97,9 @@ def build(ck: Optional[Checkpoint], intent: Intent, *, total: Optional[int], gpu
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
-    groups = [(g.pattern, g.index, g.dtype, g.shape, g.nbytes, g.count, g.per_item) for s in ck.scanned for g in s.scan.groups]  # type: ignore[union-attr]
+    groups = [
+        (g.pattern, g.index, g.dtype, g.shape, g.nbytes, g.count, g.per_item) for s in ck.scanned for g in s.scan.groups
+    ]  # type: ignore[union-attr]
     if not groups:
         m.error = "no shard header could be read (FC5xx)"
         return m
@@ -98,4 +116,3 @@ def build(ck: Optional[Checkpoint], intent: Intent, *, total: Optional[int], gpu
     resolve_utilization(m, intent.gpu_memory_utilization)
     resolve_reserve(m, intent.reserve_gib)
     return m
-

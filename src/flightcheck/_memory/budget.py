@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 from flightcheck._knowledge.units import GiB, version
 from flightcheck._memory.config import ModelConfig
@@ -41,7 +40,7 @@ COMM = GiB // 2
 HEADROOM_MIN = 0.05  # FC403: under 5% of usable memory left over
 
 
-def default_utilization(engine: str, engine_version: Optional[str], total: int, layout: Layout) -> tuple[float, str]:
+def default_utilization(engine: str, engine_version: str | None, total: int, layout: Layout) -> tuple[float, str]:
     """(fraction, where it comes from) when the launch does not set one."""
     if engine == "sglang":
         return sglang_fraction(total, layout), "SGLang's default mem_fraction_static for this GPU and layout"
@@ -74,14 +73,20 @@ def sglang_fraction(total: int, layout: Layout) -> float:
     return round((mem - reserved) / mem, 3)
 
 
-def default_reserve(cfg: ModelConfig, layout: Layout, engine: str, *, eager: bool = False) -> tuple[int, dict[str, int]]:
+def default_reserve(
+    cfg: ModelConfig, layout: Layout, engine: str, *, eager: bool = False
+) -> tuple[int, dict[str, int]]:
     """(bytes, breakdown) kept back from the usable memory besides weights and KV."""
     if engine == "sglang":
         return 0, {}
     t, tp = BATCHED_TOKENS, max(1, layout.tp)
     hidden = cfg.hidden or 0
     if cfg.mla:
-        qkv = (cfg.heads // tp) * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim) + (cfg.kv_lora_rank or 0) + cfg.qk_rope_head_dim
+        qkv = (
+            (cfg.heads // tp) * (cfg.qk_nope_head_dim + cfg.qk_rope_head_dim)
+            + (cfg.kv_lora_rank or 0)
+            + cfg.qk_rope_head_dim
+        )
     else:
         qkv = (cfg.heads // tp + 2 * max(1, cfg.kv_heads // tp)) * cfg.head_dim
     dense = 3 * (cfg.intermediate or 4 * hidden) / tp
@@ -110,7 +115,7 @@ class Fit:
     reserve: int
     weights: float
     kv_need: float  # for one sequence of max_model_len
-    max_model_len: Optional[int]
+    max_model_len: int | None
     max_model_len_fit: int
     stage: int = 0  # which PP stage
     shape: KvShape = KvShape(0.0)  # that stage's KV demand

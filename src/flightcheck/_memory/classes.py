@@ -20,16 +20,25 @@ gpt-oss are covered by these rules; other architectures fall back to them by nam
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from flightcheck._memory.config import ModelConfig
 
-_WRAPPERS = ("model.language_model.", "language_model.model.", "language_model.", "model.", "transformer.", "backbone.", "decoder.")
+_WRAPPERS = (
+    "model.language_model.",
+    "language_model.model.",
+    "language_model.",
+    "model.",
+    "transformer.",
+    "backbone.",
+    "decoder.",
+)
 _CONTAINER = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer|decoder_layers)\.$")
 _AUX = ("vision", "visual", "vit.", "image", "audio", "mm_projector", "multi_modal_projector", "patch_embed", "speech")
 _VOCAB = ("embed_tokens", "wte.", "word_embeddings", "tok_embeddings", "embedding.weight", "embeddings.weight")
 _HEAD = ("lm_head", "unembedding", "output.weight", "embed_out")
-_ROUTER = re.compile(r"(?:^|\.)(?:gate|router|gating|gate_inp)\.(?:weight|bias|e_score_correction_bias)$|e_score_correction_bias|shared_expert_gate")
+_ROUTER = re.compile(
+    r"(?:^|\.)(?:gate|router|gating|gate_inp)\.(?:weight|bias|e_score_correction_bias)$|e_score_correction_bias|shared_expert_gate"
+)
 _REPLICATED = ("q_a_proj", "kv_a_proj_with_mqa", "q_a_layernorm", "kv_a_layernorm")
 _ROW_BIAS = re.compile(r"(?:o_proj|down_proj|w2|dense_4h_to_h|out_proj|c_proj|fc2|wo)\.bias$")
 _KV = re.compile(r"(?:^|\.)(?:k_proj|v_proj|key|value)\.")
@@ -40,11 +49,11 @@ def strip_wrapper(pattern: str) -> str:
     """``model.layers.#.mlp`` -> ``layers.#.mlp`` (one known wrapper prefix removed)."""
     for w in _WRAPPERS:
         if pattern.startswith(w):
-            return pattern[len(w):]
+            return pattern[len(w) :]
     return pattern
 
 
-def classify(pattern: str, index: int, dtype: str, cfg: ModelConfig) -> tuple[str, Optional[int]]:
+def classify(pattern: str, index: int, dtype: str, cfg: ModelConfig) -> tuple[str, int | None]:
     """(class, decoder layer or None) of a group; see the module docstring."""
     p = strip_wrapper(pattern)
     aux = any(a in pattern for a in _AUX)
@@ -67,7 +76,13 @@ def classify(pattern: str, index: int, dtype: str, cfg: ModelConfig) -> tuple[st
         return "expert", layer  # fused experts (gpt-oss w13/w2 blocks, scales, biases)
     last = p.rsplit(".", 2)
     module = last[-2] if len(last) >= 2 else p
-    if "norm" in module or module.startswith("ln") or _ROUTER.search(p) or any(r in p for r in _REPLICATED) or _ROW_BIAS.search(p):
+    if (
+        "norm" in module
+        or module.startswith("ln")
+        or _ROUTER.search(p)
+        or any(r in p for r in _REPLICATED)
+        or _ROW_BIAS.search(p)
+    ):
         return "replicated", layer
     if _QKV.search("." + p):
         return "qkv", layer

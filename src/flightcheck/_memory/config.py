@@ -9,7 +9,7 @@ field: ``missing`` names it and FC507 reports it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 #: Fields without which no memory figure can be computed (FC507): positive integers.
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads")
@@ -26,13 +26,13 @@ _MOE_INTER_KEYS = ("moe_intermediate_size", "expert_intermediate_size", "interme
 class Quant:
     """The checkpoint's weight quantization, as far as memory and layout care."""
 
-    method: Optional[str] = None  # "fp8-block" | "fp8" | "mxfp4" | "nvfp4" | "int4" | other name
-    block: Optional[int] = None  # output-dim block (block FP8: 128)
-    group: Optional[int] = None  # input-dim group (MXFP4 32, NVFP4 16, INT4 e.g. 32/128)
-    raw: Optional[str] = None  # quant_method as written
+    method: str | None = None  # "fp8-block" | "fp8" | "mxfp4" | "nvfp4" | "int4" | other name
+    block: int | None = None  # output-dim block (block FP8: 128)
+    group: int | None = None  # input-dim group (MXFP4 32, NVFP4 16, INT4 e.g. 32/128)
+    raw: str | None = None  # quant_method as written
 
     @property
-    def alignment(self) -> Optional[int]:
+    def alignment(self) -> int | None:
         """What the per-rank intermediate size must be a multiple of (FC404)."""
         return self.block or self.group
 
@@ -48,27 +48,27 @@ class ModelConfig:
     heads: int = 0
     kv_heads: int = 0
     head_dim: int = 0
-    vocab: Optional[int] = None
-    max_position: Optional[int] = None
-    rope_factor: Optional[float] = None  # linear / dynamic rope scaling multiplies the limit
+    vocab: int | None = None
+    max_position: int | None = None
+    rope_factor: float | None = None  # linear / dynamic rope scaling multiplies the limit
     dtype_bytes: int = 2
     dtype_name: str = "bfloat16"
     tie_embeddings: bool = False
-    intermediate: Optional[int] = None
+    intermediate: int | None = None
     # MLA (DeepSeek-V2/V3, Kimi-K2)
-    kv_lora_rank: Optional[int] = None
+    kv_lora_rank: int | None = None
     qk_rope_head_dim: int = 0
     qk_nope_head_dim: int = 0
     v_head_dim: int = 0
     # MoE
-    experts: Optional[int] = None
-    moe_intermediate: Optional[int] = None
-    shared_intermediate: Optional[int] = None  # shared experts (TP-split even with EP)
+    experts: int | None = None
+    moe_intermediate: int | None = None
+    shared_intermediate: int | None = None  # shared experts (TP-split even with EP)
     first_dense: int = 0  # leading dense-MLP layers of a MoE (first_k_dense_replace)
     top_k: int = 0
     # per-layer attention kind: "full" | "sliding" | "linear"
     layer_kinds: list[str] = field(default_factory=list)
-    sliding_window: Optional[int] = None
+    sliding_window: int | None = None
     linear: dict[str, Any] = field(default_factory=dict)  # the linear-attention config, raw
     quant: Quant = field(default_factory=Quant)
     missing: list[str] = field(default_factory=list)
@@ -85,7 +85,7 @@ class ModelConfig:
         return sum(1 for k in self.layer_kinds if k == kind)
 
     @property
-    def context_window(self) -> Optional[int]:
+    def context_window(self) -> int | None:
         """The longest max_model_len the engine accepts without an override:
         max_position_embeddings, times a linear / dynamic rope-scaling factor."""
         if self.max_position is None or not self.rope_factor:
@@ -93,7 +93,7 @@ class ModelConfig:
         return int(self.max_position * self.rope_factor)
 
 
-def _int(d: dict[str, Any], *keys: str) -> Optional[int]:
+def _int(d: dict[str, Any], *keys: str) -> int | None:
     """The first of ``keys`` holding a non-negative integer (every field read is a size or a
     count: anything else is as good as absent)."""
     for k in keys:
@@ -116,11 +116,14 @@ def text_config(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def parse(doc: dict[str, Any], hf_quant: Optional[dict[str, Any]] = None) -> ModelConfig:
+def parse(doc: dict[str, Any], hf_quant: dict[str, Any] | None = None) -> ModelConfig:
     """Read ``doc`` (config.json); ``hf_quant`` is ModelOpt's hf_quant_config.json if any."""
     d = text_config(doc)
     archs = d.get("architectures")
-    c = ModelConfig(model_type=str(d.get("model_type") or ""), architectures=tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else ())
+    c = ModelConfig(
+        model_type=str(d.get("model_type") or ""),
+        architectures=tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else (),
+    )
     c.missing = [k if k not in d else f"{k} (got {str(d[k])[:40]})" for k in REQUIRED if not _int(d, k)]
     c.layers = _int(d, "num_hidden_layers") or 0
     if c.layers > MAX_LAYERS:
@@ -131,13 +134,17 @@ def parse(doc: dict[str, Any], hf_quant: Optional[dict[str, Any]] = None) -> Mod
     c.kv_heads = _int(d, "num_key_value_heads", "num_kv_heads") or c.heads
     c.head_dim = _int(d, "head_dim") or (c.hidden // c.heads if c.heads else 0)
     c.vocab = _int(d, "vocab_size", "padded_vocab_size")
-    c.max_position = _int(d, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
+    c.max_position = _int(
+        d, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length"
+    )
     dtype = str(d.get("torch_dtype") or d.get("dtype") or "bfloat16").replace("torch.", "")
     c.dtype_name, c.dtype_bytes = dtype, _DTYPE_BYTES.get(dtype, 2)
     c.tie_embeddings = bool(d.get("tie_word_embeddings", False))
     c.intermediate = _int(d, "intermediate_size", "ffn_hidden_size")
     rope = d.get("rope_scaling") if isinstance(d.get("rope_scaling"), dict) else None
-    factor = rope.get("factor") if rope and str(rope.get("rope_type") or rope.get("type")) in ("linear", "dynamic") else None
+    factor = (
+        rope.get("factor") if rope and str(rope.get("rope_type") or rope.get("type")) in ("linear", "dynamic") else None
+    )
     if isinstance(factor, (int, float)) and not isinstance(factor, bool) and 0 < factor <= MAX_ROPE_FACTOR:
         c.rope_factor = float(factor)
     c.kv_lora_rank = _int(d, "kv_lora_rank")
@@ -148,14 +155,18 @@ def parse(doc: dict[str, Any], hf_quant: Optional[dict[str, Any]] = None) -> Mod
     c.moe_intermediate = _int(d, *_MOE_INTER_KEYS) or (c.intermediate if c.experts else None)
     c.top_k = _int(d, "num_experts_per_tok", "experts_per_token", "moe_topk", "num_selected_experts") or 0
     shared = _int(d, "n_shared_experts", "num_shared_experts")
-    c.shared_intermediate = _int(d, "shared_expert_intermediate_size") or (shared * c.moe_intermediate if shared and c.moe_intermediate else None)
+    c.shared_intermediate = _int(d, "shared_expert_intermediate_size") or (
+        shared * c.moe_intermediate if shared and c.moe_intermediate else None
+    )
     c.first_dense = _int(d, "first_k_dense_replace") or 0
     c.layer_kinds, c.sliding_window, c.linear = _layer_kinds(d, c.layers)
-    c.quant = quant_of(d.get("quantization_config") if isinstance(d.get("quantization_config"), dict) else None, hf_quant)
+    c.quant = quant_of(
+        d.get("quantization_config") if isinstance(d.get("quantization_config"), dict) else None, hf_quant
+    )
     return c
 
 
-def _layer_kinds(d: dict[str, Any], layers: int) -> tuple[list[str], Optional[int], dict[str, Any]]:
+def _layer_kinds(d: dict[str, Any], layers: int) -> tuple[list[str], int | None, dict[str, Any]]:
     """Each layer's attention kind, from ``layer_types``, the linear-attention config, a
     hybrid pattern, or the sliding-window settings; everything "full" otherwise."""
     window = _int(d, "sliding_window")
@@ -193,7 +204,7 @@ def _layer_kinds(d: dict[str, Any], layers: int) -> tuple[list[str], Optional[in
     return kinds, window, linear
 
 
-def quant_of(q: Optional[dict[str, Any]], hf_quant: Optional[dict[str, Any]] = None) -> Quant:
+def quant_of(q: dict[str, Any] | None, hf_quant: dict[str, Any] | None = None) -> Quant:
     """The quantization scheme from quantization_config (or ModelOpt's hf_quant_config)."""
     if q is None and hf_quant and isinstance(hf_quant.get("quantization"), dict):
         algo = str(hf_quant["quantization"].get("quant_algo") or "")

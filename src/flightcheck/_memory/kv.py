@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from flightcheck._memory.config import ModelConfig
 
@@ -87,7 +86,7 @@ def linear_state(cfg: ModelConfig, tp: int) -> float:
     """
     L, tp = cfg.linear, max(1, tp)
 
-    def g(*keys: str) -> Optional[int]:
+    def g(*keys: str) -> int | None:
         for k in keys:
             v = L.get(k)
             if isinstance(v, int) and not isinstance(v, bool) and v > 0:
@@ -100,7 +99,11 @@ def linear_state(cfg: ModelConfig, tp: int) -> float:
     if v_heads and k_heads and k_dim and v_dim:
         conv = (2 * k_heads * k_dim + v_heads * v_dim) / tp * (kernel - 1) * cfg.dtype_bytes
         return conv + v_heads / tp * k_dim * v_dim * 4
-    d_state, heads, head_dim = g("mamba_d_state", "ssm_state_size", "state_size"), g("mamba_num_heads", "mamba_n_heads"), g("mamba_head_dim")
+    d_state, heads, head_dim = (
+        g("mamba_d_state", "ssm_state_size", "state_size"),
+        g("mamba_num_heads", "mamba_n_heads"),
+        g("mamba_head_dim"),
+    )
     if d_state and heads and head_dim:
         groups = g("n_groups", "mamba_n_groups") or 1
         kernel = g("mamba_d_conv", "conv_kernel") or 4

@@ -29,13 +29,19 @@ def problems(cfg: ModelConfig, layout: Layout) -> list[str]:
     align = cfg.quant.alignment
     if cfg.moe and cfg.moe_intermediate:
         if cfg.experts and layout.ep and cfg.experts < layout.moe_size:
-            out.append(f"{cfg.experts} experts cannot be spread over {layout.moe_size} expert-parallel ranks (at least one each)")
+            out.append(
+                f"{cfg.experts} experts cannot be spread over {layout.moe_size} expert-parallel ranks (at least one each)"
+            )
         if not layout.ep:
             per = cfg.moe_intermediate / layout.moe_size
             if per != int(per):
-                out.append(f"the MoE intermediate size {cfg.moe_intermediate} does not divide by {layout.moe_size} ranks")
+                out.append(
+                    f"the MoE intermediate size {cfg.moe_intermediate} does not divide by {layout.moe_size} ranks"
+                )
             elif align and int(per) % align:
-                out.append(f"the MoE intermediate size per rank, {cfg.moe_intermediate} / {layout.moe_size} = {int(per)}, is not a multiple of the {cfg.quant.method} block of {align}")
+                out.append(
+                    f"the MoE intermediate size per rank, {cfg.moe_intermediate} / {layout.moe_size} = {int(per)}, is not a multiple of the {cfg.quant.method} block of {align}"
+                )
     if cfg.quant.method == "fp8-block" and align:
         # dense MLPs (all layers of a dense model, the first layers of DeepSeek-style MoEs)
         # and shared experts are TP-split whatever EP says
@@ -47,7 +53,9 @@ def problems(cfg: ModelConfig, layout: Layout) -> list[str]:
         for what, size in sizes:
             per = size / tp
             if per == int(per) and int(per) % align:
-                out.append(f"the {what} size per rank, {size} / {tp} = {int(per)}, is not a multiple of the FP8 block of {align}")
+                out.append(
+                    f"the {what} size per rank, {size} / {tp} = {int(per)}, is not a multiple of the FP8 block of {align}"
+                )
     if cfg.layers and layout.pp > cfg.layers:
         out.append(f"PP {layout.pp} exceeds the {cfg.layers} layers")
     return out

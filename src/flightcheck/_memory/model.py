@@ -8,13 +8,13 @@ cheaply, which the FC4xx suggestions use.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
-from flightcheck._vocabulary.intent import AUTO
-from flightcheck._memory.budget import GiB, Fit, default_reserve, default_utilization, usable_bytes
+from flightcheck._memory.budget import Fit, GiB, default_reserve, default_utilization, usable_bytes
 from flightcheck._memory.config import ModelConfig
 from flightcheck._memory.kv import KvShape, kv_bytes, kv_shape
 from flightcheck._memory.weights import Layout, Tally, largest_stage, per_rank, stage_layers
+from flightcheck._vocabulary.intent import AUTO
 
 
 @dataclass
@@ -24,32 +24,32 @@ class MemoryModel:
     engine: str = "vllm"
     layout: Layout = field(default_factory=Layout)
     kv_cache_dtype: str = "auto"
-    requested_len: Optional[int] = None  # the launch's --max-model-len (None: default, -1: auto)
-    cfg: Optional[ModelConfig] = None
-    tally: Optional[Tally] = None
-    total: Optional[int] = None  # memory_total of the smallest GPU used
-    gpu_name: Optional[str] = None
-    engine_version: Optional[str] = None
-    utilization: Optional[float] = None
+    requested_len: int | None = None  # the launch's --max-model-len (None: default, -1: auto)
+    cfg: ModelConfig | None = None
+    tally: Tally | None = None
+    total: int | None = None  # memory_total of the smallest GPU used
+    gpu_name: str | None = None
+    engine_version: str | None = None
+    utilization: float | None = None
     utilization_source: str = ""
     utilization_set: bool = False  # by the launch: kept for every layout tried
-    reserve: Optional[int] = None
+    reserve: int | None = None
     reserve_parts: dict[str, int] = field(default_factory=dict)
     reserve_source: str = ""
     reserve_set: bool = False  # --reserve-gib: kept for every layout tried
     online_fp8: bool = False
     eager: bool = False
-    load_bytes: Optional[int] = None
-    throughput: Optional[dict[str, Any]] = None
-    error: Optional[str] = None
-    crash: Optional[str] = None  # a flightcheck bug while building it: the checks say "unknown"
-    gpu_error: Optional[str] = None  # why GPU memory is unknown
+    load_bytes: int | None = None
+    throughput: dict[str, Any] | None = None
+    error: str | None = None
+    crash: str | None = None  # a flightcheck bug while building it: the checks say "unknown"
+    gpu_error: str | None = None  # why GPU memory is unknown
     notes: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------------ what-ifs
 
     @property
-    def max_model_len(self) -> Optional[int]:
+    def max_model_len(self) -> int | None:
         """The length the launch asks for (model default resolved; None for auto or unknown)."""
         if self.requested_len == AUTO:
             return None
@@ -57,22 +57,27 @@ class MemoryModel:
             return self.requested_len
         return self.cfg.max_position if self.cfg else None
 
-    def stages(self, layout: Optional[Layout] = None) -> list[dict[str, float]]:
+    def stages(self, layout: Layout | None = None) -> list[dict[str, float]]:
         assert self.cfg is not None and self.tally is not None
         return per_rank(self.tally, self.cfg, layout or self.layout, online_fp8=self.online_fp8)
 
-    def weights(self, layout: Optional[Layout] = None) -> float:
+    def weights(self, layout: Layout | None = None) -> float:
         """Bytes the busiest rank holds."""
         return largest_stage(self.stages(layout))[1]
 
-    def kv(self, layout: Optional[Layout] = None, kv_dtype: Optional[str] = None, stage: int = 0) -> KvShape:
+    def kv(self, layout: Layout | None = None, kv_dtype: str | None = None, stage: int = 0) -> KvShape:
         assert self.cfg is not None
         lay = layout or self.layout
         layers = stage_layers(self.cfg.layers or 1, lay.pp)[stage]
         return kv_shape(self.cfg, layers, lay.tp, kv_dtype or self.kv_cache_dtype)
 
-    def fit(self, layout: Optional[Layout] = None, kv_dtype: Optional[str] = None, max_len: Optional[int] = None,
-            utilization: Optional[float] = None) -> Optional[Fit]:
+    def fit(
+        self,
+        layout: Layout | None = None,
+        kv_dtype: str | None = None,
+        max_len: int | None = None,
+        utilization: float | None = None,
+    ) -> Fit | None:
         """The budget of the binding PP stage (the one with the least room), or None when
         GPU memory is unknown."""
         if self.total is None or self.cfg is None or self.tally is None:
@@ -82,14 +87,18 @@ class MemoryModel:
         util = utilization or default_util
         usable = usable_bytes(self.total, util)
         length = self.max_model_len if max_len is None else max_len
-        worst: Optional[Fit] = None
+        worst: Fit | None = None
         for i, stage in enumerate(self.stages(lay)):
             w = sum(stage.values())
             shape = self.kv(lay, kv_dtype, i)
             budget = usable - w - reserve
             need = shape.bytes_for(length) if length else 0.0
             f = Fit(self.total, util, usable, reserve, w, need, length, shape.max_len(budget), i, shape)
-            if worst is None or (f.fits, f.max_model_len_fit, -f.weights) < (worst.fits, worst.max_model_len_fit, -worst.weights):
+            if worst is None or (f.fits, f.max_model_len_fit, -f.weights) < (
+                worst.fits,
+                worst.max_model_len_fit,
+                -worst.weights,
+            ):
                 worst = f
         return worst
 
@@ -100,17 +109,30 @@ class MemoryModel:
         assert self.cfg is not None and self.total is not None
         if layout == self.layout:
             return self.utilization or 0.9, self.reserve or 0
-        util = self.utilization if self.utilization_set else default_utilization(self.engine, self.engine_version, self.total, layout)[0]
-        reserve = self.reserve if self.reserve_set else default_reserve(self.cfg, layout, self.engine, eager=self.eager)[0]
+        util = (
+            self.utilization
+            if self.utilization_set
+            else default_utilization(self.engine, self.engine_version, self.total, layout)[0]
+        )
+        reserve = (
+            self.reserve if self.reserve_set else default_reserve(self.cfg, layout, self.engine, eager=self.eager)[0]
+        )
         return util or 0.9, reserve or 0
 
     # ------------------------------------------------------------------ report
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``memory`` block (spec shape, plus detail)."""
-        per: dict[str, Any] = {k: None for k in ("weights_bytes", "kv_bytes_per_token", "kv_budget_bytes", "usable_bytes", "reserve_bytes")}
-        out: dict[str, Any] = {"per_rank": per, "max_model_len": self.max_model_len if self.requested_len != AUTO else AUTO,
-                               "max_model_len_fit": None, "load_bytes": self.load_bytes, "load_seconds_estimate": None}
+        per: dict[str, Any] = {
+            k: None for k in ("weights_bytes", "kv_bytes_per_token", "kv_budget_bytes", "usable_bytes", "reserve_bytes")
+        }
+        out: dict[str, Any] = {
+            "per_rank": per,
+            "max_model_len": self.max_model_len if self.requested_len != AUTO else AUTO,
+            "max_model_len_fit": None,
+            "load_bytes": self.load_bytes,
+            "load_seconds_estimate": None,
+        }
         if self.error or self.cfg is None or self.tally is None:
             out["error"] = self.error
             return out
@@ -119,40 +141,62 @@ class MemoryModel:
         stage = fit.stage if fit is not None else largest_stage(self.stages())[0]
         shape = self.kv(stage=stage)
         parts = self.stages()[stage]
-        per.update(weights_bytes=int(sum(parts.values())), kv_bytes_per_token=int(shape.per_token), reserve_bytes=self.reserve)
+        per.update(
+            weights_bytes=int(sum(parts.values())), kv_bytes_per_token=int(shape.per_token), reserve_bytes=self.reserve
+        )
         if fit is not None:
-            per.update(usable_bytes=fit.usable, kv_budget_bytes=int(fit.kv_budget), kv_bytes_for_max_model_len=int(fit.kv_need),
-                       free_bytes=int(fit.spare), weights_bytes=int(fit.weights))
+            per.update(
+                usable_bytes=fit.usable,
+                kv_budget_bytes=int(fit.kv_budget),
+                kv_bytes_for_max_model_len=int(fit.kv_need),
+                free_bytes=int(fit.spare),
+                weights_bytes=int(fit.weights),
+            )
             out["max_model_len_fit"] = fit.max_model_len_fit
         if self.throughput and self.throughput.get("bytes_per_s") and self.load_bytes:
             out["load_seconds_estimate"] = round(self.load_bytes / self.throughput["bytes_per_s"], 1)
             out["read_bytes_per_s"] = int(self.throughput["bytes_per_s"])
-        out.update({
-            "engine": self.engine,
-            "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "dp": self.layout.dp, "ep": self.layout.ep},
-            "gpu": {"name": self.gpu_name, "memory_total_bytes": self.total} if self.total else None,
-            "gpu_memory_utilization": self.utilization, "gpu_memory_utilization_source": self.utilization_source,
-            "reserve_breakdown": self.reserve_parts or None, "reserve_source": self.reserve_source,
-            "kv_cache_dtype": self.kv_cache_dtype, "kv_bytes_per_element": kv_bytes(self.kv_cache_dtype, self.cfg),
-            "attention": "mla" if self.cfg.mla else ("hybrid" if len(set(self.cfg.layer_kinds)) > 1 else "standard"),
-            "kv_fixed_bytes": int(shape.fixed) or None, "sliding_window": shape.window or None,
-            "weights_breakdown": {k: int(v) for k, v in parts.items()}, "weights_total_bytes": self.tally.total - self.tally.skipped,
-            "skipped_bytes": self.tally.skipped, "pp_stage": stage, "notes": self.notes or None,
-        })
+        out.update(
+            {
+                "engine": self.engine,
+                "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "dp": self.layout.dp, "ep": self.layout.ep},
+                "gpu": {"name": self.gpu_name, "memory_total_bytes": self.total} if self.total else None,
+                "gpu_memory_utilization": self.utilization,
+                "gpu_memory_utilization_source": self.utilization_source,
+                "reserve_breakdown": self.reserve_parts or None,
+                "reserve_source": self.reserve_source,
+                "kv_cache_dtype": self.kv_cache_dtype,
+                "kv_bytes_per_element": kv_bytes(self.kv_cache_dtype, self.cfg),
+                "attention": "mla"
+                if self.cfg.mla
+                else ("hybrid" if len(set(self.cfg.layer_kinds)) > 1 else "standard"),
+                "kv_fixed_bytes": int(shape.fixed) or None,
+                "sliding_window": shape.window or None,
+                "weights_breakdown": {k: int(v) for k, v in parts.items()},
+                "weights_total_bytes": self.tally.total - self.tally.skipped,
+                "skipped_bytes": self.tally.skipped,
+                "pp_stage": stage,
+                "notes": self.notes or None,
+            }
+        )
         return out
 
 
-def resolve_reserve(m: MemoryModel, reserve_gib: Optional[float]) -> None:
+def resolve_reserve(m: MemoryModel, reserve_gib: float | None) -> None:
     """The reserve: ``--reserve-gib`` when given, else the documented default."""
     assert m.cfg is not None
     if reserve_gib is not None:
         m.reserve, m.reserve_source, m.reserve_parts, m.reserve_set = int(reserve_gib * GiB), "--reserve-gib", {}, True
     else:
         m.reserve, m.reserve_parts = default_reserve(m.cfg, m.layout, m.engine, eager=m.eager)
-        m.reserve_source = "default estimate (see `flightcheck explain FC402`)" if m.engine == "vllm" else "outside SGLang's mem_fraction_static"
+        m.reserve_source = (
+            "default estimate (see `flightcheck explain FC402`)"
+            if m.engine == "vllm"
+            else "outside SGLang's mem_fraction_static"
+        )
 
 
-def resolve_utilization(m: MemoryModel, given: Optional[float]) -> None:
+def resolve_utilization(m: MemoryModel, given: float | None) -> None:
     """gpu_memory_utilization / mem_fraction_static: the launch's, else the engine's default."""
     if given is not None:
         m.utilization, m.utilization_set = given, True

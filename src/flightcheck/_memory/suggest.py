@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from flightcheck._memory.layout import problems
 from flightcheck._memory.model import MemoryModel
@@ -31,8 +30,8 @@ class LayoutFit:
 
 
 def smallest_layout(
-    m: MemoryModel, gpus_available: Optional[int] = None, *, need_len: bool = True, vary_pp: bool = True
-) -> Optional[LayoutFit]:
+    m: MemoryModel, gpus_available: int | None = None, *, need_len: bool = True, vary_pp: bool = True
+) -> LayoutFit | None:
     """The smallest valid layout where everything fits (``need_len=False``: the weights).
 
     Candidates are TP (powers of two, valid for the model: heads, quantization blocks) x PP
@@ -47,7 +46,7 @@ def smallest_layout(
     candidates = []
     for tp in TP_CANDIDATES:
         for pp in sorted({base.pp, *(p for p in PP_CANDIDATES if vary_pp and p > base.pp)}):
-            for ep in ((False, True) if m.cfg.moe else (False,)):
+            for ep in (False, True) if m.cfg.moe else (False,):
                 candidates.append((tp * pp * base.dp, pp, ep, Layout(tp, pp, base.dp, ep)))
     for gpus, _pp, _ep, lay in sorted(candidates, key=lambda c: c[:3]):
         if gpus_available is not None and gpus > gpus_available:
@@ -62,7 +61,7 @@ def smallest_layout(
     return None
 
 
-def fp8_kv(m: MemoryModel) -> Optional[tuple[bool, int]]:
+def fp8_kv(m: MemoryModel) -> tuple[bool, int] | None:
     """(fits with an fp8 KV cache, largest length then) — None if already fp8 or unknown."""
     if (m.kv_cache_dtype or "auto").startswith("fp8"):
         return None
@@ -72,7 +71,7 @@ def fp8_kv(m: MemoryModel) -> Optional[tuple[bool, int]]:
     return f.kv_fits and f.max_model_len_fit > 0, f.max_model_len_fit
 
 
-def utilization_that_fits(m: MemoryModel) -> Optional[float]:
+def utilization_that_fits(m: MemoryModel) -> float | None:
     """The smallest gpu_memory_utilization / mem_fraction_static (step 0.01, up to 0.98)
     where it fits."""
     if m.total is None or m.utilization is None:
@@ -99,4 +98,3 @@ def flag(name: str, engine: str) -> str:
     """The engine's spelling of a suggested option."""
     vllm, sglang = FLAGS[name]
     return sglang if engine == "sglang" else vllm
-

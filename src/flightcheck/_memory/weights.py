@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Optional
 
 from flightcheck._memory.classes import classify
 from flightcheck._memory.config import ModelConfig
@@ -40,9 +39,17 @@ class Layout:
     def describe(self, engine: str = "vllm") -> str:
         """The layout as the engine's flags."""
         if engine == "sglang":
-            parts = [f"--tp {self.tp}"] + ([f"--pp-size {self.pp}"] if self.pp > 1 else []) + ([f"--dp {self.dp}"] if self.dp > 1 else [])
+            parts = (
+                [f"--tp {self.tp}"]
+                + ([f"--pp-size {self.pp}"] if self.pp > 1 else [])
+                + ([f"--dp {self.dp}"] if self.dp > 1 else [])
+            )
             return " ".join(parts + ([f"--ep-size {self.moe_size}"] if self.ep else []))
-        parts = [f"-tp {self.tp}"] + ([f"-pp {self.pp}"] if self.pp > 1 else []) + ([f"-dp {self.dp}"] if self.dp > 1 else [])
+        parts = (
+            [f"-tp {self.tp}"]
+            + ([f"-pp {self.pp}"] if self.pp > 1 else [])
+            + ([f"-dp {self.dp}"] if self.dp > 1 else [])
+        )
         return " ".join(parts + (["--enable-expert-parallel"] if self.ep else []))
 
 
@@ -50,14 +57,14 @@ class Layout:
 class Tally:
     """The checkpoint reduced to bytes per (class, layer) and what splitting them needs."""
 
-    bytes: dict[tuple[str, Optional[int]], int] = field(default_factory=dict)
-    expert_tensors: dict[Optional[int], int] = field(default_factory=dict)  # tensors in expert blocks
-    per_expert: dict[Optional[int], int] = field(default_factory=dict)  # tensors one expert has
+    bytes: dict[tuple[str, int | None], int] = field(default_factory=dict)
+    expert_tensors: dict[int | None, int] = field(default_factory=dict)  # tensors in expert blocks
+    per_expert: dict[int | None, int] = field(default_factory=dict)  # tensors one expert has
     vocab_rows: dict[str, int] = field(default_factory=dict)  # "vocab" / "head" -> rows stored
     total: int = 0
     skipped: int = 0
 
-    def add(self, cls: str, layer: Optional[int], nbytes: int) -> None:
+    def add(self, cls: str, layer: int | None, nbytes: int) -> None:
         self.bytes[(cls, layer)] = self.bytes.get((cls, layer), 0) + nbytes
         self.total += nbytes
         if cls == "skipped":
@@ -70,7 +77,7 @@ class Tally:
 def tally(groups: Iterable[tuple[str, int, str, tuple[int, ...], int, int, int]], cfg: ModelConfig) -> Tally:
     """Reduce (pattern, index, dtype, shape, nbytes, count, per_item) groups to a Tally."""
     t = Tally()
-    seen: dict[tuple[str, int, str], tuple[str, Optional[int]]] = {}
+    seen: dict[tuple[str, int, str], tuple[str, int | None]] = {}
     for pattern, index, dtype, shape, nbytes, count, per_item in groups:
         key = (pattern, index, dtype)
         if key not in seen:
@@ -98,7 +105,7 @@ def stage_layers(layers: int, pp: int) -> list[range]:
     return out
 
 
-def _experts_in(t: Tally, layer: Optional[int], cfg: ModelConfig) -> int:
+def _experts_in(t: Tally, layer: int | None, cfg: ModelConfig) -> int:
     if cfg.experts:
         return cfg.experts
     n = t.expert_tensors.get(layer, 0) // max(1, t.per_expert.get(layer, 1))
@@ -159,7 +166,11 @@ def per_rank(t: Tally, cfg: ModelConfig, layout: Layout, *, online_fp8: bool = F
         heads = max(1, cfg.heads // tp)
         copy = heads * cfg.kv_lora_rank * (cfg.qk_nope_head_dim + cfg.v_head_dim) * 2
         for s, r in enumerate(stages):
-            n = sum(1 for i in r if i < len(cfg.layer_kinds) and cfg.layer_kinds[i] != "linear") if cfg.layer_kinds else len(r)
+            n = (
+                sum(1 for i in r if i < len(cfg.layer_kinds) and cfg.layer_kinds[i] != "linear")
+                if cfg.layer_kinds
+                else len(r)
+            )
             if n:
                 out[s]["mla_copies"] = copy * n
     return out

@@ -6,10 +6,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flightcheck._vocabulary.results import CheckResult, Severity, Status
-from flightcheck._report.text_format import family_kind, layout_text, line_kind, mark, open_console, print_finding, print_plan, print_verdict
-from flightcheck._vocabulary.version import __version__
 from flightcheck._checks.cluster.context import names_text
+from flightcheck._report.text_format import (
+    family_kind,
+    layout_text,
+    line_kind,
+    mark,
+    open_console,
+    print_finding,
+    print_plan,
+    print_verdict,
+)
+from flightcheck._vocabulary.results import CheckResult, Severity, Status
+from flightcheck._vocabulary.version import __version__
 
 if TYPE_CHECKING:
     from flightcheck._checks.cluster.evaluate import ClusterReport
@@ -53,7 +62,9 @@ def render(report: ClusterReport, *, verbose: bool = False, color: bool | None =
         kinds = _codes_by_kind(rep.checks, report.strict)
         blocking, other = kinds["fail"], [c for c in kinds["warn"] + kinds["info"] if c not in kinds["fail"]]
         unknown = [c for c in kinds["unknown"] if c not in blocking]
-        tail = (" " + " ".join(blocking) if blocking else "") + (f" [dim](non-blocking: {' '.join(other)})[/dim]" if other else "")
+        tail = (" " + " ".join(blocking) if blocking else "") + (
+            f" [dim](non-blocking: {' '.join(other)})[/dim]" if other else ""
+        )
         tail += f" [dim](could not evaluate: {' '.join(unknown)})[/dim]" if unknown else ""
         con.print(f"  \\[{mark(_NODE_KIND[rep.verdict])}] {escape(name):<{width}}  {rep.verdict}{tail}")
     for name, why in report.unreachable.items():
@@ -63,13 +74,17 @@ def render(report: ClusterReport, *, verbose: bool = False, color: bool | None =
     con.print()
 
     kind = family_kind(report.checks, report.strict)
-    con.print(f"\\[{mark(kind)}] [bold]Across nodes[/bold] — {len(report.nodes)} node{'s' if len(report.nodes) != 1 else ''} compared")
+    con.print(
+        f"\\[{mark(kind)}] [bold]Across nodes[/bold] — {len(report.nodes)} node{'s' if len(report.nodes) != 1 else ''} compared"
+    )
     problems = int(kind in ("fail", "warn", "unknown"))
     for r in report.checks:
         line = line_kind(r, report.strict)
         if line is None:
             if verbose and r.status in (Status.PASS, Status.SKIP) and r.message:
-                con.print(f"    {mark('ok' if r.status is Status.PASS else 'skip')} [dim]{r.code}[/dim] {escape(r.message)}")
+                con.print(
+                    f"    {mark('ok' if r.status is Status.PASS else 'skip')} [dim]{r.code}[/dim] {escape(r.message)}"
+                )
             continue
         where = f" [dim]({escape(r.subject)})[/dim]" if r.subject != "cluster" else ""
         print_finding(con, r, line, where)

@@ -23,8 +23,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
-from flightcheck._vocabulary.results import FAMILIES, CheckResult, Status
 from flightcheck._vocabulary.report import blocks
+from flightcheck._vocabulary.results import FAMILIES, CheckResult, Status
 
 if TYPE_CHECKING:
     from flightcheck._vocabulary.report import Report
@@ -52,7 +52,9 @@ def _add_case(suite: ET.Element, r: CheckResult, name: str, strict: bool) -> str
     outcome = "passed"
     out: list[str] = []
     if blocks(r, strict):
-        ET.SubElement(tc, "failure", message=_xml_text(r.message[:1000]), type=r.severity.value).text = _xml_text(_case_text(r))
+        ET.SubElement(tc, "failure", message=_xml_text(r.message[:1000]), type=r.severity.value).text = _xml_text(
+            _case_text(r)
+        )
         outcome = "failure"
     elif r.status is Status.FAIL:
         out.append(f"{r.severity.value} (does not block the launch): {_case_text(r)}")
@@ -99,8 +101,17 @@ def _add_suite(root: ET.Element, index: int, s: Suite, strict: bool, stamp: str)
         tally["tests"] += 1
         if outcome != "passed":
             tally["failures" if outcome == "failure" else "skipped"] += 1
-    for key, value in (("tests", tally["tests"]), ("failures", tally["failures"]), ("errors", 0), ("skipped", tally["skipped"]),
-                       ("time", 0), ("timestamp", stamp), ("hostname", s.hostname), ("id", index), ("package", s.package)):
+    for key, value in (
+        ("tests", tally["tests"]),
+        ("failures", tally["failures"]),
+        ("errors", 0),
+        ("skipped", tally["skipped"]),
+        ("time", 0),
+        ("timestamp", stamp),
+        ("hostname", s.hostname),
+        ("id", index),
+        ("package", s.package),
+    ):
         suite.set(key, _xml_text(value))
     return tally
 
@@ -125,11 +136,24 @@ def render(report: Report) -> str:
     """The report as JUnit XML text: one suite per check family."""
     host = report.facts.host.hostname if report.facts.host and report.facts.host.hostname else "localhost"
     i = report.intent
-    props: list[tuple[str, object]] = [("verdict", report.verdict), ("exit_code", report.exit_code), ("engine", i.engine),
-                                       ("tensor_parallel_size", i.tensor_parallel_size), ("model", i.model or "")]
+    props: list[tuple[str, object]] = [
+        ("verdict", report.verdict),
+        ("exit_code", report.exit_code),
+        ("engine", i.engine),
+        ("tensor_parallel_size", i.tensor_parallel_size),
+        ("model", i.model or ""),
+    ]
     by_family: dict[str, list[CheckResult]] = {}
     for r in report.checks:
         by_family.setdefault(r.code[:3], []).append(r)
-    suites = (Suite(f"flightcheck: {FAMILIES.get(prefix, prefix + 'xx')}", by_family[prefix], props, host, f"flightcheck.{prefix}xx")
-              for prefix in sorted(by_family))
+    suites = (
+        Suite(
+            f"flightcheck: {FAMILIES.get(prefix, prefix + 'xx')}",
+            by_family[prefix],
+            props,
+            host,
+            f"flightcheck.{prefix}xx",
+        )
+        for prefix in sorted(by_family)
+    )
     return document("flightcheck", report.timings.get("total_s", 0.0), suites, report.strict)

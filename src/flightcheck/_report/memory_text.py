@@ -51,17 +51,26 @@ def render_memory(console: Any, memory: dict[str, Any]) -> None:
         console.print(f"[bold]Memory per GPU[/bold]: not computed ({escape(str(memory['error']))})")
         return
     layout = memory.get("layout") or {}
-    lay = f"TP {layout.get('tp', 1)}" + (f" x PP {layout['pp']}" if layout.get("pp", 1) > 1 else "") + (f" x DP {layout['dp']}" if layout.get("dp", 1) > 1 else "") + (" + EP" if layout.get("ep") else "")
+    lay = (
+        f"TP {layout.get('tp', 1)}"
+        + (f" x PP {layout['pp']}" if layout.get("pp", 1) > 1 else "")
+        + (f" x DP {layout['dp']}" if layout.get("dp", 1) > 1 else "")
+        + (" + EP" if layout.get("ep") else "")
+    )
     usable = per.get("usable_bytes")
     weights = per.get("weights_bytes") or 0
     gpu = memory.get("gpu") or {}
     if usable is None:
-        console.print(f"[bold]Memory per GPU[/bold] ({lay}): weights {_gib(weights)}; GPU memory unknown, fit not evaluated")
+        console.print(
+            f"[bold]Memory per GPU[/bold] ({lay}): weights {_gib(weights)}; GPU memory unknown, fit not evaluated"
+        )
         _lines(console, memory, per)
         return
     name = (gpu.get("name") or "GPU").removeprefix("NVIDIA ")
     util = memory.get("gpu_memory_utilization")
-    console.print(f"[bold]Memory per GPU[/bold] ({escape(name)}, {_gib(gpu.get('memory_total_bytes') or 0)} x {util:g} = {_gib(usable)} usable, {lay})")
+    console.print(
+        f"[bold]Memory per GPU[/bold] ({escape(name)}, {_gib(gpu.get('memory_total_bytes') or 0)} x {util:g} = {_gib(usable)} usable, {lay})"
+    )
     kv = per.get("kv_bytes_for_max_model_len") or 0
     reserve = per.get("reserve_bytes") or 0
     free = usable - weights - kv - reserve
@@ -74,7 +83,9 @@ def render_memory(console: Any, memory: dict[str, Any]) -> None:
     console.print(f"  \\[{text}]{over}")
     length = memory.get("max_model_len")
     tok = f" ({length:,} tok)" if isinstance(length, int) and length > 0 else ""
-    console.print(f"   [blue]weights[/blue] {_gib(weights)} · [magenta]KV[/magenta] {_gib(kv)}{tok} · [yellow]reserve[/yellow] {_gib(reserve)} · [green]free[/green] {_gib(max(0.0, free))}")
+    console.print(
+        f"   [blue]weights[/blue] {_gib(weights)} · [magenta]KV[/magenta] {_gib(kv)}{tok} · [yellow]reserve[/yellow] {_gib(reserve)} · [green]free[/green] {_gib(max(0.0, free))}"
+    )
     _lines(console, memory, per)
 
 
@@ -86,7 +97,9 @@ def _lines(console: Any, memory: dict[str, Any], per: dict[str, Any]) -> None:
     elif length:
         bits.append(f"max_model_len {length:,}" + (f"; fits up to {fit:,}" if fit is not None else ""))
     if per.get("kv_bytes_per_token"):
-        bits.append(f"{per['kv_bytes_per_token']:,} B/token ({memory.get('kv_cache_dtype', 'auto')} KV, {memory.get('attention', 'standard')})")
+        bits.append(
+            f"{per['kv_bytes_per_token']:,} B/token ({memory.get('kv_cache_dtype', 'auto')} KV, {memory.get('attention', 'standard')})"
+        )
     if bits:
         console.print("   " + " · ".join(bits))
     load = memory.get("load_bytes")

@@ -27,8 +27,8 @@ from flightcheck._vocabulary.results import Severity, Status
 from flightcheck._vocabulary.version import __version__
 
 if TYPE_CHECKING:
-    from flightcheck._vocabulary.results import CheckResult
     from flightcheck._vocabulary.report import Report
+    from flightcheck._vocabulary.results import CheckResult
 
 STATUS_VALUE = {Status.PASS: 0, Status.FAIL: 1, Status.UNKNOWN: 2, Status.SKIP: 3}
 #: which status wins when one check reports a subject twice: fail > unknown > pass > skip
@@ -78,24 +78,56 @@ def render(report: Report, now: float | None = None) -> str:
         "Result of one flightcheck check for one subject: 0 pass, 1 fail, 2 unknown (could not be evaluated), 3 skip (does not apply).",
         status_samples((check_labels(r), r.status) for r in report.checks),
     )
-    metric_family(out, "flightcheck_ready", "1 when the checked launch would work on this node (exit code 0), else 0.",
-            [("", 1 if report.exit_code == 0 else 0)])
-    metric_family(out, "flightcheck_verdict",
-            "1 for the verdict of the last run (ready, ready-with-fallbacks, not-ready, unknown), 0 for the others.",
-            [(series_labels(verdict=v), 1 if v == report.verdict else 0) for v in VERDICTS])
-    metric_family(out, "flightcheck_exit_code", "Exit code of the last run: 0 ready, 1 not ready, 3 unknown.", [("", report.exit_code)])
+    metric_family(
+        out,
+        "flightcheck_ready",
+        "1 when the checked launch would work on this node (exit code 0), else 0.",
+        [("", 1 if report.exit_code == 0 else 0)],
+    )
+    metric_family(
+        out,
+        "flightcheck_verdict",
+        "1 for the verdict of the last run (ready, ready-with-fallbacks, not-ready, unknown), 0 for the others.",
+        [(series_labels(verdict=v), 1 if v == report.verdict else 0) for v in VERDICTS],
+    )
+    metric_family(
+        out,
+        "flightcheck_exit_code",
+        "Exit code of the last run: 0 ready, 1 not ready, 3 unknown.",
+        [("", report.exit_code)],
+    )
     failing = {s: 0 for s in Severity}
     for r in report.checks:
         if r.status is Status.FAIL:
             failing[r.severity] += 1
-    metric_family(out, "flightcheck_failures", "Failing check results of the last run, by severity.",
-            [(series_labels(severity=s.value), n) for s, n in failing.items()])
-    metric_family(out, "flightcheck_fallback_steps", "Changes the fallback plan makes to the launch (environment and arguments).",
-            [("", len(report.plan.steps) if report.plan else 0)])
-    metric_family(out, "flightcheck_last_run_timestamp_seconds", "Unix time the last run finished.",
-            [("", round(time.time() if now is None else now, 3))])
-    metric_family(out, "flightcheck_run_duration_seconds", "Wall time of the last run (collection and evaluation).",
-            [("", float(report.timings.get("total_s", report.timings.get("evaluate_s", 0.0))))])
-    metric_family(out, "flightcheck_info", "flightcheck version and the engine the last run checked.",
-            [(series_labels(version=__version__, engine=report.intent.engine), 1)])
+    metric_family(
+        out,
+        "flightcheck_failures",
+        "Failing check results of the last run, by severity.",
+        [(series_labels(severity=s.value), n) for s, n in failing.items()],
+    )
+    metric_family(
+        out,
+        "flightcheck_fallback_steps",
+        "Changes the fallback plan makes to the launch (environment and arguments).",
+        [("", len(report.plan.steps) if report.plan else 0)],
+    )
+    metric_family(
+        out,
+        "flightcheck_last_run_timestamp_seconds",
+        "Unix time the last run finished.",
+        [("", round(time.time() if now is None else now, 3))],
+    )
+    metric_family(
+        out,
+        "flightcheck_run_duration_seconds",
+        "Wall time of the last run (collection and evaluation).",
+        [("", float(report.timings.get("total_s", report.timings.get("evaluate_s", 0.0))))],
+    )
+    metric_family(
+        out,
+        "flightcheck_info",
+        "flightcheck version and the engine the last run checked.",
+        [(series_labels(version=__version__, engine=report.intent.engine), 1)],
+    )
     return "\n".join(out) + "\n"

@@ -9,18 +9,25 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from flightcheck._vocabulary.results import FAMILIES, CheckResult, Severity, Status
 from flightcheck._vocabulary.report import blocks
+from flightcheck._vocabulary.results import FAMILIES, CheckResult, Severity, Status
 from flightcheck._vocabulary.version import __version__
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from flightcheck._vocabulary.report import Report
     from flightcheck._vocabulary.intent import Intent
     from flightcheck._vocabulary.plan import Plan
+    from flightcheck._vocabulary.report import Report
 
-_MARK = {"fail": ("✗", "red"), "warn": ("!", "yellow"), "unknown": ("?", "blue"), "ok": ("✓", "green"), "skip": ("-", "dim"), "info": ("•", "cyan")}
+_MARK = {
+    "fail": ("✗", "red"),
+    "warn": ("!", "yellow"),
+    "unknown": ("?", "blue"),
+    "ok": ("✓", "green"),
+    "skip": ("-", "dim"),
+    "info": ("•", "cyan"),
+}
 
 _VERDICT_TEXT = {
     "ready": "ready: no blocking problem found",

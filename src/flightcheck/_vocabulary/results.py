@@ -10,6 +10,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+
 class Severity(str, enum.Enum):
     """How bad a failure is: ``error`` blocks the launch, ``warning`` and ``info`` do not."""
 

@@ -38,9 +38,16 @@ NVML_NVLINK_DEVICE_TYPE_GPU = 0
 NVML_NVLINK_DEVICE_TYPE_SWITCH = 2
 
 _TEXT = {
-    2: "Invalid Argument", 3: "Not Supported", 4: "Insufficient Permissions", 9: "Driver Not Loaded",
-    12: "NVML Shared Library Not Found", 13: "Function Not Found", 15: "GPU is lost", 16: "GPU requires restart",
-    18: "RM has detected an NVML/RM version mismatch.", 999: "Unknown Error",
+    2: "Invalid Argument",
+    3: "Not Supported",
+    4: "Insufficient Permissions",
+    9: "Driver Not Loaded",
+    12: "NVML Shared Library Not Found",
+    13: "Function Not Found",
+    15: "GPU is lost",
+    16: "GPU requires restart",
+    18: "RM has detected an NVML/RM version mismatch.",
+    999: "Unknown Error",
 }
 
 
@@ -66,7 +73,7 @@ class NVMLError(Exception):
 
 for _name, _code in list(globals().items()):
     if _name.startswith("NVML_ERROR_"):
-        _cls_name = "NVMLError_" + "".join(p.capitalize() for p in _name[len("NVML_ERROR_"):].split("_"))
+        _cls_name = "NVMLError_" + "".join(p.capitalize() for p in _name[len("NVML_ERROR_") :].split("_"))
         _cls = type(_cls_name, (NVMLError,), {})
         globals()[_cls_name] = _cls
         NVMLError._classes[_code] = _cls
@@ -109,7 +116,14 @@ if not S.get("no_v2_struct"):
 
     class c_nvmlGpuFabricInfo_v2_t:
         def __init__(self) -> None:
-            self.version, self.clusterUuid, self.status, self.cliqueId, self.state, self.healthMask = 0x02000024, [0] * 16, 0, 0, 0, 0
+            self.version, self.clusterUuid, self.status, self.cliqueId, self.state, self.healthMask = (
+                0x02000024,
+                [0] * 16,
+                0,
+                0,
+                0,
+                0,
+            )
 
 
 class c_nvmlGpuFabricInfo_t:

@@ -3,6 +3,6 @@
 Importing the package registers every check of the family.
 """
 
-from flightcheck._checks.checkpoint import headers, files
+from flightcheck._checks.checkpoint import files, headers
 
-__all__ = ['headers', 'files']
+__all__ = ["files", "headers"]

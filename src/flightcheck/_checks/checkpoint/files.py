@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from flightcheck._vocabulary.results import ERROR, INFO, WARNING
+from flightcheck._checks.checkpoint.headers import _checkpoint, _report
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
 from flightcheck._knowledge.units import si_bytes
-from flightcheck._checks.checkpoint.headers import _checkpoint, _report
+from flightcheck._vocabulary.results import ERROR, INFO, WARNING
 
 
 @check("FC506", "index-inconsistent", ERROR)
@@ -35,7 +35,11 @@ def index_inconsistent(ctx: Context) -> Iterator[Outcome]:
     ck = _checkpoint(ctx)
     if ck.index_name is None and len(ck.shards) <= 1 and not ck.of("FC506"):
         raise Skip("single-file checkpoint: no index to cross-check")
-    yield from _report(ck, "FC506", f"the index matches the {len(ck.shards)} headers" if ck.index_name else "no tensor is in two shards")
+    yield from _report(
+        ck,
+        "FC506",
+        f"the index matches the {len(ck.shards)} headers" if ck.index_name else "no tensor is in two shards",
+    )
 
 
 @check("FC507", "config-invalid", ERROR)
@@ -56,7 +60,11 @@ def config_invalid(ctx: Context) -> Iterator[Outcome]:
     """
     ck = _checkpoint(ctx)
     subject = "file:config.json"
-    fix = f"hf download {ck.resolved.repo_id} config.json" if ck.resolved.repo_id else f"restore {ck.path}/config.json from the model's source"
+    fix = (
+        f"hf download {ck.resolved.repo_id} config.json"
+        if ck.resolved.repo_id
+        else f"restore {ck.path}/config.json from the model's source"
+    )
     if ck.config_error:
         yield fail(ck.config_error, fix=fix, subject=subject)
         return
@@ -64,10 +72,15 @@ def config_invalid(ctx: Context) -> Iterator[Outcome]:
 
     cfg = parse(ck.config)
     if cfg.missing:
-        yield fail(f"config.json has no {', '.join(cfg.missing)}: the architecture cannot be built", fix=fix, subject=subject)
+        yield fail(
+            f"config.json has no {', '.join(cfg.missing)}: the architecture cannot be built", fix=fix, subject=subject
+        )
         return
     arch = cfg.architectures[0] if cfg.architectures else cfg.model_type or "unknown architecture"
-    yield ok(f"{arch}, {cfg.layers} layers, hidden {cfg.hidden}" + (f", {cfg.experts} experts" if cfg.experts else ""), subject=subject)
+    yield ok(
+        f"{arch}, {cfg.layers} layers, hidden {cfg.hidden}" + (f", {cfg.experts} experts" if cfg.experts else ""),
+        subject=subject,
+    )
 
 
 @check("FC508", "shard-unreadable", ERROR)

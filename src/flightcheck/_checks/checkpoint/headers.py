@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from flightcheck._vocabulary.results import ERROR, Severity
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
+from flightcheck._vocabulary.results import ERROR, Severity
 
 LIMIT = 5  # findings listed one by one per check; the rest are counted on one line
 
@@ -43,9 +43,13 @@ def _report(ck: Any, code: str, passed: str) -> Iterator[Outcome]:
             sev = None  # the check's own severity
         else:
             sev = Severity(rest[0].severity)
-        yield fail(f"... and {len(rest)} more like these ({', '.join(f.subject.split(':', 1)[-1] for f in rest[:3])}, ...)",
-                   fix=rest[0].fix, subject=f"model:{ck.resolved.model}", severity=sev,
-                   evidence={"more": len(rest), "subjects": [f.subject for f in rest]})
+        yield fail(
+            f"... and {len(rest)} more like these ({', '.join(f.subject.split(':', 1)[-1] for f in rest[:3])}, ...)",
+            fix=rest[0].fix,
+            subject=f"model:{ck.resolved.model}",
+            severity=sev,
+            evidence={"more": len(rest), "subjects": [f.subject for f in rest]},
+        )
     if not findings:
         yield ok(passed)
 
@@ -83,7 +87,9 @@ def model_not_found(ctx: Context) -> Iterator[Outcome]:
     the directory itself as ``--model``.
     """
     ck = _checkpoint(ctx, found=False)
-    yield from _report(ck, "FC501", f"{ck.resolved.model} -> {ck.path}" + (f" ({ck.resolved.note})" if ck.resolved.note else ""))
+    yield from _report(
+        ck, "FC501", f"{ck.resolved.model} -> {ck.path}" + (f" ({ck.resolved.note})" if ck.resolved.note else "")
+    )
 
 
 @check("FC502", "shard-missing", ERROR)
@@ -171,4 +177,6 @@ def download_incomplete(ctx: Context) -> Iterator[Outcome]:
     fix line names the file and the revision.
     """
     ck = _checkpoint(ctx)
-    yield from _report(ck, "FC505", "no interrupted download" + (", sizes match the cache's records" if ck.resolved.repo_dir else ""))
+    yield from _report(
+        ck, "FC505", "no interrupted download" + (", sizes match the cache's records" if ck.resolved.repo_dir else "")
+    )

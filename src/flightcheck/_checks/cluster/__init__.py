@@ -5,4 +5,4 @@ Importing the package registers every check of the family.
 
 from flightcheck._checks.cluster import checks
 
-__all__ = ['checks']
+__all__ = ["checks"]

@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from flightcheck._checks.framework import Outcome, fail, ok, unknown
 from flightcheck._checks.cluster.context import names_text, outliers
+from flightcheck._checks.framework import Outcome, fail, ok, unknown
 
 if TYPE_CHECKING:
-    from flightcheck._vocabulary.facts import CheckpointFacts
     from flightcheck._checks.cluster.context import ClusterContext
+    from flightcheck._vocabulary.facts import CheckpointFacts
 
 #: Files that never change what is loaded (documentation, git metadata).
 _IGNORED_PREFIXES = ("readme", "license", "notice", "use_policy", ".git")
@@ -93,7 +93,11 @@ def _fix(name: str, diffs: list[Diff], sections: dict[str, CheckpointFacts]) -> 
     good = max(sorted(votes), key=lambda n: votes[n]) if votes else None
     lines = [f"rm {mine}/{d.file}   # not in the other nodes' copies" for d in diffs if d.issue == "extra"]
     model = sections[name].model or mine
-    lines += [f"huggingface-cli download {model} --revision {d.reference}   # the revision the other nodes hold" for d in diffs if d.issue == "revision"]
+    lines += [
+        f"huggingface-cli download {model} --revision {d.reference}   # the revision the other nodes hold"
+        for d in diffs
+        if d.issue == "revision"
+    ]
     fetch = [d for d in diffs if d.issue not in ("extra", "revision")]
     if fetch and good:
         src = sections[good].path or mine
@@ -101,12 +105,17 @@ def _fix(name: str, diffs: list[Diff], sections: dict[str, CheckpointFacts]) -> 
             lines.append(f"rsync -a --checksum {good}:{src}/ {mine}/")
         else:
             lines += [f"rsync -a --checksum {good}:{src}/{d.file} {mine}/{d.file}" for d in fetch]
-    return "\n".join(lines) + f"\nthen collect again on {name}: flightcheck collect --model {sections[name].model or mine} -o <dir>/{name}.json"
+    return (
+        "\n".join(lines)
+        + f"\nthen collect again on {name}: flightcheck collect --model {sections[name].model or mine} -o <dir>/{name}.json"
+    )
 
 
 def checkpoint_findings(ctx: ClusterContext) -> list[Outcome] | None:
     """FC802's outcomes, or None when no node recorded a checkpoint and none was asked for."""
-    sections = {n: f.checkpoint for n, f in ctx.nodes.items() if f.checkpoint is not None and f.checkpoint.files is not None}
+    sections = {
+        n: f.checkpoint for n, f in ctx.nodes.items() if f.checkpoint is not None and f.checkpoint.files is not None
+    }
     model = ctx.intent.model
     if not sections and not model:
         return None
@@ -117,32 +126,53 @@ def checkpoint_findings(ctx: ClusterContext) -> list[Outcome] | None:
         ck = facts.checkpoint
         why = facts.reason("checkpoint") or (f"{ck.model} was not found there" if ck is not None and ck.model else None)
         if why:
-            out.append(fail(
-                f"{name} could not read the model: {why}",
-                fix=f"make the model readable on {name} at the path the launch uses (copy it there, or mount the shared copy), then collect again",
-                subject=f"node:{name}",
-                evidence={"reason": why},
-            ))
+            out.append(
+                fail(
+                    f"{name} could not read the model: {why}",
+                    fix=f"make the model readable on {name} at the path the launch uses (copy it there, or mount the shared copy), then collect again",
+                    subject=f"node:{name}",
+                    evidence={"reason": why},
+                )
+            )
         else:
-            out.append(unknown(
-                f"{name}'s snapshot has no checkpoint section: collect it with `flightcheck collect --model {model or 'M'}`",
-                subject=f"node:{name}",
-            ))
+            out.append(
+                unknown(
+                    f"{name}'s snapshot has no checkpoint section: collect it with `flightcheck collect --model {model or 'M'}`",
+                    subject=f"node:{name}",
+                )
+            )
     if len(sections) < 2:
         return out or [unknown("fewer than two nodes recorded a checkpoint section", subject="cluster")]
     for name, diffs in _diffs(sections).items():
         if not diffs:
             continue
-        listed = "; ".join(d.text() for d in diffs[:_LIST]) + (f"; and {len(diffs) - _LIST} more" if len(diffs) > _LIST else "")
-        out.append(fail(
-            f"{name}'s copy differs in {len(diffs)} file{'s' if len(diffs) != 1 else ''}: {listed}",
-            fix=_fix(name, diffs, sections),
-            subject=f"node:{name}",
-            evidence={"path": sections[name].path, "files": {d.file: {"issue": d.issue, "node": d.mine, "reference": d.reference, "reference_nodes": list(d.reference_nodes)} for d in diffs}},
-        ))
+        listed = "; ".join(d.text() for d in diffs[:_LIST]) + (
+            f"; and {len(diffs) - _LIST} more" if len(diffs) > _LIST else ""
+        )
+        out.append(
+            fail(
+                f"{name}'s copy differs in {len(diffs)} file{'s' if len(diffs) != 1 else ''}: {listed}",
+                fix=_fix(name, diffs, sections),
+                subject=f"node:{name}",
+                evidence={
+                    "path": sections[name].path,
+                    "files": {
+                        d.file: {
+                            "issue": d.issue,
+                            "node": d.mine,
+                            "reference": d.reference,
+                            "reference_nodes": list(d.reference_nodes),
+                        }
+                        for d in diffs
+                    },
+                },
+            )
+        )
     if not out:
         any_section = next(iter(sections.values()))
         files = [f for f in (any_section.files or {}) if _compared(f)]
         size = sum((any_section.files or {})[f] for f in files)
-        out.append(ok(f"{len(sections)} nodes hold the same copy: {len(files)} files, {size / 1e9:,.1f} GB", subject="cluster"))
+        out.append(
+            ok(f"{len(sections)} nodes hold the same copy: {len(files)} files, {size / 1e9:,.1f} GB", subject="cluster")
+        )
     return out

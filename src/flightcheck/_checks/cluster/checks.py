@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from flightcheck._checks.cluster.checkpoint import checkpoint_findings
 from flightcheck._checks.cluster.compare import nvlink_domain_findings, software, software_fix
 from flightcheck._checks.cluster.context import names_text, outliers
-from flightcheck._vocabulary.results import ERROR, WARNING
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
+from flightcheck._vocabulary.results import ERROR, WARNING
 
 if TYPE_CHECKING:
     from flightcheck._checks.cluster.context import ClusterContext
@@ -77,7 +77,9 @@ def software_skew(ctx: ClusterContext) -> Iterator[Outcome]:
             f"{name} runs " + "; ".join(parts),
             fix=software_fix(ctx.nodes[name], [(label, ref) for label, _mine, ref, _nodes in diffs], components),
             subject=f"node:{name}",
-            evidence={label: {"node": mine, "reference": ref, "reference_nodes": nodes} for label, mine, ref, nodes in diffs},
+            evidence={
+                label: {"node": mine, "reference": ref, "reference_nodes": nodes} for label, mine, ref, nodes in diffs
+            },
         )
 
 
@@ -136,7 +138,11 @@ def node_unreachable(ctx: ClusterContext) -> Iterator[Outcome]:
     """
     n = len(ctx.nodes)
     if n == 0 and not ctx.unreachable:  # nothing answered and nothing to name: never "ready"
-        yield fail("no node gave facts", fix="check that the cluster has GPU nodes (`ray status`) or that the facts directory holds their snapshots", subject="cluster")
+        yield fail(
+            "no node gave facts",
+            fix="check that the cluster has GPU nodes (`ray status`) or that the facts directory holds their snapshots",
+            subject="cluster",
+        )
         return
     for name, why in ctx.unreachable.items():
         if ctx.source == "ray":
@@ -212,7 +218,11 @@ def node_shape_differs(ctx: ClusterContext) -> Iterator[Outcome]:
             f"{name} has {_shape_text(shape)}; {names_text(ref_nodes)} {verb} {_shape_text(ref)}",
             fix=f"launch on nodes of one shape ({per_node} GPU{'s' if per_node != 1 else ''} of one model per node), or set CUDA_VISIBLE_DEVICES on {name} to match the others",
             subject=f"node:{name}",
-            evidence={"gpus": shape[0], "models": shape[1], "reference": {"gpus": ref[0], "models": ref[1], "nodes": ref_nodes}},
+            evidence={
+                "gpus": shape[0],
+                "models": shape[1],
+                "reference": {"gpus": ref[0], "models": ref[1], "nodes": ref_nodes},
+            },
         )
 
 
@@ -246,4 +256,3 @@ def nvlink_domain_split(ctx: ClusterContext) -> Iterator[Outcome]:
     """
     _need_two(ctx)
     yield from nvlink_domain_findings(ctx)
-

@@ -9,15 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from flightcheck._knowledge.units import major_minor
-from flightcheck._knowledge.derived import multi_node_nvlink_member, nvlink_domain, package
-from flightcheck._vocabulary.results import ERROR, WARNING
-from flightcheck._checks.framework import Outcome, Skip, fail, ok, unknown
 from flightcheck._checks.cluster.context import groups, names_text
+from flightcheck._checks.framework import Outcome, Skip, fail, ok, unknown
+from flightcheck._knowledge.derived import multi_node_nvlink_member, nvlink_domain, package
+from flightcheck._knowledge.units import major_minor
+from flightcheck._vocabulary.results import ERROR, WARNING
 
 if TYPE_CHECKING:
-    from flightcheck._vocabulary.facts import Facts
     from flightcheck._checks.cluster.context import ClusterContext
+    from flightcheck._vocabulary.facts import Facts
 
 #: A compared component: (label in messages, pip distribution or None, value of one node).
 Component = tuple[str, "str | None", Callable[["Facts"], "str | None"]]
@@ -77,14 +77,20 @@ def software_fix(facts: Facts, diffs: list[tuple[str, str]], components: list[Co
     labels = {label for label, _ in diffs}
     for label, ref in diffs:
         if label == "driver":
-            lines.append(f"install NVIDIA driver {ref} (and the same nvidia-fabricmanager / nvidia-imex version where used), then reboot")
+            lines.append(
+                f"install NVIDIA driver {ref} (and the same nvidia-fabricmanager / nvidia-imex version where used), then reboot"
+            )
         elif label == "Python":
-            lines.append(f"rebuild the engine environment on Python {ref} (e.g. `uv venv --python {ref}`) and reinstall the same packages")
+            lines.append(
+                f"rebuild the engine environment on Python {ref} (e.g. `uv venv --python {ref}`) and reinstall the same packages"
+            )
         elif label == "CUDA (torch build)":
             if "torch" not in labels:  # otherwise the torch requirement below carries the CUDA build
                 torch = package(facts, "torch") or ""
                 pin = f"=={torch.split('+', 1)[0]}" if torch else ""
-                lines.append(f"{python} -m pip install --force-reinstall 'torch{pin}' --index-url https://download.pytorch.org/whl/cu{ref.replace('.', '')}")
+                lines.append(
+                    f"{python} -m pip install --force-reinstall 'torch{pin}' --index-url https://download.pytorch.org/whl/cu{ref.replace('.', '')}"
+                )
         else:
             reqs.extend(_requirement(label, dists.get(label), ref))
     if reqs:
@@ -98,6 +104,7 @@ def software_fix(facts: Facts, diffs: list[tuple[str, str]], components: list[Co
 
 
 # ---------------------------------------------------------------- FC805: NVLink domain
+
 
 def _domains(ctx: ClusterContext, name: str) -> set[tuple[str, int | None]]:
     """(cluster UUID, clique) of each GPU used with a completed fabric and a real UUID."""
@@ -145,7 +152,10 @@ def nvlink_domain_findings(ctx: ClusterContext) -> Iterator[Outcome]:
             continue
         found = True
         if ctx.nodes[name].gpus is None:
-            yield unknown(f"{name}: GPUs were not recorded ({ctx.nodes[name].reason('gpus') or 'no gpus section'})", subject=f"node:{name}")
+            yield unknown(
+                f"{name}: GPUs were not recorded ({ctx.nodes[name].reason('gpus') or 'no gpus section'})",
+                subject=f"node:{name}",
+            )
             continue
         if not keys:
             what = "reports no multi-node NVLink fabric (fabric not completed, or a zero cluster UUID)"
@@ -153,19 +163,30 @@ def nvlink_domain_findings(ctx: ClusterContext) -> Iterator[Outcome]:
             what = "has GPUs in " + " and ".join(_domain_text(k) for k in sorted(keys, key=str))
         else:
             what = "is in " + _domain_text(next(iter(keys)))
-        others = f"{names_text(ref_nodes)} {'is' if len(ref_nodes) == 1 else 'are'} in {_domain_text(ref)}" if ref else "no two nodes agree"
+        others = (
+            f"{names_text(ref_nodes)} {'is' if len(ref_nodes) == 1 else 'are'} in {_domain_text(ref)}"
+            if ref
+            else "no two nodes agree"
+        )
         yield fail(
             f"{name} {what}; {others}: {why}",
             fix=f"launch only on nodes of one NVLink partition (on {name}: `nvidia-smi -q | grep -A4 Fabric` shows its ClusterUUID and CliqueId), or fix the partition in the fabric manager / NVLink switch configuration",
             subject=f"node:{name}",
             severity=severity,
-            evidence={"domains": sorted([list(k) for k in keys], key=str), "reference": list(ref) if ref else None, "reference_nodes": ref_nodes},
+            evidence={
+                "domains": sorted([list(k) for k in keys], key=str),
+                "reference": list(ref) if ref else None,
+                "reference_nodes": ref_nodes,
+            },
         )
     for name, facts in ctx.nodes.items():
         channels = facts.imex.channels if facts.imex else None
         if channels is None:
             found = True
-            yield unknown(f"{name}: IMEX channels were not recorded ({facts.reason('imex') or 'no imex section'})", subject=f"node:{name}")
+            yield unknown(
+                f"{name}: IMEX channels were not recorded ({facts.reason('imex') or 'no imex section'})",
+                subject=f"node:{name}",
+            )
         elif not channels:
             found = True
             service = facts.imex.service if facts.imex else None

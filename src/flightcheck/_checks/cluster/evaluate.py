@@ -15,18 +15,18 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from flightcheck._vocabulary.results import CheckResult
-from flightcheck._checks.framework import iter_checks, run_check
-from flightcheck._checks.evaluate import evaluate
-from flightcheck._vocabulary.report import verdict_of
-from flightcheck._vocabulary.plan import Plan, build_plan
-from flightcheck._vocabulary.version import __version__
 from flightcheck._checks.cluster.context import ClusterContext
+from flightcheck._checks.evaluate import evaluate
+from flightcheck._checks.framework import iter_checks, run_check
+from flightcheck._vocabulary.plan import Plan, build_plan
+from flightcheck._vocabulary.report import verdict_of
+from flightcheck._vocabulary.results import CheckResult
+from flightcheck._vocabulary.version import __version__
 
 if TYPE_CHECKING:
-    from flightcheck._vocabulary.report import Report
     from flightcheck._vocabulary.facts import Facts
     from flightcheck._vocabulary.intent import Intent
+    from flightcheck._vocabulary.report import Report
 
 SCHEMA = "flightcheck.cluster-report/v1"
 
@@ -85,7 +85,9 @@ def evaluate_cluster(
     t0 = time.perf_counter()
     per_node = node_intent(intent)
     reports = {name: evaluate(facts, per_node, strict=strict) for name, facts in sorted(nodes.items())}
-    ctx = ClusterContext(nodes, intent, unreachable=unreachable, expected=expected, source=(source or {}).get("kind", "facts-dir"))
+    ctx = ClusterContext(
+        nodes, intent, unreachable=unreachable, expected=expected, source=(source or {}).get("kind", "facts-dir")
+    )
     cross: list[CheckResult] = []
     for chk in iter_checks("cluster"):
         cross.extend(run_check(chk, ctx))  # type: ignore[arg-type]  # cluster checks take a ClusterContext
@@ -93,8 +95,15 @@ def evaluate_cluster(
     plan = build_plan(every)
     verdict, code = verdict_of(every, plan, strict)
     return ClusterReport(
-        verdict, code, intent, reports, cross, plan,
-        dict(ctx.unreachable), dict(sorted((skipped or {}).items())), dict(source or {}),
-        {"evaluate_s": round(time.perf_counter() - t0, 4)}, strict,
+        verdict,
+        code,
+        intent,
+        reports,
+        cross,
+        plan,
+        dict(ctx.unreachable),
+        dict(sorted((skipped or {}).items())),
+        dict(source or {}),
+        {"evaluate_s": round(time.perf_counter() - t0, 4)},
+        strict,
     )
-

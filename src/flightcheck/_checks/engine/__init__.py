@@ -5,4 +5,4 @@ Importing the package registers every check of the family.
 
 from flightcheck._checks.engine import versions
 
-__all__ = ['versions']
+__all__ = ["versions"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
 from flightcheck._checks.shared import jit as _jit
 from flightcheck._knowledge.units import version
 from flightcheck._vocabulary.results import ERROR, WARNING
-from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
 
 #: flashinfer-python each vLLM release pins (requirements/cuda.txt at the tag), for
 #: snapshots recorded before ``engine_requires`` existed. Collected facts carry the real
@@ -26,7 +26,11 @@ def _headline(ctx: Context) -> str:
     if py is None or py.packages is None:
         return f"engine interpreter unknown ({ctx.facts.reason('python.packages') or 'not collected'})"
     parts = []
-    for name, label in ((ctx.intent.engine, ctx.intent.engine), ("flashinfer-python", "flashinfer"), ("torch", "torch")):
+    for name, label in (
+        (ctx.intent.engine, ctx.intent.engine),
+        ("flashinfer-python", "flashinfer"),
+        ("torch", "torch"),
+    ):
         v = py.packages.get(name)
         parts.append(f"{label} {v}" if v else f"no {label}")
     return ", ".join(parts) + (f" ({py.executable})" if py.executable else "")

@@ -3,6 +3,6 @@
 Importing the package registers every check of the family.
 """
 
-from flightcheck._checks.fabric import nvswitch, multicast
+from flightcheck._checks.fabric import multicast, nvswitch
 
-__all__ = ['nvswitch', 'multicast']
+__all__ = ["multicast", "nvswitch"]

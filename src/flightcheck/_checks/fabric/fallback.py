@@ -117,12 +117,30 @@ def multicast_fallback(ctx: Context) -> Fallback:
         return fb
     k3 = kimi_k3_tail(ctx)
     if k3 == "switchable":
-        fb.steps.append(PlanStep("env", KIMI_K3_TAIL_SWITCH, "0", "Kimi-K3's latent MoE tail maps NVLS multicast at model construction"))
+        fb.steps.append(
+            PlanStep(
+                "env", KIMI_K3_TAIL_SWITCH, "0", "Kimi-K3's latent MoE tail maps NVLS multicast at model construction"
+            )
+        )
     elif k3:
         fb.blocker = k3
-    _env_step(ctx, "TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", "torch symmetric memory skips every multicast call (rendezvous gives multicast_ptr 0)", fb)
-    _env_step(ctx, "VLLM_ALLREDUCE_USE_SYMM_MEM", "0", "vLLM's symmetric-memory all-reduce (multimem) is not created", fb)
-    _env_step(ctx, "VLLM_FLASHINFER_ALLREDUCE_BACKEND", "trtllm", "FlashInfer all-reduce (and its RMSNorm fusion) uses CUDA IPC instead of mnnvl multicast", fb)
+    _env_step(
+        ctx,
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+        "1",
+        "torch symmetric memory skips every multicast call (rendezvous gives multicast_ptr 0)",
+        fb,
+    )
+    _env_step(
+        ctx, "VLLM_ALLREDUCE_USE_SYMM_MEM", "0", "vLLM's symmetric-memory all-reduce (multimem) is not created", fb
+    )
+    _env_step(
+        ctx,
+        "VLLM_FLASHINFER_ALLREDUCE_BACKEND",
+        "trtllm",
+        "FlashInfer all-reduce (and its RMSNorm fusion) uses CUDA IPC instead of mnnvl multicast",
+        fb,
+    )
     _env_step(ctx, "NCCL_NVLS_ENABLE", "0", "NCCL does not build NVLS (multicast) channels", fb)
     _env_step(ctx, "VLLM_USE_NCCL_SYMM_MEM", "0", "no NCCL symmetric-memory (NVLS window) all-reduce", fb)
     if kimi_k3(ctx):
@@ -138,13 +156,21 @@ def _ray(ctx: Context, fb: Fallback) -> None:
     if engine_reads(ctx, "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY") is False:
         names = extra + [s.name for s in fb.steps if s.name.startswith("NCCL_")]
         if names:
-            fb.notes.append(f"this vLLM forwards only its own VLLM_* variables to Ray workers: also export {', '.join(names)} before `ray start` on every node")
+            fb.notes.append(
+                f"this vLLM forwards only its own VLLM_* variables to Ray workers: also export {', '.join(names)} before `ray start` on every node"
+            )
         return
     if not extra:
         return
     existing = [n for n in ((ctx.facts.env or {}).get("VLLM_RAY_EXTRA_ENV_VARS_TO_COPY") or "").split(",") if n.strip()]
     value = ",".join(dict.fromkeys([*existing, *extra]))
-    _env_step(ctx, "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY", value, f"the Ray executor forwards only VLLM_/NCCL_/HF_ variables unless told: {', '.join(extra)}", fb)
+    _env_step(
+        ctx,
+        "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY",
+        value,
+        f"the Ray executor forwards only VLLM_/NCCL_/HF_ variables unless told: {', '.join(extra)}",
+        fb,
+    )
 
 
 def _sglang(ctx: Context, fb: Fallback) -> None:
@@ -156,10 +182,18 @@ def _sglang(ctx: Context, fb: Fallback) -> None:
     _env_step(ctx, "NCCL_NVLS_ENABLE", "0", "NCCL does not build NVLS (multicast) channels", fb)
     have = _at_least(package(ctx.facts, "sglang"), SGLANG_FI_BACKEND_SINCE)
     if have:
-        fb.steps.append(PlanStep("add_arg", "--flashinfer-allreduce-fusion-backend", "trtllm",
-                                 "the auto-enabled FlashInfer all-reduce fusion uses CUDA IPC instead of mnnvl multicast"))
+        fb.steps.append(
+            PlanStep(
+                "add_arg",
+                "--flashinfer-allreduce-fusion-backend",
+                "trtllm",
+                "the auto-enabled FlashInfer all-reduce fusion uses CUDA IPC instead of mnnvl multicast",
+            )
+        )
     else:
-        fb.notes.append("this SGLang has no --flashinfer-allreduce-fusion-backend: add --enforce-disable-flashinfer-allreduce-fusion if it accepts it")
+        fb.notes.append(
+            "this SGLang has no --flashinfer-allreduce-fusion-backend: add --enforce-disable-flashinfer-allreduce-fusion if it accepts it"
+        )
 
 
 def model_config(ctx: Context) -> dict[str, Any]:
@@ -199,10 +233,12 @@ def kimi_k3_tail(ctx: Context) -> str | None:
         return "switchable"
     tp, pp = i.tensor_parallel_size, i.pipeline_parallel_size
     alt_pp = max(1, tp * pp // 4)
-    return (f"vLLM {ver} runs Kimi-K3's latent MoE tail on SM100-family GPUs at TP {tp}: it maps NVLS multicast "
-            f"while the model is built and has no switch to turn it off, so no setting avoids multicast here. "
-            f"Use a layout with TP other than 8 or 16: `-tp 4 -pp {alt_pp}` on the same GPUs, or expert parallel "
-            f"with data-parallel attention (`-tp 1 -dp {tp * pp} --enable-expert-parallel`); check the weights fit (FC401)")
+    return (
+        f"vLLM {ver} runs Kimi-K3's latent MoE tail on SM100-family GPUs at TP {tp}: it maps NVLS multicast "
+        f"while the model is built and has no switch to turn it off, so no setting avoids multicast here. "
+        f"Use a layout with TP other than 8 or 16: `-tp 4 -pp {alt_pp}` on the same GPUs, or expert parallel "
+        f"with data-parallel attention (`-tp 1 -dp {tp * pp} --enable-expert-parallel`); check the weights fit (FC401)"
+    )
 
 
 def multicast_paths(ctx: Context) -> list[str]:
@@ -211,13 +247,18 @@ def multicast_paths(ctx: Context) -> list[str]:
     paths: list[str] = []
     if ctx.intent.engine == "sglang":
         return [f for f in ("--enable-torch-symm-mem",) if f in ctx.intent.engine_flags] + (
-            ["FlashInfer all-reduce fusion (mnnvl on Blackwell)"] if _at_least(package(ctx.facts, "sglang"), SGLANG_FI_BACKEND_SINCE) else [])
+            ["FlashInfer all-reduce fusion (mnnvl on Blackwell)"]
+            if _at_least(package(ctx.facts, "sglang"), SGLANG_FI_BACKEND_SINCE)
+            else []
+        )
     if env.get("TORCH_SYMM_MEM_DISABLE_MULTICAST") in ("1", "true", "True"):
         return []
     if vllm_symm_mem_on(ctx):
         paths.append("torch symmetric-memory all-reduce (VLLM_ALLREDUCE_USE_SYMM_MEM)")
     backend = env.get("VLLM_FLASHINFER_ALLREDUCE_BACKEND")
-    if backend == "mnnvl" or (backend in (None, "auto") and _at_least(package(ctx.facts, "vllm"), MNNVL_AUTO_SINGLE_NODE)):
+    if backend == "mnnvl" or (
+        backend in (None, "auto") and _at_least(package(ctx.facts, "vllm"), MNNVL_AUTO_SINGLE_NODE)
+    ):
         paths.append("FlashInfer mnnvl all-reduce (VLLM_FLASHINFER_ALLREDUCE_BACKEND)")
     if kimi_k3_tail(ctx):
         paths.append("Kimi-K3 latent MoE tail")
@@ -226,4 +267,7 @@ def multicast_paths(ctx: Context) -> list[str]:
 
 def describe(steps: list[PlanStep], notes: list[str] | None = None) -> dict[str, Any]:
     """Evidence form of a fallback: what it sets and why."""
-    return {"plan": [f"{s.kind} {s.name}" + (f"={s.value}" if s.value is not None else "") for s in steps], "notes": notes or []}
+    return {
+        "plan": [f"{s.kind} {s.name}" + (f"={s.value}" if s.value is not None else "") for s in steps],
+        "notes": notes or [],
+    }

@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from flightcheck._checks.fabric.fallback import Fallback, describe, multicast_fallback, multicast_paths
+from flightcheck._checks.fabric.nvswitch import host_flags, nvswitch
+from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
+from flightcheck._checks.gpu.driver import used_gpus
+from flightcheck._checks.shared.gpus import subject
 from flightcheck._fixes.fabric import probe_hint
 from flightcheck._vocabulary.results import ERROR, INFO, WARNING
-from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
-from flightcheck._checks.shared.gpus import subject
-from flightcheck._checks.fabric.nvswitch import host_flags, nvswitch
-from flightcheck._checks.gpu.driver import used_gpus
 
 #: Stages after which a hang means the multicast team itself is broken.
 HANG_MEANS_BROKEN = ("add_device", "bind", "map")
@@ -46,7 +46,9 @@ def apply_text(fb: Fallback) -> str:
     env = " ".join(f"{s.name}={s.value}" for s in fb.steps if s.kind == "env")
     args = [f"drop {s.name}" for s in fb.steps if s.kind == "drop_arg"]
     args += [f"add {s.name} {s.value}" for s in fb.steps if s.kind == "add_arg"]
-    text = "`flightcheck run -- <engine command>` applies the fallback plan; by hand: " + (f"export {env}" if env else "")
+    text = "`flightcheck run -- <engine command>` applies the fallback plan; by hand: " + (
+        f"export {env}" if env else ""
+    )
     if args:
         text += ("; " if env else "") + "; ".join(args)
     return "\n".join([text, *fb.notes])
@@ -92,11 +94,21 @@ def multicast_unsupported(ctx: Context) -> Iterator[Outcome]:
     fb = multicast_fallback(ctx)
     msg = f"multicast is not supported on {len(off)} of {len(gpus)} GPUs used"
     if fb.blocker:
-        yield fail(f"{msg}. {fb.blocker}", severity=ERROR, subject=subject(off), evidence=describe(fb.steps, fb.notes),
-                   fix="use a layout the message names; no setting keeps this launch off multicast")
+        yield fail(
+            f"{msg}. {fb.blocker}",
+            severity=ERROR,
+            subject=subject(off),
+            evidence=describe(fb.steps, fb.notes),
+            fix="use a layout the message names; no setting keeps this launch off multicast",
+        )
         return
-    yield fail(f"{msg}: the fallback plan keeps the engine off multicast", subject=subject(off), plan=fb.steps,
-               fix=apply_text(fb), evidence=describe(fb.steps, fb.notes))
+    yield fail(
+        f"{msg}: the fallback plan keeps the engine off multicast",
+        subject=subject(off),
+        plan=fb.steps,
+        fix=apply_text(fb),
+        evidence=describe(fb.steps, fb.notes),
+    )
 
 
 @check("FC304", "multicast-bind-failed", WARNING)
@@ -140,19 +152,34 @@ def multicast_bind_failed(ctx: Context) -> Iterator[Outcome]:
         return
     hint = probe_hint(p, **host_flags(ctx))
     if state == "no-cuda":
-        yield fail(f"CUDA cannot start on this node ({p.detail}: {p.cuda_error_name} {p.cuda_error}); no engine setting helps",
-                   severity=ERROR, fix=hint, evidence={"probe": {"stage": p.stage, "cuda_error": p.cuda_error, "detail": p.detail}})
+        yield fail(
+            f"CUDA cannot start on this node ({p.detail}: {p.cuda_error_name} {p.cuda_error}); no engine setting helps",
+            severity=ERROR,
+            fix=hint,
+            evidence={"probe": {"stage": p.stage, "cuda_error": p.cuda_error, "detail": p.detail}},
+        )
         return
     where = f"{p.stage}" + (f" (device {p.device})" if p.device is not None else "")
     err = f"CUDA error {p.cuda_error} {p.cuda_error_name}" if p.cuda_error is not None else (p.detail or "failed")
     msg = f"multicast probe failed at {where}: {err} on {p.devices} GPUs ({p.handle_type} handles)"
     fb = multicast_fallback(ctx)
-    ev = {"probe": {k: getattr(p, k) for k in ("stage", "cuda_error", "cuda_error_name", "device", "devices", "handle_type", "detail")}, **describe(fb.steps, fb.notes)}
+    ev = {
+        "probe": {
+            k: getattr(p, k)
+            for k in ("stage", "cuda_error", "cuda_error_name", "device", "devices", "handle_type", "detail")
+        },
+        **describe(fb.steps, fb.notes),
+    }
     if fb.blocker or not fb.steps:
         why = fb.blocker or "no setting of the installed engine turns its multicast paths off"
         yield fail(f"{msg}. {why}", severity=ERROR, fix=hint, evidence=ev)
         return
-    yield fail(f"{msg}: the fallback plan turns the multicast paths off", fix=f"{apply_text(fb)}\n{hint}", plan=fb.steps, evidence=ev)
+    yield fail(
+        f"{msg}: the fallback plan turns the multicast paths off",
+        fix=f"{apply_text(fb)}\n{hint}",
+        plan=fb.steps,
+        evidence=ev,
+    )
 
 
 @check("FC305", "nccl-nvls-env-ineffective", INFO)
@@ -180,8 +207,11 @@ def nccl_nvls_env_ineffective(ctx: Context) -> Iterator[Outcome]:
         yield ok("no multicast path outside NCCL is on")
         return
     fb = multicast_fallback(ctx)
-    yield fail(f"NCCL_NVLS_ENABLE=0 turns off only NCCL's NVLS; still on: {', '.join(paths)}", fix=apply_text(fb),
-               evidence={"paths": paths})
+    yield fail(
+        f"NCCL_NVLS_ENABLE=0 turns off only NCCL's NVLS; still on: {', '.join(paths)}",
+        fix=apply_text(fb),
+        evidence={"paths": paths},
+    )
 
 
 @check("FC309", "multicast-probe-unavailable", INFO)
@@ -208,7 +238,9 @@ def multicast_probe_unavailable(ctx: Context) -> Iterator[Outcome]:
     p = ctx.facts.multicast_probe
     if p is None:
         why = ctx.facts.unavailable.get("multicast_probe") or "not requested: no --deep"
-        yield unknown(f"the multicast probe did not run ({why}); `flightcheck check --deep` or `flightcheck probe multicast` runs it")
+        yield unknown(
+            f"the multicast probe did not run ({why}); `flightcheck check --deep` or `flightcheck probe multicast` runs it"
+        )
     elif probe_state(p) == "inconclusive":
         yield unknown(f"the multicast probe was inconclusive: {p.detail}")
     else:

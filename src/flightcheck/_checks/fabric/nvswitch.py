@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from flightcheck._vocabulary.facts import Gpu
-from flightcheck._knowledge.derived import ZERO_UUID, multi_node_nvlink_member, nvlink_domain
-from flightcheck._fixes.fabric import reset_sequence
-from flightcheck._vocabulary.results import ERROR, WARNING
 from flightcheck._checks.framework import Context, Missing, Outcome, Skip, check, fail, ok, summary
-from flightcheck._checks.shared.gpus import subject
 from flightcheck._checks.gpu.driver import used_gpus
+from flightcheck._checks.shared.gpus import subject
+from flightcheck._fixes.fabric import reset_sequence
+from flightcheck._knowledge.derived import ZERO_UUID, multi_node_nvlink_member, nvlink_domain
+from flightcheck._vocabulary.facts import Gpu
+from flightcheck._vocabulary.results import ERROR, WARNING
+
 
 def nvswitch(ctx: Context) -> bool | None:
     """Whether this is an NVSwitch system (None: could not tell)."""
@@ -24,8 +25,11 @@ def nvswitch(ctx: Context) -> bool | None:
 def host_flags(ctx: Context) -> dict[str, bool]:
     """Caveats for the reset sequence on this host."""
     virt = ctx.get("host.virtualization") not in (None, "none") or any(
-        g.virtualization_mode not in (None, "none") for g in ctx.visible_gpus)
-    nvl72 = ctx.intent.nnodes > 1 and any(g.fabric and g.fabric.cluster_uuid not in (None, ZERO_UUID) for g in ctx.visible_gpus)
+        g.virtualization_mode not in (None, "none") for g in ctx.visible_gpus
+    )
+    nvl72 = ctx.intent.nnodes > 1 and any(
+        g.fabric and g.fabric.cluster_uuid not in (None, ZERO_UUID) for g in ctx.visible_gpus
+    )
     return {"virtualized": virt, "container": ctx.get("host.container") not in (None, "none"), "nvl72": nvl72}
 
 
@@ -56,16 +60,24 @@ def _fm_fix(ctx: Context, states: set[str]) -> str:
     ver = ctx.get("driver.version") or "<driver version>"
     branch = ver.split(".")[0]
     if service in ("inactive", "failed") or "not_started" in states:
-        return ("sudo systemctl start nvidia-fabricmanager  # if it fails: `journalctl -u nvidia-fabricmanager -n 50`; "
-                f"HGX B200/B300 also need nvlsm; its version must equal the driver's ({ver})\n"
-                "if the state still does not reach Completed:\n" + reset_sequence(**host_flags(ctx)))
+        return (
+            "sudo systemctl start nvidia-fabricmanager  # if it fails: `journalctl -u nvidia-fabricmanager -n 50`; "
+            f"HGX B200/B300 also need nvlsm; its version must equal the driver's ({ver})\n"
+            "if the state still does not reach Completed:\n" + reset_sequence(**host_flags(ctx))
+        )
     if service == "not-installed":
-        return (f"install the fabric manager of the driver's exact version {ver} (Ubuntu: `sudo apt-get install "
-                f"nvidia-fabricmanager-{branch}={ver}-*`, plus nvlsm on HGX B200/B300), then `sudo systemctl enable --now nvidia-fabricmanager`")
+        return (
+            f"install the fabric manager of the driver's exact version {ver} (Ubuntu: `sudo apt-get install "
+            f"nvidia-fabricmanager-{branch}={ver}-*`, plus nvlsm on HGX B200/B300), then `sudo systemctl enable --now nvidia-fabricmanager`"
+        )
     if service == "unknown":
-        return ("the fabric manager runs on the host, out of this container's sight: on the host run "
-                "`systemctl status nvidia-fabricmanager`, then\n" + reset_sequence(**host_flags(ctx)))
-    return "the fabric manager is running but the fabric is stuck; wait a minute, then:\n" + reset_sequence(**host_flags(ctx))
+        return (
+            "the fabric manager runs on the host, out of this container's sight: on the host run "
+            "`systemctl status nvidia-fabricmanager`, then\n" + reset_sequence(**host_flags(ctx))
+        )
+    return "the fabric manager is running but the fabric is stuck; wait a minute, then:\n" + reset_sequence(
+        **host_flags(ctx)
+    )
 
 
 @check("FC301", "fabric-not-ready", ERROR)
@@ -90,8 +102,12 @@ def fabric_not_ready(ctx: Context) -> Iterator[Outcome]:
     if bad:
         states = {g.fabric.state for g in bad}
         service = ctx.get("fabric_manager.service")
-        yield fail(f"fabric state {'/'.join(sorted(states))} on {len(bad)} of {len(gpus)} GPUs (fabric manager: {service or 'unknown'})",
-                   fix=_fm_fix(ctx, states), subject=subject(bad), evidence={"states": sorted(states), "service": service})
+        yield fail(
+            f"fabric state {'/'.join(sorted(states))} on {len(bad)} of {len(gpus)} GPUs (fabric manager: {service or 'unknown'})",
+            fix=_fm_fix(ctx, states),
+            subject=subject(bad),
+            evidence={"states": sorted(states), "service": service},
+        )
         return
     if nvswitch(ctx) is False:
         raise Skip("no NVSwitch: no fabric to wait for")
@@ -145,9 +161,14 @@ def fabric_unhealthy(ctx: Context) -> Iterator[Outcome]:
         extra = "NVLinks are down (see FC307): if the reset does not bring them back, the baseboard needs service\n"
     elif any("incompatible_gpu_fw" in r for r in reasons):
         extra = "the GPU firmware does not match what the fabric manager expects: update it (vendor firmware bundle)\n"
-    yield fail(f"fabric on {len(bad)} GPU(s): {'; '.join(reasons)}", subject=subject([g for g, _ in bad]),
-               fix=extra + "sudo tail -n 100 /var/log/fabricmanager.log  # the fabric manager's reason\n" + reset_sequence(**host_flags(ctx)),
-               evidence={"reasons": reasons})
+    yield fail(
+        f"fabric on {len(bad)} GPU(s): {'; '.join(reasons)}",
+        subject=subject([g for g, _ in bad]),
+        fix=extra
+        + "sudo tail -n 100 /var/log/fabricmanager.log  # the fabric manager's reason\n"
+        + reset_sequence(**host_flags(ctx)),
+        evidence={"reasons": reasons},
+    )
 
 
 @check("FC306", "imex-channel-missing", ERROR)
@@ -174,18 +195,26 @@ def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
     domain = [g for g in gpus if nvlink_domain(g)]
     fabric_probe = ctx.get("multicast_probe.handle_type") == "fabric"
     if not (fabric_probe or (ctx.intent.nnodes > 1 and domain and multi_node_nvlink_member(ctx.facts))):
-        raise Skip("single node, or no multi-node NVLink domain (an HGX node's fabric is its own): POSIX fd handles need no IMEX")
+        raise Skip(
+            "single node, or no multi-node NVLink domain (an HGX node's fabric is its own): POSIX fd handles need no IMEX"
+        )
     channels = ctx.need("imex.channels")
     if channels:
         yield ok(f"IMEX channel(s) present: {', '.join(channels)}")
         return
     service = ctx.get("imex.service")
-    fix = ("major=$(awk '$2==\"nvidia-caps-imex-channels\" {print $1}' /proc/devices)\n"
-           "sudo mkdir -p /dev/nvidia-caps-imex-channels && sudo mknod /dev/nvidia-caps-imex-channels/channel0 c $major 0\n"
-           "sudo systemctl enable --now nvidia-imex  # /etc/nvidia-imex/nodes_config.cfg lists every node's IP\n"
-           "containers: NVIDIA_IMEX_CHANNELS=0 (or the CDI device nvidia.com/imex-channel=0)")
-    yield fail(f"multi-node NVLink domain (cluster {domain[0].fabric.cluster_uuid if domain else '?'}) and no IMEX channel "
-               f"(nvidia-imex: {service or 'unknown'})", fix=fix, evidence={"channels": channels, "service": service})
+    fix = (
+        "major=$(awk '$2==\"nvidia-caps-imex-channels\" {print $1}' /proc/devices)\n"
+        "sudo mkdir -p /dev/nvidia-caps-imex-channels && sudo mknod /dev/nvidia-caps-imex-channels/channel0 c $major 0\n"
+        "sudo systemctl enable --now nvidia-imex  # /etc/nvidia-imex/nodes_config.cfg lists every node's IP\n"
+        "containers: NVIDIA_IMEX_CHANNELS=0 (or the CDI device nvidia.com/imex-channel=0)"
+    )
+    yield fail(
+        f"multi-node NVLink domain (cluster {domain[0].fabric.cluster_uuid if domain else '?'}) and no IMEX channel "
+        f"(nvidia-imex: {service or 'unknown'})",
+        fix=fix,
+        evidence={"channels": channels, "service": service},
+    )
 
 
 @check("FC307", "nvlink-inactive", WARNING)
@@ -212,8 +241,13 @@ def nvlink_inactive(ctx: Context) -> Iterator[Outcome]:
         yield ok("every NVLink is active")
         return
     detail = ", ".join(f"GPU {g.index}: {g.nvlink.active}/{g.nvlink.total}" for g in down)
-    yield fail(f"NVLinks down ({detail} active)", subject=subject(down), evidence={"active_of_total": detail},
-               fix=f"nvidia-smi nvlink -s -i {down[0].index}  # then, if links stay down:\n" + reset_sequence(**host_flags(ctx)))
+    yield fail(
+        f"NVLinks down ({detail} active)",
+        subject=subject(down),
+        evidence={"active_of_total": detail},
+        fix=f"nvidia-smi nvlink -s -i {down[0].index}  # then, if links stay down:\n"
+        + reset_sequence(**host_flags(ctx)),
+    )
 
 
 @check("FC308", "fabric-manager-version-mismatch", ERROR)
@@ -243,10 +277,14 @@ def fabric_manager_version_mismatch(ctx: Context) -> Iterator[Outcome]:
     if fm_version == drv:
         yield ok(f"fabric manager {fm_version} matches the driver")
         return
-    yield fail(f"fabric manager {fm_version} != driver {drv}",
-               fix=(f"sudo apt-get install nvidia-fabricmanager-{drv.split('.')[0]}={drv}-*  (RHEL: `sudo dnf install "
-                    f"nvidia-fabric-manager-{drv}`), then `sudo systemctl restart nvidia-fabricmanager`"),
-               evidence={"fabric_manager": fm_version, "driver": drv})
+    yield fail(
+        f"fabric manager {fm_version} != driver {drv}",
+        fix=(
+            f"sudo apt-get install nvidia-fabricmanager-{drv.split('.')[0]}={drv}-*  (RHEL: `sudo dnf install "
+            f"nvidia-fabric-manager-{drv}`), then `sudo systemctl restart nvidia-fabricmanager`"
+        ),
+        evidence={"fabric_manager": fm_version, "driver": drv},
+    )
 
 
 # the multicast checks register themselves on import (kept apart for size)

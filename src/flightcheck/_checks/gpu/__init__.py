@@ -5,4 +5,4 @@ Importing the package registers every check of the family.
 
 from flightcheck._checks.gpu import driver, state
 
-__all__ = ['driver', 'state']
+__all__ = ["driver", "state"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from flightcheck._vocabulary.facts import Gpu
-from flightcheck._knowledge.units import major_minor
-from flightcheck._vocabulary.results import ERROR, WARNING
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
-from flightcheck._knowledge.cuda import MAJOR_FLOOR, TORCH_INDEX, driver_for, runs_on, torch_cuda_can_build
-from flightcheck._fixes.driver import driver_fix
 from flightcheck._checks.shared.gpus import gpu_label, subject
+from flightcheck._fixes.driver import driver_fix
+from flightcheck._knowledge.cuda import MAJOR_FLOOR, TORCH_INDEX, driver_for, runs_on, torch_cuda_can_build
+from flightcheck._knowledge.units import major_minor
+from flightcheck._vocabulary.facts import Gpu
+from flightcheck._vocabulary.results import ERROR, WARNING
 
 
 def _driver_ok(ctx: Context) -> None:
@@ -100,7 +100,8 @@ def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
         return
     spec = ctx.facts.visible_devices
     layout = f"TP {ctx.intent.tensor_parallel_size} x PP {ctx.intent.pipeline_parallel_size}" + (
-        f" x DP {ctx.intent.data_parallel_size}" if ctx.intent.data_parallel_size > 1 else "")
+        f" x DP {ctx.intent.data_parallel_size}" if ctx.intent.data_parallel_size > 1 else ""
+    )
     msg = f"{have} GPU(s) visible, {layout} needs {need} on this node"
     if spec is not None:
         tokens = [t.strip() for t in spec.split(",") if t.strip()]
@@ -111,7 +112,9 @@ def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
     else:
         fit = max((n for n in (1, 2, 4, 8, 16) if n <= len(all_gpus)), default=1)
         fix = f"this node has {len(all_gpus)} GPU(s): launch with {_tp_flag(ctx)} {fit}, or spread the launch over more nodes (--nnodes)"
-    yield fail(msg, fix=fix, evidence={"visible": have, "needed": need, "total": len(all_gpus), "CUDA_VISIBLE_DEVICES": spec})
+    yield fail(
+        msg, fix=fix, evidence={"visible": have, "needed": need, "total": len(all_gpus), "CUDA_VISIBLE_DEVICES": spec}
+    )
 
 
 @check("FC203", "driver-too-old-for-cuda", ERROR)
@@ -150,16 +153,21 @@ def driver_too_old_for_cuda(ctx: Context) -> Iterator[Outcome]:
         floor = MAJOR_FLOOR.get(want[0], need)
         yield fail(
             f"driver {ev['driver']} supports CUDA {drv[0]}.{drv[1]}; torch is built for CUDA {torch_cuda}: CUDA cannot initialise",
-            fix=(f"install NVIDIA driver >= {need} (any driver >= {floor} runs CUDA {want[0]}.x), or a torch built for "
-                 f"CUDA {drv[0]}.x (`pip install torch --index-url {TORCH_INDEX.format(*drv)}`, matching your engine's torch pin); "
-                 f"data-center GPUs: cuda-compat-{want[0]}-{want[1]} (forward compatibility)"),
-            evidence={**ev, "needed_driver": need})
+            fix=(
+                f"install NVIDIA driver >= {need} (any driver >= {floor} runs CUDA {want[0]}.x), or a torch built for "
+                f"CUDA {drv[0]}.x (`pip install torch --index-url {TORCH_INDEX.format(*drv)}`, matching your engine's torch pin); "
+                f"data-center GPUs: cuda-compat-{want[0]}-{want[1]} (forward compatibility)"
+            ),
+            evidence={**ev, "needed_driver": need},
+        )
     else:
         yield fail(
             f"driver {ev['driver']} supports CUDA {drv[0]}.{drv[1]}, older than torch's {torch_cuda}: runs through minor-version "
             f"compatibility, but PTX from CUDA {want[0]}.{want[1]} (Triton, FlashInfer JIT) is rejected",
-            fix=f"install NVIDIA driver >= {need} (CUDA {want[0]}.{want[1]}'s)", severity=WARNING,
-            evidence={**ev, "needed_driver": need})
+            fix=f"install NVIDIA driver >= {need} (CUDA {want[0]}.{want[1]}'s)",
+            severity=WARNING,
+            evidence={**ev, "needed_driver": need},
+        )
 
 
 @check("FC204", "gpu-arch-not-in-torch", ERROR)
@@ -199,11 +207,21 @@ def gpu_arch_not_in_torch(ctx: Context) -> Iterator[Outcome]:
             bad.append(g)
     fix = "pip install torch --index-url https://download.pytorch.org/whl/cu130 (the torch version your engine pins)"
     if bad:
-        what = f"torch's arch list {arch_list}" if arch_list is not None else f"torch built with CUDA {ctx.get('python.torch_cuda')}"
-        yield fail(f"{'; '.join(gpu_label(g) for g in bad)}: {what} has no kernels it can run", fix=fix, subject=subject(bad),
-                   evidence={"torch_arch_list": arch_list, "torch_cuda": ctx.get("python.torch_cuda")})
+        what = (
+            f"torch's arch list {arch_list}"
+            if arch_list is not None
+            else f"torch built with CUDA {ctx.get('python.torch_cuda')}"
+        )
+        yield fail(
+            f"{'; '.join(gpu_label(g) for g in bad)}: {what} has no kernels it can run",
+            fix=fix,
+            subject=subject(bad),
+            evidence={"torch_arch_list": arch_list, "torch_cuda": ctx.get("python.torch_cuda")},
+        )
     elif arch_list is None:
-        yield ok(f"torch's CUDA {ctx.get('python.torch_cuda')} can build for these GPUs (its arch list is read with --deep)")
+        yield ok(
+            f"torch's CUDA {ctx.get('python.torch_cuda')} can build for these GPUs (its arch list is read with --deep)"
+        )
     else:
         yield ok("torch has kernels for every GPU used")
 
@@ -229,9 +247,11 @@ def mixed_gpu_models(ctx: Context) -> Iterator[Outcome]:
         return
     common = models.most_common(1)[0][0]
     same = [g.index for g in ctx.visible_gpus if g.name == common]
-    yield fail(", ".join(f"{n}x {m}" for m, n in models.most_common()),
-               fix=f"export CUDA_VISIBLE_DEVICES={','.join(map(str, same))} (the {len(same)} {common}) and size the launch to them",
-               evidence={"models": dict(models)})
+    yield fail(
+        ", ".join(f"{n}x {m}" for m, n in models.most_common()),
+        fix=f"export CUDA_VISIBLE_DEVICES={','.join(map(str, same))} (the {len(same)} {common}) and size the launch to them",
+        evidence={"models": dict(models)},
+    )
 
 
 # FC206-FC210 live in their own module (size); importing it registers them with the family.

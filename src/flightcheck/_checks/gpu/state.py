@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from flightcheck._knowledge.units import GiB, version
-from flightcheck._knowledge.derived import gpu_subject, package
-from flightcheck._vocabulary.results import ERROR, WARNING
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
-from flightcheck._checks.shared.gpus import gpu_label, subject
 from flightcheck._checks.gpu.driver import used_gpus
+from flightcheck._checks.shared.gpus import gpu_label, subject
+from flightcheck._knowledge.derived import gpu_subject, package
+from flightcheck._knowledge.units import GiB, version
+from flightcheck._vocabulary.results import ERROR, WARNING
 
 
 def _utilization(ctx: Context) -> tuple[float, str] | None:
@@ -54,9 +54,13 @@ def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
             fits = int((total - used) / total * 100) / 100
             yield fail(
                 f"{gpu_label(g)}: {used / GiB:.1f} of {total / GiB:.1f} GiB already in use; {source} {frac} needs {frac * total / GiB:.1f} GiB free",
-                fix=(f"nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv -i {g.index}  # stop those, "
-                     f"or lower --gpu-memory-utilization to {fits}"),
-                subject=gpu_subject(g), evidence={"used_bytes": used, "total_bytes": total, "utilization": frac})
+                fix=(
+                    f"nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv -i {g.index}  # stop those, "
+                    f"or lower --gpu-memory-utilization to {fits}"
+                ),
+                subject=gpu_subject(g),
+                evidence={"used_bytes": used, "total_bytes": total, "utilization": frac},
+            )
     if not full:
         yield ok(f"free memory covers {frac} of every GPU used")
 
@@ -89,11 +93,18 @@ def gpu_needs_reset(ctx: Context) -> Iterator[Outcome]:
         seen = True
         bad = bad or bool(rows.failure or rows.pending)
         if rows.failure:
-            yield fail(f"{gpu_label(g)}: row remapping failed (no spare rows left)", severity=ERROR, subject=gpu_subject(g),
-                       fix=f"take GPU {g.index} out of service (leave it out of CUDA_VISIBLE_DEVICES) and open an RMA with the vendor")
+            yield fail(
+                f"{gpu_label(g)}: row remapping failed (no spare rows left)",
+                severity=ERROR,
+                subject=gpu_subject(g),
+                fix=f"take GPU {g.index} out of service (leave it out of CUDA_VISIBLE_DEVICES) and open an RMA with the vendor",
+            )
         elif rows.pending:
-            yield fail(f"{gpu_label(g)}: a row remap is pending until the GPU is reset", subject=gpu_subject(g),
-                       fix=f"stop work on GPU {g.index}, then `sudo nvidia-smi -r -i {g.index}` (NVSwitch systems: the reset sequence of FC304)")
+            yield fail(
+                f"{gpu_label(g)}: a row remap is pending until the GPU is reset",
+                subject=gpu_subject(g),
+                fix=f"stop work on GPU {g.index}, then `sudo nvidia-smi -r -i {g.index}` (NVSwitch systems: the reset sequence of FC304)",
+            )
     if not seen:
         raise Skip("no GPU reports remapped rows (pre-Ampere, or MIG)")
     if not bad:
@@ -116,8 +127,11 @@ def mig_enabled(ctx: Context) -> Iterator[Outcome]:
     """
     mig = [g for g in used_gpus(ctx) if g.mig_enabled]
     for g in mig:
-        yield fail(f"{gpu_label(g)}: MIG is enabled", subject=gpu_subject(g),
-                   fix=f"sudo nvidia-smi -i {g.index} -mig 0  # then `sudo nvidia-smi -r -i {g.index}` if it says a reset is pending")
+        yield fail(
+            f"{gpu_label(g)}: MIG is enabled",
+            subject=gpu_subject(g),
+            fix=f"sudo nvidia-smi -i {g.index} -mig 0  # then `sudo nvidia-smi -r -i {g.index}` if it says a reset is pending",
+        )
     if not mig:
         yield ok("MIG is off on every GPU used")
 
@@ -141,9 +155,12 @@ def gpu_virtualized(ctx: Context) -> Iterator[Outcome]:
     virt = [g for g in used_gpus(ctx) if g.virtualization_mode not in (None, "none")]
     if virt:
         modes = sorted({g.virtualization_mode for g in virt})
-        yield fail(f"{len(virt)} GPU(s) in {'/'.join(modes)} mode: GPU resets and fabric fixes must come from the host",
-                   subject=subject(virt), evidence={"modes": modes},
-                   fix="if a fabric or multicast check fails, ask the hypervisor/cloud operator to reset the GPUs and NVSwitches")
+        yield fail(
+            f"{len(virt)} GPU(s) in {'/'.join(modes)} mode: GPU resets and fabric fixes must come from the host",
+            subject=subject(virt),
+            evidence={"modes": modes},
+            fix="if a fabric or multicast check fails, ask the hypervisor/cloud operator to reset the GPUs and NVSwitches",
+        )
     else:
         yield ok("bare-metal GPUs")
 
@@ -167,7 +184,10 @@ def gpu_unreachable(ctx: Context) -> Iterator[Outcome]:
     """
     bad = [g for g in used_gpus(ctx) if g.error]
     for g in bad:
-        yield fail(f"GPU {g.index}: {g.error}", subject=gpu_subject(g),
-                   fix=f"sudo dmesg | grep -i xid; `sudo nvidia-smi -r -i {g.index}` or reboot; until then leave GPU {g.index} out of CUDA_VISIBLE_DEVICES")
+        yield fail(
+            f"GPU {g.index}: {g.error}",
+            subject=gpu_subject(g),
+            fix=f"sudo dmesg | grep -i xid; `sudo nvidia-smi -r -i {g.index}` or reboot; until then leave GPU {g.index} out of CUDA_VISIBLE_DEVICES",
+        )
     if not bad:
         yield ok("every GPU used answers NVML")

@@ -5,4 +5,4 @@ Importing the package registers every check of the family.
 
 from flightcheck._checks.host import system
 
-__all__ = ['system']
+__all__ = ["system"]

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from flightcheck._knowledge.units import GiB
-from flightcheck._knowledge.units import mem_size
-from flightcheck._vocabulary.results import ERROR, INFO, WARNING
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
+from flightcheck._knowledge.units import GiB, mem_size
+from flightcheck._vocabulary.results import ERROR, INFO, WARNING
 
 NOFILE_MIN = 65536
 
@@ -57,7 +56,11 @@ def shm_too_small(ctx: Context) -> Iterator[Outcome]:
             fix = f"restart the container with --shm-size=16g (or --ipc=host); {container} defaults to 64 MB"
         else:
             fix = "mount -o remount,size=16G /dev/shm"
-        yield fail(f"/dev/shm is {mem_size(shm)}; {ranks} ranks on this node need at least 1 GiB", fix=fix, evidence={"shm_bytes": shm})
+        yield fail(
+            f"/dev/shm is {mem_size(shm)}; {ranks} ranks on this node need at least 1 GiB",
+            fix=fix,
+            evidence={"shm_bytes": shm},
+        )
     else:
         yield ok(f"/dev/shm is {mem_size(shm)}")
 

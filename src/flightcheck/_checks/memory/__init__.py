@@ -5,4 +5,4 @@ Importing the package registers every check of the family.
 
 from flightcheck._checks.memory import fit, layout
 
-__all__ = ['fit', 'layout']
+__all__ = ["fit", "layout"]

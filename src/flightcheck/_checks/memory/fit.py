@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from flightcheck._vocabulary.intent import AUTO
-from flightcheck._vocabulary.results import ERROR, WARNING
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
 from flightcheck._knowledge.units import gib as _gib
+from flightcheck._vocabulary.intent import AUTO
+from flightcheck._vocabulary.results import ERROR, WARNING
 
 
 def _model(ctx: Context) -> Any:
@@ -83,10 +83,16 @@ def _weights_layout(m: Any) -> tuple[list[str], str]:
 
     lf = smallest_layout(m, need_len=False)
     if lf is None:
-        return [], "no layout up to TP 64 x PP 8 holds these weights on this GPU model: use a smaller (quantized) checkpoint"
+        return (
+            [],
+            "no layout up to TP 64 x PP 8 holds these weights on this GPU model: use a smaller (quantized) checkpoint",
+        )
     flag = lf.layout.describe(m.engine)
-    room = (f"up to {lf.max_len_fit:,} tokens of context fit there" if lf.max_len_fit > 0
-            else "no room is left there for the KV cache")
+    room = (
+        f"up to {lf.max_len_fit:,} tokens of context fit there"
+        if lf.max_len_fit > 0
+        else "no room is left there for the KV cache"
+    )
     return [flag], f"{flag} holds the weights ({_where(lf)}), but not the KV cache for this max_model_len: {room}"
 
 
@@ -113,7 +119,9 @@ def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
     m = _model(ctx)
     f = m.fit()
     if f is None:
-        yield unknown(f"cannot evaluate: GPU memory unknown ({m.gpu_error})", evidence={"weights_bytes": int(m.weights())})
+        yield unknown(
+            f"cannot evaluate: GPU memory unknown ({m.gpu_error})", evidence={"weights_bytes": int(m.weights())}
+        )
         return
     ev = {"weights_bytes": int(f.weights), "usable_bytes": f.usable, "reserve_bytes": f.reserve}
     if not f.weights_fit:
@@ -123,10 +131,14 @@ def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
         yield fail(
             f"weights need {_gib(f.weights)} per GPU at {m.layout.describe(m.engine)} but {_gpu(m)} has {_gib(f.usable)} usable "
             f"at gpu_memory_utilization {f.utilization:g} minus a {_gib(f.reserve)} reserve; {hint}",
-            fix="\n".join(flags) or hint, evidence=ev,
+            fix="\n".join(flags) or hint,
+            evidence=ev,
         )
     else:
-        yield ok(f"weights {_gib(f.weights)} per GPU of {_gib(f.usable)} usable ({100 * f.weights / f.usable:.0f}%)", evidence=ev)
+        yield ok(
+            f"weights {_gib(f.weights)} per GPU of {_gib(f.usable)} usable ({100 * f.weights / f.usable:.0f}%)",
+            evidence=ev,
+        )
 
 
 @check("FC402", "kv-cache-too-small", ERROR)
@@ -161,11 +173,19 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     if not f.weights_fit:
         raise Skip("the weights alone do not fit (FC401)")
     per_tok = f.shape.per_token
-    ev = {"kv_bytes_per_token": int(per_tok), "kv_budget_bytes": int(f.kv_budget), "max_model_len_fit": f.max_model_len_fit}
+    ev = {
+        "kv_bytes_per_token": int(per_tok),
+        "kv_budget_bytes": int(f.kv_budget),
+        "max_model_len_fit": f.max_model_len_fit,
+    }
     if m.requested_len == AUTO:
         if f.max_model_len_fit <= 0:
             flags, hint = _fitting_layouts(m)
-            yield fail(f"no room for any KV cache: {_gib(f.kv_budget)} left after weights and reserve; {hint}", fix="\n".join(flags) or hint, evidence=ev)
+            yield fail(
+                f"no room for any KV cache: {_gib(f.kv_budget)} left after weights and reserve; {hint}",
+                fix="\n".join(flags) or hint,
+                evidence=ev,
+            )
         else:
             yield ok(f"--max-model-len auto: up to {f.max_model_len_fit:,} tokens fit", evidence=ev)
         return
@@ -173,11 +193,20 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         yield unknown("the model sets no max_position_embeddings: pass --max-model-len to evaluate the KV cache")
         return
     if f.kv_fits and f.max_model_len_fit > 0:
-        yield ok(f"KV for {f.max_model_len:,} tokens: {_gib(f.kv_need)} of {_gib(f.kv_budget)} left (up to {f.max_model_len_fit:,} fit)", evidence=ev)
+        yield ok(
+            f"KV for {f.max_model_len:,} tokens: {_gib(f.kv_need)} of {_gib(f.kv_budget)} left (up to {f.max_model_len_fit:,} fit)",
+            evidence=ev,
+        )
         return
     from flightcheck._memory.suggest import flag, fp8_kv, utilization_that_fits
 
-    dtype = "fp8" if m.kv_cache_dtype.startswith("fp8") else m.cfg.dtype_name if m.kv_cache_dtype == "auto" else m.kv_cache_dtype
+    dtype = (
+        "fp8"
+        if m.kv_cache_dtype.startswith("fp8")
+        else m.cfg.dtype_name
+        if m.kv_cache_dtype == "auto"
+        else m.kv_cache_dtype
+    )
     limit, _var, allowed = _window(ctx, m)
     suggest = f.max_model_len_fit if (limit is None or allowed) else min(f.max_model_len_fit, limit // 16 * 16)
     options = [f"{flag('max_len', m.engine)} {suggest}"]
@@ -202,7 +231,8 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         f"one sequence of {f.max_model_len:,} tokens needs {_gib(f.kv_need)} of KV cache ({int(per_tok):,} B/token, {dtype}) "
         f"but {_gib(max(0.0, f.kv_budget))} is left per GPU after {_gib(f.weights)} of weights and a {_gib(f.reserve)} reserve; "
         + "; ".join(said),
-        fix="\n".join(options) if options else hint, evidence=ev,
+        fix="\n".join(options) if options else hint,
+        evidence=ev,
     )  # each fix line alone makes it fit
 
 
@@ -235,8 +265,10 @@ def memory_headroom_low(ctx: Context) -> Iterator[Outcome]:
     spare = f.spare
     if spare < HEADROOM_MIN * f.usable:
         safer = f.shape.max_len(f.kv_budget - HEADROOM_MIN * f.usable)
-        yield fail(f"only {_gib(spare)} ({100 * spare / f.usable:.1f}%) of usable memory is left after weights, reserve and one {f.max_model_len:,}-token sequence",
-                   fix=f"{flag('max_len', m.engine)} {safer}" if safer > 0 else f"more GPUs (a larger {flag('tp', m.engine)})",
-                   evidence={"spare_bytes": int(spare)})
+        yield fail(
+            f"only {_gib(spare)} ({100 * spare / f.usable:.1f}%) of usable memory is left after weights, reserve and one {f.max_model_len:,}-token sequence",
+            fix=f"{flag('max_len', m.engine)} {safer}" if safer > 0 else f"more GPUs (a larger {flag('tp', m.engine)})",
+            evidence={"spare_bytes": int(spare)},
+        )
     else:
         yield ok(f"{_gib(spare)} ({100 * spare / f.usable:.0f}%) of usable memory to spare")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from flightcheck._vocabulary.intent import AUTO
-from flightcheck._vocabulary.results import ERROR
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
 from flightcheck._checks.memory.fit import _model, _window
+from flightcheck._vocabulary.intent import AUTO
+from flightcheck._vocabulary.results import ERROR
 
 
 @check("FC404", "parallel-layout-invalid", ERROR)
@@ -39,7 +39,11 @@ def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
     m = _model(ctx)
     found = problems(m.cfg, m.layout)
     if not found:
-        yield ok(f"{m.layout.describe(m.engine)} divides the model ({m.cfg.heads} heads" + (f", {m.cfg.experts} experts" if m.cfg.experts else "") + ")")
+        yield ok(
+            f"{m.layout.describe(m.engine)} divides the model ({m.cfg.heads} heads"
+            + (f", {m.cfg.experts} experts" if m.cfg.experts else "")
+            + ")"
+        )
         return
     base = m.layout
     valid = [t for t in TP_CANDIDATES if not problems(m.cfg, Layout(t, base.pp, base.dp, base.ep))]
@@ -49,7 +53,11 @@ def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
     if valid:
         alt.append(f"{flag('tp', m.engine)} one of {', '.join(map(str, valid))}")
     for p in found:
-        yield fail(p + f" ({m.layout.describe(m.engine)})", fix="\n".join(alt) or "no power-of-two TP divides this model", evidence={"valid_tp": valid})
+        yield fail(
+            p + f" ({m.layout.describe(m.engine)})",
+            fix="\n".join(alt) or "no power-of-two TP divides this model",
+            evidence={"valid_tp": valid},
+        )
 
 
 @check("FC405", "max-model-len-over-model-limit", ERROR)
@@ -83,7 +91,10 @@ def max_model_len_over_limit(ctx: Context) -> Iterator[Outcome]:
         if allowed:
             yield ok(f"{opt} {req:,} exceeds the model's {limit:,} but {var}=1 allows it")
         else:
-            yield fail(f"{opt} {req:,} exceeds the model's context window of {limit:,} tokens",
-                       fix=f"{opt} {limit}\n(or, if the model really supports it: export {var}=1)", evidence={"limit": limit})
+            yield fail(
+                f"{opt} {req:,} exceeds the model's context window of {limit:,} tokens",
+                fix=f"{opt} {limit}\n(or, if the model really supports it: export {var}=1)",
+                evidence={"limit": limit},
+            )
     else:
         yield ok(f"{opt} {req:,} within the model's {limit:,}")

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from flightcheck._vocabulary.facts import Gpu
 
+
 def gpu_label(g: Gpu) -> str:
     """'GPU 3 (NVIDIA B300 SXM6 AC, sm_103)'."""
     cc = g.compute_capability.replace(".", "") if g.compute_capability else "?"

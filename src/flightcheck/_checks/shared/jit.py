@@ -9,19 +9,31 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from flightcheck._knowledge import flashinfer as _fi_wheels
+from flightcheck._knowledge.derived import package
 from flightcheck._knowledge.gpus import arch_of, arch_to_cc, covers, parse_arch_list
 from flightcheck._knowledge.units import major_minor
-from flightcheck._knowledge.derived import package
 
 if TYPE_CHECKING:
-    from flightcheck._vocabulary.facts import Gpu
     from flightcheck._checks.framework import Context
+    from flightcheck._vocabulary.facts import Gpu
 
 #: Oldest nvcc that can target each FlashInfer arch (flashinfer/aot.py, utils.py; CUDA notes).
 MIN_NVCC: dict[str, tuple[int, int]] = {
-    "75": (10, 0), "80": (11, 0), "86": (11, 1), "87": (11, 4), "89": (11, 8), "90": (11, 8),
-    "90a": (12, 3), "100a": (12, 8), "101a": (12, 8), "103a": (12, 9), "107a": (12, 9),
-    "110a": (13, 0), "120a": (12, 8), "120f": (12, 9), "121a": (12, 9),
+    "75": (10, 0),
+    "80": (11, 0),
+    "86": (11, 1),
+    "87": (11, 4),
+    "89": (11, 8),
+    "90": (11, 8),
+    "90a": (12, 3),
+    "100a": (12, 8),
+    "101a": (12, 8),
+    "103a": (12, 9),
+    "107a": (12, 9),
+    "110a": (13, 0),
+    "120a": (12, 8),
+    "120f": (12, 9),
+    "121a": (12, 9),
 }
 #: Last minor release of each CUDA major (a toolkit for torch built against an older major).
 LAST_MINOR = {11: 8, 12: 9}
@@ -95,10 +107,16 @@ def jit_needed(ctx: Context) -> tuple[bool | None, str]:
         return True, f"flashinfer-jit-cache {jc} does not match flashinfer-python {fi}"
     archs = archs_used(ctx)
     if archs is None:
-        return None, f"flashinfer-jit-cache {jc} is installed; whether it covers the GPUs is unknown: {no_gpu_note(ctx)}"
+        return (
+            None,
+            f"flashinfer-jit-cache {jc} is installed; whether it covers the GPUs is unknown: {no_gpu_note(ctx)}",
+        )
     built = ctx.get("python.jit_cache_archs")
     if built is None:
-        return None, f"flashinfer-jit-cache {jc} is installed but its archs are unknown ({ctx.facts.reason('python.jit_cache_archs') or 'not read'})"
+        return (
+            None,
+            f"flashinfer-jit-cache {jc} is installed but its archs are unknown ({ctx.facts.reason('python.jit_cache_archs') or 'not read'})",
+        )
     missing = [a for a, gpus in archs.items() if not jit_cache_covers(built, str(gpus[0].compute_capability))]
     if missing:
         return True, f"flashinfer-jit-cache {jc} is built for {' '.join(built)}, not for {' '.join(missing)}"
@@ -123,7 +141,9 @@ def install(ctx: Context, *packages: str) -> str:
     """The package-manager line for this host's OS (NVIDIA's CUDA repository assumed)."""
     fam = _os_family(ctx)
     names = [_PKG_NAMES.get((fam, p), p) for p in packages]
-    return {"apt": "apt-get install -y ", "dnf": "dnf install -y ", "zypper": "zypper install -y "}[fam] + " ".join(names)
+    return {"apt": "apt-get install -y ", "dnf": "dnf install -y ", "zypper": "zypper install -y "}[fam] + " ".join(
+        names
+    )
 
 
 _PKG_NAMES = {
@@ -161,8 +181,7 @@ def toolkit_version(ctx: Context, need: tuple[int, int]) -> tuple[tuple[int, int
     else:
         choice = torch or driver or need
     caveat = ""
-    if choice < need:
-        choice = need
+    choice = max(choice, need)
     if driver and choice > driver:
         caveat = f" (the driver supports CUDA {fmt(driver)} only: upgrade it to one for CUDA {fmt(choice)} first)"
     return choice, caveat
@@ -215,5 +234,7 @@ def jit_cache_install(ctx: Context, archs: list[str] | None, *, replace: bool = 
     if built is None or (archs and not all(jit_cache_covers(built, arch_to_cc(a)) for a in archs)):
         return None
     if replace:
-        return pip(ctx, f"--force-reinstall --no-deps flashinfer-jit-cache=={fi}+{tag} --index-url {_fi_wheels.index_url(tag)}")
+        return pip(
+            ctx, f"--force-reinstall --no-deps flashinfer-jit-cache=={fi}+{tag} --index-url {_fi_wheels.index_url(tag)}"
+        )
     return pip(ctx, f"flashinfer-jit-cache=={fi} --index-url {_fi_wheels.index_url(tag)}")

@@ -3,6 +3,6 @@
 Importing the package registers every check of the family.
 """
 
-from flightcheck._checks.toolchain import nvcc, build, deps
+from flightcheck._checks.toolchain import build, deps, nvcc
 
-__all__ = ['nvcc', 'build', 'deps']
+__all__ = ["build", "deps", "nvcc"]

@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from flightcheck._checks.shared import jit as _jit
-from flightcheck._knowledge.units import GiB
-from flightcheck._knowledge.gpus import arch_to_cc, covers, parse_arch_list
-from flightcheck._knowledge.derived import gpu_subject, package
-from flightcheck._vocabulary.results import ERROR, WARNING
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
+from flightcheck._checks.shared import jit as _jit
+from flightcheck._knowledge.derived import gpu_subject, package
+from flightcheck._knowledge.gpus import arch_to_cc, covers, parse_arch_list
+from flightcheck._knowledge.units import GiB
+from flightcheck._vocabulary.results import ERROR, WARNING
 
 MIN_FREE = 2 * GiB
 
@@ -104,11 +104,13 @@ def arch_list_excludes_gpu(ctx: Context) -> Iterator[Outcome]:
         good = [t for t in (value.split(" ") if is_fi else re.split(r"[ ;]+", value.strip())) if t and t not in bad]
         if bad and is_fi:
             new = " ".join(dict.fromkeys(good + [_label(a, True) for a in archs or ()]))
-            out.append(fail(
-                f"{var}={value!r}: FlashInfer cannot parse {', '.join(bad)} (it splits on single spaces); import flashinfer raises ValueError",
-                fix=f'export {var}="{new}"' if new else f"unset {var}",
-                evidence={var: value, "bad_tokens": bad},
-            ))
+            out.append(
+                fail(
+                    f"{var}={value!r}: FlashInfer cannot parse {', '.join(bad)} (it splits on single spaces); import flashinfer raises ValueError",
+                    fix=f'export {var}="{new}"' if new else f"unset {var}",
+                    evidence={var: value, "bad_tokens": bad},
+                )
+            )
             continue
         if archs is None:
             passed_over.append(f"{var}={value!r}: GPU archs unknown, {_jit.no_gpu_note(ctx)}")
@@ -121,23 +123,26 @@ def arch_list_excludes_gpu(ctx: Context) -> Iterator[Outcome]:
         add = [_label(a, is_fi) for a in missing]
         fix = f'export {var}="{sep.join(dict.fromkeys(good + add))}"' + (f"  (or: unset {var})" if is_fi else "")
         first = next(iter(missing.values()))[0]
-        out.append(fail(
-            f"{var}={value!r} leaves out {' '.join(missing)} ({first.name or 'GPU'})" + ("" if is_fi else ": torch extension builds will not run there"),
-            fix=fix,
-            subject=gpu_subject(first),
-            severity=None if is_fi else WARNING,
-            evidence={var: value, "missing": list(missing)},
-        ))
+        out.append(
+            fail(
+                f"{var}={value!r} leaves out {' '.join(missing)} ({first.name or 'GPU'})"
+                + ("" if is_fi else ": torch extension builds will not run there"),
+                fix=fix,
+                subject=gpu_subject(first),
+                severity=None if is_fi else WARNING,
+                evidence={var: value, "missing": list(missing)},
+            )
+        )
     if not out:
         raise Skip("; ".join(passed_over))
     yield from out
 
 
 _SMOKE_FIXES = (
-    (re.compile(r"Unsupported gpu architecture|nvcc fatal.*arch", re.I), "toolkit"),
-    (re.compile(r"cannot find -lcudart|cuda_runtime\.h: No such file", re.I), "home"),
-    (re.compile(r"cannot find -lcuda\b", re.I), "libcuda"),
-    (re.compile(r"unsupported GNU version|unsupported clang version", re.I), "host"),
+    (re.compile(r"Unsupported gpu architecture|nvcc fatal.*arch", re.IGNORECASE), "toolkit"),
+    (re.compile(r"cannot find -lcudart|cuda_runtime\.h: No such file", re.IGNORECASE), "home"),
+    (re.compile(r"cannot find -lcuda\b", re.IGNORECASE), "libcuda"),
+    (re.compile(r"unsupported GNU version|unsupported clang version", re.IGNORECASE), "host"),
 )
 
 
@@ -157,7 +162,7 @@ def _smoke_fix(ctx: Context, output: str, arch: str | None) -> str:
     return "the evidence holds the compiler's own output; fix the toolchain failures above, then rerun with --deep"
 
 
-_ERROR_LINE = re.compile(r"nvcc fatal|fatal error|error:|cannot find|undefined reference|No such file", re.I)
+_ERROR_LINE = re.compile(r"nvcc fatal|fatal error|error:|cannot find|undefined reference|No such file", re.IGNORECASE)
 
 
 def _first_error(output: str) -> str:
@@ -196,7 +201,11 @@ def compile_smoke_failed(ctx: Context) -> Iterator[Outcome]:
     if needed is False:
         raise Skip(f"no JIT needed: {why}")
     if smoke.error:
-        yield fail(f"the compile smoke test could not build: {smoke.error}", fix=_smoke_fix(ctx, smoke.error, None), evidence={"error": smoke.error})
+        yield fail(
+            f"the compile smoke test could not build: {smoke.error}",
+            fix=_smoke_fix(ctx, smoke.error, None),
+            evidence={"error": smoke.error},
+        )
         return
     results = smoke.archs or {}
     for arch in _jit.archs_used(ctx) or results:

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from flightcheck._knowledge import flashinfer as _fi_wheels
+from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
 from flightcheck._checks.shared import jit as _jit
+from flightcheck._knowledge import flashinfer as _fi_wheels
 from flightcheck._knowledge.derived import gpu_subject
 from flightcheck._vocabulary.results import ERROR, WARNING
-from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
 
 
 @check("FC110", "flashinfer-companion-version-mismatch", ERROR)
@@ -54,7 +54,11 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
     disabled = bool(ctx.get("env.FLASHINFER_DISABLE_VERSION_CHECK"))
     yield fail(
         f"{' and '.join(bad)} with flashinfer-python {fi}: "
-        + ("FLASHINFER_DISABLE_VERSION_CHECK hides it at import; the prebuilt kernels still do not match" if disabled else "import flashinfer raises"),
+        + (
+            "FLASHINFER_DISABLE_VERSION_CHECK hides it at import; the prebuilt kernels still do not match"
+            if disabled
+            else "import flashinfer raises"
+        ),
         fix=" && ".join(fixes),
         severity=WARNING if disabled else None,
         evidence={"flashinfer-python": fi, "flashinfer-cubin": cubin, "flashinfer-jit-cache": jc},
@@ -92,8 +96,14 @@ def libcudart_missing(ctx: Context) -> Iterator[Outcome]:
         return
     need = _jit.need_for(_jit.archs_used(ctx) or ["90a"])
     nvcc = _jit.nvcc_version(ctx)
-    root = (nvcc and _jit.alternative(ctx, at_least=max(need, nvcc), major=nvcc[0])) or _jit.alternative(ctx, at_least=need)
-    origin = f" (derived from the nvcc on PATH, {ctx.get('toolchain.nvcc.path')})" if home.source == "nvcc-on-path" else f" (from {home.source})"
+    root = (nvcc and _jit.alternative(ctx, at_least=max(need, nvcc), major=nvcc[0])) or _jit.alternative(
+        ctx, at_least=need
+    )
+    origin = (
+        f" (derived from the nvcc on PATH, {ctx.get('toolchain.nvcc.path')})"
+        if home.source == "nvcc-on-path"
+        else f" (from {home.source})"
+    )
     yield fail(
         f"{home.path}/lib64/libcudart.so is missing{origin}: FlashInfer's link step (-lcudart) fails; {why}",
         fix=f"export CUDA_HOME={root}" if root else _jit.toolkit_fix(ctx, need),
@@ -165,9 +175,13 @@ def jit_cache_arch_missing(ctx: Context) -> Iterator[Outcome]:
     source = ctx.get("python.jit_cache_archs_source")
     missing = {a: g for a, g in archs.items() if not _jit.jit_cache_covers(built, str(g[0].compute_capability))}
     if not missing:
-        yield ok(f"flashinfer-jit-cache {jc} has {' '.join(archs)} ({(source or '').split(':')[0] or 'archs recorded'})")
+        yield ok(
+            f"flashinfer-jit-cache {jc} has {' '.join(archs)} ({(source or '').split(':')[0] or 'archs recorded'})"
+        )
         return
-    fix = _jit.jit_cache_install(ctx, list(missing), replace=True) or _jit.pip(ctx, "-y flashinfer-jit-cache", verb="uninstall")
+    fix = _jit.jit_cache_install(ctx, list(missing), replace=True) or _jit.pip(
+        ctx, "-y flashinfer-jit-cache", verb="uninstall"
+    )
     first = next(iter(missing.values()))[0]
     yield fail(
         f"flashinfer-jit-cache {jc} is built for {' '.join(built)}, not {' '.join(missing)} ({first.name or 'GPU'}): "

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
 from flightcheck._checks.shared import jit as _jit
 from flightcheck._knowledge.derived import gpu_subject
 from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.results import ERROR, WARNING
-from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
 
 
 @summary("FC1")
@@ -22,7 +22,9 @@ def _headline(ctx: Context) -> str:
         return "toolchain facts unavailable"
     parts = []
     if tc.nvcc and tc.nvcc.version:
-        parts.append(f"nvcc {tc.nvcc.version} ({tc.cuda_home.path if tc.cuda_home and tc.cuda_home.path else tc.nvcc.path})")
+        parts.append(
+            f"nvcc {tc.nvcc.version} ({tc.cuda_home.path if tc.cuda_home and tc.cuda_home.path else tc.nvcc.path})"
+        )
     else:
         parts.append("no nvcc")
     parts.append(f"ninja {tc.ninja.version}" if tc.ninja else "no ninja")
@@ -80,7 +82,11 @@ def nvcc_missing(ctx: Context) -> Iterator[Outcome]:
     if alt:
         fix += f"  (or compile nothing: {alt})"
     home = ctx.get("toolchain.cuda_home")
-    where = f"{home.path}/bin/nvcc does not exist" if home is not None and home.path else "no CUDA_HOME, no nvcc on PATH, no /usr/local/cuda"
+    where = (
+        f"{home.path}/bin/nvcc does not exist"
+        if home is not None and home.path
+        else "no CUDA_HOME, no nvcc on PATH, no /usr/local/cuda"
+    )
     yield fail(f"no nvcc ({where}); {why}", fix=fix, evidence={"cuda_home": home.path if home else None, "jit": why})
 
 
@@ -108,7 +114,9 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
         raise Skip("no nvcc version to compare (FC101 covers a missing nvcc)")
     archs = _jit.archs_used(ctx)
     if archs is None:
-        raise Skip(f"GPU archs unknown, {_jit.no_gpu_note(ctx)}; nvcc {_jit.fmt(version)} can target {' '.join(_jit.archs_supported_by(version))}")
+        raise Skip(
+            f"GPU archs unknown, {_jit.no_gpu_note(ctx)}; nvcc {_jit.fmt(version)} can target {' '.join(_jit.archs_supported_by(version))}"
+        )
     listed = ctx.get("toolchain.nvcc.archs")
     path = ctx.get("toolchain.nvcc.path")
     bad = []
@@ -128,7 +136,12 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
             f"nvcc {_jit.fmt(version)} ({path}) cannot compile for {arch} ({gpus[0].name or 'GPU'}): {arch} {why_too_old}; {why}",
             fix=_jit.toolkit_fix(ctx, need_all),
             subject=gpu_subject(gpus[0]),
-            evidence={"nvcc": path, "nvcc_version": _jit.fmt(version), "arch": arch, "min_nvcc": _jit.fmt(need) if need else None},
+            evidence={
+                "nvcc": path,
+                "nvcc_version": _jit.fmt(version),
+                "arch": arch,
+                "min_nvcc": _jit.fmt(need) if need else None,
+            },
         )
 
 
@@ -201,7 +214,11 @@ def c_compiler_missing(ctx: Context) -> Iterator[Outcome]:
         return
     reasons = [ctx.facts.reason(f"toolchain.{key}") or f"no {key}" for key, _ in missing]
     bad_vars = [var for _, var in missing if ctx.get(f"env.{var}")]
-    fix = install(ctx) if not bad_vars else f"unset {' '.join(bad_vars)} (or point it at an installed compiler); {install(ctx)}"
+    fix = (
+        install(ctx)
+        if not bad_vars
+        else f"unset {' '.join(bad_vars)} (or point it at an installed compiler); {install(ctx)}"
+    )
     yield fail("no host compiler: " + "; ".join(reasons), fix=fix, evidence={"missing": [k for k, _ in missing]})
 
 
@@ -238,7 +255,9 @@ def cuda_home_invalid(ctx: Context) -> Iterator[Outcome]:
     need = _jit.need_for(_jit.archs_used(ctx) or ["90a"])
     root = _jit.alternative(ctx, at_least=need) or _jit.alternative(ctx)
     fix = f"export {home.source}={root}" if root else f"unset {home.source}; {_jit.toolkit_fix(ctx, need)}"
-    yield fail(f"{home.source}={home.path} {problem}", fix=fix, evidence={"cuda_home": home.path, "source": home.source})
+    yield fail(
+        f"{home.source}={home.path} {problem}", fix=fix, evidence={"cuda_home": home.path, "source": home.source}
+    )
 
 
 @check("FC106", "nvcc-torch-cuda-mismatch", WARNING)
