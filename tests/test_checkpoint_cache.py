@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from ckptgen import load_config, shard_name, write_checkpoint
+from flightcheck._checks.checkpoint.kinds import KIND_OF
 from flightcheck._checkpoint import load
 from flightcheck._checkpoint.cache import FORMAT, CacheFile, ScanCache
 
@@ -54,7 +55,7 @@ def test_a_changed_file_is_rescanned(tmp_path: Path) -> None:
     os.utime(s2, ns=(st.st_atime_ns, st.st_mtime_ns))  # ... with the old mtime put back
     ck = load(str(root))
     assert ck.cache == "partial" and ck.stats.scanned == 1
-    assert ck.of("FC503") and ck.of("FC503")[0].subject == f"shard:{s2.name}"
+    assert ck.of(KIND_OF["FC503"]) and ck.of(KIND_OF["FC503"])[0].subject == f"shard:{s2.name}"
 
 
 def test_a_shard_in_a_subdirectory_is_cached_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,7 +89,7 @@ def test_a_changed_index_is_reread(tmp_path: Path) -> None:
     index.write_text(json.dumps(doc))
     ck = load(str(root))
     assert ck.cache == "warm"  # every shard still cached ...
-    assert any("ghost" in f.message for f in ck.of("FC506"))  # ... the index was read again
+    assert any("ghost" in f.message for f in ck.of(KIND_OF["FC506"]))  # ... the index was read again
 
 
 def test_corrupt_cache_is_ignored_and_rewritten(tmp_path: Path) -> None:
@@ -121,9 +122,9 @@ def test_a_broken_shard_stays_broken_from_the_cache(tmp_path: Path) -> None:
     root = model(tmp_path)
     s2 = root / shard_name(1, 3)
     s2.write_bytes(s2.read_bytes() + b"pad")
-    assert load(str(root)).of("FC503")
+    assert load(str(root)).of(KIND_OF["FC503"])
     warm = load(str(root))
-    assert warm.cache == "warm" and warm.of("FC503")
+    assert warm.cache == "warm" and warm.of(KIND_OF["FC503"])
 
 
 def test_no_cache_env_turns_it_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
+from flightcheck._checks.checkpoint.kinds import CODE_OF, KIND_OF
 from flightcheck._checkpoint import load
 from flightcheck._checkpoint.resolve import hub_dirs, resolve
 from flightcheck._checkpoint.scan import scan_paths
@@ -27,7 +28,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def codes(ck) -> set[str]:
-    return {f.code for f in ck.findings}
+    return {CODE_OF[f.kind] for f in ck.findings}
 
 
 def healthy(tmp_path: Path, shards: int = 3) -> Path:
@@ -75,7 +76,7 @@ def test_each_breakage_is_named_by_its_code(tmp_path: Path, breakage: str, code:
     if code == "FC507":
         assert ck.config is None and ck.config_error and "config.json" in ck.config_error
         return
-    hits = ck.of(code)
+    hits = ck.of(KIND_OF[code])
     assert hits, (breakage, ck.findings)
     assert where in {f.subject for f in hits}, [f.subject for f in hits]
     assert all(f.fix for f in hits)
@@ -158,7 +159,7 @@ def test_absurdly_nested_config_and_index(tmp_path: Path) -> None:
     (root / "config.json").write_text("[" * 100_000 + "]" * 100_000)
     ck = load(str(root))
     assert ck.config is None and "not valid JSON" in (ck.config_error or "")
-    assert any("not valid JSON" in f.message for f in ck.of("FC506"))
+    assert any("not valid JSON" in f.message for f in ck.of(KIND_OF["FC506"]))
 
 
 def test_hostile_index_path_is_never_opened(tmp_path: Path) -> None:
@@ -211,7 +212,7 @@ def test_a_fifo_anywhere_never_blocks(tmp_path: Path, name: str, no_hang) -> Non
         assert ck.findings == [] and ck.hf_quant is None
         assert build(ck, Intent(model=str(root)), total=80 << 30).error is None
     else:
-        (f,) = ck.of("FC506")
+        (f,) = ck.of(KIND_OF["FC506"])
         assert "is not a regular file" in f.message
     assert _header_sha256(str(fifo)) is None and _file_sha256(fifo) is None
 
@@ -225,7 +226,7 @@ def test_symlink_outside_the_directory_fails_fc509(tmp_path: Path) -> None:
     os.replace(s1, elsewhere)
     s1.symlink_to(elsewhere)
     ck = load(str(root))
-    (f,) = ck.of("FC509")
+    (f,) = ck.of(KIND_OF["FC509"])
     assert f.severity is None and str(elsewhere) in f.message and "cp --remove-destination" in f.fix
 
 
@@ -235,14 +236,14 @@ def test_index_total_size_mismatch_is_a_warning(tmp_path: Path) -> None:
     doc = json.loads(index.read_text())
     doc["metadata"]["total_size"] += 2
     index.write_text(json.dumps(doc))
-    (f,) = load(str(root)).of("FC506")
+    (f,) = load(str(root)).of(KIND_OF["FC506"])
     assert f.severity == "warning" and "total_size" in f.message
 
 
 def test_index_names_the_missing_tensor(tmp_path: Path) -> None:
     root = healthy(tmp_path)
     break_checkpoint(root, "index-lies")
-    (f,) = load(str(root)).of("FC506")
+    (f,) = load(str(root)).of(KIND_OF["FC506"])
     assert "model.layers.9.ghost.weight" in f.message and f.severity is None
 
 
@@ -287,7 +288,7 @@ def test_an_unreadable_cache_is_fc501_not_a_crash(tmp_path: Path, monkeypatch: p
 
     monkeypatch.setattr(Path, "is_file", denied)
     ck = load("acme/tiny")
-    (f,) = ck.of("FC501")
+    (f,) = ck.of(KIND_OF["FC501"])
     assert not ck.found and ck.crash is None and "cannot be read: Permission denied" in f.message
 
 
@@ -300,9 +301,9 @@ def test_repo_not_in_cache_is_fc501(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
     ck = load("acme/absent")
     (f,) = ck.findings
-    assert f.code == "FC501" and f.subject == "model:acme/absent" and "never downloads" in f.message
+    assert CODE_OF[f.kind] == "FC501" and f.subject == "model:acme/absent" and "never downloads" in f.message
     assert f.fix.startswith("hf download acme/absent")
-    assert load(str(tmp_path / "no" / "such" / "dir")).of("FC501")
+    assert load(str(tmp_path / "no" / "such" / "dir")).of(KIND_OF["FC501"])
 
 
 def test_interrupted_download_and_size_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -315,7 +316,7 @@ def test_interrupted_download_and_size_records(tmp_path: Path, monkeypatch: pyte
     etag = tree["files"][name]["lfs_sha256"]
     (repo / "blobs" / f"{etag}.1a2b3c4d.incomplete").write_bytes(b"\0" * 1000)  # a second download, cut short
     ck = load("acme/tiny")
-    (f,) = ck.of("FC505")
+    (f,) = ck.of(KIND_OF["FC505"])
     assert (
         f.subject == f"shard:{name}"
         and "interrupted download" in f.message
@@ -324,7 +325,7 @@ def test_interrupted_download_and_size_records(tmp_path: Path, monkeypatch: pyte
     # the snapshot file shrank (a bad copy into the cache): the tree's size disagrees
     blob = Path(os.path.realpath(snap / name))
     blob.write_bytes(blob.read_bytes()[:-10])
-    sizes = [x for x in load("acme/tiny").of("FC505") if "cache's record" in x.message]
+    sizes = [x for x in load("acme/tiny").of(KIND_OF["FC505"]) if "cache's record" in x.message]
     assert sizes and sizes[0].subject == f"shard:{name}"
 
 
@@ -334,7 +335,7 @@ def test_local_dir_download_cut_short(tmp_path: Path) -> None:
     partial = root / ".cache" / "huggingface" / "download" / "Zm9v.abc123.incomplete"
     partial.parent.mkdir(parents=True)
     partial.write_bytes(b"\0" * 4096)
-    (f,) = load(str(root)).of("FC505")
+    (f,) = load(str(root)).of(KIND_OF["FC505"])
     assert str(partial) in f.message and "4,096 bytes so far" in f.message and f.fix.startswith(f"rm -f {partial}")
 
 
@@ -343,7 +344,7 @@ def test_dangling_blob_link_is_missing(tmp_path: Path, monkeypatch: pytest.Monke
     snap = write_hf_cache(hub, "acme/tiny", TINY, shards=2, commit=COMMIT)
     monkeypatch.setenv("HF_HUB_CACHE", str(hub))
     os.unlink(os.path.realpath(snap / shard_name(0, 2)))
-    (f,) = load("acme/tiny").of("FC502")
+    (f,) = load("acme/tiny").of(KIND_OF["FC502"])
     assert "blob that is gone" in f.message and "rm -f" in f.fix
 
 

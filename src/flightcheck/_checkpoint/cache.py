@@ -11,6 +11,8 @@ turns the cache off. Nothing is ever written into the model directory.
 
 from __future__ import annotations
 
+from flightcheck._checkpoint.problems import Kind
+
 import hashlib
 import os
 import tempfile
@@ -23,7 +25,7 @@ from flightcheck._checkpoint.shardio import read_small
 from flightcheck._checkpoint.validate import ShardScan
 
 #: Bump when ShardScan / IndexScan change meaning: older files are then ignored.
-FORMAT = "flightcheck.ckpt-cache/3"
+FORMAT = "flightcheck.ckpt-cache/4"  # 4: problems carry kinds, not check codes
 MAX_CACHE = 256 << 20  # a 390k-tensor model's file is ~0.2 MB
 
 FileKey = tuple[int, int, int, int, int]  # size, mtime_ns, inode, ctime_ns, device
@@ -118,7 +120,7 @@ class ScanCache:
     def put_shard(self, real: str, key: FileKey, scan: ShardScan) -> None:
         """Remember a fresh scan (problems included: a broken shard stays broken until it
         changes) — unless it could not be read (FC508): that may be a passing hiccup."""
-        if any(p.code == "FC508" for p in scan.problems):
+        if any(p.kind == Kind.UNREADABLE for p in scan.problems):
             return
         self.data.shards[real] = _Entry(key, scan)
         self.dirty = True

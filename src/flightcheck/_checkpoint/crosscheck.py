@@ -7,6 +7,8 @@ tensor is missing from which shard, or sits in two.
 
 from __future__ import annotations
 
+from flightcheck._checkpoint.problems import Kind
+
 import errno
 import os
 from pathlib import Path
@@ -44,7 +46,10 @@ def assemble(
     if ck.index is not None and ck.index.problem:
         ck.findings.append(
             Finding(
-                "FC506", index_subject, f"{idx.INDEX_NAME} {ck.index.problem}", fix=_refetch_fix(ck, idx.INDEX_NAME)
+                Kind.INDEX_MISMATCH,
+                index_subject,
+                f"{idx.INDEX_NAME} {ck.index.problem}",
+                fix=_refetch_fix(ck, idx.INDEX_NAME),
             )
         )
     if ck.index is not None and ck.index.problem is None:
@@ -56,7 +61,7 @@ def assemble(
         hint = f" (found {', '.join(bins)}: flightcheck reads safetensors headers only)" if bins else ""
         ck.findings.append(
             Finding(
-                "FC502",
+                Kind.MISSING_FILE,
                 f"model:{ck.resolved.model}",
                 f"no *.safetensors weights in {root}{hint}",
                 fix=_refetch_fix(ck, None),
@@ -72,7 +77,7 @@ def assemble(
         if idx.escapes(name):
             ck.findings.append(
                 Finding(
-                    "FC509",
+                    Kind.ESCAPES,
                     shard.subject,
                     f"the index names {name!r}, a path outside the model directory: refused, never opened",
                     fix=f"the index is corrupt or hostile: re-download {idx.INDEX_NAME} and do not run this checkpoint until it names only files inside {root}",
@@ -88,7 +93,7 @@ def assemble(
         if not idx.within(real, roots):
             ck.findings.append(
                 Finding(
-                    "FC509",
+                    Kind.ESCAPES,
                     shard.subject,
                     f"{name} is a symlink to {real}, outside the model directory",
                     fix=f"replace the link with the real file (cp --remove-destination {real} {shard.path}), "
@@ -106,7 +111,7 @@ def assemble(
                 cache.put_shard(real, key, scan)
         shard.scan = scan
         for p in scan.problems:
-            ck.findings.append(Finding(p.code, shard.subject, p.message, fix=_problem_fix(ck, shard, p.code)))
+            ck.findings.append(Finding(p.kind, shard.subject, p.message, fix=_problem_fix(ck, shard, p.kind)))
         if (
             shard.allocated is not None
             and shard.size >= SPARSE_MIN_BYTES
@@ -114,7 +119,7 @@ def assemble(
         ):
             ck.findings.append(
                 Finding(
-                    "FC511",
+                    Kind.SPARSE,
                     shard.subject,
                     f"{name} has {shard.allocated:,} bytes allocated on disk for a {shard.size:,}-byte file: sparse or preallocated, its data may never have been written",
                     fix=_refetch_fix(ck, name),
@@ -132,17 +137,17 @@ def _missing(ck: Checkpoint, shard: Shard, exc: OSError) -> None:
 
     name, subject = shard.name, shard.subject
     if exc.errno == errno.ELOOP:
-        ck.findings.append(Finding("FC508", subject, f"{name} is a symlink loop", fix=_refetch_fix(ck, name)))
+        ck.findings.append(Finding(Kind.UNREADABLE, subject, f"{name} is a symlink loop", fix=_refetch_fix(ck, name)))
     elif exc.errno in (errno.ENOENT, errno.ENOTDIR):
         dangling = os.path.islink(shard.path)
         what = "a symlink to a blob that is gone" if dangling else "not there"
         ck.findings.append(
-            Finding("FC502", subject, f"the index names {name} but it is {what}", fix=_refetch_fix(ck, name))
+            Finding(Kind.MISSING_FILE, subject, f"the index names {name} but it is {what}", fix=_refetch_fix(ck, name))
         )
     else:
         ck.findings.append(
             Finding(
-                "FC508",
+                Kind.UNREADABLE,
                 subject,
                 f"{name} cannot be read: {exc.strerror or exc}",
                 fix=f"check permissions and the filesystem: ls -l {shard.path}",
@@ -182,7 +187,7 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
         if n_missing:
             ck.findings.append(
                 Finding(
-                    "FC506",
+                    Kind.INDEX_MISMATCH,
                     shard.subject,
                     f"the index maps {n_missing} tensor(s) to {shard.name} that it does not contain: {', '.join(missing)}"
                     + (" ..." if n_missing > len(missing) else ""),
@@ -194,7 +199,7 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
         if dups:
             ck.findings.append(
                 Finding(
-                    "FC506",
+                    Kind.INDEX_MISMATCH,
                     shard.subject,
                     f"{len(dups)} tensor(s) of {shard.name} are also in another shard: {', '.join(f'{n} (index: {owner[n]})' for n in dups[:MAX_LISTED])}",
                     fix=_refetch_fix(ck, shard.name),
@@ -206,7 +211,7 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
             listed = [n for n in extra if n not in owner][:MAX_LISTED]
             ck.findings.append(
                 Finding(
-                    "FC506",
+                    Kind.INDEX_MISMATCH,
                     shard.subject,
                     f"{shard.name} holds {strays} tensor(s) the index does not list: {', '.join(listed)}",
                     severity="warning",
@@ -218,7 +223,7 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
     if complete and total is not None and total != data_total:
         ck.findings.append(
             Finding(
-                "FC506",
+                Kind.INDEX_MISMATCH,
                 f"file:{idx.INDEX_NAME}",
                 f"metadata.total_size says {total:,} bytes but the headers add up to {data_total:,}",
                 severity="warning",
@@ -244,7 +249,7 @@ def _duplicates_without_index(ck: Checkpoint) -> None:
         if dups:
             ck.findings.append(
                 Finding(
-                    "FC506",
+                    Kind.INDEX_MISMATCH,
                     shard.subject,
                     f"{len(dups)} tensor(s) are in two shards: {', '.join(dups[:MAX_LISTED])}; with no index the engine loads both and one silently wins",
                     fix="remove the stray file, or restore model.safetensors.index.json",
@@ -252,8 +257,8 @@ def _duplicates_without_index(ck: Checkpoint) -> None:
             )
 
 
-def _problem_fix(ck: Checkpoint, shard: Shard, code: str) -> str:
-    if code == "FC508":
+def _problem_fix(ck: Checkpoint, shard: Shard, kind: str) -> str:
+    if kind == Kind.UNREADABLE:
         return f"check permissions and the filesystem: ls -lL {shard.path}"
     return _refetch_fix(ck, shard.name)
 

@@ -1,13 +1,15 @@
 """Read a checkpoint for the checks: resolve, scan (cached), cross-check, find problems.
 
 ``load()`` never raises for anything on disk: each problem becomes a :class:`Finding` with
-the code of the check that reports it and the file as its subject
+its kind (the checkpoint checks map kinds to codes) and the file as its subject
 (``shard:model-00007-of-00096.safetensors``). Only shards the engine will load are judged:
 those the index names, or every ``*.safetensors`` of the directory when there is no index
 (vLLM ignores files the index does not name).
 """
 
 from __future__ import annotations
+
+from flightcheck._checkpoint.problems import Kind
 
 import os
 import time
@@ -30,9 +32,10 @@ MAX_CONFIG = 64 << 20
 
 @dataclass(frozen=True)
 class Finding:
-    """One problem found on disk, for the check whose code it carries."""
+    """One problem found on disk: its kind (:class:`~flightcheck._checkpoint.problems.Kind`),
+    the file it concerns, what is wrong and how to repair it."""
 
-    code: str
+    kind: str
     subject: str
     message: str
     fix: str | None = None
@@ -57,7 +60,7 @@ class Shard:
 
 @dataclass
 class Checkpoint:
-    """Everything the FC4xx / FC5xx checks and the memory model read about the model."""
+    """Everything the memory and checkpoint checks and the memory model read about the model."""
 
     resolved: Resolved
     config: dict[str, Any] | None = None
@@ -81,9 +84,9 @@ class Checkpoint:
     def path(self) -> Path | None:
         return self.resolved.path
 
-    def of(self, code: str) -> list[Finding]:
+    def of(self, kind: str) -> list[Finding]:
         """Findings for one check."""
-        return [f for f in self.findings if f.code == code]
+        return [f for f in self.findings if f.kind == kind]
 
     @property
     def scanned(self) -> list[Shard]:
@@ -91,7 +94,7 @@ class Checkpoint:
         return [
             s
             for s in self.shards
-            if s.scan is not None and not any(p.code in ("FC504", "FC508") for p in s.scan.problems)
+            if s.scan is not None and not any(p.kind in (Kind.BAD_HEADER, Kind.UNREADABLE) for p in s.scan.problems)
         ]
 
     @property
@@ -121,7 +124,7 @@ def load(
     ck = Checkpoint(res)
     if res.path is None:
         ck.findings.append(
-            Finding("FC501", f"model:{model}", res.problem or f"{model} not found", fix=_not_found_fix(res))
+            Finding(Kind.NOT_FOUND, f"model:{model}", res.problem or f"{model} not found", fix=_not_found_fix(res))
         )
         ck.seconds = time.perf_counter() - t0
         return ck
@@ -255,7 +258,7 @@ def _hf_cache_checks(ck: Checkpoint) -> None:
         what = f" ({name}, {size:,} of {expected[name][0]:,} bytes)" if name else f" ({size:,} bytes so far)"
         ck.findings.append(
             Finding(
-                "FC505",
+                Kind.INCOMPLETE_DOWNLOAD,
                 f"shard:{name}" if name else f"file:{path.name}",
                 f"an interrupted download: {path}{what}",
                 fix=_redownload_fix(res, name, path),
@@ -273,7 +276,7 @@ def _hf_cache_checks(ck: Checkpoint) -> None:
         if actual != size:
             ck.findings.append(
                 Finding(
-                    "FC505",
+                    Kind.INCOMPLETE_DOWNLOAD,
                     f"shard:{name}" if name.endswith(".safetensors") else f"file:{name}",
                     f"{name} is {actual:,} bytes but the cache's record of commit {res.commit[:12] if res.commit else '?'} says {size:,}",
                     fix=_redownload_fix(res, name, p),

@@ -1,6 +1,6 @@
 """Scan many shard headers at once: cache first, then this process plus worker processes.
 
-A worker is ``python -I -S`` importing ``validate``, ``groups`` and ``shardio`` from this
+A worker is ``python -I -S`` importing ``validate``, ``groups``, ``problems`` and ``shardio`` from this
 directory as top-level modules (stdlib + msgspec only), so it starts in ~20 ms and never
 imports flightcheck, torch or anything CUDA. Workers only pay
 when there is enough header to parse: a handful of shards is scanned in this process.
@@ -12,6 +12,8 @@ for before the scan returns or raises, and killed first if its results are not w
 """
 
 from __future__ import annotations
+
+from flightcheck._checkpoint.problems import Kind
 
 import gc
 import os
@@ -202,7 +204,7 @@ def scan_paths(
                     results[i] = ShardScan(
                         problems=[
                             Problem(
-                                "FC508",
+                                Kind.UNREADABLE,
                                 f"reading the header took over {timeout:.0f} s (a hung or very slow filesystem?)",
                             )
                         ]
@@ -218,4 +220,6 @@ def scan_paths(
     if error is not None:
         raise error
     stats.seconds = time.perf_counter() - t0
-    return [r if r is not None else ShardScan(problems=[Problem("FC508", "not scanned")]) for r in results], stats
+    return [
+        r if r is not None else ShardScan(problems=[Problem(Kind.UNREADABLE, "not scanned")]) for r in results
+    ], stats

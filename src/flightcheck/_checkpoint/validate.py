@@ -3,8 +3,8 @@
 The file is read through ``shardio`` (regular files only, the header alone). This module
 is also the body of the parallel scan's worker processes, so it imports only
 the standard library and msgspec (a worker starts in ~20 ms with ``python -S``) and never
-raises: every problem becomes a :class:`Problem` with the code of the check that reports
-it (FC503 size, FC504 header, FC508 unreadable).
+raises: every problem becomes a :class:`Problem` with its kind (:mod:`.problems`): truncated,
+bad header or unreadable.
 
 The rules are safetensors' own (``tensor.rs``): an 8-byte little-endian header length N of
 at most 100,000,000 that fits in the file; N bytes of UTF-8 JSON (leading and trailing
@@ -30,9 +30,11 @@ import msgspec
 
 try:
     from flightcheck._checkpoint.groups import Group, group_tensors
+    from flightcheck._checkpoint.problems import Kind
     from flightcheck._checkpoint.shardio import MAX_HEADER, NotRegular, read_header
 except ImportError:  # a scan worker loads these files as top-level modules, never flightcheck
     from groups import Group, group_tensors  # type: ignore[no-redef]
+    from problems import Kind  # type: ignore[no-redef]
     from shardio import MAX_HEADER, NotRegular, read_header  # type: ignore[no-redef]
 
 __all__ = ["DTYPE_BITS", "MAX_HEADER", "Group", "Problem", "ShardScan", "names_digest", "parse_header", "scan_file"]
@@ -86,9 +88,9 @@ _META = msgspec.json.Decoder(_MetaOnly)
 
 
 class Problem(msgspec.Struct, array_like=True, frozen=True):
-    """One finding about a shard: the code of the check that reports it and what is wrong."""
+    """One finding about a shard: its kind and what is wrong."""
 
-    code: str
+    kind: str
     message: str
 
 
@@ -116,8 +118,8 @@ def names_digest(sorted_names: list[str]) -> str:
     return hashlib.sha1("\n".join(sorted_names).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _fail(scan: ShardScan, code: str, message: str) -> ShardScan:
-    scan.problems.append(Problem(code, message))
+def _fail(scan: ShardScan, kind: str, message: str) -> ShardScan:
+    scan.problems.append(Problem(kind, message))
     return scan
 
 
@@ -132,9 +134,9 @@ def scan_file(path: str, sha: bool = False) -> ShardScan:
     try:
         scan.size, buf = read_header(path)
     except NotRegular:
-        return _fail(scan, "FC508", "not a regular file")
+        return _fail(scan, Kind.UNREADABLE, "not a regular file")
     except OSError as exc:
-        return _fail(scan, "FC508", f"cannot read: {exc.strerror or exc}")
+        return _fail(scan, Kind.UNREADABLE, f"cannot read: {exc.strerror or exc}")
     return parse_header(buf, scan.size, scan, sha=sha)
 
 
@@ -147,17 +149,21 @@ def parse_header(
     """
     scan = scan or ShardScan(size=file_size or 0)
     if len(buf) < 8:
-        return _fail(scan, "FC503", f"{_n(len(buf))} bytes: too short for even the 8-byte header length (truncated)")
+        return _fail(
+            scan, Kind.TRUNCATED, f"{_n(len(buf))} bytes: too short for even the 8-byte header length (truncated)"
+        )
     n = int.from_bytes(buf[:8], "little")
     scan.header_len = n
     if n > MAX_HEADER:
         return _fail(
-            scan, "FC504", f"the header length field says {_n(n)} bytes, over safetensors' {_n(MAX_HEADER)}-byte limit"
+            scan,
+            Kind.BAD_HEADER,
+            f"the header length field says {_n(n)} bytes, over safetensors' {_n(MAX_HEADER)}-byte limit",
         )
     if file_size is not None and 8 + n > file_size:
         return _fail(
             scan,
-            "FC504",
+            Kind.BAD_HEADER,
             f"the header length field says {_n(n)} bytes but the file has only {_n(file_size - 8)} after it (truncated or not safetensors)",
         )
     raw = buf[8 : 8 + n]
@@ -165,18 +171,20 @@ def parse_header(
         if file_size is not None:  # the file was long enough a moment ago: it shrank while read
             return _fail(
                 scan,
-                "FC503",
+                Kind.TRUNCATED,
                 f"the file ended after {_n(8 + len(raw))} bytes while reading a {_n(n)}-byte header (truncated)",
             )
-        return _fail(scan, "FC504", f"the header length field says {_n(n)} bytes but only {_n(len(raw))} follow it")
+        return _fail(
+            scan, Kind.BAD_HEADER, f"the header length field says {_n(n)} bytes but only {_n(len(raw))} follow it"
+        )
     if sha:  # the cross-node comparison's fingerprint (collect only: it costs ~0.3 ms/MB)
         scan.header_sha256 = hashlib.sha256(buf[: 8 + n]).hexdigest()
     try:
         header = _HEADER.decode(raw)
     except msgspec.ValidationError as exc:
-        return _fail(scan, "FC504", _explain_invalid(raw, exc))
+        return _fail(scan, Kind.BAD_HEADER, _explain_invalid(raw, exc))
     except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
-        return _fail(scan, "FC504", f"the header is not valid JSON: {str(exc)[:200]}")
+        return _fail(scan, Kind.BAD_HEADER, f"the header is not valid JSON: {str(exc)[:200]}")
     if b'"__metadata__"' in raw and not (
         raw.count(b'"__metadata__"') == 1 and b'"__metadata__":{"format":"pt"}' in raw
     ):
@@ -184,12 +192,14 @@ def parse_header(
         try:
             _META.decode(raw)
         except (msgspec.MsgspecError, RecursionError):
-            return _fail(scan, "FC504", "__metadata__ must map strings to strings (safetensors refuses anything else)")
+            return _fail(
+                scan, Kind.BAD_HEADER, "__metadata__ must map strings to strings (safetensors refuses anything else)"
+            )
     header.pop("__metadata__", None)
     try:
         return _check_tensors(scan, header, file_size)
     except Exception as exc:  # never raise out of a scan: an input we did not foresee is invalid
-        return _fail(scan, "FC504", f"the header could not be checked: {type(exc).__name__}: {str(exc)[:200]}")
+        return _fail(scan, Kind.BAD_HEADER, f"the header could not be checked: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | None) -> ShardScan:
@@ -212,18 +222,18 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
         for name, e in zip(names, entries):
             missing = [f for f in ("dtype", "shape", "data_offsets") if getattr(e, f) is None]
             if missing:
-                return _fail(scan, "FC504", f"tensor {name!r} has no {', '.join(missing)}")
+                return _fail(scan, Kind.BAD_HEADER, f"tensor {name!r} has no {', '.join(missing)}")
         raise  # not a missing field: parse_header reports it
     if bits != list(map(lshift, spans, repeat(3))):
         i = next(i for i, (b, s) in enumerate(zip(bits, spans)) if b != s * 8)
         e = entries[i]
         return _fail(
             scan,
-            "FC504",
+            Kind.BAD_HEADER,
             f"tensor {names[i]!r} is {e.dtype} {list(e.shape)} = {bits[i] / 8:,g} bytes but its data_offsets {list(e.data_offsets)} span {_n(spans[i])}",
         )
     if names and not _tiled(starts, ends, spans):  # spans are >= 0 here: each is numel x size
-        return _fail(scan, "FC504", _explain_offsets(names, offsets))
+        return _fail(scan, Kind.BAD_HEADER, _explain_offsets(names, offsets))
     scan.data_end = max(ends) if names else 0
     if file_size is not None and file_size != 8 + scan.header_len + scan.data_end:  # type: ignore[operator]
         need = 8 + scan.header_len + scan.data_end  # type: ignore[operator]
@@ -231,7 +241,7 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
             msg = f"the file is {_n(file_size)} bytes but its header needs {_n(need)}: {_n(need - file_size)} bytes missing (truncated download)"
         else:
             msg = f"the file is {_n(file_size)} bytes but its header accounts for {_n(need)}: {_n(file_size - need)} extra bytes (padded, or appended to)"
-        _fail(scan, "FC503", msg)
+        _fail(scan, Kind.TRUNCATED, msg)
     scan.names_digest = names_digest(names)
     scan.groups = group_tensors(names, dtypes, shapes, spans)
     return scan
@@ -308,7 +318,7 @@ def main() -> int:
         try:
             out.append(scan_file(p, sha))
         except Exception as exc:  # a bug must cost one shard, not the batch
-            out.append(ShardScan(problems=[Problem("FC508", f"scan crashed: {type(exc).__name__}: {exc}")]))
+            out.append(ShardScan(problems=[Problem(Kind.UNREADABLE, f"scan crashed: {type(exc).__name__}: {exc}")]))
     sys.stdout.buffer.write(msgspec.msgpack.encode(out))
     sys.stdout.flush()
     return 0

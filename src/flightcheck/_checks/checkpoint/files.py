@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from flightcheck._checkpoint.problems import Kind
 from flightcheck._checks.checkpoint.headers import _checkpoint, _report
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
 from flightcheck._knowledge.units import si_bytes
@@ -33,7 +34,7 @@ def index_inconsistent(ctx: Context) -> Iterator[Outcome]:
     files of two revisions is the usual cause.
     """
     ck = _checkpoint(ctx)
-    if ck.index_name is None and len(ck.shards) <= 1 and not ck.of("FC506"):
+    if ck.index_name is None and len(ck.shards) <= 1 and not ck.of(Kind.INDEX_MISMATCH):
         raise Skip("single-file checkpoint: no index to cross-check")
     yield from _report(
         ck,

@@ -1,7 +1,7 @@
 """FC5xx — the checkpoint on disk: found, complete, uncorrupted, consistent, readable.
 
-FC501–FC505 here, FC506–FC511 in ``checkpoint_files`` (imported at the end, so the family
-registers as one). Every check reads ``ctx.checkpoint`` (resolved, scanned and cross-checked once, see
+FC501–FC505 here, FC506–FC511 in :mod:`.files`; :mod:`.kinds` maps the reader's problem kinds
+to these codes. Every check reads ``ctx.checkpoint`` (resolved, scanned and cross-checked once, see
 ``flightcheck._checkpoint``) and reports its own findings, one per file, with the file as
 the subject (``shard:model-00007-of-00096.safetensors``).
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from flightcheck._checks.checkpoint.kinds import KIND_OF
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
 from flightcheck._vocabulary.results import ERROR, Severity
 
@@ -29,7 +30,7 @@ def _checkpoint(ctx: Context, *, found: bool = True) -> Any:
 
 
 def _report(ck: Any, code: str, passed: str) -> Iterator[Outcome]:
-    findings = ck.of(code)
+    findings = ck.of(KIND_OF[code])
     for f in findings[:LIMIT]:
         sev = Severity(f.severity) if f.severity else None
         yield fail(f.message, fix=f.fix, subject=f.subject, evidence=f.evidence, severity=sev)
