@@ -170,7 +170,7 @@ def test_a_bug_while_reading_is_unknown_once(tmp_path: Path, monkeypatch: pytest
 
 def test_a_bug_in_the_memory_model_is_unknown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Built once; every FC4xx check says 'unknown' with the cause, none re-runs it."""
-    import flightcheck._memory as mem_mod
+    import flightcheck._checks.shared.memory as mem_mod
     from conftest import facts, results
 
     root = write_checkpoint(tmp_path / "m", load_config("tiny-llama"), shards=2, dense=True)

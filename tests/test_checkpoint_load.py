@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
-from flightcheck._checks.checkpoint.kinds import CODE_OF, KIND_OF
 from flightcheck._checkpoint import load
 from flightcheck._checkpoint.resolve import hub_dirs, resolve
 from flightcheck._checkpoint.scan import scan_paths
+from flightcheck._checks.checkpoint.kinds import CODE_OF, KIND_OF
 
 TINY = load_config("tiny-llama")
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ckptgen import header_bytes, write_shard
-from flightcheck._checks.checkpoint.kinds import CODE_OF
 from flightcheck._checkpoint import validate as v
+from flightcheck._checks.checkpoint.kinds import CODE_OF
 
 T = [("a.weight", "BF16", [4, 8]), ("b.weight", "F32", [3]), ("c.bias", "U8", [5])]
 

@@ -82,7 +82,7 @@ def test_pipeline_stages_every_kv_figure_is_the_binding_stages(ckpts) -> None:
     """61 layers over 8 stages hold 7 or 8 each: the B/token FC402 quotes, the length FC403
     suggests and the memory block all belong to the stage with the least room (stage 0,
     with 7 layers, was quoted, and FC403's length then left under 5% where it binds)."""
-    from flightcheck._checks.evaluate import evaluate
+    from flightcheck import evaluate
     from flightcheck._vocabulary.intent import Intent
 
     kw = dict(model=ckpts["kimi-k2-instruct"], tensor_parallel_size=2, pipeline_parallel_size=8)

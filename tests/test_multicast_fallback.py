@@ -13,6 +13,7 @@ from conftest import host_doc
 from flightcheck import Intent, evaluate
 from flightcheck._checks.fabric.fallback import kimi_k3_tail, multicast_fallback
 from flightcheck._checks.framework import Context
+from flightcheck._collect.checkpoint import read_checkpoint
 from flightcheck._vocabulary.facts import from_dict
 
 PROBE_401 = {
@@ -46,7 +47,8 @@ def ctx_for(
     d["env"].update(env or {})
     d["multicast_probe"] = PROBE_401
     intent.setdefault("tensor_parallel_size", 8)
-    return Context(from_dict(d), Intent(**intent))
+    facts, it = from_dict(d), Intent(**intent)
+    return Context(facts, it, read_checkpoint(it, facts))
 
 
 def env_of(ctx: Context) -> dict[str, str]:

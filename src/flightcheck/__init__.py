@@ -3,7 +3,7 @@
 Public API (everything else is private and may change):
 
     facts = flightcheck.collect(intent)              # read this host (no CUDA in this process)
-    report = flightcheck.evaluate(facts, intent)     # pure: every check, the plan, the verdict
+    report = flightcheck.evaluate(facts, intent)     # every check, the plan, the verdict (reads --model's headers)
     result = flightcheck.probe_multicast()           # the active NVLS multicast bind test (child process)
 """
 
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from flightcheck._vocabulary.version import __version__
 
 if TYPE_CHECKING:
-    from flightcheck._checks.evaluate import evaluate
     from flightcheck._collect import collect
+    from flightcheck._pipeline import evaluate_launch as evaluate
     from flightcheck._vocabulary.errors import UsageError
     from flightcheck._vocabulary.facts import Facts
     from flightcheck._vocabulary.intent import Intent
@@ -34,7 +34,7 @@ _LAZY = {
     "collect": "._collect",
     "UsageError": "._vocabulary.errors",
     "Report": "._vocabulary.report",
-    "evaluate": "._checks.evaluate",
+    "evaluate": "._pipeline:evaluate_launch",
     "Facts": "._vocabulary.facts",
     "Intent": "._vocabulary.intent",
     "Plan": "._vocabulary.plan",
@@ -43,7 +43,8 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        module, _, attr = _LAZY[name].partition(":")
+        value = getattr(importlib.import_module(module, __name__), attr or name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -85,10 +85,10 @@ def _guard(command: list[str]) -> None:
     """Check the launch; stop it (SystemExit) or apply the fallback to this process."""
     import time
 
-    from flightcheck._checks.evaluate import evaluate
-    from flightcheck._collect import collect, env_facts_files
+    from flightcheck._collect import env_facts_files
     from flightcheck._launch.command import parse_command
     from flightcheck._launch.guard import color_for, decide, grouped_lines, passed_line, print_changes, print_stop, say
+    from flightcheck._pipeline import assess
 
     t0 = time.perf_counter()
     env = dict(os.environ)
@@ -97,8 +97,9 @@ def _guard(command: list[str]) -> None:
     intent.python = sys.executable  # this process is the engine's interpreter
     facts_files = env_facts_files(os.environ)
     probes = ["multicast"] if _on("FLIGHTCHECK_PROBE") else []
-    facts = collect(intent, facts_files, env=env, python=sys.executable, probes=probes)
-    report = evaluate(facts, intent, strict=_on("FLIGHTCHECK_STRICT"))
+    report = assess(
+        intent, facts_files, env=env, python=sys.executable, probes=probes, strict=_on("FLIGHTCHECK_STRICT")
+    )
     report.timings["total_s"] = round(time.perf_counter() - t0, 4)
     d = decide(report, cmd, env, no_fallback=_on("FLIGHTCHECK_NO_FALLBACK"))
     err = sys.stderr

@@ -11,8 +11,6 @@ turns the cache off. Nothing is ever written into the model directory.
 
 from __future__ import annotations
 
-from flightcheck._checkpoint.problems import Kind
-
 import hashlib
 import os
 import tempfile
@@ -21,6 +19,7 @@ from pathlib import Path
 
 import msgspec
 
+from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.shardio import read_small
 from flightcheck._checkpoint.validate import ShardScan
 

@@ -7,8 +7,6 @@ tensor is missing from which shard, or sits in two.
 
 from __future__ import annotations
 
-from flightcheck._checkpoint.problems import Kind
-
 import errno
 import os
 from pathlib import Path
@@ -16,11 +14,12 @@ from typing import TYPE_CHECKING
 
 from flightcheck._checkpoint import index as idx
 from flightcheck._checkpoint.cache import file_key
+from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.validate import ShardScan, scan_file
 
 if TYPE_CHECKING:
     from flightcheck._checkpoint.cache import ScanCache
-    from flightcheck._checkpoint.load import Checkpoint, Shard
+    from flightcheck._checkpoint.model import Checkpoint, Shard
 
 #: A shard whose allocated blocks cover less than this share of its size is sparse (FC511);
 #: well below 1 so that filesystems which compress (ZFS, btrfs) do not trip it.
@@ -40,7 +39,7 @@ def assemble(
     cache: ScanCache,
 ) -> None:
     """Fill ``ck.shards`` and ``ck.findings`` (FC502/503/504/506/508/509/511)."""
-    from flightcheck._checkpoint.load import Finding, Shard
+    from flightcheck._checkpoint.model import Finding, Shard
 
     index_subject = f"file:{idx.INDEX_NAME}"
     if ck.index is not None and ck.index.problem:
@@ -133,7 +132,7 @@ def assemble(
 
 
 def _missing(ck: Checkpoint, shard: Shard, exc: OSError) -> None:
-    from flightcheck._checkpoint.load import Finding
+    from flightcheck._checkpoint.model import Finding
 
     name, subject = shard.name, shard.subject
     if exc.errno == errno.ELOOP:
@@ -156,7 +155,7 @@ def _missing(ck: Checkpoint, shard: Shard, exc: OSError) -> None:
 
 
 def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
-    from flightcheck._checkpoint.load import Finding
+    from flightcheck._checkpoint.model import Finding
 
     assert ck.index is not None
     full: dict[str, list[str]] | None = None  # file -> names, read only when needed
@@ -234,7 +233,7 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
 
 
 def _duplicates_without_index(ck: Checkpoint) -> None:
-    from flightcheck._checkpoint.load import Finding
+    from flightcheck._checkpoint.model import Finding
 
     seen: dict[str, str] = {}
     for shard in ck.shards:

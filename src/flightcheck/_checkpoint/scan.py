@@ -13,8 +13,6 @@ for before the scan returns or raises, and killed first if its results are not w
 
 from __future__ import annotations
 
-from flightcheck._checkpoint.problems import Kind
-
 import gc
 import os
 import signal
@@ -28,6 +26,7 @@ from typing import Any
 import msgspec
 
 from flightcheck._checkpoint import validate
+from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.shardio import MAX_HEADER, read_header
 from flightcheck._checkpoint.validate import Problem, ShardScan
 

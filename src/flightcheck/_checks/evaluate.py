@@ -1,13 +1,13 @@
 """Evaluation: facts + intent -> every check's results, the plan, the verdict.
 
-Pure: nothing here touches the host, except reading the checkpoint named by ``--model``
-(through the checks that need it).
+Pure: nothing here touches the host, a cache or the clock. The checkpoint of ``--model``
+is read before (``flightcheck._collect.checkpoint.read_checkpoint``) and handed in; the
+pipeline that collects, reads and evaluates is ``flightcheck._pipeline.assess``.
 """
 
 from __future__ import annotations
 
-import time
-
+from flightcheck._checkpoint import Checkpoint
 from flightcheck._checks.framework import SUMMARIES, Context, iter_checks, run_check
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.intent import Intent
@@ -16,11 +16,13 @@ from flightcheck._vocabulary.report import Report, verdict_of
 from flightcheck._vocabulary.results import CheckResult
 
 
-def evaluate(facts: Facts, intent: Intent | None = None, *, strict: bool = False) -> Report:
-    """Run every node check on ``facts`` for ``intent`` and decide the verdict."""
-    t0 = time.perf_counter()
+def evaluate(
+    facts: Facts, intent: Intent | None = None, checkpoint: Checkpoint | None = None, *, strict: bool = False
+) -> Report:
+    """Run every node check on ``facts`` for ``intent`` (and the checkpoint read for its
+    model) and decide the verdict."""
     intent = intent or Intent()
-    ctx = Context(facts, intent)
+    ctx = Context(facts, intent, checkpoint)
     results: list[CheckResult] = []
     for chk in iter_checks("node"):
         results.extend(run_check(chk, ctx))
@@ -48,6 +50,6 @@ def evaluate(facts: Facts, intent: Intent | None = None, *, strict: bool = False
         facts,
         memory,
         summaries,
-        {"evaluate_s": round(time.perf_counter() - t0, 4)},
+        {},
         strict,
     )

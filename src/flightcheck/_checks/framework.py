@@ -8,7 +8,7 @@ only the :class:`Context` (facts + intent + the checkpoint on disk) and yields o
     @check("FC601", "shm-too-small", ERROR)
     def shm_too_small(ctx):
         '''...'''
-        shm = ctx.need("host.shm_bytes")      # missing fact -> status "unknown"
+        shm = ctx.need(ctx.host.shm_bytes, "host.shm_bytes")      # missing fact -> status "unknown"
         if ctx.intent.world_size == 1:
             raise Skip("one rank: no shared-memory transport")
         if shm < GiB:
@@ -27,13 +27,19 @@ import inspect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from flightcheck._knowledge.derived import visible_gpus
+from flightcheck._vocabulary import facts
+from flightcheck._vocabulary.facts import Facts, Gpu
+from flightcheck._vocabulary.intent import Intent
 from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
 
 if TYPE_CHECKING:
-    from flightcheck._vocabulary.facts import Facts, Gpu
-    from flightcheck._vocabulary.intent import Intent
+    from flightcheck._checkpoint import Checkpoint
+    from flightcheck._memory import MemoryModel
+
+T = TypeVar("T")
 
 
 DOC_SECTIONS = ("## What it checks", "## Why the launch dies", "## How to fix")
@@ -147,34 +153,75 @@ def summary(prefix: str) -> Callable[[Callable[[Context], str]], Callable[[Conte
 
 
 class Context:
-    """What a check may read: the facts, the intent, and (lazily) the checkpoint on disk."""
+    """What a check may read: the facts (as typed sections), the intent, the checkpoint
+    read for this launch and the memory model built from it.
 
-    def __init__(self, facts: Facts, intent: Intent) -> None:
+    Sections are never None here: a section that was not collected reads as an empty one
+    (every field None), so ``ctx.toolchain.ninja`` is simply None. A check that cannot
+    decide without a fact says so with :meth:`need`.
+    """
+
+    def __init__(self, facts: Facts, intent: Intent, checkpoint: Checkpoint | None = None) -> None:
         self.facts = facts
         self.intent = intent
+        self._checkpoint = checkpoint
         self.cache: dict[str, Any] = {}  # derived values shared between checks
 
-    def get(self, path: str) -> Any:
-        """The fact at a dotted ``path`` (``toolchain.nvcc.version``), or None."""
-        node: Any = self.facts
-        for part in path.split("."):
-            if node is None:
-                return None
-            node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
-        return node
-
-    def need(self, path: str) -> Any:
-        """The fact at ``path``; raises :class:`Missing` (-> status unknown) when it is null."""
-        value = self.get(path)
+    def need(self, value: T | None, path: str) -> T:
+        """``value`` (the fact at ``path``); raises :class:`Missing` (-> status unknown,
+        with the reason the collector recorded) when it is None."""
         if value is None:
             raise Missing(path, self.facts.reason(path))
         return value
 
+    # ---- typed sections ------------------------------------------------------------------
+
+    @cached_property
+    def host(self) -> facts.Host:
+        return self.facts.host or facts.Host()
+
+    @cached_property
+    def driver(self) -> facts.Driver:
+        return self.facts.driver or facts.Driver()
+
+    @cached_property
+    def fabric_manager(self) -> facts.FabricManager:
+        return self.facts.fabric_manager or facts.FabricManager()
+
+    @cached_property
+    def imex(self) -> facts.Imex:
+        return self.facts.imex or facts.Imex()
+
+    @cached_property
+    def multicast_probe(self) -> facts.MulticastProbe:
+        return self.facts.multicast_probe or facts.MulticastProbe()
+
+    @cached_property
+    def toolchain(self) -> facts.Toolchain:
+        return self.facts.toolchain or facts.Toolchain()
+
+    @cached_property
+    def nvcc(self) -> facts.Nvcc:
+        """``toolchain.nvcc`` (empty when no nvcc was found)."""
+        return self.toolchain.nvcc or facts.Nvcc()
+
+    @cached_property
+    def python(self) -> facts.Python:
+        return self.facts.python or facts.Python()
+
+    @cached_property
+    def jit_cache(self) -> facts.JitCache:
+        return self.facts.jit_cache or facts.JitCache()
+
+    @cached_property
+    def env(self) -> dict[str, str | None]:
+        return self.facts.env or {}
+
+    # ---- derived -------------------------------------------------------------------------
+
     @cached_property
     def visible_gpus(self) -> list[Gpu]:
         """The GPUs the engine will see: ``gpus`` filtered and ordered by CUDA_VISIBLE_DEVICES."""
-        from flightcheck._knowledge.derived import visible_gpus
-
         return visible_gpus(self.facts)
 
     @cached_property
@@ -182,21 +229,25 @@ class Context:
         """The first TP x PP (x DP on one node) visible GPUs."""
         return self.visible_gpus[: self.intent.gpus_per_node]
 
-    @cached_property
-    def checkpoint(self) -> Any:
-        """The checkpoint read from disk for ``--model`` (None without a model)."""
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        """The checkpoint read for ``--model`` (None without a model).
+
+        Raises:
+            Skip: a model is named but no checkpoint was handed to the evaluation.
+        """
         if not self.intent.model:
             return None
-        from flightcheck._checkpoint import load_for_context
-
-        return load_for_context(self)
+        if self._checkpoint is None:
+            raise Skip("the checkpoint was not read (evaluate was given none)")
+        return self._checkpoint
 
     @cached_property
-    def memory(self) -> Any:
+    def memory(self) -> MemoryModel | None:
         """The memory-fit model for this launch (None without a model)."""
         if not self.intent.model:
             return None
-        from flightcheck._memory import model_for_context
+        from flightcheck._checks.shared.memory import model_for_context
 
         return model_for_context(self)
 

@@ -43,7 +43,7 @@ def render(report: ClusterReport, fmt: str = "text", *, verbose: bool = False, c
 def main(args: argparse.Namespace) -> int:
     """Run ``flightcheck cluster`` from parsed arguments; return the exit code."""
     from flightcheck._checks.cluster.evaluate import evaluate_cluster
-    from flightcheck._cli.main import T0, intent_from_args
+    from flightcheck._cli.options import T0, intent_from_args
 
     facts_dir, ray_address = getattr(args, "facts_dir", None), getattr(args, "ray", None)
     if facts_dir and ray_address:

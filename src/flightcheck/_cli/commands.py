@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from flightcheck._cli.main import T0, intent_from_args
+from flightcheck._cli.options import T0, intent_from_args
 from flightcheck._vocabulary.errors import UsageError
 
 
@@ -24,9 +24,8 @@ def _engine_command(args: argparse.Namespace) -> list[str]:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """``flightcheck check``."""
-    from flightcheck._checks.evaluate import evaluate
-    from flightcheck._collect import collect
     from flightcheck._examples import load_example
+    from flightcheck._pipeline import assess
     from flightcheck._report import emit, render
     from flightcheck._vocabulary.intent import Intent
 
@@ -39,11 +38,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:  # the example's layout, unless the flags say otherwise
         base = Intent(**example_fields) if example_fields else None
     intent = intent_from_args(args, base)
-    t_collect = time.perf_counter()
-    facts = collect(intent, args.facts, facts_docs=docs)
-    collect_s = time.perf_counter() - t_collect
-    report = evaluate(facts, intent, strict=args.strict)
-    report.timings = {"collect_s": round(collect_s, 4), **report.timings, "total_s": round(time.perf_counter() - T0, 4)}
+    report = assess(intent, args.facts, facts_docs=docs, strict=args.strict)
+    report.timings["total_s"] = round(time.perf_counter() - T0, 4)
     # colour follows stdout (a terminal); a file given with --output never gets ANSI codes
     emit(render(report, args.format, verbose=args.verbose, color=False if args.output else None), args.output)
     return report.exit_code

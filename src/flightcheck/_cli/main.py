@@ -10,14 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.version import __version__
-
-T0 = time.perf_counter()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -164,23 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cl.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per-node collection timeout (Ray)")
     return p
-
-
-def intent_from_args(args: argparse.Namespace, base: Any = None) -> Any:
-    """Build an Intent from flags; flags given override ``base`` (from an engine command).
-
-    Every intent flag is stored under its Intent field's name, so the fields are the table.
-    """
-    import dataclasses
-
-    from flightcheck._vocabulary.intent import Intent, parse_len
-
-    fields: dict[str, Any] = dict(base.__dict__) if base is not None else {}
-    for f in dataclasses.fields(Intent):
-        value = getattr(args, f.name, None)
-        if value is not None:
-            fields[f.name] = parse_len(value) if f.name == "max_model_len" else value
-    return Intent(**fields)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -84,19 +84,25 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
     t0 = time.perf_counter()
     if not command:
         raise UsageError("run: give the engine command after --, e.g. flightcheck run -- vllm serve MODEL -tp 8")
-    from flightcheck._checks.evaluate import evaluate
-    from flightcheck._cli.main import intent_from_args
-    from flightcheck._collect import collect
+    from flightcheck._cli.options import intent_from_args
     from flightcheck._examples import load_example
     from flightcheck._launch.command import parse_command
+    from flightcheck._pipeline import assess
 
     base_env = dict(os.environ)
     cmd = parse_command(command, base_env)
     intent = intent_from_args(args, cmd.intent)
     engine_env = cmd.engine_env(base_env)
     docs, _ = load_example(args.example)  # its snapshot; the launch is the command's
-    facts = collect(intent, args.facts, env=engine_env, python=intent.python, probes=["multicast"], facts_docs=docs)
-    report = evaluate(facts, intent, strict=args.strict)
+    report = assess(
+        intent,
+        args.facts,
+        env=engine_env,
+        python=intent.python,
+        probes=["multicast"],
+        facts_docs=docs,
+        strict=args.strict,
+    )
     if not cmd.recognised and args.engine is None:
         report = host_only(report)
     report.timings["total_s"] = round(time.perf_counter() - t0, 4)

@@ -2,16 +2,19 @@
 model named by ``--model``, so nodes can be compared without moving data.
 
 It runs when asked for (``collect --model``, the Ray node task), never for ``check``:
-``check`` reads the checkpoint itself, fully, through the FC4xx/FC5xx checks.
+``check`` reads the whole checkpoint once with :func:`read_checkpoint` and hands it to the
+(pure) evaluation.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from flightcheck._checkpoint import Checkpoint, load
 from flightcheck._collect import CollectContext, probe
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.facts import Facts
+from flightcheck._vocabulary.intent import Intent
 
 
 # The checkpoint is always read from disk, never taken from a snapshot (the contract): a
@@ -36,3 +39,28 @@ def collect_checkpoint(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     if section.get("path") is None:
         unavailable["checkpoint"] = f"model {cctx.intent.model} not found on this node"
     return {"checkpoint": section, "unavailable": unavailable}
+
+
+def read_checkpoint(intent: Intent, facts: Facts) -> Checkpoint | None:
+    """The checkpoint of ``intent.model`` read once for a launch, with the engine's Hugging
+    Face cache environment from ``facts``; with ``--deep`` also its read throughput. None
+    without a model. Never raises: a bug while reading is kept in ``crash`` (computed once,
+    then every memory and checkpoint check says "unknown" from it)."""
+    if not intent.model:
+        return None
+    from flightcheck._checkpoint.resolve import Resolved, env_views
+
+    try:
+        ck = load(
+            intent.model,
+            revision=intent.revision,
+            envs=tuple(env_views(facts.env)),
+            download_dir=intent.download_dir,
+        )
+    except Exception as exc:  # noqa: BLE001 - a bug here must become one "unknown", not a crash
+        return Checkpoint(Resolved(model=intent.model), crash=f"{type(exc).__name__}: {exc}")
+    if intent.deep and ck.found and ck.shards:
+        from flightcheck._collect.throughput import measure
+
+        ck.throughput = measure([s.path for s in ck.shards if s.scan is not None and s.size > 0])
+    return ck

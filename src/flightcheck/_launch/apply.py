@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flightcheck._knowledge import engines as F
-from flightcheck._launch.command import tokenize
+from flightcheck._launch.tokens import tokenize
 
 if TYPE_CHECKING:
     from flightcheck._launch.command import EngineCommand

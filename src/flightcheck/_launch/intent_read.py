@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flightcheck._knowledge import engines as F
-from flightcheck._launch.command import Opt, config_tokens, tokenize
+from flightcheck._launch.tokens import Opt, config_tokens, tokenize
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.intent import Intent
 

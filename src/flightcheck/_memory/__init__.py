@@ -2,9 +2,9 @@
 sequence of KV cache fit on each GPU it uses, and if not, what layout, KV dtype or length
 would?
 
-``model_for_context(ctx)`` is ``Context.memory``: built from the checkpoint's grouped
-headers and config.json (``ctx.checkpoint``), the launch (``ctx.intent``) and the GPUs
-used (``ctx.gpus_used``). Submodules: ``config`` (config.json), ``classes`` (which share of
+``build(checkpoint, intent, total=...)`` builds it from the checkpoint's grouped headers
+and config.json, the launch and the smallest GPU used (the checks call it once per
+evaluation, see ``flightcheck._checks.shared.memory``). Submodules: ``config`` (config.json), ``classes`` (which share of
 each tensor a rank holds), ``weights`` (per-rank bytes, PP stages, padding), ``kv`` (KV
 bytes per token), ``budget`` (utilization, reserve), ``layout`` (valid layouts),
 ``model`` (the :class:`MemoryModel`), ``suggest`` (what would fit).
@@ -20,44 +20,9 @@ from flightcheck._memory.weights import Layout, tally
 
 if TYPE_CHECKING:
     from flightcheck._checkpoint import Checkpoint
-    from flightcheck._checks.framework import Context
     from flightcheck._vocabulary.intent import Intent
 
-__all__ = ["Layout", "MemoryModel", "ModelConfig", "build", "model_for_context"]
-
-
-def model_for_context(ctx: Context) -> MemoryModel:
-    """The memory model of this launch on this node (a bug while building it is kept in
-    ``crash``: computed once, not raised again by every FC4xx check)."""
-    try:
-        return _for_context(ctx)
-    except Exception as exc:
-        m = MemoryModel(engine=ctx.intent.engine)
-        m.crash = f"{type(exc).__name__}: {exc}"
-        m.error = f"computing the memory model failed: {m.crash}"
-        return m
-
-
-def _for_context(ctx: Context) -> MemoryModel:
-    from flightcheck._knowledge.derived import package
-
-    gpus = ctx.gpus_used
-    totals = [g.memory_total_bytes for g in gpus if g.memory_total_bytes]
-    gpu_error = None
-    if not gpus:
-        gpu_error = ctx.facts.reason("gpus") or "no GPU facts (no driver, or none visible)"
-    elif len(totals) < len(gpus):
-        gpu_error = ctx.facts.reason("gpus") or "memory_total of a GPU used is unknown"
-    engine_version = package(ctx.facts, "sglang" if ctx.intent.engine == "sglang" else "vllm")
-    m = build(
-        ctx.checkpoint,
-        ctx.intent,
-        total=min(totals) if totals and gpu_error is None else None,
-        gpu_name=gpus[0].name if gpus else None,
-        engine_version=engine_version,
-    )
-    m.gpu_error = gpu_error
-    return m
+__all__ = ["Layout", "MemoryModel", "ModelConfig", "build"]
 
 
 def build(

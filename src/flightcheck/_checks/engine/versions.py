@@ -54,9 +54,9 @@ def engine_missing(ctx: Context) -> Iterator[Outcome]:
     Name the engine's interpreter with ``--python /path/to/venv/bin/python`` (or activate
     that venv), or install the engine there: ``python -m pip install vllm``.
     """
-    packages = ctx.need("python.packages")
+    packages = ctx.need(ctx.python.packages, "python.packages")
     engine = ctx.intent.engine
-    exe = ctx.get("python.executable") or "the engine's interpreter"
+    exe = ctx.python.executable or "the engine's interpreter"
     installed = packages.get(engine)
     if installed:
         yield ok(f"{engine} {installed} in {exe}")
@@ -66,7 +66,7 @@ def engine_missing(ctx: Context) -> Iterator[Outcome]:
     yield fail(
         f"{engine} is not installed in {exe}{hint}",
         fix=f"pass --python /path/to/the/engine/venv/bin/python if {engine} lives elsewhere; else {_jit.pip(ctx, engine)}",
-        evidence={"executable": ctx.get("python.executable"), "engine": engine},
+        evidence={"executable": ctx.python.executable, "engine": engine},
     )
 
 
@@ -104,7 +104,7 @@ def flashinfer_version_unexpected(ctx: Context) -> Iterator[Outcome]:
     ``python -m pip install flashinfer-python==0.7.2.post1`` (and the same version of
     flashinfer-cubin / flashinfer-jit-cache when installed).
     """
-    packages = ctx.need("python.packages")
+    packages = ctx.need(ctx.python.packages, "python.packages")
     engine = ctx.intent.engine
     if not packages.get(engine):
         raise Skip(f"{engine} is not installed (FC701)")

@@ -82,8 +82,8 @@ class Fallback:
 def engine_reads(ctx: Context, name: str) -> bool | None:
     """Whether the installed engine (or torch / NCCL) reads ``name``; None: cannot tell."""
     if name.startswith("VLLM_"):
-        declared = ctx.get("python.engine_env_vars")
-        if declared is not None and ctx.get("python.engine") in (None, "vllm"):
+        declared = ctx.python.engine_env_vars
+        if declared is not None and ctx.python.engine in (None, "vllm"):
             return name in declared
         since = VLLM_SINCE.get(name)
         return _at_least(package(ctx.facts, "vllm"), since) if since else None

@@ -12,8 +12,7 @@ from typing import Any
 from flightcheck._checks.fabric.fallback import Fallback, describe, multicast_fallback, multicast_paths
 from flightcheck._checks.fabric.nvswitch import host_flags, nvswitch
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
-from flightcheck._checks.gpu.driver import used_gpus
-from flightcheck._checks.shared.gpus import subject
+from flightcheck._checks.shared.gpus import subject, used_gpus
 from flightcheck._fixes.fabric import probe_hint
 from flightcheck._vocabulary.results import ERROR, INFO, WARNING
 

@@ -9,8 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Missing, Outcome, Skip, check, fail, ok, summary
-from flightcheck._checks.gpu.driver import used_gpus
-from flightcheck._checks.shared.gpus import subject
+from flightcheck._checks.shared.gpus import subject, used_gpus
 from flightcheck._fixes.fabric import reset_sequence
 from flightcheck._knowledge.derived import ZERO_UUID, multi_node_nvlink_member, nvlink_domain
 from flightcheck._vocabulary.facts import Gpu
@@ -19,24 +18,24 @@ from flightcheck._vocabulary.results import ERROR, WARNING
 
 def nvswitch(ctx: Context) -> bool | None:
     """Whether this is an NVSwitch system (None: could not tell)."""
-    return ctx.get("fabric_manager.nvswitch_system")
+    return ctx.fabric_manager.nvswitch_system
 
 
 def host_flags(ctx: Context) -> dict[str, bool]:
     """Caveats for the reset sequence on this host."""
-    virt = ctx.get("host.virtualization") not in (None, "none") or any(
+    virt = ctx.host.virtualization not in (None, "none") or any(
         g.virtualization_mode not in (None, "none") for g in ctx.visible_gpus
     )
     nvl72 = ctx.intent.nnodes > 1 and any(
         g.fabric and g.fabric.cluster_uuid not in (None, ZERO_UUID) for g in ctx.visible_gpus
     )
-    return {"virtualized": virt, "container": ctx.get("host.container") not in (None, "none"), "nvl72": nvl72}
+    return {"virtualized": virt, "container": ctx.host.container not in (None, "none"), "nvl72": nvl72}
 
 
 @summary("FC3")
 def _headline(ctx: Context) -> str:
     nvs, fm = nvswitch(ctx), ctx.facts.fabric_manager
-    if ctx.get("driver.loaded") is False:
+    if ctx.driver.loaded is False:
         return "not checked: no NVIDIA driver"
     if nvs is False:
         return "no NVSwitch (PCIe or NVLink bridge): no fabric to check"
@@ -57,7 +56,7 @@ def _headline(ctx: Context) -> str:
 def _fm_fix(ctx: Context, states: set[str]) -> str:
     fm = ctx.facts.fabric_manager
     service = fm.service if fm else None
-    ver = ctx.get("driver.version") or "<driver version>"
+    ver = ctx.driver.version or "<driver version>"
     branch = ver.split(".")[0]
     if service in ("inactive", "failed") or "not_started" in states:
         return (
@@ -101,7 +100,7 @@ def fabric_not_ready(ctx: Context) -> Iterator[Outcome]:
     bad = [g for g in gpus if g.fabric is not None and g.fabric.state not in (None, "completed", "not_supported")]
     if bad:
         states = {g.fabric.state for g in bad}
-        service = ctx.get("fabric_manager.service")
+        service = ctx.fabric_manager.service
         yield fail(
             f"fabric state {'/'.join(sorted(states))} on {len(bad)} of {len(gpus)} GPUs (fabric manager: {service or 'unknown'})",
             fix=_fm_fix(ctx, states),
@@ -193,16 +192,16 @@ def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
     """
     gpus = used_gpus(ctx)
     domain = [g for g in gpus if nvlink_domain(g)]
-    fabric_probe = ctx.get("multicast_probe.handle_type") == "fabric"
+    fabric_probe = ctx.multicast_probe.handle_type == "fabric"
     if not (fabric_probe or (ctx.intent.nnodes > 1 and domain and multi_node_nvlink_member(ctx.facts))):
         raise Skip(
             "single node, or no multi-node NVLink domain (an HGX node's fabric is its own): POSIX fd handles need no IMEX"
         )
-    channels = ctx.need("imex.channels")
+    channels = ctx.need(ctx.imex.channels, "imex.channels")
     if channels:
         yield ok(f"IMEX channel(s) present: {', '.join(channels)}")
         return
-    service = ctx.get("imex.service")
+    service = ctx.imex.service
     fix = (
         "major=$(awk '$2==\"nvidia-caps-imex-channels\" {print $1}' /proc/devices)\n"
         "sudo mkdir -p /dev/nvidia-caps-imex-channels && sudo mknod /dev/nvidia-caps-imex-channels/channel0 c $major 0\n"
@@ -269,11 +268,11 @@ def fabric_manager_version_mismatch(ctx: Context) -> Iterator[Outcome]:
     used_gpus(ctx)
     if nvswitch(ctx) is False:
         raise Skip("no NVSwitch: the fabric manager is not needed")
-    fm_version, service = ctx.get("fabric_manager.version"), ctx.get("fabric_manager.service")
+    fm_version, service = ctx.fabric_manager.version, ctx.fabric_manager.service
     if fm_version is None and service in ("unknown", "not-installed"):
         raise Skip(f"fabric manager {service}: its version cannot be read here (FC301 covers a missing one)")
-    drv = ctx.need("driver.version")
-    fm_version = ctx.need("fabric_manager.version")
+    drv = ctx.need(ctx.driver.version, "driver.version")
+    fm_version = ctx.need(ctx.fabric_manager.version, "fabric_manager.version")
     if fm_version == drv:
         yield ok(f"fabric manager {fm_version} matches the driver")
         return

@@ -6,28 +6,12 @@ from collections import Counter
 from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
-from flightcheck._checks.shared.gpus import gpu_label, subject
+from flightcheck._checks.shared.gpus import driver_ok, gpu_label, subject, used_gpus
 from flightcheck._fixes.driver import driver_fix
 from flightcheck._knowledge.cuda import MAJOR_FLOOR, TORCH_INDEX, driver_for, runs_on, torch_cuda_can_build
 from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.facts import Gpu
 from flightcheck._vocabulary.results import ERROR, WARNING
-
-
-def _driver_ok(ctx: Context) -> None:
-    """Skip a GPU check when FC201 already says there is no driver to ask."""
-    if ctx.get("driver.loaded") is False:
-        raise Skip("no NVIDIA driver (FC201)")
-
-
-def used_gpus(ctx: Context) -> list[Gpu]:
-    """The GPUs used, or Skip when FC201/FC202 already explain why there are none (the GPU
-    and fabric families share it)."""
-    _driver_ok(ctx)
-    ctx.need("gpus")
-    if not ctx.gpus_used:
-        raise Skip("no GPU visible (FC202)")
-    return ctx.gpus_used
 
 
 def _tp_flag(ctx: Context) -> str:
@@ -65,13 +49,13 @@ def nvidia_driver_unavailable(ctx: Context) -> Iterator[Outcome]:
     (driver not loaded), reboot after a driver upgrade (NVML/RM version mismatch), or start
     the container with ``--gpus all``. The failure names the exact command.
     """
-    loaded = ctx.need("driver.loaded")
+    loaded = ctx.need(ctx.driver.loaded, "driver.loaded")
     d = ctx.facts.driver
     if loaded:
         yield ok(f"NVML initialised: driver {d.version}, CUDA {d.cuda_version}")
         return
     error = d.error or "unknown error"
-    container = ctx.get("host.container") not in (None, "none")
+    container = ctx.host.container not in (None, "none")
     yield fail(f"NVML cannot be initialised: {error}", fix=driver_fix(error, container), evidence={"error": error})
 
 
@@ -92,8 +76,8 @@ def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
     Make more GPUs visible (fix or unset CUDA_VISIBLE_DEVICES), or launch with a layout that
     fits this node, e.g. a smaller ``-tp``, or spread it with ``--nnodes``.
     """
-    _driver_ok(ctx)
-    all_gpus = ctx.need("gpus")
+    driver_ok(ctx)
+    all_gpus = ctx.need(ctx.facts.gpus, "gpus")
     need, have = ctx.intent.gpus_per_node, len(ctx.visible_gpus)
     if have >= need:
         yield ok(f"{have} GPU(s) visible, {need} needed")
@@ -136,15 +120,15 @@ def driver_too_old_for_cuda(ctx: Context) -> Iterator[Outcome]:
     a torch build for the CUDA this driver supports; on data-center GPUs the cuda-compat
     package (forward compatibility) is a third way.
     """
-    _driver_ok(ctx)
-    torch_cuda = ctx.get("python.torch_cuda")
+    driver_ok(ctx)
+    torch_cuda = ctx.python.torch_cuda
     if torch_cuda is None:
         raise Skip("torch is not installed in the engine's interpreter (or is a CPU build)")
-    drv = major_minor(ctx.need("driver.cuda_version"))
+    drv = major_minor(ctx.need(ctx.driver.cuda_version, "driver.cuda_version"))
     want = major_minor(torch_cuda)
     if drv is None or want is None:
         raise Skip("unparsable CUDA version")
-    ev = {"driver": ctx.get("driver.version"), "driver_cuda": ctx.get("driver.cuda_version"), "torch_cuda": torch_cuda}
+    ev = {"driver": ctx.driver.version, "driver_cuda": ctx.driver.cuda_version, "torch_cuda": torch_cuda}
     if drv >= want:
         yield ok(f"driver supports CUDA {drv[0]}.{drv[1]}, torch needs {want[0]}.{want[1]}")
         return
@@ -191,10 +175,10 @@ def gpu_arch_not_in_torch(ctx: Context) -> Iterator[Outcome]:
     version your engine pins.
     """
     gpus = used_gpus(ctx)
-    if ctx.get("python.torch_cuda") is None and ctx.get("python.torch_arch_list") is None:
+    if ctx.python.torch_cuda is None and ctx.python.torch_arch_list is None:
         raise Skip("torch is not installed in the engine's interpreter")
-    arch_list = ctx.get("python.torch_arch_list")
-    torch_cuda = major_minor(ctx.get("python.torch_cuda"))
+    arch_list = ctx.python.torch_arch_list
+    torch_cuda = major_minor(ctx.python.torch_cuda)
     bad: list[Gpu] = []
     for g in gpus:
         cc = g.compute_capability
@@ -210,18 +194,16 @@ def gpu_arch_not_in_torch(ctx: Context) -> Iterator[Outcome]:
         what = (
             f"torch's arch list {arch_list}"
             if arch_list is not None
-            else f"torch built with CUDA {ctx.get('python.torch_cuda')}"
+            else f"torch built with CUDA {ctx.python.torch_cuda}"
         )
         yield fail(
             f"{'; '.join(gpu_label(g) for g in bad)}: {what} has no kernels it can run",
             fix=fix,
             subject=subject(bad),
-            evidence={"torch_arch_list": arch_list, "torch_cuda": ctx.get("python.torch_cuda")},
+            evidence={"torch_arch_list": arch_list, "torch_cuda": ctx.python.torch_cuda},
         )
     elif arch_list is None:
-        yield ok(
-            f"torch's CUDA {ctx.get('python.torch_cuda')} can build for these GPUs (its arch list is read with --deep)"
-        )
+        yield ok(f"torch's CUDA {ctx.python.torch_cuda} can build for these GPUs (its arch list is read with --deep)")
     else:
         yield ok("torch has kernels for every GPU used")
 

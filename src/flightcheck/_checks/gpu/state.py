@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
-from flightcheck._checks.gpu.driver import used_gpus
-from flightcheck._checks.shared.gpus import gpu_label, subject
+from flightcheck._checks.shared.gpus import gpu_label, subject, used_gpus
 from flightcheck._knowledge.derived import gpu_subject, package
 from flightcheck._knowledge.units import GiB, version
 from flightcheck._vocabulary.results import ERROR, WARNING

@@ -47,9 +47,9 @@ def shm_too_small(ctx: Context) -> Iterator[Outcome]:
     if ctx.intent.tensor_parallel_size * ctx.intent.pipeline_parallel_size <= 1 and ctx.intent.data_parallel_size <= 1:
         raise Skip("one rank: nothing crosses /dev/shm")
     ranks = ctx.intent.gpus_per_node
-    shm = ctx.need("host.shm_bytes")
+    shm = ctx.need(ctx.host.shm_bytes, "host.shm_bytes")
     if shm < GiB:
-        container = ctx.get("host.container")
+        container = ctx.host.container
         if container == "kubernetes":
             fix = "mount an emptyDir {medium: Memory, sizeLimit: 16Gi} at /dev/shm in the pod spec"
         elif container in ("docker", "podman", "containerd"):
@@ -81,7 +81,7 @@ def memlock_limited(ctx: Context) -> Iterator[Outcome]:
     Set ``ulimit -l unlimited`` before launching; in Docker ``--ulimit memlock=-1``; under
     systemd ``LimitMEMLOCK=infinity``; in /etc/security/limits.conf ``* - memlock unlimited``.
     """
-    memlock = ctx.need("host.ulimit_memlock")
+    memlock = ctx.need(ctx.host.ulimit_memlock, "host.ulimit_memlock")
     if memlock != "unlimited":
         yield fail(
             f"ulimit -l is {memlock // 1024} KiB",
@@ -108,7 +108,7 @@ def nofile_low(ctx: Context) -> Iterator[Outcome]:
     ``ulimit -n 1048576`` before launching (Docker: ``--ulimit nofile=1048576``; systemd:
     ``LimitNOFILE=1048576``).
     """
-    nofile = ctx.need("host.ulimit_nofile")
+    nofile = ctx.need(ctx.host.ulimit_nofile, "host.ulimit_nofile")
     if nofile < NOFILE_MIN:
         yield fail(
             f"ulimit -n is {nofile}, under {NOFILE_MIN}",
@@ -135,7 +135,7 @@ def host_virtualized(ctx: Context) -> Iterator[Outcome]:
     Nothing to change if the launch works; when a fabric check fails, ask the cloud or
     hypervisor operator to reset the GPUs and NVSwitches from the host side.
     """
-    virt = ctx.need("host.virtualization")
+    virt = ctx.need(ctx.host.virtualization, "host.virtualization")
     if virt != "none":
         yield fail(
             f"this host is a VM ({virt}): fabric workarounds are validated on bare metal only",

@@ -58,8 +58,8 @@ def archs_used(ctx: Context) -> dict[str, list[Gpu]] | None:
 
 def no_gpu_note(ctx: Context) -> str:
     """Why the GPU archs are unknown, pointing at the check that says more."""
-    error = ctx.get("driver.error")
-    if ctx.facts.gpus is None or ctx.get("driver.loaded") is False:
+    error = ctx.driver.error
+    if ctx.facts.gpus is None or ctx.driver.loaded is False:
         return "no GPU facts (NVML unavailable" + (f": {error}" if error else "") + ", see FC201)"
     if not ctx.gpus_used:
         return "no GPU is visible to the engine (see FC202)"
@@ -96,7 +96,7 @@ def jit_needed(ctx: Context) -> tuple[bool | None, str]:
     Raises:
         Missing: the engine interpreter's packages are unknown.
     """
-    packages = ctx.need("python.packages")
+    packages = ctx.need(ctx.python.packages, "python.packages")
     fi = packages.get("flashinfer-python")
     if not fi:
         return False, "flashinfer-python is not installed: nothing is JIT-compiled"
@@ -111,7 +111,7 @@ def jit_needed(ctx: Context) -> tuple[bool | None, str]:
             None,
             f"flashinfer-jit-cache {jc} is installed; whether it covers the GPUs is unknown: {no_gpu_note(ctx)}",
         )
-    built = ctx.get("python.jit_cache_archs")
+    built = ctx.python.jit_cache_archs
     if built is None:
         return (
             None,
@@ -125,11 +125,11 @@ def jit_needed(ctx: Context) -> tuple[bool | None, str]:
 
 def nvcc_version(ctx: Context) -> tuple[int, int] | None:
     """major.minor of the nvcc that will be used."""
-    return major_minor(ctx.get("toolchain.nvcc.version"))
+    return major_minor(ctx.nvcc.version)
 
 
 def _os_family(ctx: Context) -> str:
-    name = (ctx.get("host.os") or "").lower()
+    name = (ctx.host.os or "").lower()
     if any(k in name for k in ("red hat", "rhel", "rocky", "alma", "centos", "fedora", "amazon linux", "oracle")):
         return "dnf"
     if "suse" in name:
@@ -155,7 +155,7 @@ _PKG_NAMES = {
 
 def python_dev_package(ctx: Context) -> str:
     """python3.12-dev (apt) / python3.12-devel (dnf, zypper) for the engine's Python."""
-    mm = major_minor(ctx.get("python.version"))
+    mm = major_minor(ctx.python.version)
     base = f"python{mm[0]}.{mm[1]}" if mm else "python3"
     return base + ("-dev" if _os_family(ctx) == "apt" else "-devel")
 
@@ -163,7 +163,7 @@ def python_dev_package(ctx: Context) -> str:
 def pip(ctx: Context, args: str, verb: str = "install") -> str:
     """``<engine python> -m pip install ARGS`` (the engine's interpreter, not whatever pip
     is first on PATH)."""
-    exe = ctx.get("python.executable")
+    exe = ctx.python.executable
     return f"{exe} -m pip {verb} {args}" if exe else f"pip {verb} {args}"
 
 
@@ -171,8 +171,8 @@ def toolkit_version(ctx: Context, need: tuple[int, int]) -> tuple[tuple[int, int
     """(toolkit to install, caveat): the driver's CUDA version when it matches torch's major
     (a newer toolkit than the driver cannot run what it builds), the last release of torch's
     major when the driver is newer, and never older than ``need``."""
-    driver = major_minor(ctx.get("driver.cuda_version"))
-    torch = major_minor(ctx.get("python.torch_cuda"))
+    driver = major_minor(ctx.driver.cuda_version)
+    torch = major_minor(ctx.python.torch_cuda)
     major = torch[0] if torch else (driver[0] if driver else need[0])
     if driver and driver[0] == major:
         choice = driver
@@ -190,9 +190,9 @@ def toolkit_version(ctx: Context, need: tuple[int, int]) -> tuple[tuple[int, int
 def alternative(ctx: Context, *, at_least: tuple[int, int] | None = None, major: int | None = None) -> str | None:
     """A toolkit on this host, other than the one in use, that satisfies the constraints
     (newest first; the driver's CUDA version as a ceiling when known)."""
-    current = ctx.get("toolchain.cuda_home.path")
-    driver = major_minor(ctx.get("driver.cuda_version"))
-    for alt in ctx.get("toolchain.alternatives") or ():
+    current = ctx.toolchain.cuda_home.path if ctx.toolchain.cuda_home else None
+    driver = major_minor(ctx.driver.cuda_version)
+    for alt in ctx.toolchain.alternatives or ():
         v = major_minor(alt.version)
         if not alt.path or v is None:
             continue
@@ -207,7 +207,7 @@ def alternative(ctx: Context, *, at_least: tuple[int, int] | None = None, major:
 
 def toolkit_fix(ctx: Context, need: tuple[int, int], *, with_ninja: bool = False) -> str:
     """Point CUDA_HOME at a fitting toolkit already on the host, else install one."""
-    torch = major_minor(ctx.get("python.torch_cuda"))
+    torch = major_minor(ctx.python.torch_cuda)
     root = alternative(ctx, at_least=need, major=torch[0] if torch else None) or alternative(ctx, at_least=need)
     if root:
         return f"export CUDA_HOME={root}" + (f"; {install(ctx, 'ninja-build')}" if with_ninja else "")
@@ -227,10 +227,10 @@ def jit_cache_install(ctx: Context, archs: list[str] | None, *, replace: bool = 
     ``replace``: pin the ``+cuXYZ`` build and force it over an installed one (pip would
     otherwise keep a ``+cu128`` build as satisfying ``==0.7.2``)."""
     fi = package(ctx.facts, "flashinfer-python")
-    tag = _fi_wheels.tag_for(ctx.get("python.torch_cuda"))
+    tag = _fi_wheels.tag_for(ctx.python.torch_cuda)
     if not fi or not tag:
         return None
-    built = _fi_wheels.published_archs(fi, tag, ctx.get("host.machine"))
+    built = _fi_wheels.published_archs(fi, tag, ctx.host.machine)
     if built is None or (archs and not all(jit_cache_covers(built, arch_to_cc(a)) for a in archs)):
         return None
     if replace:

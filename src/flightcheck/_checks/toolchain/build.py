@@ -37,10 +37,10 @@ def jit_cache_unwritable(ctx: Context) -> Iterator[Outcome]:
     Make the directory writable for the engine's user, or point FlashInfer elsewhere:
     ``export FLASHINFER_WORKSPACE_BASE=/var/tmp/flashinfer`` (a local disk with room).
     """
-    packages = ctx.get("python.packages")
+    packages = ctx.python.packages
     if packages is not None and not packages.get("flashinfer-python"):
         raise Skip("flashinfer-python is not installed")
-    jc = ctx.need("jit_cache")
+    jc = ctx.need(ctx.facts.jit_cache, "jit_cache")
     alt = "export FLASHINFER_WORKSPACE_BASE=/var/tmp/flashinfer"
     if jc.writable is False:
         yield fail(
@@ -49,7 +49,7 @@ def jit_cache_unwritable(ctx: Context) -> Iterator[Outcome]:
             evidence={"dir": jc.dir, "tested": jc.tested},
         )
         return
-    free = ctx.need("jit_cache.free_bytes")
+    free = ctx.need(ctx.jit_cache.free_bytes, "jit_cache.free_bytes")
     if free < MIN_FREE:
         yield fail(
             f"{free / GiB:.1f} GiB free under {jc.dir}; FlashInfer's JIT needs at least 2 GiB",
@@ -96,7 +96,7 @@ def arch_list_excludes_gpu(ctx: Context) -> Iterator[Outcome]:
     passed_over: list[str] = []
     for var in present:
         is_fi = var == "FLASHINFER_CUDA_ARCH_LIST"
-        if is_fi and ctx.get("python.packages") is not None and not package(ctx.facts, "flashinfer-python"):
+        if is_fi and ctx.python.packages is not None and not package(ctx.facts, "flashinfer-python"):
             passed_over.append(f"{var} is set but flashinfer-python is not installed")
             continue
         value = str(env[var])

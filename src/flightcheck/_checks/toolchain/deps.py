@@ -34,7 +34,7 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
     ``python -m pip install flashinfer-jit-cache==0.7.2.post1 --index-url
     https://flashinfer.ai/whl/cu130`` (cuXYZ = torch's CUDA).
     """
-    packages = ctx.need("python.packages")
+    packages = ctx.need(ctx.python.packages, "python.packages")
     fi = packages.get("flashinfer-python")
     if not fi:
         raise Skip("flashinfer-python is not installed")
@@ -45,13 +45,13 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
         fixes.append(_jit.pip(ctx, f"flashinfer-cubin=={fi} --extra-index-url {_fi_wheels.INDEX}"))
     if jc and not _jit.jit_cache_matches(fi, jc):
         bad.append(f"flashinfer-jit-cache {jc}")
-        tag = _fi_wheels.cuda_tag(jc) or _fi_wheels.tag_for(ctx.get("python.torch_cuda")) or "cu130"
+        tag = _fi_wheels.cuda_tag(jc) or _fi_wheels.tag_for(ctx.python.torch_cuda) or "cu130"
         fixes.append(_jit.pip(ctx, f"flashinfer-jit-cache=={fi} --index-url {_fi_wheels.index_url(tag)}"))
     if not bad:
         have = [f"{n} {v}" for n, v in (("flashinfer-cubin", cubin), ("flashinfer-jit-cache", jc)) if v]
         yield ok(f"flashinfer-python {fi}" + (f" with {', '.join(have)}" if have else ", no companion packages"))
         return
-    disabled = bool(ctx.get("env.FLASHINFER_DISABLE_VERSION_CHECK"))
+    disabled = bool(ctx.env.get("FLASHINFER_DISABLE_VERSION_CHECK"))
     yield fail(
         f"{' and '.join(bad)} with flashinfer-python {fi}: "
         + (
@@ -84,10 +84,10 @@ def libcudart_missing(ctx: Context) -> Iterator[Outcome]:
     needed, why = _jit.jit_needed(ctx)
     if needed is False:
         raise Skip(f"no JIT needed: {why}")
-    home = ctx.need("toolchain.cuda_home")
+    home = ctx.need(ctx.toolchain.cuda_home, "toolchain.cuda_home")
     if not home.path:
         raise Skip("no CUDA home at all (FC101)")
-    has = ctx.need("toolchain.libcudart")
+    has = ctx.need(ctx.toolchain.libcudart, "toolchain.libcudart")
     if has:
         yield ok(f"{home.path}/lib64/libcudart.so")
         return
@@ -100,7 +100,7 @@ def libcudart_missing(ctx: Context) -> Iterator[Outcome]:
         ctx, at_least=need
     )
     origin = (
-        f" (derived from the nvcc on PATH, {ctx.get('toolchain.nvcc.path')})"
+        f" (derived from the nvcc on PATH, {ctx.nvcc.path})"
         if home.source == "nvcc-on-path"
         else f" (from {home.source})"
     )
@@ -128,12 +128,12 @@ def python_headers_missing(ctx: Context) -> Iterator[Outcome]:
     ``apt-get install python3.12-dev`` (``dnf install python3.12-devel``) for a system Python;
     an interpreter built without headers has to be reinstalled with them.
     """
-    has = ctx.need("toolchain.python_headers")
-    include = ctx.get("toolchain.python_include")
+    has = ctx.need(ctx.toolchain.python_headers, "toolchain.python_headers")
+    include = ctx.toolchain.python_include
     if has:
         yield ok(f"Python.h in {include}" if include else "Python.h present")
         return
-    exe = ctx.get("python.executable") or "the engine's interpreter"
+    exe = ctx.python.executable or "the engine's interpreter"
     if include and not include.startswith(("/usr/include/", "/usr/local/include/")):
         fix = f"{exe} uses {include}, which lacks Python.h: reinstall that Python with its headers (or build the venv from a system Python plus {_jit.python_dev_package(ctx)})"
     else:
@@ -162,7 +162,7 @@ def jit_cache_arch_missing(ctx: Context) -> Iterator[Outcome]:
     https://flashinfer.ai/whl/cu130``), or uninstall it so FlashInfer compiles (FC101-FC103
     then apply).
     """
-    packages = ctx.need("python.packages")
+    packages = ctx.need(ctx.python.packages, "python.packages")
     fi, jc = packages.get("flashinfer-python"), packages.get("flashinfer-jit-cache")
     if not fi or not jc:
         raise Skip("flashinfer-jit-cache is not installed" if fi else "flashinfer-python is not installed")
@@ -171,8 +171,8 @@ def jit_cache_arch_missing(ctx: Context) -> Iterator[Outcome]:
     archs = _jit.archs_used(ctx)
     if archs is None:
         raise Skip(f"GPU archs unknown, {_jit.no_gpu_note(ctx)}")
-    built = ctx.need("python.jit_cache_archs")
-    source = ctx.get("python.jit_cache_archs_source")
+    built = ctx.need(ctx.python.jit_cache_archs, "python.jit_cache_archs")
+    source = ctx.python.jit_cache_archs_source
     missing = {a: g for a, g in archs.items() if not _jit.jit_cache_covers(built, str(g[0].compute_capability))}
     if not missing:
         yield ok(

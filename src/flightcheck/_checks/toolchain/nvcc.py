@@ -29,7 +29,7 @@ def _headline(ctx: Context) -> str:
         parts.append("no nvcc")
     parts.append(f"ninja {tc.ninja.version}" if tc.ninja else "no ninja")
     parts.append(f"c++ {tc.cxx.version}" if tc.cxx else "no c++")
-    built = ctx.get("python.jit_cache_archs")
+    built = ctx.python.jit_cache_archs
     if built:
         parts.append(f"flashinfer-jit-cache for {' '.join(built)}")
     return ", ".join(parts)
@@ -64,7 +64,7 @@ def nvcc_missing(ctx: Context) -> Iterator[Outcome]:
     host; or install ``flashinfer-jit-cache`` for torch's CUDA so nothing is compiled.
     """
     needed, why = _needed_or_skip(ctx)
-    nvcc = ctx.get("toolchain.nvcc")
+    nvcc = ctx.toolchain.nvcc
     if nvcc is not None and nvcc.path:
         yield ok(f"nvcc {nvcc.version or '?'} at {nvcc.path}")
         return
@@ -76,12 +76,12 @@ def nvcc_missing(ctx: Context) -> Iterator[Outcome]:
         return
     archs = _jit.archs_used(ctx)
     need = _jit.need_for(archs or ["90a"])
-    no_ninja = ctx.get("toolchain.ninja") is None and not ctx.get("toolchain.ninja_in_venv")
+    no_ninja = ctx.toolchain.ninja is None and not ctx.toolchain.ninja_in_venv
     fix = _jit.toolkit_fix(ctx, need, with_ninja=no_ninja)
     alt = _jit.jit_cache_install(ctx, list(archs) if archs else None)
     if alt:
         fix += f"  (or compile nothing: {alt})"
-    home = ctx.get("toolchain.cuda_home")
+    home = ctx.toolchain.cuda_home
     where = (
         f"{home.path}/bin/nvcc does not exist"
         if home is not None and home.path
@@ -117,8 +117,8 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
         raise Skip(
             f"GPU archs unknown, {_jit.no_gpu_note(ctx)}; nvcc {_jit.fmt(version)} can target {' '.join(_jit.archs_supported_by(version))}"
         )
-    listed = ctx.get("toolchain.nvcc.archs")
-    path = ctx.get("toolchain.nvcc.path")
+    listed = ctx.nvcc.archs
+    path = ctx.nvcc.path
     bad = []
     for arch, gpus in archs.items():
         need = _jit.MIN_NVCC.get(arch)
@@ -164,14 +164,14 @@ def ninja_missing(ctx: Context) -> Iterator[Outcome]:
     (or ``pip install ninja`` into the engine's venv and put its bin on PATH).
     """
     needed, why = _needed_or_skip(ctx)
-    ninja = ctx.get("toolchain.ninja")
+    ninja = ctx.toolchain.ninja
     if ninja is not None:
         yield ok(f"ninja {ninja.version or '?'} at {ninja.path}")
         return
     if ctx.facts.toolchain is None:
         yield unknown(f"toolchain facts unavailable ({ctx.facts.reason('toolchain') or 'not collected'})")
         return
-    in_venv = ctx.get("toolchain.ninja_in_venv")
+    in_venv = ctx.toolchain.ninja_in_venv
     if needed is None:
         yield unknown(f"no ninja on PATH; JIT may be needed: {why}")
         return
@@ -186,7 +186,7 @@ def ninja_missing(ctx: Context) -> Iterator[Outcome]:
     yield fail(
         f"no ninja on the engine's PATH; {why}",
         fix=f"{_jit.install(ctx, 'ninja-build')}  (or: {_jit.pip(ctx, 'ninja')} and put that venv's bin on PATH)",
-        evidence={"PATH": ctx.get("env.PATH")},
+        evidence={"PATH": ctx.env.get("PATH")},
     )
 
 
@@ -207,13 +207,13 @@ def c_compiler_missing(ctx: Context) -> Iterator[Outcome]:
     ``apt-get install build-essential`` (``dnf install gcc gcc-c++``), or set CC/CXX to a
     compiler that exists.
     """
-    tc = ctx.need("toolchain")
+    tc = ctx.need(ctx.facts.toolchain, "toolchain")
     missing = [(key, var) for key, var in (("cxx", "CXX"), ("cc", "CC")) if getattr(tc, key) is None]
     if not missing:
         yield ok(f"c++ {tc.cxx.version or '?'} ({tc.cxx.path}), cc {tc.cc.version or '?'} ({tc.cc.path})")
         return
     reasons = [ctx.facts.reason(f"toolchain.{key}") or f"no {key}" for key, _ in missing]
-    bad_vars = [var for _, var in missing if ctx.get(f"env.{var}")]
+    bad_vars = [var for _, var in missing if ctx.env.get(var)]
     fix = (
         install(ctx)
         if not bad_vars
@@ -243,11 +243,11 @@ def cuda_home_invalid(ctx: Context) -> Iterator[Outcome]:
     ## How to fix
     ``export CUDA_HOME=<an installed toolkit>`` (e.g. ``/usr/local/cuda-13.1``) or unset it.
     """
-    home = ctx.need("toolchain.cuda_home")
+    home = ctx.need(ctx.toolchain.cuda_home, "toolchain.cuda_home")
     if home.source not in ("CUDA_HOME", "CUDA_PATH"):
         raise Skip("neither CUDA_HOME nor CUDA_PATH is set")
-    nvcc = ctx.get("toolchain.nvcc.path")
-    override = ctx.get("env.FLASHINFER_NVCC")
+    nvcc = ctx.nvcc.path
+    override = ctx.env.get("FLASHINFER_NVCC")
     if home.exists and (nvcc or override):
         yield ok(f"{home.source}={home.path}")
         return
@@ -280,7 +280,7 @@ def nvcc_torch_mismatch(ctx: Context) -> Iterator[Outcome]:
     """
     _needed_or_skip(ctx)
     nvcc = _jit.nvcc_version(ctx)
-    torch = major_minor(ctx.get("python.torch_cuda"))
+    torch = major_minor(ctx.python.torch_cuda)
     if nvcc is None:
         raise Skip("no nvcc version (FC101)")
     if torch is None:
@@ -292,7 +292,7 @@ def nvcc_torch_mismatch(ctx: Context) -> Iterator[Outcome]:
     root = _jit.alternative(ctx, at_least=need, major=torch[0])
     fix = f"export CUDA_HOME={root}" if root else _jit.toolkit_install(ctx, need)
     yield fail(
-        f"nvcc {_jit.fmt(nvcc)} ({ctx.get('toolchain.nvcc.path')}) is CUDA {nvcc[0]}, torch is built with CUDA {_jit.fmt(torch)}",
+        f"nvcc {_jit.fmt(nvcc)} ({ctx.nvcc.path}) is CUDA {nvcc[0]}, torch is built with CUDA {_jit.fmt(torch)}",
         fix=fix,
         evidence={"nvcc_version": _jit.fmt(nvcc), "torch_cuda": _jit.fmt(torch)},
     )

@@ -1,0 +1,91 @@
+"""What reading a checkpoint gives: the :class:`Checkpoint`, its :class:`Shard` files and
+the :class:`Finding` problems, by kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flightcheck._checkpoint.cache import IndexScan
+from flightcheck._checkpoint.problems import Kind
+from flightcheck._checkpoint.resolve import Resolved
+from flightcheck._checkpoint.scan import ScanStats
+from flightcheck._checkpoint.validate import ShardScan
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem found on disk: its kind (:class:`~flightcheck._checkpoint.problems.Kind`),
+    the file it concerns, what is wrong and how to repair it."""
+
+    kind: str
+    subject: str
+    message: str
+    fix: str | None = None
+    severity: str | None = None  # "warning" / "error" to override the check's own
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Shard:
+    """One weight file the engine will load."""
+
+    name: str  # as the index names it (relative to the model directory)
+    path: Path
+    size: int = 0
+    allocated: int | None = None  # st_blocks x 512
+    scan: ShardScan | None = None  # None: not scanned (missing, escaping)
+
+    @property
+    def subject(self) -> str:
+        return f"shard:{self.name}"
+
+
+@dataclass
+class Checkpoint:
+    """Everything the memory and checkpoint checks and the memory model read about the model."""
+
+    resolved: Resolved
+    config: dict[str, Any] | None = None
+    config_error: str | None = None
+    hf_quant: dict[str, Any] | None = None  # hf_quant_config.json, when config.json says no quantization
+    index_name: str | None = None  # "model.safetensors.index.json" when there is one
+    index: IndexScan | None = None
+    shards: list[Shard] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    stats: ScanStats = field(default_factory=ScanStats)
+    cache: str = "off"  # "off" | "cold" | "warm" | "partial"
+    seconds: float = 0.0
+    throughput: dict[str, Any] | None = None  # --deep read measurement
+    crash: str | None = None  # a flightcheck bug while reading: the checks say "unknown"
+
+    @property
+    def found(self) -> bool:
+        return self.resolved.path is not None
+
+    @property
+    def path(self) -> Path | None:
+        return self.resolved.path
+
+    def of(self, kind: str) -> list[Finding]:
+        """Findings for one check."""
+        return [f for f in self.findings if f.kind == kind]
+
+    @property
+    def scanned(self) -> list[Shard]:
+        """Shards whose header could be read and parsed (their groups are usable)."""
+        return [
+            s
+            for s in self.shards
+            if s.scan is not None and not any(p.kind in (Kind.BAD_HEADER, Kind.UNREADABLE) for p in s.scan.problems)
+        ]
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes of the weight files the engine will read."""
+        return sum(s.size for s in self.shards if s.scan is not None)
+
+    @property
+    def tensor_count(self) -> int:
+        return sum(s.scan.n_tensors for s in self.shards if s.scan is not None)

@@ -1,0 +1,53 @@
+"""One pipeline for every entry point: collect this host, read the checkpoint once,
+evaluate. ``check``, ``run`` and the vLLM plugin call :func:`assess` (then ``run`` and the
+plugin decide with ``flightcheck._launch.guard``); the library's ``flightcheck.evaluate``
+is :func:`evaluate_launch`. The Ray node task only collects (``flightcheck._cluster.node``):
+the node's snapshot is judged where the command runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from flightcheck._checkpoint import Checkpoint
+from flightcheck._checks.evaluate import evaluate
+from flightcheck._collect import collect
+from flightcheck._collect.checkpoint import read_checkpoint
+from flightcheck._vocabulary.facts import Facts
+from flightcheck._vocabulary.intent import Intent
+from flightcheck._vocabulary.report import Report
+
+
+def assess(
+    intent: Intent,
+    facts_files: Iterable[str] = (),
+    *,
+    env: Mapping[str, str] | None = None,
+    python: str | None = None,
+    probes: Iterable[str] = (),
+    facts_docs: Iterable[dict[str, Any]] = (),
+    strict: bool = False,
+) -> Report:
+    """Collect the facts (files over live collection), read ``intent.model``'s checkpoint
+    with the engine's environment, and evaluate; ``report.timings`` has each stage."""
+    t0 = time.perf_counter()
+    facts = collect(intent, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs)
+    checkpoint = read_checkpoint(intent, facts)
+    t1 = time.perf_counter()
+    report = evaluate(facts, intent, checkpoint, strict=strict)
+    t2 = time.perf_counter()
+    report.timings = {"collect_s": round(t1 - t0, 4), "evaluate_s": round(t2 - t1, 4)}
+    return report
+
+
+def evaluate_launch(
+    facts: Facts, intent: Intent | None = None, checkpoint: Checkpoint | None = None, *, strict: bool = False
+) -> Report:
+    """Evaluate ``facts`` for ``intent``; when a model is named and no checkpoint is given,
+    read it from disk first (the library's ``flightcheck.evaluate``)."""
+    intent = intent or Intent()
+    if checkpoint is None:
+        checkpoint = read_checkpoint(intent, facts)
+    return evaluate(facts, intent, checkpoint, strict=strict)
