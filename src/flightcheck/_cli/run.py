@@ -14,6 +14,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from flightcheck._knowledge import vllm
 from flightcheck._launch.guard import (
     Decision,
     color_for,
@@ -83,7 +84,9 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
     when the engine is not started (exec does not return)."""
     t0 = time.perf_counter()
     if not command:
-        raise UsageError("run: give the engine command after --, e.g. flightcheck run -- vllm serve MODEL -tp 8")
+        raise UsageError(
+            f"run: give the engine command after --, e.g. flightcheck run -- vllm serve MODEL {vllm.layout(8)}"
+        )
     from flightcheck._cli.options import intent_from_args
     from flightcheck._examples import load_example
     from flightcheck._launch.command import parse_command

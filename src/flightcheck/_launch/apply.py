@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flightcheck._knowledge import engines as F
+from flightcheck._knowledge import vllm
 from flightcheck._launch.tokens import tokenize
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from flightcheck._vocabulary.results import PlanStep
 
 #: comma-separated list variables that a plan extends instead of replacing
-LIST_VARS = ("VLLM_RAY_EXTRA_ENV_VARS_TO_COPY",)
+LIST_VARS = vllm.LIST_VARS
 
 
 @dataclass

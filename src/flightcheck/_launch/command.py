@@ -20,6 +20,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
+from flightcheck._knowledge import vllm
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.intent import Intent
 
@@ -142,7 +143,7 @@ def parse_command(argv: list[str], env: dict[str, str] | None = None) -> EngineC
     """Parse an engine command line. Never raises for what it cannot read: those items go to
     ``intent.unparsed`` (an empty command is a usage error)."""
     if not argv:
-        raise UsageError("give the engine command after --, e.g. -- vllm serve MODEL -tp 8")
+        raise UsageError(f"give the engine command after --, e.g. -- vllm serve MODEL {vllm.layout(8)}")
     argv = list(argv)
     prefix, clear, env_end = _env_prefix(argv)
     cmd = EngineCommand(argv, Intent(), env_prefix=prefix, env_clear=clear, env_end=env_end)

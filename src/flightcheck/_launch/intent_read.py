@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flightcheck._knowledge import engines as F
+from flightcheck._knowledge import sglang, vllm
 from flightcheck._launch.tokens import Opt, config_tokens, tokenize
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.intent import Intent
@@ -63,10 +64,10 @@ def read_intent(cmd: EngineCommand) -> None:
         rendered = opt.flag if opt.value is None else f"{opt.flag}={opt.value}"
         if rendered not in seen_flags:
             seen_flags.append(rendered)
-        if opt.flag == "--enable-dp-attention":
+        if opt.flag == sglang.DP_ATTENTION_FLAG:
             dp_attention = True
-        if cmd.engine == "vllm" and opt.flag in F.VLLM_BOOLS:
-            name, value = F.VLLM_BOOLS[opt.flag]
+        if cmd.engine == "vllm" and opt.flag in vllm.BOOLS:
+            name, value = vllm.BOOLS[opt.flag]
             fields[name] = value
             continue
         if opt.flag not in table:

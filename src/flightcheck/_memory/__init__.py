@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
+from flightcheck._knowledge import vllm
 from flightcheck._memory.config import ModelConfig, parse
 from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization
 from flightcheck._memory.weights import Layout, tally
@@ -46,7 +47,7 @@ def build(
         requested_len=intent.max_model_len,
         total=total,
         gpu_name=gpu_name,
-        eager="--enforce-eager" in (intent.engine_flags or []),
+        eager=vllm.FLAG["eager"] in (intent.engine_flags or []),
         engine_version=engine_version,
     )
     if ck is not None and ck.crash:
@@ -74,7 +75,9 @@ def build(
     q = (intent.quantization or "").lower()
     m.online_fp8 = q == "fp8" and m.cfg.quant.method is None and m.cfg.dtype_bytes == 2
     if m.online_fp8:
-        m.notes.append("--quantization fp8 on a 16-bit checkpoint: linear layers counted at 1 byte a weight")
+        m.notes.append(
+            f"{vllm.FLAG['quantization']} fp8 on a 16-bit checkpoint: linear layers counted at 1 byte a weight"
+        )
     loaded = m.tally.total - m.tally.skipped
     m.load_bytes = -(-loaded // max(1, intent.nnodes))
     m.throughput = ck.throughput

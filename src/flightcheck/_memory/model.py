@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from flightcheck._knowledge import engines
 from flightcheck._memory.budget import Fit, GiB, default_reserve, default_utilization, usable_bytes
 from flightcheck._memory.config import ModelConfig
 from flightcheck._memory.kv import KvShape, kv_bytes, kv_shape
@@ -200,6 +201,6 @@ def resolve_utilization(m: MemoryModel, given: float | None) -> None:
     """gpu_memory_utilization / mem_fraction_static: the launch's, else the engine's default."""
     if given is not None:
         m.utilization, m.utilization_set = given, True
-        m.utilization_source = "--gpu-memory-utilization" if m.engine == "vllm" else "--mem-fraction-static"
+        m.utilization_source = engines.flag(m.engine, "util")
     elif m.total is not None:
         m.utilization, m.utilization_source = default_utilization(m.engine, m.engine_version, m.total, m.layout)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flightcheck._knowledge import engines
 from flightcheck._memory.layout import problems
 from flightcheck._memory.model import MemoryModel
 from flightcheck._memory.weights import Layout
@@ -85,16 +86,6 @@ def utilization_that_fits(m: MemoryModel) -> float | None:
     return None
 
 
-#: (vLLM flag, SGLang flag) for the options the fixes suggest
-FLAGS = {
-    "tp": ("-tp", "--tp"),
-    "max_len": ("--max-model-len", "--context-length"),
-    "kv_fp8": ("--kv-cache-dtype fp8", "--kv-cache-dtype fp8_e4m3"),
-    "util": ("--gpu-memory-utilization", "--mem-fraction-static"),
-}
-
-
 def flag(name: str, engine: str) -> str:
     """The engine's spelling of a suggested option."""
-    vllm, sglang = FLAGS[name]
-    return sglang if engine == "sglang" else vllm
+    return engines.flag(engine, name)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from flightcheck._knowledge import engines
 from flightcheck._memory.classes import classify
 from flightcheck._memory.config import ModelConfig
 
@@ -38,19 +39,7 @@ class Layout:
 
     def describe(self, engine: str = "vllm") -> str:
         """The layout as the engine's flags."""
-        if engine == "sglang":
-            parts = (
-                [f"--tp {self.tp}"]
-                + ([f"--pp-size {self.pp}"] if self.pp > 1 else [])
-                + ([f"--dp {self.dp}"] if self.dp > 1 else [])
-            )
-            return " ".join(parts + ([f"--ep-size {self.moe_size}"] if self.ep else []))
-        parts = (
-            [f"-tp {self.tp}"]
-            + ([f"-pp {self.pp}"] if self.pp > 1 else [])
-            + ([f"-dp {self.dp}"] if self.dp > 1 else [])
-        )
-        return " ".join(parts + (["--enable-expert-parallel"] if self.ep else []))
+        return engines.layout(engine, self.tp, self.pp, self.dp, self.ep, self.moe_size)
 
 
 @dataclass

@@ -7,19 +7,14 @@ from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
 from flightcheck._checks.shared import jit as _jit
+from flightcheck._knowledge import vllm
 from flightcheck._knowledge.units import version
 from flightcheck._vocabulary.results import ERROR, WARNING
+
 
 #: flashinfer-python each vLLM release pins (requirements/cuda.txt at the tag), for
 #: snapshots recorded before ``engine_requires`` existed. Collected facts carry the real
 #: requirement from the installed distribution's metadata, which always wins.
-VLLM_FLASHINFER = {
-    "0.12.0": "0.5.3",
-    "0.24.0": "0.6.12",
-    "0.33.0": "0.7.2.post1",
-}
-
-
 @summary("FC7")
 def _headline(ctx: Context) -> str:
     py = ctx.facts.python
@@ -79,7 +74,7 @@ def declared_requirement(ctx: Context) -> tuple[str | None, str]:
         return spec, f"{engine}'s metadata"
     installed = py.packages.get(engine) if py and py.packages else None
     if engine == "vllm" and installed:
-        pinned = VLLM_FLASHINFER.get(str(version(installed).public) if version(installed) else installed)
+        pinned = vllm.FLASHINFER_PIN.get(str(version(installed).public) if version(installed) else installed)
         if pinned:
             return f"=={pinned}", f"vLLM {installed}'s requirements/cuda.txt"
     return None, ""

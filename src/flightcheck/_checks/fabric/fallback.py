@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from flightcheck._knowledge import sglang, vllm
 from flightcheck._knowledge.derived import package
 from flightcheck._knowledge.units import version
 from flightcheck._vocabulary.results import PlanStep
@@ -41,26 +42,7 @@ from flightcheck._vocabulary.results import PlanStep
 if TYPE_CHECKING:
     from flightcheck._checks.framework import Context
 
-#: First vLLM release whose envs.py declares the variable.
-VLLM_SINCE: dict[str, str] = {
-    "VLLM_ALLREDUCE_USE_SYMM_MEM": "0.10.2",
-    "VLLM_USE_NCCL_SYMM_MEM": "0.11.0",
-    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "0.16.0",
-    "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY": "0.16.0",
-    "VLLM_KIMI_K3_GEMM_AR": "0.33.0",
-}
-SYMM_MEM_DEFAULT_ON = "0.11.0"
-MNNVL_AUTO_SINGLE_NODE = "0.25.0"
-TORCH_SYMM_MEM_SINCE = "2.5.0"
-KIMI_K3_ARCHS = frozenset({"KimiK3ForConditionalGeneration", "KimiK3ForCausalLM"})
-KIMI_K3_TAIL_SINCE, KIMI_K3_TAIL_TP = "0.33.0", (8, 16)
-KIMI_K3_TAIL_SWITCH = "VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION"
-SGLANG_MULTICAST_FLAGS = {
-    "--enable-nccl-nvls": "NCCL NVLS all-reduce binds multicast memory",
-    "--enable-symm-mem": "NCCL symmetric memory registers NVLS windows",
-    "--enable-torch-symm-mem": "torch symmetric-memory all-reduce (multimem) binds multicast memory",
-}
-SGLANG_FI_BACKEND_SINCE = "0.5.6"
+TORCH_SYMM_MEM_SINCE = "2.5.0"  # pytorch #136577: TORCH_SYMM_MEM_DISABLE_MULTICAST
 
 
 def _at_least(text: str | None, since: str) -> bool | None:
@@ -81,11 +63,11 @@ class Fallback:
 
 def engine_reads(ctx: Context, name: str) -> bool | None:
     """Whether the installed engine (or torch / NCCL) reads ``name``; None: cannot tell."""
-    if name.startswith("VLLM_"):
+    if name.startswith(vllm.ENV_PREFIX):
         declared = ctx.python.engine_env_vars
         if declared is not None and ctx.python.engine in (None, "vllm"):
             return name in declared
-        since = VLLM_SINCE.get(name)
+        since = vllm.SINCE.get(name)
         return _at_least(package(ctx.facts, "vllm"), since) if since else None
     if name == "TORCH_SYMM_MEM_DISABLE_MULTICAST":
         return _at_least(package(ctx.facts, "torch"), TORCH_SYMM_MEM_SINCE)
@@ -95,9 +77,9 @@ def engine_reads(ctx: Context, name: str) -> bool | None:
 def vllm_symm_mem_on(ctx: Context) -> bool:
     """vLLM's torch symmetric-memory all-reduce is on for this launch (by default or by env)."""
     env = ctx.facts.env or {}
-    if env.get("VLLM_ALLREDUCE_USE_SYMM_MEM") is not None:
-        return env["VLLM_ALLREDUCE_USE_SYMM_MEM"] not in ("0", "false", "False")
-    return bool(_at_least(package(ctx.facts, "vllm"), SYMM_MEM_DEFAULT_ON))
+    if env.get(vllm.ALLREDUCE_USE_SYMM_MEM) is not None:
+        return env[vllm.ALLREDUCE_USE_SYMM_MEM] not in ("0", "false", "False")
+    return bool(_at_least(package(ctx.facts, "vllm"), vllm.SYMM_MEM_DEFAULT_ON))
 
 
 def _env_step(ctx: Context, name: str, value: str, why: str, fb: Fallback) -> None:
@@ -119,7 +101,10 @@ def multicast_fallback(ctx: Context) -> Fallback:
     if k3 == "switchable":
         fb.steps.append(
             PlanStep(
-                "env", KIMI_K3_TAIL_SWITCH, "0", "Kimi-K3's latent MoE tail maps NVLS multicast at model construction"
+                "env",
+                vllm.KIMI_K3_TAIL_SWITCH,
+                "0",
+                "Kimi-K3's latent MoE tail maps NVLS multicast at model construction",
             )
         )
     elif k3:
@@ -131,20 +116,18 @@ def multicast_fallback(ctx: Context) -> Fallback:
         "torch symmetric memory skips every multicast call (rendezvous gives multicast_ptr 0)",
         fb,
     )
-    _env_step(
-        ctx, "VLLM_ALLREDUCE_USE_SYMM_MEM", "0", "vLLM's symmetric-memory all-reduce (multimem) is not created", fb
-    )
+    _env_step(ctx, vllm.ALLREDUCE_USE_SYMM_MEM, "0", "vLLM's symmetric-memory all-reduce (multimem) is not created", fb)
     _env_step(
         ctx,
-        "VLLM_FLASHINFER_ALLREDUCE_BACKEND",
+        vllm.FLASHINFER_ALLREDUCE_BACKEND,
         "trtllm",
         "FlashInfer all-reduce (and its RMSNorm fusion) uses CUDA IPC instead of mnnvl multicast",
         fb,
     )
     _env_step(ctx, "NCCL_NVLS_ENABLE", "0", "NCCL does not build NVLS (multicast) channels", fb)
-    _env_step(ctx, "VLLM_USE_NCCL_SYMM_MEM", "0", "no NCCL symmetric-memory (NVLS window) all-reduce", fb)
+    _env_step(ctx, vllm.USE_NCCL_SYMM_MEM, "0", "no NCCL symmetric-memory (NVLS window) all-reduce", fb)
     if kimi_k3(ctx):
-        _env_step(ctx, "VLLM_KIMI_K3_GEMM_AR", "0", "Kimi-K3's fused GEMM + all-reduce uses multicast", fb)
+        _env_step(ctx, vllm.KIMI_K3_GEMM_AR, "0", "Kimi-K3's fused GEMM + all-reduce uses multicast", fb)
     if ctx.intent.distributed_executor_backend == "ray":
         _ray(ctx, fb)
     return fb
@@ -152,8 +135,8 @@ def multicast_fallback(ctx: Context) -> Fallback:
 
 def _ray(ctx: Context, fb: Fallback) -> None:
     """Ray workers start from the raylet, not from this shell: name what vLLM must forward."""
-    extra = [s.name for s in fb.steps if s.kind == "env" and not s.name.startswith(("VLLM_", "NCCL_"))]
-    if engine_reads(ctx, "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY") is False:
+    extra = [s.name for s in fb.steps if s.kind == "env" and not s.name.startswith((vllm.ENV_PREFIX, "NCCL_"))]
+    if engine_reads(ctx, vllm.RAY_EXTRA_ENV_VARS_TO_COPY) is False:
         names = extra + [s.name for s in fb.steps if s.name.startswith("NCCL_")]
         if names:
             fb.notes.append(
@@ -162,11 +145,11 @@ def _ray(ctx: Context, fb: Fallback) -> None:
         return
     if not extra:
         return
-    existing = [n for n in ((ctx.facts.env or {}).get("VLLM_RAY_EXTRA_ENV_VARS_TO_COPY") or "").split(",") if n.strip()]
+    existing = [n for n in ((ctx.facts.env or {}).get(vllm.RAY_EXTRA_ENV_VARS_TO_COPY) or "").split(",") if n.strip()]
     value = ",".join(dict.fromkeys([*existing, *extra]))
     _env_step(
         ctx,
-        "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY",
+        vllm.RAY_EXTRA_ENV_VARS_TO_COPY,
         value,
         f"the Ray executor forwards only VLLM_/NCCL_/HF_ variables unless told: {', '.join(extra)}",
         fb,
@@ -175,24 +158,24 @@ def _ray(ctx: Context, fb: Fallback) -> None:
 
 def _sglang(ctx: Context, fb: Fallback) -> None:
     flags = set(ctx.intent.engine_flags)
-    for flag, why in SGLANG_MULTICAST_FLAGS.items():
+    for flag, why in sglang.MULTICAST_FLAGS.items():
         if not flags or flag in flags:
             fb.steps.append(PlanStep("drop_arg", flag, None, why))
     _env_step(ctx, "TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", "torch symmetric memory skips every multicast call", fb)
     _env_step(ctx, "NCCL_NVLS_ENABLE", "0", "NCCL does not build NVLS (multicast) channels", fb)
-    have = _at_least(package(ctx.facts, "sglang"), SGLANG_FI_BACKEND_SINCE)
+    have = _at_least(package(ctx.facts, "sglang"), sglang.FI_BACKEND_SINCE)
     if have:
         fb.steps.append(
             PlanStep(
                 "add_arg",
-                "--flashinfer-allreduce-fusion-backend",
+                sglang.FI_FUSION_BACKEND_FLAG,
                 "trtllm",
                 "the auto-enabled FlashInfer all-reduce fusion uses CUDA IPC instead of mnnvl multicast",
             )
         )
     else:
         fb.notes.append(
-            "this SGLang has no --flashinfer-allreduce-fusion-backend: add --enforce-disable-flashinfer-allreduce-fusion if it accepts it"
+            f"this SGLang has no {sglang.FI_FUSION_BACKEND_FLAG}: add {sglang.FI_FUSION_DISABLE_FLAG} if it accepts it"
         )
 
 
@@ -209,17 +192,17 @@ def kimi_k3(ctx: Context) -> bool:
     """The model is Kimi-K3 (by its config.json architectures / model_type)."""
     cfg = model_config(ctx)
     archs = set(cfg.get("architectures") or [])
-    return bool(archs & KIMI_K3_ARCHS) or cfg.get("model_type") == "kimi_k3"
+    return bool(archs & vllm.KIMI_K3_ARCHS) or cfg.get("model_type") == vllm.KIMI_K3_MODEL_TYPE
 
 
 def kimi_k3_tail(ctx: Context) -> str | None:
     """A message when this launch runs Kimi-K3's latent MoE tail (multicast, no off switch);
     ``"switchable"`` when the installed vLLM declares the switch; None when not concerned."""
     i = ctx.intent
-    if i.engine != "vllm" or i.tensor_parallel_size not in KIMI_K3_TAIL_TP or not kimi_k3(ctx):
+    if i.engine != "vllm" or i.tensor_parallel_size not in vllm.KIMI_K3_TAIL_TP or not kimi_k3(ctx):
         return None
     ver = package(ctx.facts, "vllm")
-    if not _at_least(ver, KIMI_K3_TAIL_SINCE):
+    if not _at_least(ver, vllm.KIMI_K3_TAIL_SINCE):
         return None
     ccs = [g.compute_capability for g in ctx.gpus_used]
     if not ccs or any(not cc or not cc.startswith("10.") for cc in ccs):
@@ -229,15 +212,15 @@ def kimi_k3_tail(ctx: Context) -> str | None:
     shared = cfg.get("n_shared_experts", text.get("n_shared_experts"))
     if shared == 0:
         return None  # the tail fuses the shared expert; without one it is not used
-    if engine_reads(ctx, KIMI_K3_TAIL_SWITCH):  # declared by the installed vLLM's envs.py
+    if engine_reads(ctx, vllm.KIMI_K3_TAIL_SWITCH):  # declared by the installed vLLM's envs.py
         return "switchable"
     tp, pp = i.tensor_parallel_size, i.pipeline_parallel_size
     alt_pp = max(1, tp * pp // 4)
     return (
         f"vLLM {ver} runs Kimi-K3's latent MoE tail on SM100-family GPUs at TP {tp}: it maps NVLS multicast "
         f"while the model is built and has no switch to turn it off, so no setting avoids multicast here. "
-        f"Use a layout with TP other than 8 or 16: `-tp 4 -pp {alt_pp}` on the same GPUs, or expert parallel "
-        f"with data-parallel attention (`-tp 1 -dp {tp * pp} --enable-expert-parallel`); check the weights fit (FC401)"
+        f"Use a layout with TP other than 8 or 16: `{vllm.layout(4, alt_pp)}` on the same GPUs, or expert parallel "
+        f"with data-parallel attention (`{vllm.layout(1, 1, tp * pp, ep=True)}`); check the weights fit (FC401)"
     )
 
 
@@ -246,20 +229,20 @@ def multicast_paths(ctx: Context) -> list[str]:
     env = ctx.facts.env or {}
     paths: list[str] = []
     if ctx.intent.engine == "sglang":
-        return [f for f in ("--enable-torch-symm-mem",) if f in ctx.intent.engine_flags] + (
+        return [f for f in (sglang.TORCH_SYMM_MEM_FLAG,) if f in ctx.intent.engine_flags] + (
             ["FlashInfer all-reduce fusion (mnnvl on Blackwell)"]
-            if _at_least(package(ctx.facts, "sglang"), SGLANG_FI_BACKEND_SINCE)
+            if _at_least(package(ctx.facts, "sglang"), sglang.FI_BACKEND_SINCE)
             else []
         )
     if env.get("TORCH_SYMM_MEM_DISABLE_MULTICAST") in ("1", "true", "True"):
         return []
     if vllm_symm_mem_on(ctx):
-        paths.append("torch symmetric-memory all-reduce (VLLM_ALLREDUCE_USE_SYMM_MEM)")
-    backend = env.get("VLLM_FLASHINFER_ALLREDUCE_BACKEND")
+        paths.append(f"torch symmetric-memory all-reduce ({vllm.ALLREDUCE_USE_SYMM_MEM})")
+    backend = env.get(vllm.FLASHINFER_ALLREDUCE_BACKEND)
     if backend == "mnnvl" or (
-        backend in (None, "auto") and _at_least(package(ctx.facts, "vllm"), MNNVL_AUTO_SINGLE_NODE)
+        backend in (None, "auto") and _at_least(package(ctx.facts, "vllm"), vllm.MNNVL_AUTO_SINGLE_NODE)
     ):
-        paths.append("FlashInfer mnnvl all-reduce (VLLM_FLASHINFER_ALLREDUCE_BACKEND)")
+        paths.append(f"FlashInfer mnnvl all-reduce ({vllm.FLASHINFER_ALLREDUCE_BACKEND})")
     if kimi_k3_tail(ctx):
         paths.append("Kimi-K3 latent MoE tail")
     return paths

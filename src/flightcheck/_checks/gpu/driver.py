@@ -8,14 +8,11 @@ from collections.abc import Iterator
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
 from flightcheck._checks.shared.gpus import driver_ok, gpu_label, subject, used_gpus
 from flightcheck._fixes.driver import driver_fix
+from flightcheck._knowledge import engines
 from flightcheck._knowledge.cuda import MAJOR_FLOOR, TORCH_INDEX, driver_for, runs_on, torch_cuda_can_build
 from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.facts import Gpu
 from flightcheck._vocabulary.results import ERROR, WARNING
-
-
-def _tp_flag(ctx: Context) -> str:
-    return "--tp-size" if ctx.intent.engine == "sglang" else "-tp"
 
 
 @summary("FC2")
@@ -95,7 +92,7 @@ def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
         fix = f"export CUDA_VISIBLE_DEVICES={','.join(str(g.index) for g in sorted(all_gpus, key=lambda g: g.index)[:need])} (or unset it)"
     else:
         fit = max((n for n in (1, 2, 4, 8, 16) if n <= len(all_gpus)), default=1)
-        fix = f"this node has {len(all_gpus)} GPU(s): launch with {_tp_flag(ctx)} {fit}, or spread the launch over more nodes (--nnodes)"
+        fix = f"this node has {len(all_gpus)} GPU(s): launch with {engines.flag(ctx.intent.engine, 'tp')} {fit}, or spread the launch over more nodes (--nnodes)"
     yield fail(
         msg, fix=fix, evidence={"visible": have, "needed": need, "total": len(all_gpus), "CUDA_VISIBLE_DEVICES": spec}
     )

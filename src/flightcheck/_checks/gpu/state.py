@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
 from flightcheck._checks.shared.gpus import gpu_label, subject, used_gpus
+from flightcheck._knowledge import engines
 from flightcheck._knowledge.derived import gpu_subject, package
 from flightcheck._knowledge.units import GiB, version
 from flightcheck._vocabulary.results import ERROR, WARNING
@@ -14,7 +15,7 @@ from flightcheck._vocabulary.results import ERROR, WARNING
 
 def _utilization(ctx: Context) -> tuple[float, str] | None:
     if ctx.intent.gpu_memory_utilization is not None:
-        return ctx.intent.gpu_memory_utilization, "--gpu-memory-utilization"
+        return ctx.intent.gpu_memory_utilization, engines.flag(ctx.intent.engine, "util")
     if ctx.intent.engine == "vllm":
         v = version(package(ctx.facts, "vllm"))
         default = 0.92 if v is not None and v.release >= (0, 33) else 0.9
@@ -41,7 +42,9 @@ def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
     gpus = used_gpus(ctx)
     util = _utilization(ctx)
     if util is None:
-        raise Skip("SGLang sizes its memory pool from free memory; give --gpu-memory-utilization to check a fraction")
+        raise Skip(
+            f"SGLang sizes its memory pool from free memory; give {engines.flag(ctx.intent.engine, 'util')} to check a fraction"
+        )
     frac, source = util
     full = False
     for g in gpus:
@@ -55,7 +58,7 @@ def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
                 f"{gpu_label(g)}: {used / GiB:.1f} of {total / GiB:.1f} GiB already in use; {source} {frac} needs {frac * total / GiB:.1f} GiB free",
                 fix=(
                     f"nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv -i {g.index}  # stop those, "
-                    f"or lower --gpu-memory-utilization to {fits}"
+                    f"or lower {engines.flag(ctx.intent.engine, 'util')} to {fits}"
                 ),
                 subject=gpu_subject(g),
                 evidence={"used_bytes": used, "total_bytes": total, "utilization": frac},

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
+from flightcheck._knowledge import engines
 from flightcheck._knowledge.units import gib as _gib
 from flightcheck._vocabulary.intent import AUTO
 from flightcheck._vocabulary.results import ERROR, WARNING
@@ -32,7 +33,7 @@ def _model(ctx: Context) -> Any:
 def _window(ctx: Context, m: Any) -> tuple[int | None, str, bool]:
     """(the model's context window, the override variable, whether it is set)."""
     limit = m.cfg.context_window
-    var = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" if m.engine == "sglang" else "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+    var = engines.module(m.engine).ALLOW_LONG_MAX_MODEL_LEN
     env = ctx.facts.env or {}
     return limit, var, (env.get(var) or "").strip().lower() in ("1", "true")
 
@@ -187,10 +188,12 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
                 evidence=ev,
             )
         else:
-            yield ok(f"--max-model-len auto: up to {f.max_model_len_fit:,} tokens fit", evidence=ev)
+            yield ok(f"{engines.flag(m.engine, 'max_len')} auto: up to {f.max_model_len_fit:,} tokens fit", evidence=ev)
         return
     if f.max_model_len is None:
-        yield unknown("the model sets no max_position_embeddings: pass --max-model-len to evaluate the KV cache")
+        yield unknown(
+            f"the model sets no max_position_embeddings: pass {engines.flag(m.engine, 'max_len')} to evaluate the KV cache"
+        )
         return
     if f.kv_fits and f.max_model_len_fit > 0:
         yield ok(

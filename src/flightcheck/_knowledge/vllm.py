@@ -1,0 +1,137 @@
+"""Everything flightcheck knows of vLLM, by version: flag spellings, the variables it reads,
+its multicast paths and their switches, and the pins it ships with.
+
+Sources (vLLM's own code; the conformance suite asserts these against the installed
+package): ``vllm/engine/arg_utils.py`` and ``vllm/utils/argparse_utils.py`` (flags),
+``vllm/envs.py`` (variables), the wheel's metadata (the FlashInfer pin). Where a table
+gives a version, it is the first release whose source has the thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from flightcheck._vocabulary.intent import parse_len
+
+NAME = "vllm"
+
+# ---- flags (vllm/engine/arg_utils.py, vllm/utils/argparse_utils.py) ----------------------
+
+#: short or alternative spellings -> the canonical long flag.
+ALIASES: dict[str, str] = {
+    "-tp": "--tensor-parallel-size",
+    "-pp": "--pipeline-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-ep": "--enable-expert-parallel",
+    "-q": "--quantization",
+    "-n": "--nnodes",
+    "-r": "--node-rank",
+}
+
+#: canonical flag -> (Intent field, converter). A converter raises ValueError or
+#: UsageError on a value it cannot read; the flag is then reported as unparsed.
+Reader = tuple[str, Callable[[str], Any]]
+
+FIELDS: dict[str, Reader] = {
+    "--model": ("model", str),
+    "--revision": ("revision", str),
+    "--tensor-parallel-size": ("tensor_parallel_size", int),
+    "--pipeline-parallel-size": ("pipeline_parallel_size", int),
+    "--data-parallel-size": ("data_parallel_size", int),
+    "--max-model-len": ("max_model_len", parse_len),
+    "--kv-cache-dtype": ("kv_cache_dtype", str),
+    "--gpu-memory-utilization": ("gpu_memory_utilization", float),
+    "--quantization": ("quantization", str),
+    "--download-dir": ("download_dir", str),
+    "--distributed-executor-backend": ("distributed_executor_backend", str),
+    "--nnodes": ("nnodes", int),
+}
+
+#: flags that never take a value (store_true / BooleanOptionalAction).
+BOOL_FLAGS: frozenset[str] = frozenset(
+    {
+        "--enable-expert-parallel",
+        "--no-enable-expert-parallel",
+        "--enforce-eager",
+        "--no-enforce-eager",
+        "--disable-custom-all-reduce",
+        "--trust-remote-code",
+        "--enable-prefix-caching",
+        "--no-enable-prefix-caching",
+        "--disable-log-requests",
+        "--disable-log-stats",
+        "--headless",
+        "--enable-auto-tool-choice",
+        "--async-scheduling",
+    }
+)
+
+#: boolean intent flags (BooleanOptionalAction: ``--x`` / ``--no-x``).
+BOOLS: dict[str, tuple[str, bool]] = {
+    "--enable-expert-parallel": ("enable_expert_parallel", True),
+    "--no-enable-expert-parallel": ("enable_expert_parallel", False),
+}
+
+#: how fixes and messages spell an option (the short forms vLLM's docs use).
+FLAG: dict[str, str] = {
+    "tp": "-tp",
+    "pp": "-pp",
+    "dp": "-dp",
+    "ep": "--enable-expert-parallel",
+    "max_len": "--max-model-len",
+    "kv_dtype": "--kv-cache-dtype",
+    "kv_fp8": "--kv-cache-dtype fp8",
+    "util": "--gpu-memory-utilization",
+    "eager": "--enforce-eager",
+    "config": "--config",
+    "quantization": "--quantization",
+}
+
+# ---- environment variables (vllm/envs.py) ------------------------------------------------
+
+ALLREDUCE_USE_SYMM_MEM = "VLLM_ALLREDUCE_USE_SYMM_MEM"
+USE_NCCL_SYMM_MEM = "VLLM_USE_NCCL_SYMM_MEM"
+FLASHINFER_ALLREDUCE_BACKEND = "VLLM_FLASHINFER_ALLREDUCE_BACKEND"
+RAY_EXTRA_ENV_VARS_TO_COPY = "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"
+KIMI_K3_GEMM_AR = "VLLM_KIMI_K3_GEMM_AR"
+KIMI_K3_TAIL_SWITCH = "VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION"
+ALLOW_LONG_MAX_MODEL_LEN = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+#: variables the plan extends (comma lists), never replaces.
+LIST_VARS: tuple[str, ...] = (RAY_EXTRA_ENV_VARS_TO_COPY,)
+#: the prefix of every variable vLLM declares (its Ray executor forwards these).
+ENV_PREFIX = "VLLM_"
+
+#: First vLLM release whose envs.py declares the variable.
+SINCE: dict[str, str] = {
+    ALLREDUCE_USE_SYMM_MEM: "0.10.2",
+    USE_NCCL_SYMM_MEM: "0.11.0",
+    FLASHINFER_ALLREDUCE_BACKEND: "0.16.0",
+    RAY_EXTRA_ENV_VARS_TO_COPY: "0.16.0",
+    KIMI_K3_GEMM_AR: "0.33.0",
+}
+SYMM_MEM_DEFAULT_ON = "0.11.0"  # VLLM_ALLREDUCE_USE_SYMM_MEM on by default (vLLM #24111)
+MNNVL_AUTO_SINGLE_NODE = "0.25.0"  # "auto" FlashInfer all-reduce means mnnvl on one node (#47219)
+
+# ---- Kimi-K3's latent MoE tail (vllm/models/kimi_k3/nvidia/latent_moe_runner.py) --------
+
+KIMI_K3_ARCHS = frozenset({"KimiK3ForConditionalGeneration", "KimiK3ForCausalLM"})
+KIMI_K3_MODEL_TYPE = "kimi_k3"
+KIMI_K3_TAIL_SINCE, KIMI_K3_TAIL_TP = "0.33.0", (8, 16)
+
+# ---- pins (the wheel's metadata) ---------------------------------------------------------
+
+#: vLLM release -> the flashinfer-python it pins (for snapshots recorded without metadata).
+FLASHINFER_PIN: dict[str, str] = {
+    "0.12.0": "0.5.3",
+    "0.24.0": "0.6.12",
+    "0.33.0": "0.7.2.post1",
+}
+
+
+def layout(tp: int, pp: int = 1, dp: int = 1, ep: bool = False, moe_size: int | None = None) -> str:
+    """A parallel layout as vLLM's flags: ``-tp 8 -pp 2 --enable-expert-parallel``."""
+    parts = (
+        [f"{FLAG['tp']} {tp}"] + ([f"{FLAG['pp']} {pp}"] if pp > 1 else []) + ([f"{FLAG['dp']} {dp}"] if dp > 1 else [])
+    )
+    return " ".join(parts + ([FLAG["ep"]] if ep else []))

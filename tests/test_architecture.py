@@ -1,0 +1,166 @@
+"""The architecture as tests: no import cycle, and every engine flag spelling or engine
+variable name lives in the engine knowledge modules (``flightcheck._knowledge.vllm`` /
+``.sglang``), so a spelling cannot drift between two copies.
+
+(Upward imports are import-linter's contract in pyproject.toml; CI runs ``lint-imports``.)
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from flightcheck._knowledge import engines, sglang, vllm
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "flightcheck"
+#: modules that may spell engine flags: the knowledge modules, and flightcheck's own
+#: command line, whose flags the contract spells as vLLM spells them.
+ALLOWED = {"_knowledge/vllm.py", "_knowledge/sglang.py", "_knowledge/engines.py", "_cli/main.py"}
+#: flightcheck's own intent flags, spelled as vLLM spells them by the contract: the intent's
+#: validation names them in its messages.
+OWN_FLAG_MODULES = {"_vocabulary/intent.py"}
+#: spellings every command line shares (the model, its revision, node count, a config
+#: file), flightcheck's own included, and one-letter flags that also belong to the shell
+#: tools the fixes name (``nvidia-smi -r``, ``grep -q``): not engine-specific.
+GENERIC = {"--model", "--revision", "--nnodes", "--config", "-n", "-r", "-q"}
+ENV_NAME = re.compile(r"\b(?:VLLM|SGLANG)_[A-Z0-9_]{3,}")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC.parent).with_suffix("")
+        name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        out[name] = path
+    return out
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            inside.update(id(n) for n in ast.walk(node))
+    return inside
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text())
+        skip = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for t in targets:
+                if t in mods and t != name:
+                    graph[name].add(t)
+                    break
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle() -> None:
+    graph = _graph()
+    assert len(graph) > 100  # every module was read
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _engine_flags() -> set[str]:
+    flags: set[str] = set()
+    for mod in (vllm, sglang):
+        flags |= set(mod.ALIASES) | set(mod.ALIASES.values()) | set(mod.FIELDS) | set(mod.BOOL_FLAGS)
+        flags |= {v.split()[0] for v in mod.FLAG.values()}
+    flags |= set(sglang.MULTICAST_FLAGS) | {sglang.FI_FUSION_BACKEND_FLAG, sglang.FI_FUSION_DISABLE_FLAG}
+    return flags - GENERIC
+
+
+def _strings(tree: ast.AST) -> list[tuple[int, str]]:
+    """Every string literal of a module but its docstrings (prose may name a flag)."""
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = getattr(node, "body", [])
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                docs.add(id(body[0].value))
+    return [
+        (n.lineno, n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    ]
+
+
+def _spellings_outside_knowledge() -> list[str]:
+    flags = _engine_flags()
+    flag_re = re.compile(
+        r"(?<![\w-])(" + "|".join(sorted(map(re.escape, flags), key=len, reverse=True)) + r")(?![\w-])"
+    )
+    found = []
+    for name, path in _modules().items():
+        rel = str(path.relative_to(SRC))
+        if rel in ALLOWED:
+            continue
+        own = rel in OWN_FLAG_MODULES
+        for line, text in _strings(ast.parse(path.read_text())):
+            for m in flag_re.finditer(text):
+                if not own:
+                    found.append(f"{rel}:{line}: {m.group(1)}")
+            for m in ENV_NAME.finditer(text):
+                found.append(f"{rel}:{line}: {m.group(0)}")
+    return found
+
+
+def test_engine_spellings_live_in_the_engine_knowledge_modules() -> None:
+    assert _engine_flags() >= {"--tensor-parallel-size", "-tp", "--tp", "--context-length", "--enable-symm-mem"}
+    assert _spellings_outside_knowledge() == []
+
+
+def test_one_spelling_per_option_and_engine() -> None:
+    """FC202, FC401 and FC403 spell SGLang's TP the same way (they once did not)."""
+    assert engines.flag("sglang", "tp") == "--tp" and engines.flag("vllm", "tp") == "-tp"
+    assert engines.layout("sglang", 8, 2, ep=True) == "--tp 8 --pp-size 2 --ep-size 8"
+    assert engines.layout("vllm", 1, 1, 8, ep=True) == "-tp 1 -dp 8 --enable-expert-parallel"
