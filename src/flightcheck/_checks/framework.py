@@ -114,6 +114,11 @@ class Check:
         return self.doc.splitlines()[0] if self.doc else ""
 
     @property
+    def source(self) -> str:
+        """Where the check is declared: ``src/flightcheck/_checks/toolchain/nvcc.py``."""
+        return "src/" + self.func.__module__.replace(".", "/") + ".py"
+
+    @property
     def family(self) -> str:
         """The code prefix of the family (``FC1`` for FC101)."""
         return self.code[:3]

@@ -124,7 +124,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     chk = REGISTRY.get(key.upper()) or next((c for c in REGISTRY.values() if c.name == key.lower()), None)
     if chk is None:
         raise UsageError(f"explain: no check {key!r} (see `flightcheck rules`)")
-    sys.stdout.write(f"{chk.code} {chk.name} ({chk.severity.value})\n\n{chk.doc}\n")
+    sys.stdout.write(f"{chk.code} {chk.name} ({chk.severity.value})\n\n{chk.doc}\n\nDefined in: {chk.source}\n")
     return 0
 
 
