@@ -104,7 +104,9 @@ def worker_rss(root: Path, env: dict[str, str]) -> int:
         "p = sorted(glob.glob(sys.argv[1] + '/*.safetensors')); scan_paths(p, workers=2);"
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(root)], env=env, capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(root)], env=env, capture_output=True, text=True, cwd=REPO, check=False
+    )
     return int(out.stdout.strip() or 0)
 
 

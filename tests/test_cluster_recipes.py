@@ -99,7 +99,9 @@ def slurm_job(tmp_path: Path, edit_b: Any = None) -> tuple[subprocess.CompletedP
         "TP": "8",
         "PP": "2",
     }
-    proc = subprocess.run(["bash", str(SBATCH)], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        ["bash", str(SBATCH)], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path, check=False
+    )
     return proc, tmp_path / "facts-4242", log
 
 
@@ -153,7 +155,12 @@ def ray_recipe(
     }
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.run(
-        ["bash", str(RAY_SERVE), "/models/Kimi-K3-MXFP4", *extra], capture_output=True, text=True, env=env, timeout=60
+        ["bash", str(RAY_SERVE), "/models/Kimi-K3-MXFP4", *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     return proc, log, vllm_log
 

@@ -57,7 +57,9 @@ def plugin(
     if raw:
         full["PLUGIN_RAW"] = "1"
     full.update(env)
-    proc = subprocess.run([sys.executable, "-c", DRIVER], capture_output=True, text=True, env=full, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER], capture_output=True, text=True, env=full, timeout=120, check=False
+    )
     out = json.loads(proc.stdout) if proc.stdout.strip() else None
     return proc, out
 
