@@ -144,7 +144,7 @@ def measure(model: Path, runs: int, facts: str | None) -> list[dict[str, float]]
 
 def summary(values: list[float]) -> str:
     values = sorted(values)
-    p90 = values[min(len(values) - 1, int(round(0.9 * (len(values) - 1))))]
+    p90 = values[min(len(values) - 1, round(0.9 * (len(values) - 1)))]
     return f"median {statistics.median(values):.3f} s  p90 {p90:.3f} s  max {values[-1]:.3f} s"
 
 

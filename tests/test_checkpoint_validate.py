@@ -3,6 +3,7 @@ the safetensors library itself, and fuzzed (it must never raise)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -226,6 +227,6 @@ def test_fuzz_structured_headers_never_raise(entries: dict, data: int, exact: bo
     if scan.ok:
         tensors = {k: e for k, e in entries.items() if k != "__metadata__"}
         spans = sorted(tuple(e["data_offsets"]) for e in tensors.values())
-        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])) and (not spans or spans[0][0] == 0)
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(spans)) and (not spans or spans[0][0] == 0)
         if exact:
             assert len(buf) == 8 + len(head) + (spans[-1][1] if spans else 0)

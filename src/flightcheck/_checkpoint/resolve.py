@@ -52,7 +52,7 @@ def hub_dirs(envs: Sequence[Mapping[str, str | None]], home: str | None = None) 
     out: list[Path] = []
     for env in envs:
 
-        def get(name: str) -> str | None:
+        def get(name: str, env: Mapping[str, str | None] = env) -> str | None:
             value = env.get(name)
             return os.path.expanduser(os.path.expandvars(value)) if value else None
 

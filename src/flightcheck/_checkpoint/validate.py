@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
-from itertools import repeat
+from itertools import pairwise, repeat
 from operator import itemgetter, lshift, mul, sub
 from typing import Annotated, Literal
 
@@ -259,8 +259,8 @@ def _explain_invalid(raw: bytes, exc: msgspec.ValidationError) -> str:
     text = str(exc)
     try:
         doc = msgspec.json.decode(raw)
-    except (msgspec.MsgspecError, RecursionError) as exc:
-        return f"the header is not valid JSON: {str(exc)[:200]}"
+    except (msgspec.MsgspecError, RecursionError) as err:
+        return f"the header is not valid JSON: {str(err)[:200]}"
     if not isinstance(doc, dict):
         return f"the header must be a JSON object, not {type(doc).__name__}"
     for name, e in doc.items():
@@ -289,7 +289,7 @@ def _explain_offsets(names: list[str], offsets: list[tuple[int, int]]) -> str:
     (first, fname) = order[0]
     if first[0] != 0:
         return f"the first tensor {fname!r} starts at {_n(first[0])}, not 0: a hole at the start of the data"
-    for (a, an), (b, bn) in zip(order, order[1:]):
+    for (a, an), (b, bn) in pairwise(order):
         if b[0] < a[1]:
             return f"tensors {an!r} {list(a)} and {bn!r} {list(b)} overlap"
         if b[0] > a[1]:

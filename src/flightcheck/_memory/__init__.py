@@ -12,7 +12,7 @@ bytes per token), ``budget`` (utilization, reserve), ``layout`` (valid layouts),
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from flightcheck._memory.config import ModelConfig, parse
 from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization

@@ -63,8 +63,8 @@ def _diffs(sections: dict[str, CheckpointFacts]) -> dict[str, list[Diff]]:
         absent = [n for n in sections if n not in sizes]
         if absent:
             if 2 * len(sizes) < total:  # a minority has it: extra there
-                for n in sizes:
-                    out[n].append(Diff(file, "extra", sizes[n], None, tuple(absent)))
+                for n, size in sizes.items():
+                    out[n].append(Diff(file, "extra", size, None, tuple(absent)))
                 continue
             for n in absent:
                 out[n].append(Diff(file, "missing", None, None, tuple(sorted(sizes))))

@@ -108,7 +108,7 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     Point CUDA_HOME at a newer toolkit on the host (``export CUDA_HOME=/usr/local/cuda-13.1``)
     or install one that matches the driver (``apt-get install cuda-toolkit-13-1``).
     """
-    needed, why = _needed_or_skip(ctx)
+    _needed, why = _needed_or_skip(ctx)
     version = _jit.nvcc_version(ctx)
     if version is None:
         raise Skip("no nvcc version to compare (FC101 covers a missing nvcc)")
