@@ -38,7 +38,7 @@ def load_for_context(ctx: Context) -> Checkpoint:
             envs=tuple(env_views(ctx.facts.env)),
             download_dir=intent.download_dir,
         )
-    except Exception as exc:  # a bug here must not be retried by every FC4xx/FC5xx check
+    except Exception as exc:  # noqa: BLE001 - a bug here must not be retried by every FC4xx/FC5xx check
         from flightcheck._checkpoint.resolve import Resolved
 
         return Checkpoint(Resolved(model=intent.model or ""), crash=f"{type(exc).__name__}: {exc}")

@@ -111,7 +111,7 @@ def run_parallel(
     def work(name: str, fn: Callable[[], Any]) -> None:
         try:
             results[name] = fn()
-        except Exception as exc:  # one failing job must not lose the others
+        except Exception as exc:  # noqa: BLE001 - one failing job must not lose the others
             errors[name] = exc
 
     started = time.monotonic()

@@ -79,7 +79,7 @@ def _why(nv: Any, exc: BaseException, call: str) -> str:
         return f"{call}: not supported on this GPU"
     try:
         text = str(exc)
-    except Exception:  # str() of an NVMLError may call into NVML again
+    except Exception:  # noqa: BLE001 - str() of an NVMLError may call into NVML again
         text = f"NVML error {code}"
     return f"{call}: {text}"
 
@@ -322,7 +322,7 @@ def main() -> int:
             gpu = Gpu(nv, i)
             try:
                 gpu.collect()
-            except Exception as exc:  # one GPU's surprise must not cost the others
+            except Exception as exc:  # noqa: BLE001 - one GPU's surprise must not cost the others
                 gpu.out["error"] = f"NVML collection failed: {type(exc).__name__}: {exc}"
                 gpu.unavailable[f"gpus[{i}]"] = gpu.out["error"]
             emit({"event": "gpu", "gpu": gpu.out, "unavailable": gpu.unavailable})
@@ -330,7 +330,7 @@ def main() -> int:
     finally:
         try:
             nv.nvmlShutdown()
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 - best effort on the way out: a failing shutdown changes nothing
             pass
     return 0
 

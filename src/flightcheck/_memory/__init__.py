@@ -31,7 +31,7 @@ def model_for_context(ctx: Context) -> MemoryModel:
     ``crash``: computed once, not raised again by every FC4xx check)."""
     try:
         return _for_context(ctx)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - kept in m.crash, reported by FC4xx
         m = MemoryModel(engine=ctx.intent.engine)
         m.crash = f"{type(exc).__name__}: {exc}"
         m.error = f"computing the memory model failed: {m.crash}"
