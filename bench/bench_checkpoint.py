@@ -165,7 +165,8 @@ def main() -> int:
     for k in results:
         print(f"{k:12s} {med[k]:7.3f}s {low[k]:7.3f}s   {rss[k]} MB")
     print(
-        f"\ncold / safe_open: {med['cold'] / med['safe_open']:.2f} (median), {low['cold'] / low['safe_open']:.2f} (min)   target <= 1"
+        f"\ncold / safe_open: {med['cold'] / med['safe_open']:.2f} (median), "
+        f"{low['cold'] / low['safe_open']:.2f} (min)   target <= 1"
     )
     print(f"warm:             {med['warm']:.3f} s (median)   target < 0.3 s")
     print(f"peak RSS:         flightcheck {rss['cold']} MB, each scan worker <= {wrss} MB   target < 300 MB")

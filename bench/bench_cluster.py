@@ -78,7 +78,8 @@ def main() -> None:
                 lambda nodes=nodes, n=n: evaluate_cluster(nodes, Intent(tensor_parallel_size=8, nnodes=n))
             )
             print(
-                f"{n:4d} nodes x {SHARDS} shards: cluster command {cli_s:6.2f} s, evaluation alone {eval_s * 1000:7.1f} ms"
+                f"{n:4d} nodes x {SHARDS} shards: "
+                f"cluster command {cli_s:6.2f} s, evaluation alone {eval_s * 1000:7.1f} ms"
             )
 
 

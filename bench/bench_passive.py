@@ -92,7 +92,8 @@ def main() -> int:
     )
     print(f"wall, --format json: median {statistics.median(json_walls):.3f} s")
     print(
-        f"in-process (json runs): collect median {statistics.median(collects):.3f} s, start-to-report median {statistics.median(totals):.3f} s"
+        f"in-process (json runs): collect median {statistics.median(collects):.3f} s, "
+        f"start-to-report median {statistics.median(totals):.3f} s"
     )
     bare = []
     for _ in range(5):

@@ -275,7 +275,8 @@ def _hf_cache_checks(ck: Checkpoint) -> None:
                 Finding(
                     "FC505",
                     f"shard:{name}" if name.endswith(".safetensors") else f"file:{name}",
-                    f"{name} is {actual:,} bytes but the cache's record of commit {res.commit[:12] if res.commit else '?'} says {size:,}",
+                    f"{name} is {actual:,} bytes but the cache's record of commit "
+                    f"{res.commit[:12] if res.commit else '?'} says {size:,}",
                     fix=_redownload_fix(res, name, p),
                     evidence={"bytes": actual, "expected": size},
                 )

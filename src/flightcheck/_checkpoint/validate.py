@@ -158,7 +158,8 @@ def parse_header(
         return _fail(
             scan,
             "FC504",
-            f"the header length field says {_n(n)} bytes but the file has only {_n(file_size - 8)} after it (truncated or not safetensors)",
+            f"the header length field says {_n(n)} bytes but the file has "
+            f"only {_n(file_size - 8)} after it (truncated or not safetensors)",
         )
     raw = buf[8 : 8 + n]
     if len(raw) < n:
@@ -220,7 +221,8 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
         return _fail(
             scan,
             "FC504",
-            f"tensor {names[i]!r} is {e.dtype} {list(e.shape)} = {bits[i] / 8:,g} bytes but its data_offsets {list(e.data_offsets)} span {_n(spans[i])}",
+            f"tensor {names[i]!r} is {e.dtype} {list(e.shape)} = {bits[i] / 8:,g} "
+            f"bytes but its data_offsets {list(e.data_offsets)} span {_n(spans[i])}",
         )
     if names and not _tiled(starts, ends, spans):  # spans are >= 0 here: each is numel x size
         return _fail(scan, "FC504", _explain_offsets(names, offsets))
@@ -228,9 +230,15 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
     if file_size is not None and file_size != 8 + scan.header_len + scan.data_end:  # type: ignore[operator]
         need = 8 + scan.header_len + scan.data_end  # type: ignore[operator]
         if file_size < need:
-            msg = f"the file is {_n(file_size)} bytes but its header needs {_n(need)}: {_n(need - file_size)} bytes missing (truncated download)"
+            msg = (
+                f"the file is {_n(file_size)} bytes but its header needs {_n(need)}: "
+                f"{_n(need - file_size)} bytes missing (truncated download)"
+            )
         else:
-            msg = f"the file is {_n(file_size)} bytes but its header accounts for {_n(need)}: {_n(file_size - need)} extra bytes (padded, or appended to)"
+            msg = (
+                f"the file is {_n(file_size)} bytes but its header accounts for {_n(need)}: "
+                f"{_n(file_size - need)} extra bytes (padded, or appended to)"
+            )
         _fail(scan, "FC503", msg)
     scan.names_digest = names_digest(names)
     scan.groups = group_tensors(names, dtypes, shapes, spans)

@@ -126,7 +126,10 @@ def jit_cache_archs(version: str, package_dir: str | None) -> tuple[list[str] | 
     if table:
         return (
             table,
-            f"table: FlashInfer's release build list for {version} on {machine} (the .so files could not be read: {why})",
+            (
+                f"table: FlashInfer's release build list for {version} on {machine} "
+                f"(the .so files could not be read: {why})"
+            ),
         )
     return None, f"not read from the .so files ({why}) and no release-table row for {version}"
 

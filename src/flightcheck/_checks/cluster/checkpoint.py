@@ -46,7 +46,10 @@ class Diff:
         if self.issue == "revision":
             return f"the model is at revision {str(self.mine)[:12]} ({str(self.reference)[:12]} on {where})"
         what = "header" if self.issue == "header" else "content"
-        return f"{self.file} has another {what} (sha256 {str(self.mine)[:12]}..., {str(self.reference)[:12]}... on {where})"
+        return (
+            f"{self.file} has another {what} (sha256 {str(self.mine)[:12]}..., "
+            f"{str(self.reference)[:12]}... on {where})"
+        )
 
 
 def _compared(name: str) -> bool:
@@ -106,8 +109,8 @@ def _fix(name: str, diffs: list[Diff], sections: dict[str, CheckpointFacts]) -> 
         else:
             lines += [f"rsync -a --checksum {good}:{src}/{d.file} {mine}/{d.file}" for d in fetch]
     return (
-        "\n".join(lines)
-        + f"\nthen collect again on {name}: flightcheck collect --model {sections[name].model or mine} -o <dir>/{name}.json"
+        "\n".join(lines) + f"\nthen collect again on {name}: "
+        f"flightcheck collect --model {sections[name].model or mine} -o <dir>/{name}.json"
     )
 
 
@@ -129,7 +132,8 @@ def checkpoint_findings(ctx: ClusterContext) -> list[Outcome] | None:
             out.append(
                 fail(
                     f"{name} could not read the model: {why}",
-                    fix=f"make the model readable on {name} at the path the launch uses (copy it there, or mount the shared copy), then collect again",
+                    fix=f"make the model readable on {name} at the path the launch uses (copy it there, "
+                    "or mount the shared copy), then collect again",
                     subject=f"node:{name}",
                     evidence={"reason": why},
                 )
@@ -137,7 +141,8 @@ def checkpoint_findings(ctx: ClusterContext) -> list[Outcome] | None:
         else:
             out.append(
                 unknown(
-                    f"{name}'s snapshot has no checkpoint section: collect it with `flightcheck collect --model {model or 'M'}`",
+                    f"{name}'s snapshot has no checkpoint section: "
+                    f"collect it with `flightcheck collect --model {model or 'M'}`",
                     subject=f"node:{name}",
                 )
             )

@@ -146,15 +146,24 @@ def node_unreachable(ctx: ClusterContext) -> Iterator[Outcome]:
         return
     for name, why in ctx.unreachable.items():
         if ctx.source == "ray":
-            fix = f"on {name}: run `flightcheck collect` by hand to see what hangs or fails (`ray status` on the head shows whether the node is alive)"
+            fix = (
+                f"on {name}: run `flightcheck collect` by hand to see what hangs or "
+                "fails (`ray status` on the head shows whether the node is alive)"
+            )
         else:
             fix = f"collect again on {name}: srun -w {name} flightcheck collect -o <dir>/{name}.json"
         yield fail(f"{name} gave no facts: {why}", fix=fix, subject=f"node:{name}", evidence={"reason": why})
     if ctx.expected is not None and n + len(ctx.unreachable) < ctx.expected:
         if ctx.source == "ray":
-            fix = "join the missing GPU nodes to the Ray cluster (`ray start --address=<head>:6379` on each) and check `ray status`"
+            fix = (
+                "join the missing GPU nodes to the Ray cluster "
+                "(`ray start --address=<head>:6379` on each) and check `ray status`"
+            )
         else:
-            fix = 'collect on the nodes without a snapshot (compare the directory with `scontrol show hostnames "$SLURM_JOB_NODELIST"`)'
+            fix = (
+                "collect on the nodes without a snapshot (compare the "
+                'directory with `scontrol show hostnames "$SLURM_JOB_NODELIST"`)'
+            )
         yield fail(
             f"{ctx.expected} nodes expected (--nnodes), {n} gave facts ({names_text(ctx.names, 6) or 'none'})",
             fix=fix,
@@ -163,8 +172,10 @@ def node_unreachable(ctx: ClusterContext) -> Iterator[Outcome]:
         )
     elif ctx.expected is not None and n > ctx.expected:
         yield fail(
-            f"{n} snapshots for --nnodes {ctx.expected}: a snapshot from another job or node would be judged as part of this launch",
-            fix="empty the facts directory before each collection (rm -f facts/*.json), or pass the real node count to --nnodes",
+            f"{n} snapshots for --nnodes {ctx.expected}: "
+            "a snapshot from another job or node would be judged as part of this launch",
+            fix="empty the facts directory before each collection (rm -f facts/*.json), "
+            "or pass the real node count to --nnodes",
             subject="cluster",
             severity=WARNING,
             evidence={"expected": ctx.expected, "answered": ctx.names},
@@ -216,7 +227,8 @@ def node_shape_differs(ctx: ClusterContext) -> Iterator[Outcome]:
     for name, shape in others:
         yield fail(
             f"{name} has {_shape_text(shape)}; {names_text(ref_nodes)} {verb} {_shape_text(ref)}",
-            fix=f"launch on nodes of one shape ({per_node} GPU{'s' if per_node != 1 else ''} of one model per node), or set CUDA_VISIBLE_DEVICES on {name} to match the others",
+            fix=f"launch on nodes of one shape ({per_node} GPU{'s' if per_node != 1 else ''} of one model per node), "
+            f"or set CUDA_VISIBLE_DEVICES on {name} to match the others",
             subject=f"node:{name}",
             evidence={
                 "gpus": shape[0],

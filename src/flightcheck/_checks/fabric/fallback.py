@@ -157,7 +157,8 @@ def _ray(ctx: Context, fb: Fallback) -> None:
         names = extra + [s.name for s in fb.steps if s.name.startswith("NCCL_")]
         if names:
             fb.notes.append(
-                f"this vLLM forwards only its own VLLM_* variables to Ray workers: also export {', '.join(names)} before `ray start` on every node"
+                "this vLLM forwards only its own VLLM_* variables to Ray workers: "
+                f"also export {', '.join(names)} before `ray start` on every node"
             )
         return
     if not extra:
@@ -192,7 +193,8 @@ def _sglang(ctx: Context, fb: Fallback) -> None:
         )
     else:
         fb.notes.append(
-            "this SGLang has no --flashinfer-allreduce-fusion-backend: add --enforce-disable-flashinfer-allreduce-fusion if it accepts it"
+            "this SGLang has no --flashinfer-allreduce-fusion-backend: "
+            "add --enforce-disable-flashinfer-allreduce-fusion if it accepts it"
         )
 
 

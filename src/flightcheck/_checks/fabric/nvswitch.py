@@ -68,7 +68,8 @@ def _fm_fix(ctx: Context, states: set[str]) -> str:
     if service == "not-installed":
         return (
             f"install the fabric manager of the driver's exact version {ver} (Ubuntu: `sudo apt-get install "
-            f"nvidia-fabricmanager-{branch}={ver}-*`, plus nvlsm on HGX B200/B300), then `sudo systemctl enable --now nvidia-fabricmanager`"
+            f"nvidia-fabricmanager-{branch}={ver}-*`, plus nvlsm on HGX B200/B300), "
+            "then `sudo systemctl enable --now nvidia-fabricmanager`"
         )
     if service == "unknown":
         return (
@@ -103,7 +104,8 @@ def fabric_not_ready(ctx: Context) -> Iterator[Outcome]:
         states = {g.fabric.state for g in bad}
         service = ctx.get("fabric_manager.service")
         yield fail(
-            f"fabric state {'/'.join(sorted(states))} on {len(bad)} of {len(gpus)} GPUs (fabric manager: {service or 'unknown'})",
+            f"fabric state {'/'.join(sorted(states))} on {len(bad)} of {len(gpus)} GPUs (fabric manager: "
+            f"{service or 'unknown'})",
             fix=_fm_fix(ctx, states),
             subject=subject(bad),
             evidence={"states": sorted(states), "service": service},
@@ -196,7 +198,8 @@ def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
     fabric_probe = ctx.get("multicast_probe.handle_type") == "fabric"
     if not (fabric_probe or (ctx.intent.nnodes > 1 and domain and multi_node_nvlink_member(ctx.facts))):
         raise Skip(
-            "single node, or no multi-node NVLink domain (an HGX node's fabric is its own): POSIX fd handles need no IMEX"
+            "single node, or no multi-node NVLink domain (an HGX node's fabric is its own): "
+            "POSIX fd handles need no IMEX"
         )
     channels = ctx.need("imex.channels")
     if channels:
@@ -205,7 +208,8 @@ def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
     service = ctx.get("imex.service")
     fix = (
         "major=$(awk '$2==\"nvidia-caps-imex-channels\" {print $1}' /proc/devices)\n"
-        "sudo mkdir -p /dev/nvidia-caps-imex-channels && sudo mknod /dev/nvidia-caps-imex-channels/channel0 c $major 0\n"
+        "sudo mkdir -p /dev/nvidia-caps-imex-channels "
+        "&& sudo mknod /dev/nvidia-caps-imex-channels/channel0 c $major 0\n"
         "sudo systemctl enable --now nvidia-imex  # /etc/nvidia-imex/nodes_config.cfg lists every node's IP\n"
         "containers: NVIDIA_IMEX_CHANNELS=0 (or the CDI device nvidia.com/imex-channel=0)"
     )

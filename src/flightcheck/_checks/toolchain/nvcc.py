@@ -115,7 +115,8 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     archs = _jit.archs_used(ctx)
     if archs is None:
         raise Skip(
-            f"GPU archs unknown, {_jit.no_gpu_note(ctx)}; nvcc {_jit.fmt(version)} can target {' '.join(_jit.archs_supported_by(version))}"
+            f"GPU archs unknown, {_jit.no_gpu_note(ctx)}; "
+            f"nvcc {_jit.fmt(version)} can target {' '.join(_jit.archs_supported_by(version))}"
         )
     listed = ctx.get("toolchain.nvcc.archs")
     path = ctx.get("toolchain.nvcc.path")
@@ -133,7 +134,8 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     need_all = max(_jit.need_for([b[0] for b in bad]), version)
     for arch, need, gpus, why_too_old in bad:
         yield fail(
-            f"nvcc {_jit.fmt(version)} ({path}) cannot compile for {arch} ({gpus[0].name or 'GPU'}): {arch} {why_too_old}; {why}",
+            f"nvcc {_jit.fmt(version)} ({path}) cannot compile for {arch} ({gpus[0].name or 'GPU'}): "
+            f"{arch} {why_too_old}; {why}",
             fix=_jit.toolkit_fix(ctx, need_all),
             subject=gpu_subject(gpus[0]),
             evidence={
@@ -292,7 +294,8 @@ def nvcc_torch_mismatch(ctx: Context) -> Iterator[Outcome]:
     root = _jit.alternative(ctx, at_least=need, major=torch[0])
     fix = f"export CUDA_HOME={root}" if root else _jit.toolkit_install(ctx, need)
     yield fail(
-        f"nvcc {_jit.fmt(nvcc)} ({ctx.get('toolchain.nvcc.path')}) is CUDA {nvcc[0]}, torch is built with CUDA {_jit.fmt(torch)}",
+        f"nvcc {_jit.fmt(nvcc)} ({ctx.get('toolchain.nvcc.path')}) "
+        f"is CUDA {nvcc[0]}, torch is built with CUDA {_jit.fmt(torch)}",
         fix=fix,
         evidence={"nvcc_version": _jit.fmt(nvcc), "torch_cuda": _jit.fmt(torch)},
     )
