@@ -139,7 +139,8 @@ def ray_recipe(
     bin_dir = tmp_path / "bin"
     fake_fc = script(
         bin_dir / "flightcheck",
-        f'#!/usr/bin/env bash\nprintf \'%s\\n\' "$(printf \'%q \' flightcheck "$@")" >> "$FLIGHTCHECK_LOG"\nexit {rc}\n',
+        "#!/usr/bin/env bash\n"
+        f'printf \'%s\\n\' "$(printf \'%q \' flightcheck "$@")" >> "$FLIGHTCHECK_LOG"\nexit {rc}\n',
     )
     fake_vllm = script(bin_dir / "vllm", FAKE_VLLM)
     log, vllm_log = tmp_path / "fc.log", tmp_path / "vllm.log"

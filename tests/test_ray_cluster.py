@@ -163,7 +163,8 @@ def test_one_ray_node_is_collected_there_and_judged_here(ray_cluster):
     assert statuses["FC803"] == "pass" and statuses["FC801"] == "skip"
     assert proc.returncode == rep["exit_code"] == 1  # FC601 blocks: exit codes as for `check`
     print(
-        f"\nray: head started in {ray_cluster['started_s']:.1f}s, one-node collection {rep['timings']['collect_s']:.1f}s"
+        f"\nray: head started in {ray_cluster['started_s']:.1f}s, "
+        f"one-node collection {rep['timings']['collect_s']:.1f}s"
     )
 
 

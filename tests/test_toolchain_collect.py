@@ -114,7 +114,8 @@ def test_compilers_from_cc_cxx_with_launcher_and_clang_style_versions(tmp_path):
     script(tmp_path / "bin" / "g++-14", 'case "$1" in -dumpfullversion) echo 14.2.0;; esac')
     script(
         tmp_path / "bin" / "clang",
-        'case "$1" in -dumpfullversion) echo "clang: error: unknown argument" >&2; exit 1;; --version) echo "Ubuntu clang version 18.1.3 (1ubuntu1)";; esac',
+        'case "$1" in -dumpfullversion) echo "clang: error: unknown argument" >&2; exit 1;; '
+        '--version) echo "Ubuntu clang version 18.1.3 (1ubuntu1)";; esac',
     )
     env = {"PATH": clean_path(tmp_path / "bin"), "CXX": "ccache g++-14", "CC": "clang"}
     tc, _ = collect(env)
