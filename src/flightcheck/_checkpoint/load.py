@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from flightcheck._checkpoint import index as idx
-from flightcheck._checkpoint.cache import IndexScan, ScanCache, file_key
+from flightcheck._checkpoint.cache import FileKey, IndexScan, ScanCache, file_key
 from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete_downloads, resolve
 from flightcheck._checkpoint.scan import ScanStats, scan_paths
 from flightcheck._checkpoint.shardio import TooLarge, read_small
@@ -146,7 +146,7 @@ def load(
             index_cost = st.st_size // 2 if ck.index is None else 0
     # Scan what is on disk now, while (if needed) this process parses the index: for a
     # 390k-tensor model both take ~0.2 s and they overlap.
-    todo: list[tuple[str, str, tuple[int, ...]]] = []  # (name, real path, key)
+    todo: list[tuple[str, str, FileKey]] = []  # (name, real path, key)
     scans: dict[str, ShardScan] = {}
     stats_by_name: dict[str, os.stat_result] = {}
     for name in on_disk:

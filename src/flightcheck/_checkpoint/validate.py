@@ -24,7 +24,7 @@ import math
 import sys
 from itertools import pairwise, repeat
 from operator import itemgetter, lshift, mul, sub
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
@@ -32,8 +32,8 @@ try:
     from flightcheck._checkpoint.groups import Group, group_tensors
     from flightcheck._checkpoint.shardio import MAX_HEADER, NotRegular, read_header
 except ImportError:  # a scan worker loads these files as top-level modules, never flightcheck
-    from groups import Group, group_tensors  # type: ignore[no-redef]
-    from shardio import MAX_HEADER, NotRegular, read_header  # type: ignore[no-redef]
+    from groups import Group, group_tensors  # type: ignore[no-redef,import-not-found]  # the same files
+    from shardio import MAX_HEADER, NotRegular, read_header  # type: ignore[no-redef,import-not-found]
 
 __all__ = ["DTYPE_BITS", "MAX_HEADER", "Group", "Problem", "ShardScan", "names_digest", "parse_header", "scan_file"]
 
@@ -66,7 +66,10 @@ DTYPE_BITS: dict[str, int] = {
 }
 
 _U = Annotated[int, msgspec.Meta(ge=0)]
-_Dtype = Literal[tuple(DTYPE_BITS)]  # type: ignore[valid-type]  # validated in C by msgspec
+if TYPE_CHECKING:
+    _Dtype = str  # mypy cannot read the Literal built at run time
+else:
+    _Dtype = Literal[tuple(DTYPE_BITS)]  # validated in C by msgspec
 
 
 class _Entry(msgspec.Struct, gc=False):
@@ -198,9 +201,10 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
     # tensor would cost more than the JSON decoding on a 390k-tensor checkpoint.
     names = sorted(header)
     entries = list(map(header.__getitem__, names))
-    dtypes = [e.dtype for e in entries]
-    shapes = [e.shape for e in entries]
-    offsets = [e.data_offsets for e in entries]
+    # Any: a missing field (None) is let through, for the C passes below to raise on
+    dtypes: list[Any] = [e.dtype for e in entries]
+    shapes: list[Any] = [e.shape for e in entries]
+    offsets: list[Any] = [e.data_offsets for e in entries]
     scan.n_tensors = len(names)
     try:  # a missing field (None) makes one of these raise: then say which tensor
         starts = list(map(itemgetter(0), offsets))
@@ -217,12 +221,11 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
         raise  # not a missing field: parse_header reports it
     if bits != list(map(lshift, spans, repeat(3))):
         i = next(i for i, (b, s) in enumerate(zip(bits, spans)) if b != s * 8)
-        e = entries[i]
         return _fail(
             scan,
             "FC504",
-            f"tensor {names[i]!r} is {e.dtype} {list(e.shape)} = {bits[i] / 8:,g} "
-            f"bytes but its data_offsets {list(e.data_offsets)} span {_n(spans[i])}",
+            f"tensor {names[i]!r} is {dtypes[i]} {list(shapes[i])} = {bits[i] / 8:,g} "
+            f"bytes but its data_offsets {list(offsets[i])} span {_n(spans[i])}",
         )
     if names and not _tiled(starts, ends, spans):  # spans are >= 0 here: each is numel x size
         return _fail(scan, "FC504", _explain_offsets(names, offsets))

@@ -120,7 +120,8 @@ class Gpu:
             h = nv.nvmlDeviceGetHandleByIndex(self.index)
         except nv.NVMLError as exc:
             code = _err_code(exc)
-            out["error"] = GPU_FATAL.get(code) or _why(nv, exc, "nvmlDeviceGetHandleByIndex")
+            fatal = GPU_FATAL.get(code) if code is not None else None
+            out["error"] = fatal or _why(nv, exc, "nvmlDeviceGetHandleByIndex")
             self.unavailable[f"gpus[{self.index}]"] = out["error"]
             return
         out["name"] = self.q("name", "nvmlDeviceGetName", lambda: _text(nv.nvmlDeviceGetName(h)))
@@ -299,7 +300,7 @@ def main() -> int:
         emit({"event": "driver", "loaded": False, "error": str(exc), "code": _err_code(exc)})
         return 0
     try:
-        driver = {"event": "driver", "loaded": True, "error": None, "unavailable": {}}
+        driver: dict[str, Any] = {"event": "driver", "loaded": True, "error": None, "unavailable": {}}
         try:
             driver["version"] = _text(nv.nvmlSystemGetDriverVersion())
         except nv.NVMLError as exc:

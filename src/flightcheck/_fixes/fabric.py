@@ -82,5 +82,6 @@ def probe_hint(probe: dict[str, Any] | Any, **host: bool) -> str:
         )
         return first
     else:
-        first = ERROR_HINTS.get(code, f"{get('cuda_error_name') or get('detail')}: reset the fabric")
+        fallback = f"{get('cuda_error_name') or get('detail')}: reset the fabric"
+        first = ERROR_HINTS.get(code, fallback) if code is not None else fallback
     return first + "\nTo restore multicast:\n" + reset_sequence(**host)

@@ -98,8 +98,11 @@ def build(
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
     groups = [
-        (g.pattern, g.index, g.dtype, g.shape, g.nbytes, g.count, g.per_item) for s in ck.scanned for g in s.scan.groups
-    ]  # type: ignore[union-attr]
+        (g.pattern, g.index, g.dtype, g.shape, g.nbytes, g.count, g.per_item)
+        for s in ck.scanned
+        if s.scan is not None  # always, for scanned shards: says so to mypy
+        for g in s.scan.groups
+    ]
     if not groups:
         m.error = "no shard header could be read (FC5xx)"
         return m
