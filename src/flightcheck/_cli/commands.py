@@ -35,7 +35,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if command:  # the intent of the engine command; the flags given win over it
         from flightcheck._launch import parse_command
 
-        base = parse_command(command).intent
+        base: Intent | None = parse_command(command).intent
     else:  # the example's layout, unless the flags say otherwise
         base = Intent(**example_fields) if example_fields else None
     intent = intent_from_args(args, base)

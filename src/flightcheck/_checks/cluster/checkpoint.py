@@ -75,8 +75,8 @@ def _diffs(sections: dict[str, CheckpointFacts]) -> dict[str, list[Diff]]:
         for n, size in others:
             out[n].append(Diff(file, "size", size, ref_size, tuple(ref_nodes)))
         hashes = {n: h for n in ref_nodes if (h := (sections[n].header_sha256 or {}).get(file))}
-        ref_hash, hash_nodes, others = outliers(hashes)
-        for n, digest in others:
+        ref_hash, hash_nodes, other_hashes = outliers(hashes)
+        for n, digest in other_hashes:
             out[n].append(Diff(file, "header", digest, ref_hash, tuple(hash_nodes)))
     # config.json of the same size but other content; another snapshot of a repo id
     for attr, file, issue in (("config_sha256", "config.json", "content"), ("commit", "revision", "revision")):

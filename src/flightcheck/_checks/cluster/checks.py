@@ -11,7 +11,7 @@ message names both sides: nothing in the facts says which side is right.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from flightcheck._checks.cluster.checkpoint import checkpoint_findings
@@ -22,6 +22,7 @@ from flightcheck._vocabulary.results import ERROR, WARNING
 
 if TYPE_CHECKING:
     from flightcheck._checks.cluster.context import ClusterContext
+    from flightcheck._vocabulary.facts import Facts
 
 
 def _need_two(ctx: ClusterContext) -> None:
@@ -58,11 +59,16 @@ def software_skew(ctx: ClusterContext) -> Iterator[Outcome]:
     odd: dict[str, list[tuple[str, str, str, list[str]]]] = {}
     compared = []
     for label, _dist, value_of in components:
-        values = ctx.values(lambda node, value_of=value_of: value_of(node.facts))
+
+        def of_node(node: Context, value_of: Callable[[Facts], str | None] = value_of) -> str | None:
+            return value_of(node.facts)
+
+        values = ctx.values(of_node)
         if len(values) < 2:
             continue
         compared.append(label)
         ref_value, ref_nodes, others = outliers(values)
+        assert ref_value is not None  # two or more values: there is a most common one
         for name, value in others:
             odd.setdefault(name, []).append((label, value, ref_value, ref_nodes))
     if not compared:
@@ -219,6 +225,7 @@ def node_shape_differs(ctx: ClusterContext) -> Iterator[Outcome]:
         yield unknown("fewer than two nodes recorded their GPUs", subject="cluster")
         return
     ref, ref_nodes, others = outliers(shapes)
+    assert ref is not None  # two or more shapes: there is a most common one
     if not others:
         yield ok(f"{len(shapes)} nodes with {_shape_text(ref)} each", subject="cluster")
         return

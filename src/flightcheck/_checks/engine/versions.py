@@ -80,7 +80,8 @@ def declared_requirement(ctx: Context) -> tuple[str | None, str]:
         return spec, f"{engine}'s metadata"
     installed = py.packages.get(engine) if py and py.packages else None
     if engine == "vllm" and installed:
-        pinned = VLLM_FLASHINFER.get(str(version(installed).public) if version(installed) else installed)
+        v = version(installed)
+        pinned = VLLM_FLASHINFER.get(str(v.public) if v else installed)
         if pinned:
             return f"=={pinned}", f"vLLM {installed}'s requirements/cuda.txt"
     return None, ""

@@ -64,10 +64,11 @@ SGLANG_FI_BACKEND_SINCE = "0.5.6"
 
 
 def _at_least(text: str | None, since: str) -> bool | None:
-    v = version(text)
+    v, floor = version(text), version(since)
     if v is None:
         return None
-    return v.release >= version(since).release  # a dev or rc build has the release's features
+    assert floor is not None  # since: one of the version constants above
+    return v.release >= floor.release  # a dev or rc build has the release's features
 
 
 @dataclass
@@ -227,7 +228,8 @@ def kimi_k3_tail(ctx: Context) -> str | None:
     if not ccs or any(not cc or not cc.startswith("10.") for cc in ccs):
         return None  # the runner's gate: is_device_capability_family(100)
     cfg = model_config(ctx)
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    raw_text = cfg.get("text_config")
+    text: dict[str, Any] = raw_text if isinstance(raw_text, dict) else {}
     shared = cfg.get("n_shared_experts", text.get("n_shared_experts"))
     if shared == 0:
         return None  # the tail fuses the shared expert; without one it is not used

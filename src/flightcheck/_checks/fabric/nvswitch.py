@@ -101,7 +101,7 @@ def fabric_not_ready(ctx: Context) -> Iterator[Outcome]:
     gpus = used_gpus(ctx)
     bad = [g for g in gpus if g.fabric is not None and g.fabric.state not in (None, "completed", "not_supported")]
     if bad:
-        states = {g.fabric.state for g in bad}
+        states = {g.fabric.state for g in bad if g.fabric is not None and g.fabric.state is not None}
         service = ctx.get("fabric_manager.service")
         yield fail(
             f"fabric state {'/'.join(sorted(states))} on {len(bad)} of {len(gpus)} GPUs (fabric manager: "
@@ -119,7 +119,7 @@ def fabric_not_ready(ctx: Context) -> Iterator[Outcome]:
             key = f"gpus[{missing.index}].fabric"
             raise Missing(key, ctx.facts.unavailable.get(key))
         raise Skip("fabric state not reported and no NVSwitch seen")
-    if all(g.fabric.state == "not_supported" for g in gpus):
+    if all(g.fabric is not None and g.fabric.state == "not_supported" for g in gpus):
         raise Skip("these GPUs take part in no NVLink fabric")
     yield ok(f"fabric completed on all {len(gpus)} GPUs")
 
@@ -147,7 +147,9 @@ def fabric_unhealthy(ctx: Context) -> Iterator[Outcome]:
         raise Skip("no GPU with a completed fabric (FC301 covers the rest)")
     bad: list[tuple[Gpu, str]] = []
     for g in done:
-        f, h = g.fabric, g.fabric.health
+        f = g.fabric
+        assert f is not None  # done: GPUs whose fabric completed
+        h = f.health
         if f.status not in (None, "success"):
             bad.append((g, f"status {f.status}"))
         elif h is not None and h.incorrect_configuration:
@@ -214,7 +216,8 @@ def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
         "containers: NVIDIA_IMEX_CHANNELS=0 (or the CDI device nvidia.com/imex-channel=0)"
     )
     yield fail(
-        f"multi-node NVLink domain (cluster {domain[0].fabric.cluster_uuid if domain else '?'}) and no IMEX channel "
+        "multi-node NVLink domain "
+        f"(cluster {domain[0].fabric.cluster_uuid if domain and domain[0].fabric else '?'}) and no IMEX channel "
         f"(nvidia-imex: {service or 'unknown'})",
         fix=fix,
         evidence={"channels": channels, "service": service},
@@ -244,7 +247,7 @@ def nvlink_inactive(ctx: Context) -> Iterator[Outcome]:
     if not down:
         yield ok("every NVLink is active")
         return
-    detail = ", ".join(f"GPU {g.index}: {g.nvlink.active}/{g.nvlink.total}" for g in down)
+    detail = ", ".join(f"GPU {g.index}: {g.nvlink.active}/{g.nvlink.total}" for g in down if g.nvlink)
     yield fail(
         f"NVLinks down ({detail} active)",
         subject=subject(down),

@@ -67,6 +67,7 @@ def nvidia_driver_unavailable(ctx: Context) -> Iterator[Outcome]:
     """
     loaded = ctx.need("driver.loaded")
     d = ctx.facts.driver
+    assert d is not None  # ctx.need raised Missing without a driver section
     if loaded:
         yield ok(f"NVML initialised: driver {d.version}, CUDA {d.cuda_version}")
         return

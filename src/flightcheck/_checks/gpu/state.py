@@ -159,7 +159,7 @@ def gpu_virtualized(ctx: Context) -> Iterator[Outcome]:
     """
     virt = [g for g in used_gpus(ctx) if g.virtualization_mode not in (None, "none")]
     if virt:
-        modes = sorted({g.virtualization_mode for g in virt})
+        modes = sorted({g.virtualization_mode for g in virt if g.virtualization_mode is not None})
         yield fail(
             f"{len(virt)} GPU(s) in {'/'.join(modes)} mode: GPU resets and fabric fixes must come from the host",
             subject=subject(virt),

@@ -7,12 +7,16 @@ resolves; these checks resolve them the same way, before the load.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
 from flightcheck._checks.shared import jit as _jit
 from flightcheck._knowledge.derived import gpu_subject
 from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.results import ERROR, WARNING
+
+if TYPE_CHECKING:
+    from flightcheck._vocabulary.facts import Gpu
 
 
 @summary("FC1")
@@ -120,7 +124,7 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
         )
     listed = ctx.get("toolchain.nvcc.archs")
     path = ctx.get("toolchain.nvcc.path")
-    bad = []
+    bad: list[tuple[str, tuple[int, int] | None, list[Gpu], str]] = []
     for arch, gpus in archs.items():
         need = _jit.MIN_NVCC.get(arch)
         base = "sm_" + arch.rstrip("af")
