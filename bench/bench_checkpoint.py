@@ -104,7 +104,9 @@ def worker_rss(root: Path, env: dict[str, str]) -> int:
         "p = sorted(glob.glob(sys.argv[1] + '/*.safetensors')); scan_paths(p, workers=2);"
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(root)], env=env, capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(root)], env=env, capture_output=True, text=True, cwd=REPO, check=False
+    )
     return int(out.stdout.strip() or 0)
 
 
@@ -163,7 +165,8 @@ def main() -> int:
     for k in results:
         print(f"{k:12s} {med[k]:7.3f}s {low[k]:7.3f}s   {rss[k]} MB")
     print(
-        f"\ncold / safe_open: {med['cold'] / med['safe_open']:.2f} (median), {low['cold'] / low['safe_open']:.2f} (min)   target <= 1"
+        f"\ncold / safe_open: {med['cold'] / med['safe_open']:.2f} (median), "
+        f"{low['cold'] / low['safe_open']:.2f} (min)   target <= 1"
     )
     print(f"warm:             {med['warm']:.3f} s (median)   target < 0.3 s")
     print(f"peak RSS:         flightcheck {rss['cold']} MB, each scan worker <= {wrss} MB   target < 300 MB")

@@ -68,15 +68,18 @@ def main() -> None:
             for i in range(n):
                 Path(tmp, f"node{i:03d}.json").write_text(json.dumps(node_doc(base, i)))
             cmd = [sys.executable, "-m", "flightcheck", "cluster", "--facts-dir", tmp, "-tp", "8", "--format", "json"]
-            proc = subprocess.run(cmd, capture_output=True, text=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
             report = json.loads(proc.stdout)
             found = [c["subject"] for c in report["checks"] if c["code"] == "FC802" and c["status"] == "fail"]
             assert found == ["node:gpu-b300-001"], found
-            cli_s = median_s(lambda: subprocess.run(cmd, capture_output=True, check=False))
+            cli_s = median_s(lambda cmd=cmd: subprocess.run(cmd, capture_output=True, check=False))
             nodes = {name: facts for name, (facts, _) in load_dir(tmp).items()}
-            eval_s = median_s(lambda: evaluate_cluster(nodes, Intent(tensor_parallel_size=8, nnodes=n)))
+            eval_s = median_s(
+                lambda nodes=nodes, n=n: evaluate_cluster(nodes, Intent(tensor_parallel_size=8, nnodes=n))
+            )
             print(
-                f"{n:4d} nodes x {SHARDS} shards: cluster command {cli_s:6.2f} s, evaluation alone {eval_s * 1000:7.1f} ms"
+                f"{n:4d} nodes x {SHARDS} shards: "
+                f"cluster command {cli_s:6.2f} s, evaluation alone {eval_s * 1000:7.1f} ms"
             )
 
 

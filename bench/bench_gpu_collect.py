@@ -34,7 +34,8 @@ def timed(label: str, fn, runs: int) -> None:
         fn()
         walls.append(time.perf_counter() - t0)
     print(
-        f"{label:<52} median {statistics.median(walls) * 1000:7.1f} ms   worst {max(walls) * 1000:7.1f} ms   ({runs} runs)"
+        f"{label:<52} median {statistics.median(walls) * 1000:7.1f} ms   "
+        f"worst {max(walls) * 1000:7.1f} ms   ({runs} runs)"
     )
 
 
@@ -74,7 +75,8 @@ def main() -> None:
             t0 = time.perf_counter()
             r = multicast.probe_multicast(timeout=2, env={**env, "FAKE_CUDA_HANG": "cuMulticastBindMem"})
             print(
-                f"{'multicast probe, hang at bind, timeout 2 s':<52} {(time.perf_counter() - t0) * 1000:7.1f} ms   stage={r['stage']}"
+                f"{'multicast probe, hang at bind, timeout 2 s':<52} "
+                f"{(time.perf_counter() - t0) * 1000:7.1f} ms   stage={r['stage']}"
             )
 
 

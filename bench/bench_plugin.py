@@ -128,7 +128,9 @@ def measure(model: Path, runs: int, facts: str | None) -> list[dict[str, float]]
     out = []
     for i in range(runs + 1):
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", DRIVER], capture_output=True, text=True, env=env, timeout=300)
+        proc = subprocess.run(
+            [sys.executable, "-c", DRIVER], capture_output=True, text=True, env=env, timeout=300, check=False
+        )
         wall = time.perf_counter() - t0
         if proc.returncode != 0 or not proc.stdout.strip():
             raise SystemExit(f"driver failed: {proc.stderr[-2000:]}")
@@ -142,7 +144,7 @@ def measure(model: Path, runs: int, facts: str | None) -> list[dict[str, float]]
 
 def summary(values: list[float]) -> str:
     values = sorted(values)
-    p90 = values[min(len(values) - 1, int(round(0.9 * (len(values) - 1))))]
+    p90 = values[min(len(values) - 1, round(0.9 * (len(values) - 1)))]
     return f"median {statistics.median(values):.3f} s  p90 {p90:.3f} s  max {values[-1]:.3f} s"
 
 
@@ -166,7 +168,9 @@ def main() -> int:
     env = {**os.environ, "BENCH_ARGV": json.dumps(["/usr/local/bin/vllm", "collect-env"])}
     rows = []
     for _ in range(args.runs):
-        proc = subprocess.run([sys.executable, "-c", DRIVER], capture_output=True, text=True, env=env, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", DRIVER], capture_output=True, text=True, env=env, timeout=60, check=False
+        )
         rows.append(json.loads(proc.stdout))
     print(f"{'collect-env':<11} load+call    {summary([r['load_s'] + r['register_s'] for r in rows])}")
     return 0

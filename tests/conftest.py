@@ -94,6 +94,7 @@ def cli(
         timeout=timeout,
         env=full_env,
         cwd=cwd,
+        check=False,
     )
 
 

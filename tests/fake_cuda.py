@@ -35,7 +35,10 @@ def fake_nvcc(
     return script(
         path,
         f"""case "$1" in
-  --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"; echo "Cuda compilation tools, release {release}, V{release}.93"; exit 0;;
+  --version)
+    echo "nvcc: NVIDIA (R) Cuda compiler driver"
+    echo "Cuda compilation tools, release {release}, V{release}.93"
+    exit 0;;
   --list-gpu-arch) printf '{arch_lines}\\n'; exit 0;;
 esac
 {compile_part}""",

@@ -140,7 +140,7 @@ def _spellings_outside_knowledge() -> list[str]:
         r"(?<![\w-])(" + "|".join(sorted(map(re.escape, flags), key=len, reverse=True)) + r")(?![\w-])"
     )
     found = []
-    for name, path in _modules().items():
+    for path in _modules().values():
         rel = str(path.relative_to(SRC))
         if rel in ALLOWED:
             continue

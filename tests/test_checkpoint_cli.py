@@ -99,7 +99,7 @@ def test_healthy_dir_and_cached_repo_pass_fc5xx(tmp_path: Path, env: dict[str, s
 
 def test_memory_block_has_the_spec_shape(tmp_path: Path, env: dict[str, str]) -> None:
     root = write_checkpoint(tmp_path / "llama", load_config("llama-3-8b"), shards=4)
-    rc, doc, _ = check_json(str(root), env, "--max-model-len", "8k")
+    _rc, doc, _ = check_json(str(root), env, "--max-model-len", "8k")
     mem = doc["memory"]
     assert set(mem["per_rank"]) >= {
         "weights_bytes",

@@ -99,7 +99,9 @@ def slurm_job(tmp_path: Path, edit_b: Any = None) -> tuple[subprocess.CompletedP
         "TP": "8",
         "PP": "2",
     }
-    proc = subprocess.run(["bash", str(SBATCH)], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    proc = subprocess.run(
+        ["bash", str(SBATCH)], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path, check=False
+    )
     return proc, tmp_path / "facts-4242", log
 
 
@@ -137,7 +139,8 @@ def ray_recipe(
     bin_dir = tmp_path / "bin"
     fake_fc = script(
         bin_dir / "flightcheck",
-        f'#!/usr/bin/env bash\nprintf \'%s\\n\' "$(printf \'%q \' flightcheck "$@")" >> "$FLIGHTCHECK_LOG"\nexit {rc}\n',
+        "#!/usr/bin/env bash\n"
+        f'printf \'%s\\n\' "$(printf \'%q \' flightcheck "$@")" >> "$FLIGHTCHECK_LOG"\nexit {rc}\n',
     )
     fake_vllm = script(bin_dir / "vllm", FAKE_VLLM)
     log, vllm_log = tmp_path / "fc.log", tmp_path / "vllm.log"
@@ -153,7 +156,12 @@ def ray_recipe(
     }
     env.pop("RAY_ADDRESS", None)
     proc = subprocess.run(
-        ["bash", str(RAY_SERVE), "/models/Kimi-K3-MXFP4", *extra], capture_output=True, text=True, env=env, timeout=60
+        ["bash", str(RAY_SERVE), "/models/Kimi-K3-MXFP4", *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
     )
     return proc, log, vllm_log
 

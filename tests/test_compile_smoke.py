@@ -154,15 +154,13 @@ def test_build_file_is_flashinfer_shaped(tmp_path):
 
 
 def test_output_is_split_per_arch():
-    out = "\n".join(
-        [
-            "[1/5] c++ ... host.cpp -o host.o",
-            "FAILED: k_101a.cuda.o",
-            "nvcc ... -gencode=arch=compute_101a,code=sm_101a",
-            "nvcc fatal   : Unsupported gpu architecture 'compute_101a'",
-            "[2/5] nvcc ... -gencode=arch=compute_103a,code=sm_103a",
-            "ninja: build stopped: subcommand failed.",
-        ]
+    out = (
+        "[1/5] c++ ... host.cpp -o host.o\n"
+        "FAILED: k_101a.cuda.o\n"
+        "nvcc ... -gencode=arch=compute_101a,code=sm_101a\n"
+        "nvcc fatal   : Unsupported gpu architecture 'compute_101a'\n"
+        "[2/5] nvcc ... -gencode=arch=compute_103a,code=sm_103a\n"
+        "ninja: build stopped: subcommand failed."
     )
     per = split_output(out, ["101a", "103a"])
     assert "Unsupported gpu architecture 'compute_101a'" in per["101a"]

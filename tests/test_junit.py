@@ -149,7 +149,8 @@ def test_the_schema_is_strict_enough_to_catch_mistakes(schema):
     assert not schema.is_valid('<testsuites><testsuite name="x"/></testsuites>')  # tests is required
     assert not schema.is_valid('<testsuites><testsuite name="x" tests="1"><testcase/></testsuite></testsuites>')
     assert not schema.is_valid(
-        '<testsuites><testsuite name="x" tests="1"><testcase name="a"><failure/><skipped/></testcase></testsuite></testsuites>'
+        '<testsuites><testsuite name="x" tests="1">'
+        '<testcase name="a"><failure/><skipped/></testcase></testsuite></testsuites>'
     )
 
 

@@ -81,7 +81,8 @@ def test_no_enable_expert_parallel_wins_when_last():
 def test_config_file_flat_with_command_line_winning(tmp_path):
     cfg = tmp_path / "serve.yaml"
     cfg.write_text(
-        "model: /models/from-config\ntensor-parallel-size: 4\nmax_model_len: 64k\nenable-expert-parallel: true\nport: 9000\n"
+        "model: /models/from-config\ntensor-parallel-size: 4\nmax_model_len: 64k\n"
+        "enable-expert-parallel: true\nport: 9000\n"
     )
     i = intent("vllm", "serve", "--config", str(cfg), "-tp", "8")
     assert i.model == "/models/from-config"

@@ -85,7 +85,7 @@ def test_pipeline_stages_every_kv_figure_is_the_binding_stages(ckpts) -> None:
     from flightcheck import evaluate
     from flightcheck._vocabulary.intent import Intent
 
-    kw = dict(model=ckpts["kimi-k2-instruct"], tensor_parallel_size=2, pipeline_parallel_size=8)
+    kw = {"model": ckpts["kimi-k2-instruct"], "tensor_parallel_size": 2, "pipeline_parallel_size": 8}
     per_token = 8 * (512 + 64) * 2
     (r,) = assert_fires("FC402", h200(), max_model_len=10_000_000, **kw)
     assert r.evidence["kv_bytes_per_token"] == per_token and f"({per_token:,} B/token" in r.message
@@ -102,7 +102,7 @@ def test_pipeline_stages_every_kv_figure_is_the_binding_stages(ckpts) -> None:
 def test_headroom_warning(ckpts) -> None:
     model = ckpts["llama-3-8b"]
     res = results(h200(), model=model, tensor_parallel_size=1, max_model_len=8192, reserve_gib=100.0)
-    (fit,) = [r for r in res["FC402"] if r.status.value == "pass"]
+    (_fit,) = [r for r in res["FC402"] if r.status.value == "pass"]
     budget = res["FC402"][0].evidence["kv_budget_bytes"]
     tight = int(budget * 0.97 // 131072) // 16 * 16  # leaves ~3% of the usable memory
     (r,) = assert_fires("FC403", h200(), model=model, tensor_parallel_size=1, max_model_len=tight, reserve_gib=100.0)

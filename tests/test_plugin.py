@@ -57,7 +57,9 @@ def plugin(
     if raw:
         full["PLUGIN_RAW"] = "1"
     full.update(env)
-    proc = subprocess.run([sys.executable, "-c", DRIVER], capture_output=True, text=True, env=full, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER], capture_output=True, text=True, env=full, timeout=120, check=False
+    )
     out = json.loads(proc.stdout) if proc.stdout.strip() else None
     return proc, out
 
@@ -165,13 +167,13 @@ def test_openai_api_server_module_is_guarded_too(tmp_path, serve_argv):
         "-tp",
         "8",
     ]
-    proc, out = plugin(tmp_path, argv, [base_facts(tmp_path), MULTICAST_401])
+    _proc, out = plugin(tmp_path, argv, [base_facts(tmp_path), MULTICAST_401])
     assert out["outcome"] == "returned" and out["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
 
 
 def test_report_file_for_the_fleet(tmp_path, serve_argv):
     report = tmp_path / "flightcheck.json"
-    proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_REPORT=str(report))
+    _proc, _out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_REPORT=str(report))
     doc = json.loads(report.read_text())
     assert doc["verdict"] == "ready-with-fallbacks" and doc["intent"]["model"] == serve_argv[2]
 

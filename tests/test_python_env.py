@@ -208,6 +208,7 @@ def test_fatbin_reader_on_a_real_nvcc_build(tmp_path):
         ["nvcc", "-shared", "-Xcompiler", "-fPIC", *gencodes, "-o", str(tmp_path / "k.so"), str(src)],
         capture_output=True,
         text=True,
+        check=False,
     )
     if proc.returncode != 0 and "Unsupported gpu architecture" in proc.stderr:
         pytest.skip("this nvcc is older than 12.9")

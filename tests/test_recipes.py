@@ -60,7 +60,7 @@ def test_pod_init_container_checks_the_exact_vllm_launch(tmp_path):
 
     script = init["args"][0]
     assert init["command"] == ["/bin/sh", "-c"]
-    assert subprocess.run(["sh", "-n", "-c", script]).returncode == 0
+    assert subprocess.run(["sh", "-n", "-c", script], check=False).returncode == 0
     steps = [s.strip() for s in script.split("&&")]
     expanded = [shlex.split(re.sub(r"\$(\w+)", lambda m: env[m.group(1)], s)) for s in steps]
     collect_argv, check_argv = expanded[0], expanded[1][1:] if expanded[1][0] == "exec" else expanded[1]
@@ -89,6 +89,7 @@ def test_pod_init_container_checks_the_exact_vllm_launch(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     intent = json.loads(out.stdout)["intent"]
     assert (intent["model"], intent["tensor_parallel_size"], intent["max_model_len"]) == (
@@ -128,11 +129,13 @@ def test_npd_config_is_a_valid_custom_plugin_monitor():
 
 def npd(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "FLIGHTCHECK": str(wrapper(tmp_path)), **env}
-    return subprocess.run(["bash", str(NPD_SCRIPT), *args], capture_output=True, text=True, env=full, timeout=120)
+    return subprocess.run(
+        ["bash", str(NPD_SCRIPT), *args], capture_output=True, text=True, env=full, timeout=120, check=False
+    )
 
 
 def test_npd_script_maps_exit_codes_to_the_npd_contract(tmp_path):
-    assert subprocess.run(["bash", "-n", str(NPD_SCRIPT)]).returncode == 0
+    assert subprocess.run(["bash", "-n", str(NPD_SCRIPT)], check=False).returncode == 0
     assert os.access(NPD_SCRIPT, os.X_OK)
     base = base_facts(tmp_path)
 
@@ -163,6 +166,7 @@ def test_npd_script_timeout_is_unknown(tmp_path):
         text=True,
         timeout=60,
         env={**os.environ, "FLIGHTCHECK": str(slow), "FLIGHTCHECK_TIMEOUT": "1"},
+        check=False,
     )
     assert proc.returncode == 3 and "no answer within 1s" in proc.stdout
     assert time.monotonic() - t0 < 20
@@ -240,11 +244,11 @@ class Slurm:
             "FLIGHTCHECK_SLURM_LOG": str(self.tmp / "flightcheck-slurm.log"),
             **env,
         }
-        return subprocess.run(["bash", str(SLURM)], capture_output=True, text=True, env=full, timeout=120)
+        return subprocess.run(["bash", str(SLURM)], capture_output=True, text=True, env=full, timeout=120, check=False)
 
 
 def test_slurm_drains_with_a_flightcheck_reason_and_resumes_only_its_own(tmp_path):
-    assert subprocess.run(["bash", "-n", str(SLURM)]).returncode == 0 and os.access(SLURM, os.X_OK)
+    assert subprocess.run(["bash", "-n", str(SLURM)], check=False).returncode == 0 and os.access(SLURM, os.X_OK)
     s = Slurm(tmp_path)
     base = base_facts(tmp_path)
 

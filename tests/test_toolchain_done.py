@@ -53,7 +53,7 @@ def check(node, *extra: str, **env_over: str | None) -> tuple[int, dict]:
         *extra,
     ]
     proc = subprocess.run(
-        [sys.executable, "-m", "flightcheck", *args], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "flightcheck", *args], env=env, capture_output=True, text=True, timeout=300, check=False
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc.returncode, json.loads(proc.stdout)
@@ -121,7 +121,7 @@ def test_path_without_ninja_fails_fc103(node, tmp_path):
 
 
 def test_deep_compiles_for_sm_103a(node):
-    rc, report = check(node, "--deep", CUDA_HOME=CUDA, FLIGHTCHECK_NO_CACHE="1")
+    _rc, report = check(node, "--deep", CUDA_HOME=CUDA, FLIGHTCHECK_NO_CACHE="1")
     (fc109,) = by_code(report)["FC109"]
     assert fc109["status"] == "pass", fc109
     assert fc109["message"].startswith("103a compiled and linked in ")

@@ -75,7 +75,7 @@ def register() -> None:
         _guard(command)
     except SystemExit:
         raise
-    except Exception as exc:  # never the reason vLLM crashes
+    except Exception as exc:  # noqa: BLE001 - never the reason vLLM crashes
         msg = str(exc).splitlines()[0] if str(exc) else ""
         sys.stderr.write(f"flightcheck: launch not checked: {type(exc).__name__}: {msg}\n")
         sys.stderr.flush()

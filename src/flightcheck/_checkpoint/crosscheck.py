@@ -79,7 +79,8 @@ def assemble(
                     Kind.ESCAPES,
                     shard.subject,
                     f"the index names {name!r}, a path outside the model directory: refused, never opened",
-                    fix=f"the index is corrupt or hostile: re-download {idx.INDEX_NAME} and do not run this checkpoint until it names only files inside {root}",
+                    fix=f"the index is corrupt or hostile: re-download {idx.INDEX_NAME} and "
+                    f"do not run this checkpoint until it names only files inside {root}",
                 )
             )
             continue
@@ -120,7 +121,8 @@ def assemble(
                 Finding(
                     Kind.SPARSE,
                     shard.subject,
-                    f"{name} has {shard.allocated:,} bytes allocated on disk for a {shard.size:,}-byte file: sparse or preallocated, its data may never have been written",
+                    f"{name} has {shard.allocated:,} bytes allocated on disk for a {shard.size:,}-byte file: "
+                    "sparse or preallocated, its data may never have been written",
                     fix=_refetch_fix(ck, name),
                     evidence={"allocated": shard.allocated, "size": shard.size},
                 )
@@ -188,7 +190,8 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
                 Finding(
                     Kind.INDEX_MISMATCH,
                     shard.subject,
-                    f"the index maps {n_missing} tensor(s) to {shard.name} that it does not contain: {', '.join(missing)}"
+                    f"the index maps {n_missing} tensor(s) "
+                    f"to {shard.name} that it does not contain: {', '.join(missing)}"
                     + (" ..." if n_missing > len(missing) else ""),
                     fix=_refetch_fix(ck, shard.name),
                     evidence={"missing": n_missing},
@@ -200,7 +203,8 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
                 Finding(
                     Kind.INDEX_MISMATCH,
                     shard.subject,
-                    f"{len(dups)} tensor(s) of {shard.name} are also in another shard: {', '.join(f'{n} (index: {owner[n]})' for n in dups[:MAX_LISTED])}",
+                    f"{len(dups)} tensor(s) of {shard.name} are also in another shard: "
+                    f"{', '.join(f'{n} (index: {owner[n]})' for n in dups[:MAX_LISTED])}",
                     fix=_refetch_fix(ck, shard.name),
                     evidence={"duplicates": len(dups)},
                 )
@@ -250,7 +254,8 @@ def _duplicates_without_index(ck: Checkpoint) -> None:
                 Finding(
                     Kind.INDEX_MISMATCH,
                     shard.subject,
-                    f"{len(dups)} tensor(s) are in two shards: {', '.join(dups[:MAX_LISTED])}; with no index the engine loads both and one silently wins",
+                    f"{len(dups)} tensor(s) are in two shards: {', '.join(dups[:MAX_LISTED])}; "
+                    "with no index the engine loads both and one silently wins",
                     fix="remove the stray file, or restore model.safetensors.index.json",
                 )
             )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import posixpath
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 import msgspec
 
@@ -47,7 +47,11 @@ def parse(raw: bytes, on_disk: list[str]) -> IndexScan:
     if on_disk:
         fast = msgspec.defstruct(
             "_IndexFast",
-            [("weight_map", dict[str, Literal[tuple(on_disk)]]), ("metadata", Optional[dict[str, Any]], None)],  # type: ignore[valid-type]
+            [
+                # a Literal built at run time (mypy cannot read it): msgspec rejects a shard not on disk
+                ("weight_map", dict[str, Literal[tuple(on_disk)]]),  # type: ignore[misc]
+                ("metadata", dict[str, Any] | None, None),
+            ],
         )
         try:
             doc = msgspec.json.decode(raw, type=fast)

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from flightcheck._checkpoint import index as idx
-from flightcheck._checkpoint.cache import IndexScan, ScanCache, file_key
+from flightcheck._checkpoint.cache import FileKey, IndexScan, ScanCache, file_key
 from flightcheck._checkpoint.model import Checkpoint, Finding
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete_downloads, resolve
@@ -71,7 +71,7 @@ def load(
             index_cost = st.st_size // 2 if ck.index is None else 0
     # Scan what is on disk now, while (if needed) this process parses the index: for a
     # 390k-tensor model both take ~0.2 s and they overlap.
-    todo: list[tuple[str, str, tuple[int, ...]]] = []  # (name, real path, key)
+    todo: list[tuple[str, str, FileKey]] = []  # (name, real path, key)
     scans: dict[str, ShardScan] = {}
     stats_by_name: dict[str, os.stat_result] = {}
     for name in on_disk:
@@ -200,7 +200,8 @@ def _hf_cache_checks(ck: Checkpoint) -> None:
                 Finding(
                     Kind.INCOMPLETE_DOWNLOAD,
                     f"shard:{name}" if name.endswith(".safetensors") else f"file:{name}",
-                    f"{name} is {actual:,} bytes but the cache's record of commit {res.commit[:12] if res.commit else '?'} says {size:,}",
+                    f"{name} is {actual:,} bytes but the cache's record of commit "
+                    f"{res.commit[:12] if res.commit else '?'} says {size:,}",
                     fix=_redownload_fix(res, name, p),
                     evidence={"bytes": actual, "expected": size},
                 )

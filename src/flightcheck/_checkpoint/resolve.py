@@ -52,7 +52,7 @@ def hub_dirs(envs: Sequence[Mapping[str, str | None]], home: str | None = None) 
     out: list[Path] = []
     for env in envs:
 
-        def get(name: str) -> str | None:
+        def get(name: str, env: Mapping[str, str | None] = env) -> str | None:
             value = env.get(name)
             return os.path.expanduser(os.path.expandvars(value)) if value else None
 
@@ -122,7 +122,10 @@ def resolve(
         res.repo_dir = present[0][0]
         res.problem = f"{model} is in the cache ({present[0][0]}) but {present[0][1]}"
     else:
-        res.problem = f"{model} is not in the local Hugging Face cache (looked in {', '.join(str(h) for h in hubs)}); flightcheck never downloads"
+        res.problem = (
+            f"{model} is not in the local Hugging Face cache (looked in {', '.join(str(h) for h in hubs)}); "
+            "flightcheck never downloads"
+        )
     return res
 
 

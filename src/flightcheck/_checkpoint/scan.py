@@ -189,7 +189,7 @@ def scan_paths(
         if parent_work is not None:
             try:
                 parent_work()
-            except Exception as exc:  # collect the workers first, then let it out
+            except Exception as exc:  # noqa: BLE001 - collect the workers first, then re-raise it
                 error = exc
         for i in mine:
             results[i] = validate.scan_file(paths[i], sha)

@@ -22,9 +22,9 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
-from itertools import repeat
+from itertools import pairwise, repeat
 from operator import itemgetter, lshift, mul, sub
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
@@ -33,9 +33,9 @@ try:
     from flightcheck._checkpoint.problems import Kind
     from flightcheck._checkpoint.shardio import MAX_HEADER, NotRegular, read_header
 except ImportError:  # a scan worker loads these files as top-level modules, never flightcheck
-    from groups import Group, group_tensors  # type: ignore[no-redef]
-    from problems import Kind  # type: ignore[no-redef]
-    from shardio import MAX_HEADER, NotRegular, read_header  # type: ignore[no-redef]
+    from groups import Group, group_tensors  # type: ignore[no-redef,import-not-found]  # the same files
+    from problems import Kind  # type: ignore[no-redef,import-not-found]
+    from shardio import MAX_HEADER, NotRegular, read_header  # type: ignore[no-redef,import-not-found]
 
 __all__ = ["DTYPE_BITS", "MAX_HEADER", "Group", "Problem", "ShardScan", "names_digest", "parse_header", "scan_file"]
 
@@ -68,7 +68,10 @@ DTYPE_BITS: dict[str, int] = {
 }
 
 _U = Annotated[int, msgspec.Meta(ge=0)]
-_Dtype = Literal[tuple(DTYPE_BITS)]  # type: ignore[valid-type]  # validated in C by msgspec
+if TYPE_CHECKING:
+    _Dtype = str  # mypy cannot read the Literal built at run time
+else:
+    _Dtype = Literal[tuple(DTYPE_BITS)]  # validated in C by msgspec
 
 
 class _Entry(msgspec.Struct, gc=False):
@@ -164,7 +167,8 @@ def parse_header(
         return _fail(
             scan,
             Kind.BAD_HEADER,
-            f"the header length field says {_n(n)} bytes but the file has only {_n(file_size - 8)} after it (truncated or not safetensors)",
+            f"the header length field says {_n(n)} bytes but the file has only {_n(file_size - 8)} after it "
+            "(truncated or not safetensors)",
         )
     raw = buf[8 : 8 + n]
     if len(raw) < n:
@@ -198,7 +202,7 @@ def parse_header(
     header.pop("__metadata__", None)
     try:
         return _check_tensors(scan, header, file_size)
-    except Exception as exc:  # never raise out of a scan: an input we did not foresee is invalid
+    except Exception as exc:  # noqa: BLE001 - never raise out of a scan: an input we did not foresee is invalid
         return _fail(scan, Kind.BAD_HEADER, f"the header could not be checked: {type(exc).__name__}: {str(exc)[:200]}")
 
 
@@ -207,9 +211,10 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
     # tensor would cost more than the JSON decoding on a 390k-tensor checkpoint.
     names = sorted(header)
     entries = list(map(header.__getitem__, names))
-    dtypes = [e.dtype for e in entries]
-    shapes = [e.shape for e in entries]
-    offsets = [e.data_offsets for e in entries]
+    # Any: a missing field (None) is let through, for the C passes below to raise on
+    dtypes: list[Any] = [e.dtype for e in entries]
+    shapes: list[Any] = [e.shape for e in entries]
+    offsets: list[Any] = [e.data_offsets for e in entries]
     scan.n_tensors = len(names)
     try:  # a missing field (None) makes one of these raise: then say which tensor
         starts = list(map(itemgetter(0), offsets))
@@ -226,11 +231,11 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
         raise  # not a missing field: parse_header reports it
     if bits != list(map(lshift, spans, repeat(3))):
         i = next(i for i, (b, s) in enumerate(zip(bits, spans)) if b != s * 8)
-        e = entries[i]
         return _fail(
             scan,
             Kind.BAD_HEADER,
-            f"tensor {names[i]!r} is {e.dtype} {list(e.shape)} = {bits[i] / 8:,g} bytes but its data_offsets {list(e.data_offsets)} span {_n(spans[i])}",
+            f"tensor {names[i]!r} is {dtypes[i]} {list(shapes[i])} = {bits[i] / 8:,g} "
+            f"bytes but its data_offsets {list(offsets[i])} span {_n(spans[i])}",
         )
     if names and not _tiled(starts, ends, spans):  # spans are >= 0 here: each is numel x size
         return _fail(scan, Kind.BAD_HEADER, _explain_offsets(names, offsets))
@@ -238,9 +243,15 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
     if file_size is not None and file_size != 8 + scan.header_len + scan.data_end:  # type: ignore[operator]
         need = 8 + scan.header_len + scan.data_end  # type: ignore[operator]
         if file_size < need:
-            msg = f"the file is {_n(file_size)} bytes but its header needs {_n(need)}: {_n(need - file_size)} bytes missing (truncated download)"
+            msg = (
+                f"the file is {_n(file_size)} bytes but its header needs {_n(need)}: "
+                f"{_n(need - file_size)} bytes missing (truncated download)"
+            )
         else:
-            msg = f"the file is {_n(file_size)} bytes but its header accounts for {_n(need)}: {_n(file_size - need)} extra bytes (padded, or appended to)"
+            msg = (
+                f"the file is {_n(file_size)} bytes but its header accounts for {_n(need)}: "
+                f"{_n(file_size - need)} extra bytes (padded, or appended to)"
+            )
         _fail(scan, Kind.TRUNCATED, msg)
     scan.names_digest = names_digest(names)
     scan.groups = group_tensors(names, dtypes, shapes, spans)
@@ -269,8 +280,8 @@ def _explain_invalid(raw: bytes, exc: msgspec.ValidationError) -> str:
     text = str(exc)
     try:
         doc = msgspec.json.decode(raw)
-    except (msgspec.MsgspecError, RecursionError) as exc:
-        return f"the header is not valid JSON: {str(exc)[:200]}"
+    except (msgspec.MsgspecError, RecursionError) as err:
+        return f"the header is not valid JSON: {str(err)[:200]}"
     if not isinstance(doc, dict):
         return f"the header must be a JSON object, not {type(doc).__name__}"
     for name, e in doc.items():
@@ -299,7 +310,7 @@ def _explain_offsets(names: list[str], offsets: list[tuple[int, int]]) -> str:
     (first, fname) = order[0]
     if first[0] != 0:
         return f"the first tensor {fname!r} starts at {_n(first[0])}, not 0: a hole at the start of the data"
-    for (a, an), (b, bn) in zip(order, order[1:]):
+    for (a, an), (b, bn) in pairwise(order):
         if b[0] < a[1]:
             return f"tensors {an!r} {list(a)} and {bn!r} {list(b)} overlap"
         if b[0] > a[1]:
@@ -317,7 +328,7 @@ def main() -> int:
     for p in paths:
         try:
             out.append(scan_file(p, sha))
-        except Exception as exc:  # a bug must cost one shard, not the batch
+        except Exception as exc:  # noqa: BLE001 - a bug must cost one shard, not the batch
             out.append(ShardScan(problems=[Problem(Kind.UNREADABLE, f"scan crashed: {type(exc).__name__}: {exc}")]))
     sys.stdout.buffer.write(msgspec.msgpack.encode(out))
     sys.stdout.flush()

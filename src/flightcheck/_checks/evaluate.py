@@ -32,14 +32,14 @@ def evaluate(
     for prefix, fn in SUMMARIES.items():
         try:
             summaries[prefix] = fn(ctx)
-        except Exception as exc:  # a headline must never break the report
+        except Exception as exc:  # noqa: BLE001 - a headline must never break the report
             summaries[prefix] = f"({type(exc).__name__})"
     memory = None
     if intent.model:
         try:
             model = ctx.memory
             memory = model.to_dict() if model is not None and hasattr(model, "to_dict") else None
-        except Exception:  # FC4xx report the failure; the block is just absent
+        except Exception:  # noqa: BLE001 - FC4xx report the failure; the block is just absent
             memory = None
     return Report(
         verdict,

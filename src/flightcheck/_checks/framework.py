@@ -272,7 +272,7 @@ def run_check(chk: Check, ctx: Context) -> list[CheckResult]:
         return [result(Outcome(Status.SKIP, str(exc)))]
     except Missing as exc:
         return [result(Outcome(Status.UNKNOWN, f"cannot evaluate: {exc}", evidence={"missing": exc.path}))]
-    except Exception as exc:  # a crashing check must not stop the others
+    except Exception as exc:  # noqa: BLE001 - a crashing check must not stop the others
         return [
             result(
                 Outcome(

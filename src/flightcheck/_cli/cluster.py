@@ -70,6 +70,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         from flightcheck._cluster.ray_fanout import gather
 
+        assert ray_address  # --facts-dir or --ray: checked above
         got = gather(ray_address, intent, args.timeout)
         nodes, unreachable, skipped = got.nodes, got.unreachable, got.skipped
         source = {"kind": "ray", "address": got.address, "timeout_s": args.timeout}

@@ -30,7 +30,7 @@ def _normalise(argv: list[str]) -> list[str]:
     Token for token (the count never changes), so :func:`parse_args` can hand the engine
     command, which this also rewrites when no ``--`` precedes it, back as written.
     """
-    out = []
+    out: list[str] = []
     for i, tok in enumerate(argv):
         if tok == "--":
             return out + argv[i:]

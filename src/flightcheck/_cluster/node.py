@@ -52,7 +52,7 @@ def worker_env() -> dict[str, str]:
         from ray._private.worker import global_worker  # private, so guarded: fall back to os.environ
 
         original = global_worker.original_visible_accelerator_ids["GPU"]
-    except Exception:
+    except Exception:  # noqa: BLE001 - a private Ray API may change in any way: use os.environ
         return env
     if original is None:
         env.pop("CUDA_VISIBLE_DEVICES", None)

@@ -68,7 +68,7 @@ def _connect(address: str, timeout: float) -> Any:
     _check_listening(address, min(timeout, 10.0))
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, configure_logging=True)
-    except Exception as exc:  # ConnectionError, ValueError, RuntimeError: all mean "no cluster there"
+    except Exception as exc:  # noqa: BLE001 - ConnectionError, ValueError, RuntimeError: all mean "no cluster there"
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise UsageError(f"--ray {address}: cannot connect to a Ray cluster: {first}") from None
     return ray, True
@@ -111,7 +111,7 @@ def gather(address: str, intent: Intent, timeout: float) -> Gathered:
             out.unreachable[refs[ref]] = f"no answer within {timeout:g}s (--timeout)"
             try:
                 ray.cancel(ref, force=True)  # kill the hung worker rather than leave it on the node
-            except Exception:
+            except Exception:  # noqa: BLE001, S110 - best effort: the node is already reported unreachable
                 pass
         for ref in ready:
             name = refs[ref]
@@ -120,7 +120,7 @@ def gather(address: str, intent: Intent, timeout: float) -> Gathered:
                 out.nodes[name] = loads(answer["facts"], f"facts from Ray node {name}")
             except UsageError as exc:
                 out.unreachable[name] = f"sent an invalid snapshot: {exc}"
-            except Exception as exc:  # the task raised, or its worker died
+            except Exception as exc:  # noqa: BLE001 - the task raised, or its worker died
                 out.unreachable[name] = f"collection failed: {_one_line(exc)}"
         return out
     finally:

@@ -41,7 +41,8 @@ def load_dir(directory: str | Path) -> dict[str, tuple[Facts, Path]]:
     files = sorted(p for p in d.glob("*.json") if p.is_file())
     if not files:
         raise UsageError(
-            f"--facts-dir {directory}: no *.json snapshot in it (collect with `flightcheck collect -o {directory}/$(hostname).json` on each node)"
+            f"--facts-dir {directory}: no *.json snapshot in it (collect with "
+            f"`flightcheck collect -o {directory}/$(hostname).json` on each node)"
         )
     loaded: dict[Path, Facts] = {}
     for path in files:

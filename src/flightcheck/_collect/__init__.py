@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from flightcheck._vocabulary.facts import Facts, from_dict, load_file, merge, sections_of
@@ -111,7 +112,7 @@ def run_parallel(
     def work(name: str, fn: Callable[[], Any]) -> None:
         try:
             results[name] = fn()
-        except Exception as exc:  # one failing job must not lose the others
+        except Exception as exc:  # noqa: BLE001 - one failing job must not lose the others
             errors[name] = exc
 
     started = time.monotonic()
@@ -185,18 +186,18 @@ def collect(
     provided: set[str] = set().union(*(sections_of(d) for d in docs)) if docs else set()
     cctx = context_for(intent, env=env, python=python or (intent.python if intent else None), probes=probes)
     _load_modules()
-    jobs = []
+    jobs: list[tuple[str, tuple[str, ...], float, Callable[[], dict[str, Any]]]] = []
     for c in COLLECTORS.values():
         if set(c.sections) <= provided:
             continue
-        jobs.append((c.name, c.sections, c.timeout, (lambda c=c: c.func(cctx))))
+        jobs.append((c.name, c.sections, c.timeout, partial(c.func, cctx)))
     live = _run_bounded(jobs) if jobs else {"unavailable": {}}
     live["collected_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     merged = merge(live, *docs)
     facts = from_dict(merged, "collected facts")
     wanted = [p for p in PROBES.values() if (p.overrides_files or p.section not in provided) and p.wanted(cctx)]
     if wanted:
-        extra = _run_bounded([(p.name, (p.section,), p.timeout, (lambda p=p: p.func(cctx, facts))) for p in wanted])
+        extra = _run_bounded([(p.name, (p.section,), p.timeout, partial(p.func, cctx, facts)) for p in wanted])
         merged = merge(merged, extra)
         facts = from_dict(merged, "collected facts")
     return facts

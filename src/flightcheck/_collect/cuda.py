@@ -18,6 +18,7 @@ import shlex
 import shutil
 import threading
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from flightcheck._collect.proc import run
@@ -224,10 +225,12 @@ def alternatives(env: Mapping[str, str], limit: int = 12) -> list[dict[str, str 
 
     paths = list(seen.values())[:limit]
     versions = {p: _toolkit_version_file(toolkit_root(p)) for p in paths}
+
+    def ask(p: str) -> str | None:
+        return nvcc_version(p, env)[0]
+
     # no version file (pip-assembled toolkits): ask their nvcc, all at once
-    asked, _failed = run_parallel(
-        {p: ((lambda p=p: nvcc_version(p, env)[0]), TOOL_TIMEOUT + 1) for p, v in versions.items() if v is None}
-    )
+    asked, _failed = run_parallel({p: (partial(ask, p), TOOL_TIMEOUT + 1) for p, v in versions.items() if v is None})
     out: list[dict[str, str | None]] = [{"path": p, "version": versions[p] or asked.get(p)} for p in paths]
     out.sort(key=lambda e: _version_key(e["version"]), reverse=True)
     return out

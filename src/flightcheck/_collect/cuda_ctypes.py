@@ -171,7 +171,7 @@ class Driver:
             try:
                 if fn(code, C.byref(out)) == 0 and out.value:
                     return out.value.decode(errors="replace")
-            except Exception:
+            except Exception:  # noqa: BLE001, S110 - best effort: fall back to the built-in table
                 pass
         return ERROR_NAMES.get(code, f"CUDA_ERROR_{code}")
 

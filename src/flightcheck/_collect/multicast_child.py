@@ -24,11 +24,14 @@ import math
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # the sibling bindings module; explicit because PYTHONSAFEPATH drops the script's directory
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cuda_ctypes as cu
+if TYPE_CHECKING:  # the same file, under the name mypy can find
+    from flightcheck._collect import cuda_ctypes as cu
+else:
+    import cuda_ctypes as cu
 
 
 def emit(obj: dict[str, Any]) -> None:
@@ -75,12 +78,12 @@ class Probe:
         """cuInit has succeeded; everything after it, stage by stage."""
         missing = [s for s in cu.MULTICAST_SYMBOLS if self.drv.fn(s) is None]
         for ordinal in self.ordinals:
-            dev, val = C.c_int(), C.c_int()
-            self.call("attribute", "cuDeviceGet", C.byref(dev), ordinal, device=ordinal)
+            cdev, val = C.c_int(), C.c_int()
+            self.call("attribute", "cuDeviceGet", C.byref(cdev), ordinal, device=ordinal)
             self.call(
-                "attribute", "cuDeviceGetAttribute", C.byref(val), cu.ATTR_MULTICAST_SUPPORTED, dev, device=ordinal
+                "attribute", "cuDeviceGetAttribute", C.byref(val), cu.ATTR_MULTICAST_SUPPORTED, cdev, device=ordinal
             )
-            self.devs.append(dev.value)
+            self.devs.append(cdev.value)
             self.supported.append(bool(val.value) and not missing)
         if missing:
             raise Failed(

@@ -159,7 +159,7 @@ def assemble(nvml: dict[str, Any], side: dict[str, Any]) -> dict[str, Any]:
     """Merge the NVML reading and the host-side reading into the four sections."""
     unavailable = dict(nvml["unavailable"])
     if not side:
-        why = "host-side fabric manager / IMEX checks timed out"
+        why: str | None = "host-side fabric manager / IMEX checks timed out"
         unavailable.update({"fabric_manager.service": why, "fabric_manager.version": why, "imex": why})
         side = {"fabric_manager": {"service": None, "version": None}, "imex": None, "evidence": []}
     unavailable.update(side.get("unavailable") or {})

@@ -79,7 +79,7 @@ def _why(nv: Any, exc: BaseException, call: str) -> str:
         return f"{call}: not supported on this GPU"
     try:
         text = str(exc)
-    except Exception:  # str() of an NVMLError may call into NVML again
+    except Exception:  # noqa: BLE001 - str() of an NVMLError may call into NVML again
         text = f"NVML error {code}"
     return f"{call}: {text}"
 
@@ -120,7 +120,8 @@ class Gpu:
             h = nv.nvmlDeviceGetHandleByIndex(self.index)
         except nv.NVMLError as exc:
             code = _err_code(exc)
-            out["error"] = GPU_FATAL.get(code) or _why(nv, exc, "nvmlDeviceGetHandleByIndex")
+            fatal = GPU_FATAL.get(code) if code is not None else None
+            out["error"] = fatal or _why(nv, exc, "nvmlDeviceGetHandleByIndex")
             self.unavailable[f"gpus[{self.index}]"] = out["error"]
             return
         out["name"] = self.q("name", "nvmlDeviceGetName", lambda: _text(nv.nvmlDeviceGetName(h)))
@@ -299,7 +300,7 @@ def main() -> int:
         emit({"event": "driver", "loaded": False, "error": str(exc), "code": _err_code(exc)})
         return 0
     try:
-        driver = {"event": "driver", "loaded": True, "error": None, "unavailable": {}}
+        driver: dict[str, Any] = {"event": "driver", "loaded": True, "error": None, "unavailable": {}}
         try:
             driver["version"] = _text(nv.nvmlSystemGetDriverVersion())
         except nv.NVMLError as exc:
@@ -322,7 +323,7 @@ def main() -> int:
             gpu = Gpu(nv, i)
             try:
                 gpu.collect()
-            except Exception as exc:  # one GPU's surprise must not cost the others
+            except Exception as exc:  # noqa: BLE001 - one GPU's surprise must not cost the others
                 gpu.out["error"] = f"NVML collection failed: {type(exc).__name__}: {exc}"
                 gpu.unavailable[f"gpus[{i}]"] = gpu.out["error"]
             emit({"event": "gpu", "gpu": gpu.out, "unavailable": gpu.unavailable})
@@ -330,7 +331,7 @@ def main() -> int:
     finally:
         try:
             nv.nvmlShutdown()
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 - best effort on the way out: a failing shutdown changes nothing
             pass
     return 0
 

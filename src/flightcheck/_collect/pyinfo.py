@@ -145,7 +145,7 @@ def _gather_now(python: str, env: Mapping[str, str]) -> dict[str, Any]:
     args = [list(PACKAGES), list(PACKAGE_DIRS), list(ENGINES), MODULES]
     if _same_interpreter(python, env):
         ns: dict[str, Any] = {"__name__": "flightcheck_pyinfo"}
-        exec(compile(SCRIPT, "<flightcheck-pyinfo>", "exec"), ns)  # our own constant code
+        exec(compile(SCRIPT, "<flightcheck-pyinfo>", "exec"), ns)  # noqa: S102  # our own constant code
         info = ns["gather"](*args)
         info["executable"] = python
         return info

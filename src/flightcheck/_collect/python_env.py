@@ -102,7 +102,7 @@ def engine_env_vars(engine: str, package_dir: str) -> tuple[list[str] | None, st
         split = os.path.join(package_dir, "envs")  # a future package layout
         if os.path.isdir(split):
             files += sorted(os.path.join(split, f) for f in os.listdir(split) if f.endswith(".py"))
-        patterns = _VLLM_NAMES
+        patterns: tuple[re.Pattern[str], ...] = _VLLM_NAMES
     else:
         files = [os.path.join(package_dir, "srt", "environ.py")]
         patterns = _SGLANG_NAMES
@@ -126,7 +126,10 @@ def jit_cache_archs(version: str, package_dir: str | None) -> tuple[list[str] | 
     if table:
         return (
             table,
-            f"table: FlashInfer's release build list for {version} on {machine} (the .so files could not be read: {why})",
+            (
+                f"table: FlashInfer's release build list for {version} on {machine} "
+                f"(the .so files could not be read: {why})"
+            ),
         )
     return None, f"not read from the .so files ({why}) and no release-table row for {version}"
 

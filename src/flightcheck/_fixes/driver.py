@@ -10,7 +10,8 @@ def driver_fix(error: str, in_container: bool) -> str:
         if in_container:
             return (
                 "start the container with the NVIDIA container toolkit: `docker run --gpus all ...` "
-                "(or --runtime=nvidia); Kubernetes: request nvidia.com/gpu through the NVIDIA device plugin or GPU operator"
+                "(or --runtime=nvidia); Kubernetes: "
+                "request nvidia.com/gpu through the NVIDIA device plugin or GPU operator"
             )
         return (
             "install the NVIDIA data-center driver (CUDA repository: `sudo apt-get install -y cuda-drivers`; "
@@ -28,7 +29,13 @@ def driver_fix(error: str, in_container: bool) -> str:
             "`sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia`"
         )
     if "permission" in e:
-        return "this user cannot open /dev/nvidia*: check `ls -l /dev/nvidia*`, the user's groups, or the container's device list"
+        return (
+            "this user cannot open /dev/nvidia*: check `ls -l /dev/nvidia*`, "
+            "the user's groups, or the container's device list"
+        )
     if "did not answer" in e:
-        return "a GPU or the driver is hung: `sudo dmesg | grep -i xid` names it; reset it (`sudo nvidia-smi -r -i N`) or reboot"
+        return (
+            "a GPU or the driver is hung: `sudo dmesg | grep -i xid` names it; "
+            "reset it (`sudo nvidia-smi -r -i N`) or reboot"
+        )
     return "run `nvidia-smi` and read `sudo dmesg | grep -iE 'nvrm|xid'` for the driver's own error"

@@ -12,7 +12,10 @@ from typing import Any
 #: wrong: the GPUs must be reset while the fabric manager is stopped. Restarting the fabric
 #: manager alone leaves stale NVSwitch state behind (NCCL #1488, gpu-driver-container #909).
 RESET_STEPS = (
-    "stop every CUDA process on the node (the engine, notebooks, monitoring agents); `sudo fuser -v /dev/nvidia*` lists them",
+    (
+        "stop every CUDA process on the node (the engine, notebooks, monitoring agents); "
+        "`sudo fuser -v /dev/nvidia*` lists them"
+    ),
     "sudo systemctl stop nvidia-dcgm dcgm 2>/dev/null  # DCGM holds the GPUs",
     "sudo systemctl stop nvidia-fabricmanager",
     "sudo nvidia-smi -r  # resets every GPU; it refuses while a process still uses one",
@@ -42,7 +45,8 @@ ERROR_HINTS: dict[int, str] = {
     ),
     802: (
         "CUDA_ERROR_SYSTEM_NOT_READY: the fabric manager (and on HGX B200/B300 the NVLink subnet manager "
-        "nvlsm) is not running or not done: `systemctl status nvidia-fabricmanager`, `journalctl -u nvidia-fabricmanager -n 50`"
+        "nvlsm) is not running or not done: "
+        "`systemctl status nvidia-fabricmanager`, `journalctl -u nvidia-fabricmanager -n 50`"
     ),
     919: "CUDA_ERROR_FABRIC_NOT_READY: the fabric manager has not finished bringing up the fabric",
     800: (
@@ -78,5 +82,6 @@ def probe_hint(probe: dict[str, Any] | Any, **host: bool) -> str:
         )
         return first
     else:
-        first = ERROR_HINTS.get(code, f"{get('cuda_error_name') or get('detail')}: reset the fabric")
+        fallback = f"{get('cuda_error_name') or get('detail')}: reset the fabric"
+        first = ERROR_HINTS.get(code, fallback) if code is not None else fallback
     return first + "\nTo restore multicast:\n" + reset_sequence(**host)

@@ -3,8 +3,8 @@
 Everything the plan does not name stays exactly as the user wrote it. A variable the plan
 sets is also said in an ``env`` in front of the command where that ``env`` would otherwise
 undo it (``env NAME=...``, ``env -u NAME``, ``env -i``);
-``VLLM_RAY_EXTRA_ENV_VARS_TO_COPY`` is extended, never replaced. A flag to drop that sits in the ``--config`` file is removed from a copy of
-the file, and the command is pointed at the copy.
+``VLLM_RAY_EXTRA_ENV_VARS_TO_COPY`` is extended, never replaced. A flag to drop that sits in
+the ``--config`` file is removed from a copy of the file, and the command is pointed at the copy.
 """
 
 from __future__ import annotations

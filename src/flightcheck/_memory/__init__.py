@@ -4,7 +4,8 @@ would?
 
 ``build(checkpoint, intent, total=...)`` builds it from the checkpoint's grouped headers
 and config.json, the launch and the smallest GPU used (the checks call it once per
-evaluation, see ``flightcheck._checks.shared.memory``). Submodules: ``config`` (config.json), ``classes`` (which share of
+evaluation, see ``flightcheck._checks.shared.memory``). Submodules: ``config`` (config.json),
+``classes`` (which share of
 each tensor a rank holds), ``weights`` (per-rank bytes, PP stages, padding), ``kv`` (KV
 bytes per token), ``budget`` (utilization, reserve), ``layout`` (valid layouts),
 ``model`` (the :class:`MemoryModel`), ``suggest`` (what would fit).
@@ -12,7 +13,7 @@ bytes per token), ``budget`` (utilization, reserve), ``layout`` (valid layouts),
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 from flightcheck._knowledge import vllm
 from flightcheck._memory.config import ModelConfig, parse
@@ -64,8 +65,11 @@ def build(
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
     groups = [
-        (g.pattern, g.index, g.dtype, g.shape, g.nbytes, g.count, g.per_item) for s in ck.scanned for g in s.scan.groups
-    ]  # type: ignore[union-attr]
+        (g.pattern, g.index, g.dtype, g.shape, g.nbytes, g.count, g.per_item)
+        for s in ck.scanned
+        if s.scan is not None  # always, for scanned shards: says so to mypy
+        for g in s.scan.groups
+    ]
     if not groups:
         m.error = "no shard header could be read (FC5xx)"
         return m

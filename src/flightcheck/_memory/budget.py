@@ -105,6 +105,9 @@ def default_reserve(
     return sum(parts.values()), parts
 
 
+_NO_KV = KvShape(0.0)
+
+
 @dataclass(frozen=True)
 class Fit:
     """One rank's budget for one launch: the rank of the PP stage with the least room."""
@@ -118,7 +121,7 @@ class Fit:
     max_model_len: int | None
     max_model_len_fit: int
     stage: int = 0  # which PP stage
-    shape: KvShape = KvShape(0.0)  # that stage's KV demand
+    shape: KvShape = _NO_KV  # that stage's KV demand
 
     @property
     def kv_budget(self) -> float:

@@ -174,7 +174,8 @@ def _layer_kinds(d: dict[str, Any], layers: int) -> tuple[list[str], int | None,
         window = None  # Qwen2 writes a window it does not use
     kinds = ["full"] * layers
     types = d.get("layer_types")
-    linear_cfg = d.get("linear_attn_config") if isinstance(d.get("linear_attn_config"), dict) else {}
+    raw_linear = d.get("linear_attn_config")
+    linear_cfg: dict[str, Any] = raw_linear if isinstance(raw_linear, dict) else {}
     if isinstance(types, list) and len(types) == layers:
         for i, t in enumerate(types):
             t = str(t)

@@ -30,7 +30,8 @@ def problems(cfg: ModelConfig, layout: Layout) -> list[str]:
     if cfg.moe and cfg.moe_intermediate:
         if cfg.experts and layout.ep and cfg.experts < layout.moe_size:
             out.append(
-                f"{cfg.experts} experts cannot be spread over {layout.moe_size} expert-parallel ranks (at least one each)"
+                f"{cfg.experts} experts cannot be spread over "
+                f"{layout.moe_size} expert-parallel ranks (at least one each)"
             )
         if not layout.ep:
             per = cfg.moe_intermediate / layout.moe_size
@@ -40,7 +41,8 @@ def problems(cfg: ModelConfig, layout: Layout) -> list[str]:
                 )
             elif align and int(per) % align:
                 out.append(
-                    f"the MoE intermediate size per rank, {cfg.moe_intermediate} / {layout.moe_size} = {int(per)}, is not a multiple of the {cfg.quant.method} block of {align}"
+                    f"the MoE intermediate size per rank, {cfg.moe_intermediate} / {layout.moe_size} = {int(per)}, "
+                    f"is not a multiple of the {cfg.quant.method} block of {align}"
                 )
     if cfg.quant.method == "fp8-block" and align:
         # dense MLPs (all layers of a dense model, the first layers of DeepSeek-style MoEs)
@@ -54,7 +56,8 @@ def problems(cfg: ModelConfig, layout: Layout) -> list[str]:
             per = size / tp
             if per == int(per) and int(per) % align:
                 out.append(
-                    f"the {what} size per rank, {size} / {tp} = {int(per)}, is not a multiple of the FP8 block of {align}"
+                    f"the {what} size per rank, {size} / {tp} = {int(per)}, "
+                    f"is not a multiple of the FP8 block of {align}"
                 )
     if cfg.layers and layout.pp > cfg.layers:
         out.append(f"PP {layout.pp} exceeds the {cfg.layers} layers")

@@ -119,7 +119,7 @@ def per_rank(t: Tally, cfg: ModelConfig, layout: Layout, *, online_fp8: bool = F
     """Bytes one rank of each PP stage holds, by class (plus ``"mla_copies"``)."""
     stages = stage_layers(cfg.layers or 1, layout.pp)
     where = {layer: s for s, r in enumerate(stages) for layer in r}
-    out: list[dict[str, float]] = [dict() for _ in stages]
+    out: list[dict[str, float]] = [{} for _ in stages]
     tp, kv = layout.tp, max(1, cfg.kv_heads or 1)
     kv_per_rank = max(1, kv // tp)
     pad = mxfp4_padding(cfg, layout)

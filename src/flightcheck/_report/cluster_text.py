@@ -75,7 +75,8 @@ def render(report: ClusterReport, *, verbose: bool = False, color: bool | None =
 
     kind = family_kind(report.checks, report.strict)
     con.print(
-        f"\\[{mark(kind)}] [bold]Across nodes[/bold] — {len(report.nodes)} node{'s' if len(report.nodes) != 1 else ''} compared"
+        f"\\[{mark(kind)}] [bold]Across nodes[/bold] — {len(report.nodes)} "
+        f"node{'s' if len(report.nodes) != 1 else ''} compared"
     )
     problems = int(kind in ("fail", "warn", "unknown"))
     for r in report.checks:

@@ -69,7 +69,8 @@ def render_memory(console: Any, memory: dict[str, Any]) -> None:
     name = (gpu.get("name") or "GPU").removeprefix("NVIDIA ")
     util = memory.get("gpu_memory_utilization")
     console.print(
-        f"[bold]Memory per GPU[/bold] ({escape(name)}, {_gib(gpu.get('memory_total_bytes') or 0)} x {util:g} = {_gib(usable)} usable, {lay})"
+        f"[bold]Memory per GPU[/bold] ({escape(name)}, "
+        f"{_gib(gpu.get('memory_total_bytes') or 0)} x {util:g} = {_gib(usable)} usable, {lay})"
     )
     kv = per.get("kv_bytes_for_max_model_len") or 0
     reserve = per.get("reserve_bytes") or 0
@@ -84,7 +85,8 @@ def render_memory(console: Any, memory: dict[str, Any]) -> None:
     length = memory.get("max_model_len")
     tok = f" ({length:,} tok)" if isinstance(length, int) and length > 0 else ""
     console.print(
-        f"   [blue]weights[/blue] {_gib(weights)} · [magenta]KV[/magenta] {_gib(kv)}{tok} · [yellow]reserve[/yellow] {_gib(reserve)} · [green]free[/green] {_gib(max(0.0, free))}"
+        f"   [blue]weights[/blue] {_gib(weights)} · [magenta]KV[/magenta] {_gib(kv)}{tok} · "
+        f"[yellow]reserve[/yellow] {_gib(reserve)} · [green]free[/green] {_gib(max(0.0, free))}"
     )
     _lines(console, memory, per)
 
@@ -98,7 +100,8 @@ def _lines(console: Any, memory: dict[str, Any], per: dict[str, Any]) -> None:
         bits.append(f"max_model_len {length:,}" + (f"; fits up to {fit:,}" if fit is not None else ""))
     if per.get("kv_bytes_per_token"):
         bits.append(
-            f"{per['kv_bytes_per_token']:,} B/token ({memory.get('kv_cache_dtype', 'auto')} KV, {memory.get('attention', 'standard')})"
+            f"{per['kv_bytes_per_token']:,} B/token ({memory.get('kv_cache_dtype', 'auto')} KV, "
+            f"{memory.get('attention', 'standard')})"
         )
     if bits:
         console.print("   " + " · ".join(bits))

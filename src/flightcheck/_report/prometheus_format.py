@@ -75,7 +75,8 @@ def render(report: Report, now: float | None = None) -> str:
     metric_family(
         out,
         "flightcheck_check_status",
-        "Result of one flightcheck check for one subject: 0 pass, 1 fail, 2 unknown (could not be evaluated), 3 skip (does not apply).",
+        "Result of one flightcheck check for one subject: 0 pass, 1 fail, "
+        "2 unknown (could not be evaluated), 3 skip (does not apply).",
         status_samples((check_labels(r), r.status) for r in report.checks),
     )
     metric_family(

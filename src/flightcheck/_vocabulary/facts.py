@@ -12,7 +12,7 @@ load a snapshot on every launch, and its errors carry the JSON path of the bad k
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import msgspec
 
@@ -20,7 +20,7 @@ from flightcheck._vocabulary.errors import UsageError
 
 SCHEMA = "flightcheck.facts/v1"
 
-Memlock = Union[int, Literal["unlimited"], None]
+Memlock = int | Literal["unlimited"] | None
 
 
 class _S(msgspec.Struct, kw_only=True, omit_defaults=False):

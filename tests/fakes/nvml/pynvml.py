@@ -18,7 +18,7 @@ import json
 import os
 import time
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, ClassVar
 
 NVML_SUCCESS = 0
 NVML_ERROR_UNINITIALIZED = 1
@@ -54,12 +54,11 @@ _TEXT = {
 class NVMLError(Exception):
     """Like pynvml's: ``NVMLError(code)`` builds the subclass for that code."""
 
-    _classes: dict[int, type] = {}
+    _classes: ClassVar[dict[int, type]] = {}
 
     def __new__(cls, value: int):
-        if cls is NVMLError:
-            cls = NVMLError._classes.get(value, cls)
-        obj = Exception.__new__(cls)
+        klass = NVMLError._classes.get(value, cls) if cls is NVMLError else cls
+        obj = Exception.__new__(klass)
         obj.value = value
         return obj
 

@@ -151,7 +151,10 @@ def load_time_estimate(ctx: Context) -> Iterator[Outcome]:
     if tp and tp.get("bytes_per_s"):
         rate = tp["bytes_per_s"]
         secs = read / rate
-        msg += f"; measured {rate / 1e9:.2f} GB/s ({tp.get('method')}, {si_bytes(tp.get('bytes', 0))} sampled) -> about {_duration(secs)} to load"
+        msg += (
+            f"; measured {rate / 1e9:.2f} GB/s ({tp.get('method')}, "
+            f"{si_bytes(tp.get('bytes', 0))} sampled) -> about {_duration(secs)} to load"
+        )
         evidence.update(read_bytes_per_s=int(rate), load_seconds_estimate=round(secs, 1))
     elif tp and tp.get("error"):
         msg += f"; read speed not measured: {tp['error']}"

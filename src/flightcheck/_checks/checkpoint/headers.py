@@ -39,7 +39,7 @@ def _report(ck: Any, code: str, passed: str) -> Iterator[Outcome]:
         rest = findings[LIMIT:]
         explicit = {f.severity for f in rest}
         if "error" in explicit:
-            sev: Severity | None = Severity.ERROR
+            sev = Severity.ERROR
         elif None in explicit:
             sev = None  # the check's own severity
         else:

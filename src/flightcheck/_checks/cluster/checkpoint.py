@@ -46,7 +46,10 @@ class Diff:
         if self.issue == "revision":
             return f"the model is at revision {str(self.mine)[:12]} ({str(self.reference)[:12]} on {where})"
         what = "header" if self.issue == "header" else "content"
-        return f"{self.file} has another {what} (sha256 {str(self.mine)[:12]}..., {str(self.reference)[:12]}... on {where})"
+        return (
+            f"{self.file} has another {what} (sha256 {str(self.mine)[:12]}..., "
+            f"{str(self.reference)[:12]}... on {where})"
+        )
 
 
 def _compared(name: str) -> bool:
@@ -63,8 +66,8 @@ def _diffs(sections: dict[str, CheckpointFacts]) -> dict[str, list[Diff]]:
         absent = [n for n in sections if n not in sizes]
         if absent:
             if 2 * len(sizes) < total:  # a minority has it: extra there
-                for n in sizes:
-                    out[n].append(Diff(file, "extra", sizes[n], None, tuple(absent)))
+                for n, size in sizes.items():
+                    out[n].append(Diff(file, "extra", size, None, tuple(absent)))
                 continue
             for n in absent:
                 out[n].append(Diff(file, "missing", None, None, tuple(sorted(sizes))))
@@ -72,8 +75,8 @@ def _diffs(sections: dict[str, CheckpointFacts]) -> dict[str, list[Diff]]:
         for n, size in others:
             out[n].append(Diff(file, "size", size, ref_size, tuple(ref_nodes)))
         hashes = {n: h for n in ref_nodes if (h := (sections[n].header_sha256 or {}).get(file))}
-        ref_hash, hash_nodes, others = outliers(hashes)
-        for n, digest in others:
+        ref_hash, hash_nodes, other_hashes = outliers(hashes)
+        for n, digest in other_hashes:
             out[n].append(Diff(file, "header", digest, ref_hash, tuple(hash_nodes)))
     # config.json of the same size but other content; another snapshot of a repo id
     for attr, file, issue in (("config_sha256", "config.json", "content"), ("commit", "revision", "revision")):
@@ -106,8 +109,8 @@ def _fix(name: str, diffs: list[Diff], sections: dict[str, CheckpointFacts]) -> 
         else:
             lines += [f"rsync -a --checksum {good}:{src}/{d.file} {mine}/{d.file}" for d in fetch]
     return (
-        "\n".join(lines)
-        + f"\nthen collect again on {name}: flightcheck collect --model {sections[name].model or mine} -o <dir>/{name}.json"
+        "\n".join(lines) + f"\nthen collect again on {name}: "
+        f"flightcheck collect --model {sections[name].model or mine} -o <dir>/{name}.json"
     )
 
 
@@ -129,7 +132,8 @@ def checkpoint_findings(ctx: ClusterContext) -> list[Outcome] | None:
             out.append(
                 fail(
                     f"{name} could not read the model: {why}",
-                    fix=f"make the model readable on {name} at the path the launch uses (copy it there, or mount the shared copy), then collect again",
+                    fix=f"make the model readable on {name} at the path the launch uses (copy it there, "
+                    "or mount the shared copy), then collect again",
                     subject=f"node:{name}",
                     evidence={"reason": why},
                 )
@@ -137,7 +141,8 @@ def checkpoint_findings(ctx: ClusterContext) -> list[Outcome] | None:
         else:
             out.append(
                 unknown(
-                    f"{name}'s snapshot has no checkpoint section: collect it with `flightcheck collect --model {model or 'M'}`",
+                    f"{name}'s snapshot has no checkpoint section: "
+                    f"collect it with `flightcheck collect --model {model or 'M'}`",
                     subject=f"node:{name}",
                 )
             )

@@ -11,7 +11,7 @@ message names both sides: nothing in the facts says which side is right.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from flightcheck._checks.cluster.checkpoint import checkpoint_findings
@@ -22,6 +22,7 @@ from flightcheck._vocabulary.results import ERROR, WARNING
 
 if TYPE_CHECKING:
     from flightcheck._checks.cluster.context import ClusterContext
+    from flightcheck._vocabulary.facts import Facts
 
 
 def _need_two(ctx: ClusterContext) -> None:
@@ -58,11 +59,16 @@ def software_skew(ctx: ClusterContext) -> Iterator[Outcome]:
     odd: dict[str, list[tuple[str, str, str, list[str]]]] = {}
     compared = []
     for label, _dist, value_of in components:
-        values = ctx.values(lambda node, value_of=value_of: value_of(node.facts))
+
+        def of_node(node: Context, value_of: Callable[[Facts], str | None] = value_of) -> str | None:
+            return value_of(node.facts)
+
+        values = ctx.values(of_node)
         if len(values) < 2:
             continue
         compared.append(label)
         ref_value, ref_nodes, others = outliers(values)
+        assert ref_value is not None  # two or more values: there is a most common one
         for name, value in others:
             odd.setdefault(name, []).append((label, value, ref_value, ref_nodes))
     if not compared:
@@ -146,15 +152,24 @@ def node_unreachable(ctx: ClusterContext) -> Iterator[Outcome]:
         return
     for name, why in ctx.unreachable.items():
         if ctx.source == "ray":
-            fix = f"on {name}: run `flightcheck collect` by hand to see what hangs or fails (`ray status` on the head shows whether the node is alive)"
+            fix = (
+                f"on {name}: run `flightcheck collect` by hand to see what hangs or "
+                "fails (`ray status` on the head shows whether the node is alive)"
+            )
         else:
             fix = f"collect again on {name}: srun -w {name} flightcheck collect -o <dir>/{name}.json"
         yield fail(f"{name} gave no facts: {why}", fix=fix, subject=f"node:{name}", evidence={"reason": why})
     if ctx.expected is not None and n + len(ctx.unreachable) < ctx.expected:
         if ctx.source == "ray":
-            fix = "join the missing GPU nodes to the Ray cluster (`ray start --address=<head>:6379` on each) and check `ray status`"
+            fix = (
+                "join the missing GPU nodes to the Ray cluster "
+                "(`ray start --address=<head>:6379` on each) and check `ray status`"
+            )
         else:
-            fix = 'collect on the nodes without a snapshot (compare the directory with `scontrol show hostnames "$SLURM_JOB_NODELIST"`)'
+            fix = (
+                "collect on the nodes without a snapshot (compare the "
+                'directory with `scontrol show hostnames "$SLURM_JOB_NODELIST"`)'
+            )
         yield fail(
             f"{ctx.expected} nodes expected (--nnodes), {n} gave facts ({names_text(ctx.names, 6) or 'none'})",
             fix=fix,
@@ -163,8 +178,10 @@ def node_unreachable(ctx: ClusterContext) -> Iterator[Outcome]:
         )
     elif ctx.expected is not None and n > ctx.expected:
         yield fail(
-            f"{n} snapshots for --nnodes {ctx.expected}: a snapshot from another job or node would be judged as part of this launch",
-            fix="empty the facts directory before each collection (rm -f facts/*.json), or pass the real node count to --nnodes",
+            f"{n} snapshots for --nnodes {ctx.expected}: "
+            "a snapshot from another job or node would be judged as part of this launch",
+            fix="empty the facts directory before each collection (rm -f facts/*.json), "
+            "or pass the real node count to --nnodes",
             subject="cluster",
             severity=WARNING,
             evidence={"expected": ctx.expected, "answered": ctx.names},
@@ -208,6 +225,7 @@ def node_shape_differs(ctx: ClusterContext) -> Iterator[Outcome]:
         yield unknown("fewer than two nodes recorded their GPUs", subject="cluster")
         return
     ref, ref_nodes, others = outliers(shapes)
+    assert ref is not None  # two or more shapes: there is a most common one
     if not others:
         yield ok(f"{len(shapes)} nodes with {_shape_text(ref)} each", subject="cluster")
         return
@@ -216,7 +234,8 @@ def node_shape_differs(ctx: ClusterContext) -> Iterator[Outcome]:
     for name, shape in others:
         yield fail(
             f"{name} has {_shape_text(shape)}; {names_text(ref_nodes)} {verb} {_shape_text(ref)}",
-            fix=f"launch on nodes of one shape ({per_node} GPU{'s' if per_node != 1 else ''} of one model per node), or set CUDA_VISIBLE_DEVICES on {name} to match the others",
+            fix=f"launch on nodes of one shape ({per_node} GPU{'s' if per_node != 1 else ''} of one model per node), "
+            f"or set CUDA_VISIBLE_DEVICES on {name} to match the others",
             subject=f"node:{name}",
             evidence={
                 "gpus": shape[0],

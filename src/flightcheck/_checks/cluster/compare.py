@@ -78,18 +78,21 @@ def software_fix(facts: Facts, diffs: list[tuple[str, str]], components: list[Co
     for label, ref in diffs:
         if label == "driver":
             lines.append(
-                f"install NVIDIA driver {ref} (and the same nvidia-fabricmanager / nvidia-imex version where used), then reboot"
+                f"install NVIDIA driver {ref} (and the same nvidia-fabricmanager "
+                "/ nvidia-imex version where used), then reboot"
             )
         elif label == "Python":
             lines.append(
-                f"rebuild the engine environment on Python {ref} (e.g. `uv venv --python {ref}`) and reinstall the same packages"
+                f"rebuild the engine environment on Python {ref} (e.g. `uv venv --python {ref}`) "
+                "and reinstall the same packages"
             )
         elif label == "CUDA (torch build)":
             if "torch" not in labels:  # otherwise the torch requirement below carries the CUDA build
                 torch = package(facts, "torch") or ""
                 pin = f"=={torch.split('+', 1)[0]}" if torch else ""
                 lines.append(
-                    f"{python} -m pip install --force-reinstall 'torch{pin}' --index-url https://download.pytorch.org/whl/cu{ref.replace('.', '')}"
+                    f"{python} -m pip install --force-reinstall 'torch{pin}' --index-url "
+                    f"https://download.pytorch.org/whl/cu{ref.replace('.', '')}"
                 )
         else:
             reqs.extend(_requirement(label, dists.get(label), ref))
@@ -123,7 +126,10 @@ def _imex_fix(facts: Facts) -> str:
     service = facts.imex.service if facts.imex else None
     if service == "not-installed":
         branch = (facts.driver.version or "").split(".")[0] if facts.driver else ""
-        fix += f"\nsudo apt-get install -y nvidia-imex-{branch or '<driver branch>'} && sudo systemctl enable --now nvidia-imex   # the IMEX package of the node's driver branch"
+        fix += (
+            f"\nsudo apt-get install -y nvidia-imex-{branch or '<driver branch>'} "
+            "&& sudo systemctl enable --now nvidia-imex   # the IMEX package of the node's driver branch"
+        )
     elif service != "active":
         fix += "\nsudo systemctl restart nvidia-imex"
     return fix + "\n(in a container: pass NVIDIA_IMEX_CHANNELS=0)"
@@ -170,7 +176,9 @@ def nvlink_domain_findings(ctx: ClusterContext) -> Iterator[Outcome]:
         )
         yield fail(
             f"{name} {what}; {others}: {why}",
-            fix=f"launch only on nodes of one NVLink partition (on {name}: `nvidia-smi -q | grep -A4 Fabric` shows its ClusterUUID and CliqueId), or fix the partition in the fabric manager / NVLink switch configuration",
+            fix=f"launch only on nodes of one NVLink partition (on {name}: `nvidia-smi -q | grep -A4 Fabric` shows "
+            "its ClusterUUID and CliqueId), or fix the partition in the fabric manager / NVLink switch "
+            "configuration",
             subject=f"node:{name}",
             severity=severity,
             evidence={
@@ -191,7 +199,8 @@ def nvlink_domain_findings(ctx: ClusterContext) -> Iterator[Outcome]:
             found = True
             service = facts.imex.service if facts.imex else None
             yield fail(
-                f"{name} has no IMEX channel (/dev/nvidia-caps-imex-channels is empty; nvidia-imex {service or 'state unknown'}), "
+                f"{name} has no IMEX channel (/dev/nvidia-caps-imex-channels is empty; "
+                f"nvidia-imex {service or 'state unknown'}), "
                 "so it cannot get fabric memory handles for multi-node NVLink",
                 fix=_imex_fix(facts),
                 subject=f"node:{name}",

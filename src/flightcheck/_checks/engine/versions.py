@@ -60,7 +60,10 @@ def engine_missing(ctx: Context) -> Iterator[Outcome]:
     hint = f" ({other} {packages[other]} is there: --engine {other}?)" if other else ""
     yield fail(
         f"{engine} is not installed in {exe}{hint}",
-        fix=f"pass --python /path/to/the/engine/venv/bin/python if {engine} lives elsewhere; else {_jit.pip(ctx, engine)}",
+        fix=(
+            f"pass --python /path/to/the/engine/venv/bin/python if {engine} lives elsewhere; "
+            f"else {_jit.pip(ctx, engine)}"
+        ),
         evidence={"executable": ctx.python.executable, "engine": engine},
     )
 
@@ -74,7 +77,8 @@ def declared_requirement(ctx: Context) -> tuple[str | None, str]:
         return spec, f"{engine}'s metadata"
     installed = py.packages.get(engine) if py and py.packages else None
     if engine == "vllm" and installed:
-        pinned = vllm.FLASHINFER_PIN.get(str(version(installed).public) if version(installed) else installed)
+        v = version(installed)
+        pinned = vllm.FLASHINFER_PIN.get(str(v.public) if v else installed)
         if pinned:
             return f"=={pinned}", f"vLLM {installed}'s requirements/cuda.txt"
     return None, ""
@@ -123,7 +127,8 @@ def flashinfer_version_unexpected(ctx: Context) -> Iterator[Outcome]:
     if target and (packages.get("flashinfer-cubin") or packages.get("flashinfer-jit-cache")):
         fix += " (and flashinfer-cubin / flashinfer-jit-cache at the same version, FC110)"
     yield fail(
-        f"flashinfer-python {fi or 'is not installed'}; {engine} {packages[engine]} declares flashinfer-python{spec} ({source})",
+        f"flashinfer-python {fi or 'is not installed'}; "
+        f"{engine} {packages[engine]} declares flashinfer-python{spec} ({source})",
         fix=fix,
         evidence={"installed": fi, "declared": spec, "source": source},
     )

@@ -46,10 +46,11 @@ TORCH_SYMM_MEM_SINCE = "2.5.0"  # pytorch #136577: TORCH_SYMM_MEM_DISABLE_MULTIC
 
 
 def _at_least(text: str | None, since: str) -> bool | None:
-    v = version(text)
+    v, floor = version(text), version(since)
     if v is None:
         return None
-    return v.release >= version(since).release  # a dev or rc build has the release's features
+    assert floor is not None  # since: one of the version constants above
+    return v.release >= floor.release  # a dev or rc build has the release's features
 
 
 @dataclass
@@ -140,7 +141,8 @@ def _ray(ctx: Context, fb: Fallback) -> None:
         names = extra + [s.name for s in fb.steps if s.name.startswith("NCCL_")]
         if names:
             fb.notes.append(
-                f"this vLLM forwards only its own VLLM_* variables to Ray workers: also export {', '.join(names)} before `ray start` on every node"
+                "this vLLM forwards only its own VLLM_* variables to Ray workers: "
+                f"also export {', '.join(names)} before `ray start` on every node"
             )
         return
     if not extra:
@@ -208,7 +210,8 @@ def kimi_k3_tail(ctx: Context) -> str | None:
     if not ccs or any(not cc or not cc.startswith("10.") for cc in ccs):
         return None  # the runner's gate: is_device_capability_family(100)
     cfg = model_config(ctx)
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    raw_text = cfg.get("text_config")
+    text: dict[str, Any] = raw_text if isinstance(raw_text, dict) else {}
     shared = cfg.get("n_shared_experts", text.get("n_shared_experts"))
     if shared == 0:
         return None  # the tail fuses the shared expert; without one it is not used

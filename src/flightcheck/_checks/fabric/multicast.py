@@ -238,7 +238,8 @@ def multicast_probe_unavailable(ctx: Context) -> Iterator[Outcome]:
     if p is None:
         why = ctx.facts.unavailable.get("multicast_probe") or "not requested: no --deep"
         yield unknown(
-            f"the multicast probe did not run ({why}); `flightcheck check --deep` or `flightcheck probe multicast` runs it"
+            f"the multicast probe did not run ({why}); "
+            "`flightcheck check --deep` or `flightcheck probe multicast` runs it"
         )
     elif probe_state(p) == "inconclusive":
         yield unknown(f"the multicast probe was inconclusive: {p.detail}")

@@ -67,7 +67,8 @@ def _fm_fix(ctx: Context, states: set[str]) -> str:
     if service == "not-installed":
         return (
             f"install the fabric manager of the driver's exact version {ver} (Ubuntu: `sudo apt-get install "
-            f"nvidia-fabricmanager-{branch}={ver}-*`, plus nvlsm on HGX B200/B300), then `sudo systemctl enable --now nvidia-fabricmanager`"
+            f"nvidia-fabricmanager-{branch}={ver}-*`, plus nvlsm on HGX B200/B300), "
+            "then `sudo systemctl enable --now nvidia-fabricmanager`"
         )
     if service == "unknown":
         return (
@@ -99,10 +100,11 @@ def fabric_not_ready(ctx: Context) -> Iterator[Outcome]:
     gpus = used_gpus(ctx)
     bad = [g for g in gpus if g.fabric is not None and g.fabric.state not in (None, "completed", "not_supported")]
     if bad:
-        states = {g.fabric.state for g in bad}
+        states = {g.fabric.state for g in bad if g.fabric is not None and g.fabric.state is not None}
         service = ctx.fabric_manager.service
         yield fail(
-            f"fabric state {'/'.join(sorted(states))} on {len(bad)} of {len(gpus)} GPUs (fabric manager: {service or 'unknown'})",
+            f"fabric state {'/'.join(sorted(states))} on {len(bad)} of {len(gpus)} GPUs (fabric manager: "
+            f"{service or 'unknown'})",
             fix=_fm_fix(ctx, states),
             subject=subject(bad),
             evidence={"states": sorted(states), "service": service},
@@ -116,7 +118,7 @@ def fabric_not_ready(ctx: Context) -> Iterator[Outcome]:
             key = f"gpus[{missing.index}].fabric"
             raise Missing(key, ctx.facts.unavailable.get(key))
         raise Skip("fabric state not reported and no NVSwitch seen")
-    if all(g.fabric.state == "not_supported" for g in gpus):
+    if all(g.fabric is not None and g.fabric.state == "not_supported" for g in gpus):
         raise Skip("these GPUs take part in no NVLink fabric")
     yield ok(f"fabric completed on all {len(gpus)} GPUs")
 
@@ -144,7 +146,9 @@ def fabric_unhealthy(ctx: Context) -> Iterator[Outcome]:
         raise Skip("no GPU with a completed fabric (FC301 covers the rest)")
     bad: list[tuple[Gpu, str]] = []
     for g in done:
-        f, h = g.fabric, g.fabric.health
+        f = g.fabric
+        assert f is not None  # done: GPUs whose fabric completed
+        h = f.health
         if f.status not in (None, "success"):
             bad.append((g, f"status {f.status}"))
         elif h is not None and h.incorrect_configuration:
@@ -195,7 +199,8 @@ def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
     fabric_probe = ctx.multicast_probe.handle_type == "fabric"
     if not (fabric_probe or (ctx.intent.nnodes > 1 and domain and multi_node_nvlink_member(ctx.facts))):
         raise Skip(
-            "single node, or no multi-node NVLink domain (an HGX node's fabric is its own): POSIX fd handles need no IMEX"
+            "single node, or no multi-node NVLink domain (an HGX node's fabric is its own): "
+            "POSIX fd handles need no IMEX"
         )
     channels = ctx.need(ctx.imex.channels, "imex.channels")
     if channels:
@@ -204,12 +209,14 @@ def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
     service = ctx.imex.service
     fix = (
         "major=$(awk '$2==\"nvidia-caps-imex-channels\" {print $1}' /proc/devices)\n"
-        "sudo mkdir -p /dev/nvidia-caps-imex-channels && sudo mknod /dev/nvidia-caps-imex-channels/channel0 c $major 0\n"
+        "sudo mkdir -p /dev/nvidia-caps-imex-channels "
+        "&& sudo mknod /dev/nvidia-caps-imex-channels/channel0 c $major 0\n"
         "sudo systemctl enable --now nvidia-imex  # /etc/nvidia-imex/nodes_config.cfg lists every node's IP\n"
         "containers: NVIDIA_IMEX_CHANNELS=0 (or the CDI device nvidia.com/imex-channel=0)"
     )
     yield fail(
-        f"multi-node NVLink domain (cluster {domain[0].fabric.cluster_uuid if domain else '?'}) and no IMEX channel "
+        "multi-node NVLink domain "
+        f"(cluster {domain[0].fabric.cluster_uuid if domain and domain[0].fabric else '?'}) and no IMEX channel "
         f"(nvidia-imex: {service or 'unknown'})",
         fix=fix,
         evidence={"channels": channels, "service": service},
@@ -239,7 +246,7 @@ def nvlink_inactive(ctx: Context) -> Iterator[Outcome]:
     if not down:
         yield ok("every NVLink is active")
         return
-    detail = ", ".join(f"GPU {g.index}: {g.nvlink.active}/{g.nvlink.total}" for g in down)
+    detail = ", ".join(f"GPU {g.index}: {g.nvlink.active}/{g.nvlink.total}" for g in down if g.nvlink)
     yield fail(
         f"NVLinks down ({detail} active)",
         subject=subject(down),

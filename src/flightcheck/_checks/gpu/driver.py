@@ -48,6 +48,7 @@ def nvidia_driver_unavailable(ctx: Context) -> Iterator[Outcome]:
     """
     loaded = ctx.need(ctx.driver.loaded, "driver.loaded")
     d = ctx.facts.driver
+    assert d is not None  # ctx.need raised Missing without a driver section
     if loaded:
         yield ok(f"NVML initialised: driver {d.version}, CUDA {d.cuda_version}")
         return
@@ -89,10 +90,16 @@ def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
         msg += f" (CUDA_VISIBLE_DEVICES={spec} selects {have} of {len(all_gpus)}"
         msg += f"; it stops at {tokens[have]!r}, which matches no GPU)" if len(tokens) > have else ")"
     if len(all_gpus) >= need:
-        fix = f"export CUDA_VISIBLE_DEVICES={','.join(str(g.index) for g in sorted(all_gpus, key=lambda g: g.index)[:need])} (or unset it)"
+        fix = (
+            "export CUDA_VISIBLE_DEVICES="
+            f"{','.join(str(g.index) for g in sorted(all_gpus, key=lambda g: g.index or 0)[:need])} (or unset it)"
+        )
     else:
         fit = max((n for n in (1, 2, 4, 8, 16) if n <= len(all_gpus)), default=1)
-        fix = f"this node has {len(all_gpus)} GPU(s): launch with {engines.flag(ctx.intent.engine, 'tp')} {fit}, or spread the launch over more nodes (--nnodes)"
+        fix = (
+            f"this node has {len(all_gpus)} GPU(s): launch with {engines.flag(ctx.intent.engine, 'tp')} {fit}, "
+            "or spread the launch over more nodes (--nnodes)"
+        )
     yield fail(
         msg, fix=fix, evidence={"visible": have, "needed": need, "total": len(all_gpus), "CUDA_VISIBLE_DEVICES": spec}
     )
@@ -133,17 +140,20 @@ def driver_too_old_for_cuda(ctx: Context) -> Iterator[Outcome]:
     if drv[0] < want[0]:
         floor = MAJOR_FLOOR.get(want[0], need)
         yield fail(
-            f"driver {ev['driver']} supports CUDA {drv[0]}.{drv[1]}; torch is built for CUDA {torch_cuda}: CUDA cannot initialise",
+            f"driver {ev['driver']} supports CUDA {drv[0]}.{drv[1]}; "
+            f"torch is built for CUDA {torch_cuda}: CUDA cannot initialise",
             fix=(
                 f"install NVIDIA driver >= {need} (any driver >= {floor} runs CUDA {want[0]}.x), or a torch built for "
-                f"CUDA {drv[0]}.x (`pip install torch --index-url {TORCH_INDEX.format(*drv)}`, matching your engine's torch pin); "
+                f"CUDA {drv[0]}.x (`pip install torch --index-url {TORCH_INDEX.format(*drv)}`, "
+                "matching your engine's torch pin); "
                 f"data-center GPUs: cuda-compat-{want[0]}-{want[1]} (forward compatibility)"
             ),
             evidence={**ev, "needed_driver": need},
         )
     else:
         yield fail(
-            f"driver {ev['driver']} supports CUDA {drv[0]}.{drv[1]}, older than torch's {torch_cuda}: runs through minor-version "
+            f"driver {ev['driver']} supports CUDA {drv[0]}.{drv[1]}, "
+            f"older than torch's {torch_cuda}: runs through minor-version "
             f"compatibility, but PTX from CUDA {want[0]}.{want[1]} (Triton, FlashInfer JIT) is rejected",
             fix=f"install NVIDIA driver >= {need} (CUDA {want[0]}.{want[1]}'s)",
             severity=WARNING,
@@ -228,7 +238,8 @@ def mixed_gpu_models(ctx: Context) -> Iterator[Outcome]:
     same = [g.index for g in ctx.visible_gpus if g.name == common]
     yield fail(
         ", ".join(f"{n}x {m}" for m, n in models.most_common()),
-        fix=f"export CUDA_VISIBLE_DEVICES={','.join(map(str, same))} (the {len(same)} {common}) and size the launch to them",
+        fix=f"export CUDA_VISIBLE_DEVICES={','.join(map(str, same))} "
+        f"(the {len(same)} {common}) and size the launch to them",
         evidence={"models": dict(models)},
     )
 

@@ -43,7 +43,8 @@ def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
     util = _utilization(ctx)
     if util is None:
         raise Skip(
-            f"SGLang sizes its memory pool from free memory; give {engines.flag(ctx.intent.engine, 'util')} to check a fraction"
+            "SGLang sizes its memory pool from free memory; "
+            f"give {engines.flag(ctx.intent.engine, 'util')} to check a fraction"
         )
     frac, source = util
     full = False
@@ -55,9 +56,11 @@ def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
             full = True
             fits = int((total - used) / total * 100) / 100
             yield fail(
-                f"{gpu_label(g)}: {used / GiB:.1f} of {total / GiB:.1f} GiB already in use; {source} {frac} needs {frac * total / GiB:.1f} GiB free",
+                f"{gpu_label(g)}: {used / GiB:.1f} of {total / GiB:.1f} GiB already in use; "
+                f"{source} {frac} needs {frac * total / GiB:.1f} GiB free",
                 fix=(
-                    f"nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv -i {g.index}  # stop those, "
+                    "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv "
+                    f"-i {g.index}  # stop those, "
                     f"or lower {engines.flag(ctx.intent.engine, 'util')} to {fits}"
                 ),
                 subject=gpu_subject(g),
@@ -99,13 +102,15 @@ def gpu_needs_reset(ctx: Context) -> Iterator[Outcome]:
                 f"{gpu_label(g)}: row remapping failed (no spare rows left)",
                 severity=ERROR,
                 subject=gpu_subject(g),
-                fix=f"take GPU {g.index} out of service (leave it out of CUDA_VISIBLE_DEVICES) and open an RMA with the vendor",
+                fix=f"take GPU {g.index} out of service (leave it out of CUDA_VISIBLE_DEVICES) "
+                "and open an RMA with the vendor",
             )
         elif rows.pending:
             yield fail(
                 f"{gpu_label(g)}: a row remap is pending until the GPU is reset",
                 subject=gpu_subject(g),
-                fix=f"stop work on GPU {g.index}, then `sudo nvidia-smi -r -i {g.index}` (NVSwitch systems: the reset sequence of FC304)",
+                fix=f"stop work on GPU {g.index}, then `sudo nvidia-smi -r -i {g.index}` (NVSwitch systems: "
+                "the reset sequence of FC304)",
             )
     if not seen:
         raise Skip("no GPU reports remapped rows (pre-Ampere, or MIG)")
@@ -132,7 +137,8 @@ def mig_enabled(ctx: Context) -> Iterator[Outcome]:
         yield fail(
             f"{gpu_label(g)}: MIG is enabled",
             subject=gpu_subject(g),
-            fix=f"sudo nvidia-smi -i {g.index} -mig 0  # then `sudo nvidia-smi -r -i {g.index}` if it says a reset is pending",
+            fix=f"sudo nvidia-smi -i {g.index} -mig 0  "
+            f"# then `sudo nvidia-smi -r -i {g.index}` if it says a reset is pending",
         )
     if not mig:
         yield ok("MIG is off on every GPU used")
@@ -156,12 +162,13 @@ def gpu_virtualized(ctx: Context) -> Iterator[Outcome]:
     """
     virt = [g for g in used_gpus(ctx) if g.virtualization_mode not in (None, "none")]
     if virt:
-        modes = sorted({g.virtualization_mode for g in virt})
+        modes = sorted({g.virtualization_mode for g in virt if g.virtualization_mode is not None})
         yield fail(
             f"{len(virt)} GPU(s) in {'/'.join(modes)} mode: GPU resets and fabric fixes must come from the host",
             subject=subject(virt),
             evidence={"modes": modes},
-            fix="if a fabric or multicast check fails, ask the hypervisor/cloud operator to reset the GPUs and NVSwitches",
+            fix="if a fabric or multicast check fails, "
+            "ask the hypervisor/cloud operator to reset the GPUs and NVSwitches",
         )
     else:
         yield ok("bare-metal GPUs")
@@ -189,7 +196,8 @@ def gpu_unreachable(ctx: Context) -> Iterator[Outcome]:
         yield fail(
             f"GPU {g.index}: {g.error}",
             subject=gpu_subject(g),
-            fix=f"sudo dmesg | grep -i xid; `sudo nvidia-smi -r -i {g.index}` or reboot; until then leave GPU {g.index} out of CUDA_VISIBLE_DEVICES",
+            fix=f"sudo dmesg | grep -i xid; `sudo nvidia-smi -r -i {g.index}` or reboot; "
+            f"until then leave GPU {g.index} out of CUDA_VISIBLE_DEVICES",
         )
     if not bad:
         yield ok("every GPU used answers NVML")

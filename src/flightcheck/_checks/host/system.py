@@ -82,7 +82,7 @@ def memlock_limited(ctx: Context) -> Iterator[Outcome]:
     systemd ``LimitMEMLOCK=infinity``; in /etc/security/limits.conf ``* - memlock unlimited``.
     """
     memlock = ctx.need(ctx.host.ulimit_memlock, "host.ulimit_memlock")
-    if memlock != "unlimited":
+    if isinstance(memlock, int):  # else "unlimited"
         yield fail(
             f"ulimit -l is {memlock // 1024} KiB",
             fix="ulimit -l unlimited (Docker: --ulimit memlock=-1; systemd: LimitMEMLOCK=infinity)",

@@ -53,7 +53,10 @@ def _headline(ctx: Context) -> str:
     if f is None:
         return f"weights {_gib(m.weights())} per GPU; GPU memory unknown"
     length = f"{f.max_model_len:,} tokens" if f.max_model_len else "auto length"
-    return f"weights {_gib(f.weights)} + KV {_gib(f.kv_need)} ({length}) + reserve {_gib(f.reserve)} of {_gib(f.usable)} usable per GPU"
+    return (
+        f"weights {_gib(f.weights)} + KV {_gib(f.kv_need)} ({length}) "
+        f"+ reserve {_gib(f.reserve)} of {_gib(f.usable)} usable per GPU"
+    )
 
 
 def _where(lf: Any) -> str:
@@ -130,7 +133,8 @@ def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
         if not flags:
             flags, hint = _weights_layout(m)
         yield fail(
-            f"weights need {_gib(f.weights)} per GPU at {m.layout.describe(m.engine)} but {_gpu(m)} has {_gib(f.usable)} usable "
+            f"weights need {_gib(f.weights)} per GPU at "
+            f"{m.layout.describe(m.engine)} but {_gpu(m)} has {_gib(f.usable)} usable "
             f"at gpu_memory_utilization {f.utilization:g} minus a {_gib(f.reserve)} reserve; {hint}",
             fix="\n".join(flags) or hint,
             evidence=ev,
@@ -192,12 +196,14 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         return
     if f.max_model_len is None:
         yield unknown(
-            f"the model sets no max_position_embeddings: pass {engines.flag(m.engine, 'max_len')} to evaluate the KV cache"
+            "the model sets no max_position_embeddings: "
+            f"pass {engines.flag(m.engine, 'max_len')} to evaluate the KV cache"
         )
         return
     if f.kv_fits and f.max_model_len_fit > 0:
         yield ok(
-            f"KV for {f.max_model_len:,} tokens: {_gib(f.kv_need)} of {_gib(f.kv_budget)} left (up to {f.max_model_len_fit:,} fit)",
+            f"KV for {f.max_model_len:,} tokens: "
+            f"{_gib(f.kv_need)} of {_gib(f.kv_budget)} left (up to {f.max_model_len_fit:,} fit)",
             evidence=ev,
         )
         return
@@ -231,9 +237,10 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     if f.max_model_len_fit <= 0:
         options.pop(0)
     yield fail(
-        f"one sequence of {f.max_model_len:,} tokens needs {_gib(f.kv_need)} of KV cache ({int(per_tok):,} B/token, {dtype}) "
-        f"but {_gib(max(0.0, f.kv_budget))} is left per GPU after {_gib(f.weights)} of weights and a {_gib(f.reserve)} reserve; "
-        + "; ".join(said),
+        f"one sequence of {f.max_model_len:,} tokens needs "
+        f"{_gib(f.kv_need)} of KV cache ({int(per_tok):,} B/token, {dtype}) "
+        f"but {_gib(max(0.0, f.kv_budget))} is left per GPU after "
+        f"{_gib(f.weights)} of weights and a {_gib(f.reserve)} reserve; " + "; ".join(said),
         fix="\n".join(options) if options else hint,
         evidence=ev,
     )  # each fix line alone makes it fit
@@ -269,7 +276,8 @@ def memory_headroom_low(ctx: Context) -> Iterator[Outcome]:
     if spare < HEADROOM_MIN * f.usable:
         safer = f.shape.max_len(f.kv_budget - HEADROOM_MIN * f.usable)
         yield fail(
-            f"only {_gib(spare)} ({100 * spare / f.usable:.1f}%) of usable memory is left after weights, reserve and one {f.max_model_len:,}-token sequence",
+            f"only {_gib(spare)} ({100 * spare / f.usable:.1f}%) "
+            f"of usable memory is left after weights, reserve and one {f.max_model_len:,}-token sequence",
             fix=f"{flag('max_len', m.engine)} {safer}" if safer > 0 else f"more GPUs (a larger {flag('tp', m.engine)})",
             evidence={"spare_bytes": int(spare)},
         )

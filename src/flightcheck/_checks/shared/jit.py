@@ -115,7 +115,10 @@ def jit_needed(ctx: Context) -> tuple[bool | None, str]:
     if built is None:
         return (
             None,
-            f"flashinfer-jit-cache {jc} is installed but its archs are unknown ({ctx.facts.reason('python.jit_cache_archs') or 'not read'})",
+            (
+                f"flashinfer-jit-cache {jc} is installed but its archs are unknown "
+                f"({ctx.facts.reason('python.jit_cache_archs') or 'not read'})"
+            ),
         )
     missing = [a for a, gpus in archs.items() if not jit_cache_covers(built, str(gpus[0].compute_capability))]
     if missing:

@@ -106,7 +106,8 @@ def arch_list_excludes_gpu(ctx: Context) -> Iterator[Outcome]:
             new = " ".join(dict.fromkeys(good + [_label(a, True) for a in archs or ()]))
             out.append(
                 fail(
-                    f"{var}={value!r}: FlashInfer cannot parse {', '.join(bad)} (it splits on single spaces); import flashinfer raises ValueError",
+                    f"{var}={value!r}: FlashInfer cannot parse {', '.join(bad)} (it splits on single spaces); "
+                    "import flashinfer raises ValueError",
                     fix=f'export {var}="{new}"' if new else f"unset {var}",
                     evidence={var: value, "bad_tokens": bad},
                 )
@@ -156,9 +157,15 @@ def _smoke_fix(ctx: Context, output: str, arch: str | None) -> str:
         return f"export CUDA_HOME={root}" if root else _jit.toolkit_fix(ctx, need)
     if kind == "libcuda":
         v, _ = _jit.toolkit_version(ctx, need)
-        return f"{_jit.install(ctx, f'cuda-toolkit-{v[0]}-{v[1]}')} (its lib64/stubs/libcuda.so links where the driver's libcuda.so is missing)"
+        return (
+            f"{_jit.install(ctx, f'cuda-toolkit-{v[0]}-{v[1]}')} "
+            "(its lib64/stubs/libcuda.so links where the driver's libcuda.so is missing)"
+        )
     if kind == "host":
-        return "nvcc rejects this host compiler: install one it supports and export CC and CXX to it (e.g. gcc-13 / g++-13)"
+        return (
+            "nvcc rejects this host compiler: "
+            "install one it supports and export CC and CXX to it (e.g. gcc-13 / g++-13)"
+        )
     return "the evidence holds the compiler's own output; fix the toolchain failures above, then rerun with --deep"
 
 

@@ -135,7 +135,10 @@ def python_headers_missing(ctx: Context) -> Iterator[Outcome]:
         return
     exe = ctx.python.executable or "the engine's interpreter"
     if include and not include.startswith(("/usr/include/", "/usr/local/include/")):
-        fix = f"{exe} uses {include}, which lacks Python.h: reinstall that Python with its headers (or build the venv from a system Python plus {_jit.python_dev_package(ctx)})"
+        fix = (
+            f"{exe} uses {include}, which lacks Python.h: reinstall that Python with its headers "
+            f"(or build the venv from a system Python plus {_jit.python_dev_package(ctx)})"
+        )
     else:
         fix = _jit.install(ctx, _jit.python_dev_package(ctx))
     yield fail(f"no Python.h in {include or 'the include directory'} of {exe}", fix=fix, evidence={"include": include})

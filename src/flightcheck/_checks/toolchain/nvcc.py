@@ -7,12 +7,16 @@ resolves; these checks resolve them the same way, before the load.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
 from flightcheck._checks.shared import jit as _jit
 from flightcheck._knowledge.derived import gpu_subject
 from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.results import ERROR, WARNING
+
+if TYPE_CHECKING:
+    from flightcheck._vocabulary.facts import Gpu
 
 
 @summary("FC1")
@@ -108,18 +112,19 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     Point CUDA_HOME at a newer toolkit on the host (``export CUDA_HOME=/usr/local/cuda-13.1``)
     or install one that matches the driver (``apt-get install cuda-toolkit-13-1``).
     """
-    needed, why = _needed_or_skip(ctx)
+    _needed, why = _needed_or_skip(ctx)
     version = _jit.nvcc_version(ctx)
     if version is None:
         raise Skip("no nvcc version to compare (FC101 covers a missing nvcc)")
     archs = _jit.archs_used(ctx)
     if archs is None:
         raise Skip(
-            f"GPU archs unknown, {_jit.no_gpu_note(ctx)}; nvcc {_jit.fmt(version)} can target {' '.join(_jit.archs_supported_by(version))}"
+            f"GPU archs unknown, {_jit.no_gpu_note(ctx)}; "
+            f"nvcc {_jit.fmt(version)} can target {' '.join(_jit.archs_supported_by(version))}"
         )
     listed = ctx.nvcc.archs
     path = ctx.nvcc.path
-    bad = []
+    bad: list[tuple[str, tuple[int, int] | None, list[Gpu], str]] = []
     for arch, gpus in archs.items():
         need = _jit.MIN_NVCC.get(arch)
         base = "sm_" + arch.rstrip("af")
@@ -133,7 +138,8 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     need_all = max(_jit.need_for([b[0] for b in bad]), version)
     for arch, need, gpus, why_too_old in bad:
         yield fail(
-            f"nvcc {_jit.fmt(version)} ({path}) cannot compile for {arch} ({gpus[0].name or 'GPU'}): {arch} {why_too_old}; {why}",
+            f"nvcc {_jit.fmt(version)} ({path}) cannot compile for {arch} ({gpus[0].name or 'GPU'}): "
+            f"{arch} {why_too_old}; {why}",
             fix=_jit.toolkit_fix(ctx, need_all),
             subject=gpu_subject(gpus[0]),
             evidence={
@@ -209,7 +215,7 @@ def c_compiler_missing(ctx: Context) -> Iterator[Outcome]:
     """
     tc = ctx.need(ctx.facts.toolchain, "toolchain")
     missing = [(key, var) for key, var in (("cxx", "CXX"), ("cc", "CC")) if getattr(tc, key) is None]
-    if not missing:
+    if tc.cxx is not None and tc.cc is not None:
         yield ok(f"c++ {tc.cxx.version or '?'} ({tc.cxx.path}), cc {tc.cc.version or '?'} ({tc.cc.path})")
         return
     reasons = [ctx.facts.reason(f"toolchain.{key}") or f"no {key}" for key, _ in missing]
