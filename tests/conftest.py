@@ -1,27 +1,19 @@
-"""Shared test helpers: recorded facts, evaluation shortcuts, and running the CLI.
+"""Fixtures for every test module; the helpers they use live in ``tests/support``.
 
-Recorded hosts live in ``tests/fixtures/hosts``; the bundled examples of the package are
-complete snapshots too. Tests never read ``../shared`` (users do not have it).
+Tests never read ``../shared`` (users do not have it).
 """
 
 from __future__ import annotations
 
-import copy
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from flightcheck import Intent, evaluate
-from flightcheck._examples import load_example
-from flightcheck._vocabulary.facts import from_dict
+pytest.register_assert_rewrite("support")
 
-FIXTURES = Path(__file__).parent / "fixtures"
-HOSTS = FIXTURES / "hosts"
+from support.ckptgen import load_config, write_checkpoint  # noqa: E402 (after the assert rewrite hook)
+from support.evaluation import host_doc  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -37,68 +29,18 @@ def _caches_out_of_home(tmp_path_factory: pytest.TempPathFactory) -> Any:
         os.environ["XDG_CACHE_HOME"] = old
 
 
-def host_doc(name: str = "b300") -> dict[str, Any]:
-    """A recorded snapshot as a dict: a fixture under tests/fixtures/hosts, or a bundled example."""
-    path = HOSTS / f"{name}.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    return copy.deepcopy(load_example(name)[0][0])
-
-
-def facts(name: str = "b300", **sections: Any):
-    """Facts of a recorded host with whole sections replaced (``toolchain={...}``)."""
-    doc = host_doc(name)
-    doc.update(sections)
-    return from_dict(doc)
-
-
-def results(facts_obj, **intent: Any) -> dict[str, list]:
-    """code -> list of CheckResult for one evaluation."""
-    report = evaluate(facts_obj, Intent(**intent))
-    out: dict[str, list] = {}
-    for r in report.checks:
-        out.setdefault(r.code, []).append(r)
-    return out
-
-
-def statuses(facts_obj, code: str, **intent: Any) -> set[str]:
-    """The statuses ``code`` produced."""
-    return {r.status.value for r in results(facts_obj, **intent).get(code, [])}
-
-
-def assert_fires(code: str, facts_obj, **intent: Any):
-    """``code`` fails; return its failing results for further assertions."""
-    got = results(facts_obj, **intent).get(code, [])
-    failing = [r for r in got if r.status.value == "fail"]
-    assert failing, f"{code} should fail; got {[(r.status.value, r.message) for r in got]}"
-    return failing
-
-
-def assert_silent(code: str, facts_obj, **intent: Any) -> None:
-    """``code`` does not fail (pass, skip, or unknown)."""
-    got = results(facts_obj, **intent).get(code, [])
-    assert got, f"{code} was not evaluated"
-    failing = [r for r in got if r.status.value == "fail"]
-    assert not failing, f"{code} should not fail; got {[r.message for r in failing]}"
-
-
-def cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m flightcheck ARGS`` in a fresh process."""
-    full_env = {**os.environ, **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "flightcheck", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=full_env,
-        cwd=cwd,
-        check=False,
-    )
-
-
 @pytest.fixture
 def b300_doc() -> dict[str, Any]:
     """The healthy 8x B300 snapshot, as a fresh dict."""
     return host_doc("b300")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A small but complete checkpoint (2 shards, index, config) that fits at TP 8, so the
+    checkpoint and memory checks pass and the launch decision is about the node."""
+    return str(
+        write_checkpoint(
+            tmp_path_factory.mktemp("models") / "tiny-llama", load_config("tiny-llama"), shards=2, dense=True
+        )
+    )

@@ -10,10 +10,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from ckptgen import load_config, shard_name, write_checkpoint
 from flightcheck._checkpoint import load
 from flightcheck._checkpoint.cache import FORMAT, CacheFile, ScanCache
 from flightcheck._checks.checkpoint.kinds import KIND_OF
+from support.ckptgen import load_config, shard_name, write_checkpoint
 
 TINY = load_config("tiny-llama")
 

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
-from conftest import cli
-from test_checkpoint_load import COMMIT, break_checkpoint
+from support import EXAMPLES
+from support.checkpoints import COMMIT, break_checkpoint
+from support.ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
+from support.cli import cli
 
 TINY = load_config("tiny-llama")
 
@@ -129,7 +130,7 @@ def test_collect_writes_the_checkpoint_section(tmp_path: Path, env: dict[str, st
         "--model",
         str(root),
         "--facts",
-        str(Path(__file__).parent.parent / "src/flightcheck/_examples/b300.json"),
+        str(EXAMPLES / "b300.json"),
         env=env,
     )
     assert proc.returncode == 0, proc.stderr
@@ -157,7 +158,7 @@ def test_a_bug_while_reading_is_unknown_once(tmp_path: Path, monkeypatch: pytest
     """An exception inside the reader makes FC4xx/FC5xx 'unknown' (exit 3), read once, no traceback."""
     import importlib
 
-    from conftest import facts, results
+    from support.evaluation import facts, results
 
     load_mod = importlib.import_module("flightcheck._checkpoint.load")  # the module, not the function
     calls: list = []
@@ -171,7 +172,7 @@ def test_a_bug_while_reading_is_unknown_once(tmp_path: Path, monkeypatch: pytest
 def test_a_bug_in_the_memory_model_is_unknown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Built once; every FC4xx check says 'unknown' with the cause, none re-runs it."""
     import flightcheck._checks.shared.memory as mem_mod
-    from conftest import facts, results
+    from support.evaluation import facts, results
 
     root = write_checkpoint(tmp_path / "m", load_config("tiny-llama"), shards=2, dense=True)
     calls: list = []

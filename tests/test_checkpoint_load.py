@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
 from flightcheck._checkpoint import load
 from flightcheck._checkpoint.resolve import hub_dirs, resolve
 from flightcheck._checkpoint.scan import scan_paths
 from flightcheck._checks.checkpoint.kinds import CODE_OF, KIND_OF
+from support.checkpoints import COMMIT, break_checkpoint
+from support.ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
 
 TINY = load_config("tiny-llama")
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 @pytest.fixture(autouse=True)
@@ -80,76 +80,6 @@ def test_each_breakage_is_named_by_its_code(tmp_path: Path, breakage: str, code:
     assert hits, (breakage, ck.findings)
     assert where in {f.subject for f in hits}, [f.subject for f in hits]
     assert all(f.fix for f in hits)
-
-
-def break_checkpoint(root: Path, how: str) -> None:
-    """Damage a healthy 3-shard tiny checkpoint the way real downloads and exporters do."""
-    s2 = root / shard_name(1, 3)
-    index = root / "model.safetensors.index.json"
-    doc = json.loads(index.read_text())
-    data = s2.read_bytes()
-    n = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8 : 8 + n])
-    if how == "truncate":
-        s2.write_bytes(data[:-100])
-    elif how == "pad":
-        s2.write_bytes(data + b"\0" * 4096)
-    elif how == "delete":
-        s2.unlink()
-    elif how == "header-1tb":
-        s2.write_bytes((1 << 40).to_bytes(8, "little") + data[8:])
-    elif how in ("overlap", "not-json"):
-        if how == "overlap":
-            names = [k for k in header if k != "__metadata__"]
-            header[names[1]]["data_offsets"] = [
-                0,
-                header[names[1]]["data_offsets"][1] - header[names[1]]["data_offsets"][0],
-            ]
-            raw = json.dumps(header).encode()
-        else:
-            raw = b"{not json" + b" " * (n - 9)
-        raw = raw.ljust(n) if len(raw) <= n else raw
-        s2.write_bytes(len(raw).to_bytes(8, "little") + raw + data[8 + n :])
-    elif how == "escape":
-        doc["weight_map"]["model.layers.0.mlp.down_proj.weight"] = "../../../../etc/passwd"
-        index.write_text(json.dumps(doc))
-    elif how == "index-lies":
-        doc["weight_map"]["model.layers.9.ghost.weight"] = shard_name(1, 3)
-        index.write_text(json.dumps(doc))
-    elif how == "duplicate":  # a tensor of shard 2 written into shard 3 as well
-        from ckptgen import write_shard
-
-        s3 = root / shard_name(2, 3)
-        n3 = int.from_bytes(s3.read_bytes()[:8], "little")
-        h3 = json.loads(s3.read_bytes()[8 : 8 + n3])
-        extra = next(k for k in header if k != "__metadata__")
-        tensors = [(k, e["dtype"], e["shape"]) for k, e in h3.items() if k != "__metadata__"] + [
-            (extra, header[extra]["dtype"], header[extra]["shape"])
-        ]
-        write_shard(s3, tensors, dense=True)
-    elif how == "no-config":
-        (root / "config.json").unlink()
-    elif how == "config-truncated":
-        (root / "config.json").write_text((root / "config.json").read_text()[:40])
-    elif how == "loop":
-        s2.unlink()
-        s2.symlink_to(s2.name)
-    elif how == "index-not-json":
-        index.write_text(index.read_text()[:100])
-    elif how == "sparse":
-        with open(s2, "r+b") as fh:  # make it big and sparse: same header, a hole for data
-            fh.truncate(8 << 20)
-        hdr_tensors = [
-            (k, "U8", [((8 << 20) - 8 - n) if i == 0 else 0])
-            for i, k in enumerate(k for k in header if k != "__metadata__")
-        ]
-        from ckptgen import write_shard
-
-        write_shard(s2, hdr_tensors[:1], dense=False)
-        doc["weight_map"] = {k: v for k, v in doc["weight_map"].items() if v != s2.name or k == hdr_tensors[0][0]}
-        index.write_text(json.dumps(doc))
-    else:
-        raise AssertionError(how)
 
 
 def test_absurdly_nested_config_and_index(tmp_path: Path) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from ckptgen import load_config, write_checkpoint
 from flightcheck._checkpoint import load
 from flightcheck._collect import throughput
 from flightcheck._memory import build
 from flightcheck._vocabulary.intent import Intent
+from support.ckptgen import load_config, write_checkpoint
 
 
 def test_plan_spreads_chunks_over_all_bytes() -> None:

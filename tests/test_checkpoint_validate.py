@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ckptgen import header_bytes, write_shard
 from flightcheck._checkpoint import validate as v
 from flightcheck._checks.checkpoint.kinds import CODE_OF
+from support.ckptgen import header_bytes, write_shard
 
 T = [("a.weight", "BF16", [4, 8]), ("b.weight", "F32", [3]), ("c.bias", "U8", [5])]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import cli
+from support import FIXTURES, REPO
+from support.cli import cli
 
 
 def test_bad_flag_is_one_line_exit_2():
@@ -108,7 +109,6 @@ def test_a_report_file_never_gets_terminal_colours(tmp_path, monkeypatch):
     """From a terminal, `-o report.txt` once wrote ANSI escapes into the file (colour
     followed stdout, which the text does not go to)."""
     import sys
-    from pathlib import Path
 
     from flightcheck._cli.main import main
 
@@ -116,7 +116,7 @@ def test_a_report_file_never_gets_terminal_colours(tmp_path, monkeypatch):
     monkeypatch.delenv("NO_COLOR", raising=False)
     node, cluster = tmp_path / "node.txt", tmp_path / "cluster.txt"
     assert main(["check", "--example", "b300", "-o", str(node)]) == 0
-    fixtures = Path(__file__).parent / "fixtures" / "cluster"
+    fixtures = FIXTURES / "cluster"
     assert main(["cluster", "--facts-dir", str(fixtures), "-tp", "8", "-o", str(cluster)]) == 1  # the mixed fixture set
     for path in (node, cluster):
         text = path.read_text()
@@ -125,10 +125,8 @@ def test_a_report_file_never_gets_terminal_colours(tmp_path, monkeypatch):
 
 def test_docs_rules_md_is_the_generated_catalogue():
     """docs/rules.md is what `flightcheck rules --format markdown` prints: regenerate it when a check changes."""
-    from pathlib import Path
-
     proc = cli("rules", "--format", "markdown")
     assert proc.returncode == 0
-    committed = (Path(__file__).parent.parent / "docs" / "rules.md").read_text()
+    committed = (REPO / "docs" / "rules.md").read_text()
     assert proc.stdout == committed, "docs/rules.md is stale: flightcheck rules --format markdown > docs/rules.md"
     assert "### FC304" in committed and "#### How to fix" in committed

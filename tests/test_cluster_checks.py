@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +17,9 @@ import pytest
 from flightcheck import Intent
 from flightcheck._checks.cluster.evaluate import ClusterReport, evaluate_cluster
 from flightcheck._vocabulary.facts import from_dict
+from support import FIXTURES
 
-FIX = Path(__file__).parent / "fixtures" / "cluster"
+FIX = FIXTURES / "cluster"
 SHARD3 = "model-00003-of-00004.safetensors"
 
 

@@ -16,48 +16,15 @@ import pytest
 import xmlschema
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import cli, host_doc
 from flightcheck._cluster.snapshots import load_dir
+from support import FIXTURES
+from support.checkpoints import write_tiny_model
+from support.cli import cli
+from support.evaluation import host_doc
 
-FIX = Path(__file__).parent / "fixtures" / "cluster"
-XSD = Path(__file__).parent / "fixtures" / "junit" / "junit-10.xsd"
+FIX = FIXTURES / "cluster"
+XSD = FIXTURES / "junit" / "junit-10.xsd"
 LAYOUT = ("-tp", "8", "-pp", "2")
-
-
-def tiny_model(path: Path, shards: int = 3) -> Path:
-    """A small, valid safetensors checkpoint: config.json, ``shards`` BF16 shards, the index."""
-    path.mkdir(parents=True)
-    config = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": shards,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 2,
-        "vocab_size": 512,
-        "max_position_embeddings": 2048,
-        "torch_dtype": "bfloat16",
-    }
-    (path / "config.json").write_text(json.dumps(config))
-    weight_map = {}
-    for i in range(shards):
-        name = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
-        tensors = {f"model.layers.{i}.mlp.{proj}.weight": (proj, k) for k, proj in enumerate(("gate_proj", "up_proj"))}
-        size = 128 * 64 * 2
-        header = json.dumps(
-            {
-                t: {"dtype": "BF16", "shape": [128, 64], "data_offsets": [k * size, (k + 1) * size]}
-                for t, (_p, k) in tensors.items()
-            }
-        ).encode()
-        header += b" " * (-len(header) % 8)
-        with open(path / name, "wb") as fh:
-            fh.write(len(header).to_bytes(8, "little") + header + bytes(size * len(tensors)))
-        weight_map.update(dict.fromkeys(tensors, name))
-    index = {"metadata": {"total_size": shards * 2 * 128 * 64 * 2}, "weight_map": weight_map}
-    (path / "model.safetensors.index.json").write_text(json.dumps(index))
-    return path
 
 
 def snapshot_dir(tmp_path: Path, *names: str, edit: dict[str, Any] | None = None) -> Path:
@@ -240,8 +207,8 @@ def test_rules_and_explain_know_the_cluster_checks():
 
 def test_collect_model_then_cluster_end_to_end(tmp_path):
     """The Slurm way on one machine: `collect --model` per node, then `cluster --facts-dir`."""
-    good = tiny_model(tmp_path / "a" / "tiny")
-    bad = tiny_model(tmp_path / "b" / "tiny")
+    good = write_tiny_model(tmp_path / "a" / "tiny")
+    bad = write_tiny_model(tmp_path / "b" / "tiny")
     shard = sorted(bad.glob("model-*.safetensors"))[1]
     os.truncate(shard, shard.stat().st_size - 64)  # an interrupted copy on node b
     recorded = tmp_path / "gpus.json"  # this machine has no GPU: the node's hardware as recorded

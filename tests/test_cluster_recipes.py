@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 
 from flightcheck._cli.main import parse_args
-from test_cluster_cli import tiny_model
+from support import FIXTURES, REPO
+from support.checkpoints import write_tiny_model
 
-RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+RECIPES = REPO / "recipes"
 SBATCH = RECIPES / "slurm-cluster" / "flightcheck-cluster.sbatch"
 RAY_SERVE = RECIPES / "ray" / "preflight-and-serve.sh"
-FIX = Path(__file__).parent / "fixtures" / "cluster"
+FIX = FIXTURES / "cluster"
 
 FAKE_SRUN = r"""#!/usr/bin/env bash
 # fake srun: skip srun's own options, run the command once per node of FAKE_NODES
@@ -73,7 +74,7 @@ def test_sbatch_header_is_slurm_options():
 
 def slurm_job(tmp_path: Path, edit_b: Any = None) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     """Run the sbatch script as Slurm would on the batch host of a 2-node allocation."""
-    model = tiny_model(tmp_path / "models" / "tiny", shards=2)
+    model = write_tiny_model(tmp_path / "models" / "tiny", shards=2)
     recorded = tmp_path / "recorded"
     recorded.mkdir()
     for fixture, node in (("hgx-b300-a", "gpu-b300-017"), ("hgx-b300-b", "gpu-b300-018")):

@@ -4,35 +4,21 @@ know and from a fake nvcc."""
 
 from __future__ import annotations
 
-import copy
 import os
-import shutil
 import sys
 import time
 
 import pytest
 
-from fake_cuda import fake_nvcc, tool_bin
-from fake_engine import make_engine
 from flightcheck import Intent, evaluate
 from flightcheck._collect import collect
 from flightcheck._collect import cuda as _cuda
 from flightcheck._collect.compile_smoke import build_ninja, cache_key, split_output
-from flightcheck._examples import load_example
+from support.fake_cuda import fake_nvcc, tool_bin
+from support.fake_engine import make_engine
+from support.toolchain import CUDA, HAVE_TOOLS, gpu_doc
 
-CUDA = "/usr/local/cuda"
-HAVE_TOOLS = (
-    os.path.exists(f"{CUDA}/bin/nvcc") and shutil.which("ninja") is not None and shutil.which("c++") is not None
-)
 needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="needs nvcc under /usr/local/cuda, ninja and c++")
-
-GPU_SECTIONS = ("driver", "gpus", "visible_devices", "fabric_manager", "imex", "host")
-
-
-def gpu_doc() -> dict:
-    """Only the GPU sections of the bundled 8x B300 node (arch 103a)."""
-    doc = copy.deepcopy(load_example("b300")[0][0])
-    return {k: doc[k] for k in GPU_SECTIONS if k in doc}
 
 
 @pytest.fixture(autouse=True)

@@ -3,15 +3,10 @@ declares."""
 
 from __future__ import annotations
 
-import json
-
-from conftest import FIXTURES, assert_fires, assert_silent, facts, results, statuses
+from support.evaluation import assert_fires, assert_silent, facts, results, statuses
+from support.toolchain import sections
 
 TP8 = {"tensor_parallel_size": 8}
-
-
-def sections(name: str) -> dict:
-    return json.loads((FIXTURES / "toolchain" / f"{name}.json").read_text())
 
 
 def test_healthy_engine():

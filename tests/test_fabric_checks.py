@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_fires, assert_silent, cli, host_doc, results, statuses
 from flightcheck import Intent, evaluate
 from flightcheck._vocabulary.facts import from_dict
+from support.cli import cli
+from support.evaluation import assert_fires, assert_silent, host_doc, results, statuses
 
 FC3 = ("FC301", "FC302", "FC303", "FC304", "FC305", "FC306", "FC307", "FC308", "FC309")
 PROBE_401 = {

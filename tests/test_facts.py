@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from conftest import cli, host_doc
 from flightcheck import UsageError
 from flightcheck._vocabulary.facts import SCHEMA, Facts, from_dict, load_file, loads, merge
+from support.cli import cli
+from support.evaluation import host_doc
 
 
 def test_round_trip_of_a_complete_snapshot():

@@ -6,13 +6,13 @@ import re
 
 import pytest
 
-from conftest import facts
 from flightcheck import Intent, evaluate
 from flightcheck._checks import framework as fw
 from flightcheck._checks.framework import DOC_SECTIONS, iter_checks
 from flightcheck._vocabulary.plan import Plan, build_plan
 from flightcheck._vocabulary.report import verdict_of
 from flightcheck._vocabulary.results import ERROR, WARNING, CheckResult, Severity, Status
+from support.evaluation import facts
 
 ALL = list(iter_checks("node")) + list(iter_checks("cluster"))
 

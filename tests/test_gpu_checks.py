@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from conftest import assert_fires, assert_silent, cli, host_doc, results, statuses
 from flightcheck import Intent, evaluate
 from flightcheck._checks.shared.gpus import subject
 from flightcheck._knowledge.cuda import driver_for, runs_on, torch_cuda_can_build
 from flightcheck._vocabulary.facts import from_dict
+from support.cli import cli
+from support.evaluation import assert_fires, assert_silent, host_doc, results, statuses
 
 HEALTHY = ("hgx-b300", 8), ("hgx-h100", 8), ("h200-single", 1), ("pcie-l40s", 4), ("vm-passthrough-h100", 1)
 FC2 = ("FC201", "FC202", "FC203", "FC204", "FC205", "FC206", "FC207", "FC208", "FC210")

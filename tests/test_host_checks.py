@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import assert_fires, assert_silent, facts, host_doc, statuses
+from support.evaluation import assert_fires, assert_silent, facts, host_doc, statuses
 
 
 def _host(**over):

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 import xmlschema
 
-from conftest import cli, facts, host_doc
 from flightcheck import Intent, evaluate
 from flightcheck._report import render
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.plan import build_plan
 from flightcheck._vocabulary.report import Report, verdict_of
 from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
+from support import FIXTURES
+from support.cli import cli
+from support.evaluation import facts, host_doc
 
-XSD = Path(__file__).parent / "fixtures" / "junit" / "junit-10.xsd"
+XSD = FIXTURES / "junit" / "junit-10.xsd"
 
 
 @pytest.fixture(scope="module")

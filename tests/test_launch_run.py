@@ -18,12 +18,9 @@ from typing import Any
 
 import pytest
 
-from conftest import cli, host_doc
-
-LAUNCH = Path(__file__).parent / "fixtures" / "launch"
-MULTICAST_401 = LAUNCH / "multicast-401.json"
-FM_STOPPED = LAUNCH / "fabric-manager-stopped.json"
-FALLBACK_ENV = {"VLLM_ALLREDUCE_USE_SYMM_MEM": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"}
+from support.cli import cli
+from support.evaluation import host_doc
+from support.launch import FALLBACK_ENV, FM_STOPPED, MULTICAST_401, base_facts
 
 FAKE_ENGINE = """#!{python}
 import json, os, signal, sys
@@ -35,19 +32,6 @@ sys.exit(int(os.environ.get("FAKE_ENGINE_EXIT", "0")))
 """
 
 
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory) -> str:
-    """A small but complete checkpoint (2 shards, index, config) that fits at TP 8, so the
-    checkpoint and memory checks pass and the launch decision is about the node."""
-    from ckptgen import load_config, write_checkpoint
-
-    return str(
-        write_checkpoint(
-            tmp_path_factory.mktemp("models") / "tiny-llama", load_config("tiny-llama"), shards=2, dense=True
-        )
-    )
-
-
 def make_engine(bin_dir: Path, names: tuple[str, ...] = ("vllm", "sglang")) -> None:
     """Fake ``vllm`` / ``sglang`` console scripts whose shebang is this interpreter."""
     bin_dir.mkdir(parents=True, exist_ok=True)
@@ -55,15 +39,6 @@ def make_engine(bin_dir: Path, names: tuple[str, ...] = ("vllm", "sglang")) -> N
         path = bin_dir / name
         path.write_text(FAKE_ENGINE.format(python=sys.executable))
         path.chmod(0o755)
-
-
-def base_facts(tmp_path: Path, **sections: Any) -> Path:
-    """The healthy B300 snapshot (optionally with sections replaced) as a file."""
-    doc = host_doc("b300")
-    doc.update(sections)
-    path = tmp_path / "base.json"
-    path.write_text(json.dumps(doc))
-    return path
 
 
 def sglang_python(tmp_path: Path) -> Path:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ckptgen import load_config, write_checkpoint
-from conftest import assert_fires, assert_silent, facts, host_doc, results, statuses
+from support.ckptgen import load_config, write_checkpoint
+from support.evaluation import assert_fires, assert_silent, facts, host_doc, results, statuses
 
 GiB = 1 << 30
 H200_BYTES = 150754820096

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from ckptgen import load_config, write_checkpoint
 from flightcheck._checkpoint import load
 from flightcheck._memory import build
 from flightcheck._memory.budget import default_utilization, sglang_fraction
@@ -19,6 +18,7 @@ from flightcheck._memory.config import parse
 from flightcheck._memory.kv import kv_shape
 from flightcheck._memory.weights import Layout, mxfp4_padding, stage_layers
 from flightcheck._vocabulary.intent import Intent
+from support.ckptgen import load_config, write_checkpoint
 
 GiB = 1 << 30
 B300 = 288403439616
@@ -123,7 +123,7 @@ def test_pipeline_stages_follow_vllm(models) -> None:
 
 def test_vocab_is_padded_to_64_then_split() -> None:
     cfg = {**load_config("tiny-llama"), "vocab_size": 32001, "hidden_size": 64}
-    from ckptgen import tensors_for
+    from support.ckptgen import tensors_for
 
     tensors = [t for t in tensors_for(cfg) if "embed_tokens" in t[0]]
     from flightcheck._memory.weights import per_rank, tally
@@ -135,7 +135,7 @@ def test_vocab_is_padded_to_64_then_split() -> None:
 
 
 def test_tied_head_is_stored_once(tmp_path: Path) -> None:
-    from ckptgen import tensors_for
+    from support.ckptgen import tensors_for
 
     cfg = {**load_config("tiny-llama"), "tie_word_embeddings": True}
     table = tensors_for(cfg)

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from conftest import host_doc
 from flightcheck import Intent, evaluate
 from flightcheck._checks.fabric.fallback import kimi_k3_tail, multicast_fallback
 from flightcheck._checks.framework import Context
 from flightcheck._collect.checkpoint import read_checkpoint
 from flightcheck._vocabulary.facts import from_dict
+from support.evaluation import host_doc
 
 PROBE_401 = {
     "ok": False,

@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli
 from flightcheck import Intent, probe_multicast
 from flightcheck._collect import CollectContext, multicast
 from flightcheck._vocabulary.facts import from_dict
+from support import FAKES
+from support.cli import cli
 
-SRC = Path(__file__).parent / "fakes" / "fake_libcuda.c"
+SRC = FAKES / "fake_libcuda.c"
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to build the fake libcuda")
 
 
@@ -187,7 +188,7 @@ def test_cli_probe_json_and_exit_codes(fake_driver, tmp_path):
 
 
 def test_registered_probe_uses_the_gpus_of_the_launch(fake_driver, tmp_path):
-    from conftest import host_doc
+    from support.evaluation import host_doc
 
     facts = from_dict(host_doc("b300"))
     cctx = CollectContext(Intent(tensor_parallel_size=4), env_for(fake_driver, tmp_path), "python")

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from conftest import cli
 from flightcheck._collect import nvml
+from support import FAKES
+from support.cli import cli
 
-FAKES = Path(__file__).parent / "fakes" / "nvml"
+FAKES = FAKES / "nvml"
 GB = 1 << 30
 HEALTHY_MASK = 2 | 2 << 2 | 2 << 4 | 2 << 6 | 1 << 8  # every flag FALSE, configuration NONE
 CLUSTER = "9e5c1b7a2d444f7e8a115b0c6d2e7f90"

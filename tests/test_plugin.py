@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from test_launch_run import FALLBACK_ENV, FM_STOPPED, MULTICAST_401, base_facts, tiny_model  # noqa: F401 (fixture)
+from support.launch import FALLBACK_ENV, FM_STOPPED, MULTICAST_401, base_facts
 
 DRIVER = r"""
 import json, os, sys

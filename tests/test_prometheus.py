@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import cli, facts, host_doc
 from flightcheck import Intent, evaluate
 from flightcheck._report import render
 from flightcheck._report.prometheus_format import render as render_prom
@@ -12,6 +11,8 @@ from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.plan import build_plan
 from flightcheck._vocabulary.report import Report, verdict_of
 from flightcheck._vocabulary.results import CheckResult, PlanStep, Severity, Status
+from support.cli import cli
+from support.evaluation import facts, host_doc
 
 
 def parsed(text: str) -> dict[str, list]:

@@ -10,8 +10,6 @@ import sys
 
 import pytest
 
-from fake_cuda import elf_with_fatbin, script
-from fake_engine import make_engine
 from flightcheck import Intent
 from flightcheck._collect import CollectContext
 from flightcheck._collect import cuda as _cuda
@@ -19,6 +17,8 @@ from flightcheck._collect import fatbin as _fatbin
 from flightcheck._collect.engine import engine_python
 from flightcheck._collect.python_env import collect_python, requirement_on
 from flightcheck._knowledge import flashinfer as _fi_wheels
+from support.fake_cuda import elf_with_fatbin, script
+from support.fake_engine import make_engine
 
 
 @pytest.fixture(autouse=True)

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli
+from support import REPO
+from support.cli import cli
 
 pytest.importorskip("ray")
 
@@ -169,7 +170,7 @@ def test_one_ray_node_is_collected_there_and_judged_here(ray_cluster):
 
 
 def test_the_ray_recipe_refuses_to_serve_on_a_node_that_is_not_ready(ray_cluster, tmp_path):
-    recipe = Path(__file__).resolve().parents[1] / "recipes" / "ray" / "preflight-and-serve.sh"
+    recipe = REPO / "recipes" / "ray" / "preflight-and-serve.sh"
     fc = tmp_path / "flightcheck"
     fc.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m flightcheck "$@"\n')
     vllm = tmp_path / "vllm"

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from conftest import host_doc
 from flightcheck._cluster import node as node_side
 from flightcheck._cluster import ray_fanout
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.facts import loads
 from flightcheck._vocabulary.intent import Intent
+from support.evaluation import host_doc
 
 
 class FakeTaskError(Exception):

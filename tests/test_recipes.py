@@ -15,9 +15,10 @@ from pathlib import Path
 import yaml
 
 from flightcheck._cli.main import parse_args
-from test_launch_run import FM_STOPPED, MULTICAST_401, base_facts
+from support import REPO
+from support.launch import FM_STOPPED, MULTICAST_401, base_facts
 
-RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+RECIPES = REPO / "recipes"
 POD = RECIPES / "kubernetes" / "vllm-pod.yaml"
 NPD_CONFIG = RECIPES / "node-problem-detector" / "flightcheck-monitor.json"
 NPD_SCRIPT = RECIPES / "node-problem-detector" / "flightcheck.sh"

@@ -4,17 +4,13 @@ silent on a healthy one, and its fix is the exact thing to run on that node."""
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
 
-from conftest import FIXTURES, assert_fires, assert_silent, facts, results, statuses
+from support.evaluation import assert_fires, assert_silent, facts, results, statuses
+from support.toolchain import sections
 
 TP8 = {"tensor_parallel_size": 8}
-
-
-def sections(name: str) -> dict:
-    return json.loads((FIXTURES / "toolchain" / f"{name}.json").read_text())
 
 
 def node(name: str, **override):

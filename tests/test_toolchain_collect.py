@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
-from fake_cuda import clean_path, fake_nvcc, fake_toolkit, script
 from flightcheck import Intent
 from flightcheck._collect import CollectContext
 from flightcheck._collect import cuda as _cuda
 from flightcheck._collect.jit_cache import collect_jit_cache, nearest_existing, workspace_dir
 from flightcheck._collect.toolchain import collect_toolchain, venv_ninja
+from support.fake_cuda import clean_path, fake_nvcc, fake_toolkit, script
 
 REAL_NVCC = shutil.which("nvcc")
 REAL_NINJA = shutil.which("ninja")

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from fake_cuda import fake_nvcc, tool_bin
-from fake_engine import make_engine
-from test_compile_smoke import CUDA, HAVE_TOOLS, gpu_doc
+from support.fake_cuda import fake_nvcc, tool_bin
+from support.fake_engine import make_engine
+from support.toolchain import CUDA, HAVE_TOOLS, gpu_doc
 
 pytestmark = pytest.mark.skipif(not HAVE_TOOLS, reason="needs nvcc under /usr/local/cuda, ninja and c++")
 

@@ -7,7 +7,7 @@ checkpoints (Llama / Qwen2 dense, Mixtral, Qwen3-MoE, DeepSeek-V3 / Kimi-K2 with
 or MXFP4 experts, gpt-oss); the data region is a hole (``truncate``) unless ``dense=True``,
 so a terabyte checkpoint costs a few megabytes of disk.
 
-    from ckptgen import write_checkpoint, load_config
+    from support.ckptgen import write_checkpoint, load_config
     write_checkpoint(tmp / "llama", load_config("llama-3-8b"), shards=4)
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-MODELS = Path(__file__).parent / "fixtures" / "models"
+MODELS = Path(__file__).resolve().parents[1] / "fixtures" / "models"
 
 #: bytes per element of the stored dtypes the generator writes.
 DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F8_E4M3": 1, "U8": 1, "I8": 1, "I32": 4, "I64": 8}

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fake_cuda import elf_with_fatbin
+from support.fake_cuda import elf_with_fatbin
 
 VLLM_ENVS = """
 import os
