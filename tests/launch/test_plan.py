@@ -1,7 +1,7 @@
 """Applying a fallback plan to an engine command, and the stop / start decision.
 
 These use hand-built check results, so they pin the launch logic itself; the end-to-end
-tests in test_launch_run.py use the real catalogue.
+tests in tests/launch/test_run.py use the real catalogue.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The multi-node recipes are real scripts that work: run end to end with a fake ``srun`` /
 ``vllm`` (and the real flightcheck), and every flightcheck command line they ran parses with
 flightcheck's own CLI. The Ray recipe also runs against a real Ray cluster in
-``test_ray_cluster.py``."""
+``tests/cluster/test_ray_cluster.py``."""
 
 from __future__ import annotations
 
