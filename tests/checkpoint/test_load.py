@@ -147,7 +147,7 @@ def test_a_fifo_anywhere_never_blocks(tmp_path: Path, name: str, no_hang) -> Non
     assert _header_sha256(str(fifo)) is None and _file_sha256(fifo) is None
 
 
-def test_symlink_outside_the_directory_fails_fc509(tmp_path: Path) -> None:
+def test_fc509_symlink_outside_the_directory_fails(tmp_path: Path) -> None:
     """The contract: a file the index names that resolves outside the model directory is an
     error (only links into the HF cache's blobs are fine)."""
     root = healthy(tmp_path)
@@ -204,7 +204,7 @@ def test_repo_id_env_order_and_revision(tmp_path: Path) -> None:
     assert only.commit == COMMIT and "only snapshot" in (only.note or "")
 
 
-def test_an_unreadable_cache_is_fc501_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fc501_an_unreadable_cache_is_a_finding_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Path.is_dir raises on EACCES: a shared cache of another user is a finding, not a bug."""
     hub = tmp_path / "hub"
     write_hf_cache(hub, "acme/tiny", TINY, shards=2, commit=COMMIT)
@@ -227,7 +227,7 @@ def test_download_dir_is_searched_first(tmp_path: Path) -> None:
     assert load("acme/tiny", download_dir=str(tmp_path / "dl")).found
 
 
-def test_repo_not_in_cache_is_fc501(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fc501_repo_not_in_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
     ck = load("acme/absent")
     (f,) = ck.findings

@@ -15,7 +15,7 @@ def test_healthy_engine():
     assert statuses(f, "FC702", **TP8) == {"pass"}
 
 
-def test_engine_missing_names_the_interpreter_and_the_other_engine():
+def test_fc701_engine_missing_names_the_interpreter_and_the_other_engine():
     f = facts("b300", **sections("sglang-only"))
     (r,) = assert_fires("FC701", f, engine="vllm", **TP8)
     assert (
@@ -27,7 +27,7 @@ def test_engine_missing_names_the_interpreter_and_the_other_engine():
     assert statuses(f, "FC702", engine="vllm", **TP8) == {"skip"}
 
 
-def test_unknown_interpreter_is_unknown_not_a_pass():
+def test_fc701_unknown_interpreter_is_unknown_not_a_pass():
     doc = sections("healthy-cu131")
     doc["python"] = {"executable": "/opt/serve/venv/bin/python3", "packages": None}
     doc["unavailable"] = {
@@ -36,7 +36,7 @@ def test_unknown_interpreter_is_unknown_not_a_pass():
     assert statuses(facts("b300", **doc), "FC701", **TP8) == {"unknown"}
 
 
-def test_flashinfer_other_than_declared_by_metadata():
+def test_fc702_flashinfer_other_than_declared_by_metadata():
     doc = sections("healthy-cu131")
     doc["python"]["packages"]["flashinfer-python"] = "0.7.1"
     (r,) = assert_fires("FC702", facts("b300", **doc), **TP8)
@@ -46,7 +46,7 @@ def test_flashinfer_other_than_declared_by_metadata():
     assert "FC110" in r.fix  # cubin installed too: keep it in step
 
 
-def test_declared_range_is_honoured():
+def test_fc702_declared_range_is_honoured():
     doc = sections("healthy-cu131")
     doc["python"]["engine_requires"] = "flashinfer-python>=0.7,<0.8"
     assert_silent("FC702", facts("b300", **doc), **TP8)
@@ -55,7 +55,7 @@ def test_declared_range_is_honoured():
     assert "'flashinfer-python<0.8,>=0.7'" in r.fix or "'flashinfer-python>=0.7,<0.8'" in r.fix
 
 
-def test_table_is_used_for_snapshots_without_engine_requires():
+def test_fc702_table_is_used_for_snapshots_without_engine_requires():
     doc = sections("healthy-cu131")
     doc["python"]["engine"] = doc["python"]["engine_requires"] = None  # recorded before both fields existed
     doc["python"]["packages"]["flashinfer-python"] = "0.6.12"
@@ -65,7 +65,7 @@ def test_table_is_used_for_snapshots_without_engine_requires():
     assert statuses(facts("b300", **doc), "FC702", **TP8) == {"skip"}
 
 
-def test_metadata_that_declares_no_flashinfer_is_not_overridden_by_the_table():
+def test_fc702_metadata_that_declares_no_flashinfer_is_not_overridden_by_the_table():
     doc = sections("healthy-cu131")
     doc["python"]["engine_requires"] = None  # collected for vllm: its metadata names no flashinfer-python
     doc["python"]["packages"]["flashinfer-python"] = "0.6.12"
@@ -73,7 +73,7 @@ def test_metadata_that_declares_no_flashinfer_is_not_overridden_by_the_table():
     assert r.status.value == "skip" and "declares no flashinfer-python requirement" in r.message
 
 
-def test_requirement_recorded_for_another_engine_is_not_applied():
+def test_fc702_requirement_recorded_for_another_engine_is_not_applied():
     doc = sections("healthy-cu131")
     doc["python"]["engine"] = "sglang"
     doc["python"]["engine_requires"] = "flashinfer-python==0.1.0"

@@ -33,7 +33,7 @@ def test_healthy_node_fails_nothing(code):
     assert_silent(code, node("healthy-cu131"), **TP8)
 
 
-def test_driver_only_node_needs_nvcc_and_names_the_venv_ninja():
+def test_fc101_driver_only_node_needs_nvcc_and_names_the_venv_ninja():
     f = node("driver-only")
     (r101,) = assert_fires("FC101", f, **TP8)
     assert "flashinfer-python 0.7.2.post1 without flashinfer-jit-cache" in r101.message
@@ -49,7 +49,7 @@ def test_driver_only_node_needs_nvcc_and_names_the_venv_ninja():
     assert r103.fix == "export PATH=/opt/serve/venv/bin:$PATH"
 
 
-def test_no_ninja_anywhere_installs_it_with_the_os_package_manager():
+def test_fc103_no_ninja_anywhere_installs_it_with_the_os_package_manager():
     doc = sections("driver-only")
     doc["toolchain"]["ninja_in_venv"] = None
     f = facts("b300", **doc)
@@ -62,14 +62,14 @@ def test_no_ninja_anywhere_installs_it_with_the_os_package_manager():
     assert r103.fix.startswith("dnf install -y ninja-build")
 
 
-def test_a_toolkit_already_on_the_host_is_preferred_to_installing_one():
+def test_fc101_a_toolkit_already_on_the_host_is_preferred_to_installing_one():
     doc = sections("driver-only")
     doc["toolchain"]["alternatives"] = [{"path": "/usr/local/cuda-13.1/bin/nvcc", "version": "13.1"}]
     (r,) = assert_fires("FC101", facts("b300", **doc), **TP8)
     assert r.fix.startswith("export CUDA_HOME=/usr/local/cuda-13.1")
 
 
-def test_cuda_12_8_cannot_target_b300():
+def test_fc102_cuda_12_8_cannot_target_b300():
     f = node("cuda-12-8-home")
     fails = assert_fires("FC102", f, **TP8)
     assert len(fails) == 1 and fails[0].subject == "gpu:0"
@@ -79,14 +79,14 @@ def test_cuda_12_8_cannot_target_b300():
     assert fails[0].evidence["min_nvcc"] == "12.9"
 
 
-def test_nvcc_whose_arch_list_lacks_the_gpu_fails_even_when_new_enough():
+def test_fc102_nvcc_whose_arch_list_lacks_the_gpu_fails_even_when_new_enough():
     doc = sections("healthy-cu131")
     doc["toolchain"]["nvcc"]["archs"] = ["sm_90", "sm_100", "sm_120"]
     (r,) = assert_fires("FC102", facts("b300", **doc), **TP8)
     assert "is not in its --list-gpu-arch" in r.message
 
 
-def test_arch_checks_without_gpu_facts_say_why_and_what_nvcc_can_do():
+def test_fc102_without_gpu_facts_says_why_and_what_nvcc_can_do():
     f = no_gpu("healthy-cu131")
     got = results(f, **TP8)["FC102"]
     assert [r.status.value for r in got] == ["skip"]
@@ -98,7 +98,7 @@ def test_arch_checks_without_gpu_facts_say_why_and_what_nvcc_can_do():
     assert_fires("FC101", no_gpu("driver-only"), **TP8)
 
 
-def test_jit_cache_covering_the_gpu_means_nothing_to_compile():
+def test_fc113_jit_cache_covering_the_gpu_means_nothing_to_compile():
     f = node("jit-cache-cu130")
     for code in ("FC101", "FC102", "FC103", "FC106", "FC111", "FC113"):
         assert_silent(code, f, **TP8)
@@ -108,7 +108,7 @@ def test_jit_cache_covering_the_gpu_means_nothing_to_compile():
     assert statuses(no_gpu("jit-cache-cu130"), "FC101", **TP8) == {"unknown"}
 
 
-def test_jit_cache_without_the_gpu_arch_is_caught():
+def test_fc113_jit_cache_without_the_gpu_arch_is_caught():
     f = node("jit-cache-cu129-no-103a")
     (r,) = assert_fires("FC113", f, **TP8)
     assert "not 103a" in r.message and "cudaErrorNoKernelImageForDevice" in r.message
@@ -120,7 +120,7 @@ def test_jit_cache_without_the_gpu_arch_is_caught():
     assert "not for 103a" in r101.message
 
 
-def test_jit_cache_fix_replaces_the_build_when_one_for_torchs_cuda_covers_the_gpu():
+def test_fc113_fix_replaces_the_build_when_one_for_torchs_cuda_covers_the_gpu():
     doc = sections("jit-cache-cu129-no-103a")
     doc["python"]["torch_cuda"] = "13.0"
     (r,) = assert_fires("FC113", facts("b300", **doc), **TP8)
@@ -130,7 +130,7 @@ def test_jit_cache_fix_replaces_the_build_when_one_for_torchs_cuda_covers_the_gp
     )
 
 
-def test_no_host_compiler_and_no_headers():
+def test_fc104_no_host_compiler_and_no_headers():
     f = node("bare-image")
     (r104,) = assert_fires("FC104", f, **TP8)
     assert r104.fix == "apt-get install -y build-essential"
@@ -139,7 +139,7 @@ def test_no_host_compiler_and_no_headers():
     assert "/usr/include/python3.12" in r112.message
 
 
-def test_cxx_pointing_nowhere_is_named_in_the_fix():
+def test_fc104_cxx_pointing_nowhere_is_named_in_the_fix():
     doc = sections("bare-image")
     doc["env"]["CXX"] = "/opt/gcc-14/bin/g++"
     doc["unavailable"] = {"toolchain.cxx": "CXX=/opt/gcc-14/bin/g++: not found on the engine's PATH"}
@@ -148,14 +148,14 @@ def test_cxx_pointing_nowhere_is_named_in_the_fix():
     assert r.fix.startswith("unset CXX CC") or r.fix.startswith("unset CXX")
 
 
-def test_headers_of_a_non_system_python_need_that_python_reinstalled():
+def test_fc112_headers_of_a_non_system_python_need_that_python_reinstalled():
     doc = sections("bare-image")
     doc["toolchain"]["python_include"] = "/root/.local/share/uv/python/cpython-3.12/include/python3.12"
     (r,) = assert_fires("FC112", facts("b300", **doc), **TP8)
     assert "reinstall that Python with its headers" in r.fix
 
 
-def test_stale_cuda_home():
+def test_fc105_stale_cuda_home():
     f = node("stale-cuda-home")
     (r,) = assert_fires("FC105", f, **TP8)
     assert r.message == "CUDA_HOME=/opt/cuda-12.4 does not exist"
@@ -163,7 +163,7 @@ def test_stale_cuda_home():
     assert_fires("FC101", f, **TP8)
 
 
-def test_cuda_home_without_nvcc():
+def test_fc105_cuda_home_without_nvcc():
     doc = sections("stale-cuda-home")
     doc["toolchain"]["cuda_home"]["exists"] = True
     doc["toolchain"]["alternatives"] = []
@@ -172,7 +172,7 @@ def test_cuda_home_without_nvcc():
     assert r.fix.startswith("unset CUDA_HOME; apt-get install -y cuda-toolkit-13-1")
 
 
-def test_nvcc_13_with_a_cu128_torch():
+def test_fc106_nvcc_13_with_a_cu128_torch():
     f = node("torch-cu128-nvcc13")
     (r,) = assert_fires("FC106", f, **TP8)
     assert r.severity.value == "warning"
@@ -180,14 +180,14 @@ def test_nvcc_13_with_a_cu128_torch():
     assert r.fix == "export CUDA_HOME=/usr/local/cuda-12.9"  # the 12.x toolkit already there
 
 
-def test_nvcc_torch_mismatch_installs_the_last_12x_when_none_is_there():
+def test_fc106_installs_the_last_12x_when_none_is_there():
     doc = sections("torch-cu128-nvcc13")
     doc["toolchain"]["alternatives"] = []
     (r,) = assert_fires("FC106", facts("b300", **doc), **TP8)
     assert r.fix == "apt-get install -y cuda-toolkit-12-9 && export CUDA_HOME=/usr/local/cuda-12.9"
 
 
-def test_wrapper_nvcc_gives_a_cuda_home_without_libcudart():
+def test_fc111_wrapper_nvcc_gives_a_cuda_home_without_libcudart():
     f = node("wrapper-nvcc")
     (r,) = assert_fires("FC111", f, **TP8)
     assert "/usr/local/lib64/libcudart.so is missing (derived from the nvcc on PATH, /usr/local/bin/nvcc)" in r.message
@@ -196,7 +196,7 @@ def test_wrapper_nvcc_gives_a_cuda_home_without_libcudart():
     assert_silent("FC102", f, **TP8)
 
 
-def test_unwritable_and_full_cache_dir():
+def test_fc107_unwritable_and_full_cache_dir():
     (r,) = assert_fires("FC107", node("readonly-home"), **TP8)
     assert "Read-only file system" in r.message
     assert r.fix.startswith("export FLASHINFER_WORKSPACE_BASE=/var/tmp/flashinfer")
@@ -206,7 +206,7 @@ def test_unwritable_and_full_cache_dir():
     assert "0.5 GiB free" in r.message
 
 
-def test_companion_versions():
+def test_fc110_companion_versions():
     f = node("companion-mismatch")
     (r,) = assert_fires("FC110", f, **TP8)
     assert "flashinfer-cubin 0.7.1 and flashinfer-jit-cache 0.7.1+cu130 with flashinfer-python 0.7.2.post1" in r.message
@@ -221,7 +221,7 @@ def test_companion_versions():
     assert r.severity.value == "warning"
 
 
-def test_arch_lists():
+def test_fc108_arch_lists():
     doc = sections("healthy-cu131")
     doc["env"]["FLASHINFER_CUDA_ARCH_LIST"] = "9.0a 10.0a"
     (r,) = assert_fires("FC108", facts("b300", **doc), **TP8)
@@ -256,7 +256,7 @@ def test_no_flashinfer_means_nothing_to_check_for_jit():
         assert statuses(f, code, **TP8) == {"skip"}, code
 
 
-def test_engine_interpreter_that_could_not_run_makes_jit_checks_unknown():
+def test_fc101_engine_interpreter_that_could_not_run_makes_it_unknown():
     doc = copy.deepcopy(sections("driver-only"))
     doc["python"] = {"executable": "/opt/serve/venv/bin/python3", "packages": None}
     doc["unavailable"] = {"python.packages": "the engine's interpreter could not run: exit 127"}
@@ -274,7 +274,7 @@ def test_family_headline():
     assert rep.summaries["FC1"].startswith("no nvcc, no ninja, c++ 13.3.0, flashinfer-jit-cache for 7.5")
 
 
-def test_compile_smoke_results_are_judged():
+def test_fc109_compile_smoke_results_are_judged():
     ok_arch = {"ok": True, "cached": True, "duration_s": 0.0, "output": ""}
     bad_arch = {
         "ok": False,
@@ -306,7 +306,7 @@ def test_compile_smoke_results_are_judged():
     assert "no nvcc will be found" in r.message
 
 
-def test_arch_list_without_gpu_facts_is_skipped_with_the_reason():
+def test_fc108_arch_list_without_gpu_facts_is_skipped_with_the_reason():
     doc = sections("healthy-cu131")
     doc["env"]["FLASHINFER_CUDA_ARCH_LIST"] = "10.3a"
     f = facts("b300", **doc, driver={"loaded": False, "error": "NVML Shared Library Not Found"}, gpus=None)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -142,42 +141,3 @@ def test_collect_writes_the_checkpoint_section(tmp_path: Path, env: dict[str, st
     assert section["files"][name] == len(data) and "config.json" in section["files"]
     assert section["header_sha256"][name] == hashlib.sha256(data[: 8 + n]).hexdigest()
     assert section["config_sha256"] == hashlib.sha256((root / "config.json").read_bytes()).hexdigest()
-
-
-def _counting_bug(calls: list) -> Callable[..., None]:
-    """A stand-in that records each call and raises, as a bug would."""
-
-    def boom(*a: object, **k: object) -> None:
-        calls.append(1)
-        raise ValueError("synthetic")
-
-    return boom
-
-
-def test_a_bug_while_reading_is_unknown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An exception inside the reader makes FC4xx/FC5xx 'unknown' (exit 3), read once, no traceback."""
-    import importlib
-
-    from support.evaluation import facts, results
-
-    load_mod = importlib.import_module("flightcheck._checkpoint.load")  # the module, not the function
-    calls: list = []
-    monkeypatch.setattr(load_mod, "resolve", _counting_bug(calls))
-    res = results(facts("b300"), model=str(tmp_path))
-    assert len(calls) == 1
-    assert {r.status.value for r in res["FC501"]} == {"unknown"} and "synthetic" in res["FC501"][0].message
-    assert {r.status.value for r in res["FC401"]} == {"skip"}
-
-
-def test_a_bug_in_the_memory_model_is_unknown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Built once; every FC4xx check says 'unknown' with the cause, none re-runs it."""
-    import flightcheck._checks.shared.memory as mem_mod
-    from support.evaluation import facts, results
-
-    root = write_checkpoint(tmp_path / "m", load_config("tiny-llama"), shards=2, dense=True)
-    calls: list = []
-    monkeypatch.setattr(mem_mod, "build", _counting_bug(calls))
-    res = results(facts("b300"), model=str(root))
-    assert len(calls) == 1
-    for code in ("FC401", "FC402", "FC403", "FC404", "FC405"):
-        assert {r.status.value for r in res[code]} == {"unknown"} and "synthetic" in res[code][0].message, code

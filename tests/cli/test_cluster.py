@@ -65,7 +65,7 @@ def test_json_report_of_a_healthy_pair(tmp_path):
     assert rep["intent"]["tensor_parallel_size"] == 8 and rep["intent"]["pipeline_parallel_size"] == 2
 
 
-def test_driver_skew_exit_1_and_fc801_in_json(tmp_path):
+def test_fc801_driver_skew_exits_1_and_is_in_the_json(tmp_path):
     d = snapshot_dir(tmp_path, "hgx-b300-a", "hgx-b300-b", edit={"hgx-b300-b": driver_580})
     rc, rep = run_json("--facts-dir", str(d), *LAYOUT)
     assert rc == 1 and rep["verdict"] == "not-ready"
@@ -73,7 +73,7 @@ def test_driver_skew_exit_1_and_fc801_in_json(tmp_path):
     assert f["subject"] == "node:gpu-b300-018" and "580.95.05" in f["message"] and "590.48.01" in f["message"]
 
 
-def test_shard_of_another_size_fc802(tmp_path):
+def test_fc802_shard_of_another_size(tmp_path):
     def shrink(doc: dict[str, Any]) -> None:
         doc["checkpoint"]["files"]["model-00002-of-00004.safetensors"] = 1_000_000_000
 

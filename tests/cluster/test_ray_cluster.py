@@ -193,7 +193,7 @@ def test_the_ray_recipe_refuses_to_serve_on_a_node_that_is_not_ready(ray_cluster
     assert "not starting vLLM" in proc.stderr and not (tmp_path / "vllm-started").exists()
 
 
-def test_a_node_that_does_not_answer_is_fc803(ray_cluster):
+def test_fc803_a_node_that_does_not_answer(ray_cluster):
     env = {**ray_cluster["env"], HOOK_DELAY: "300"}  # this node's collection sleeps past any timeout
     env.pop("FLIGHTCHECK_FACTS")
     slow = RayNode([f"--address={ray_cluster['address']}"], ray_cluster["tmp"] / "slow.log", env)

@@ -86,7 +86,7 @@ def test_an_arch_this_nvcc_does_not_know_fails_with_nvccs_own_words(tmp_path):
 
 
 @needs_tools
-def test_fake_nvcc_failure_reaches_fc109_with_its_output(tmp_path):
+def test_fc109_fake_nvcc_failure_reaches_it_with_its_output(tmp_path):
     home = tmp_path / "cuda-fake"
     fake_nvcc(
         home / "bin" / "nvcc",

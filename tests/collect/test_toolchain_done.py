@@ -80,7 +80,7 @@ def test_b300_snapshot_with_the_real_toolkit_has_no_toolchain_failure(node):
     assert checks["FC103"][0]["status"] == "pass" and checks["FC111"][0]["status"] == "pass"
 
 
-def test_without_cuda_home_the_wrapper_nvcc_leaves_no_libcudart(node):
+def test_fc111_without_cuda_home_the_wrapper_nvcc_leaves_no_libcudart(node):
     # on this machine `which nvcc` is a wrapper script in /usr/local/bin, so FlashInfer would
     # take /usr/local as CUDA home: nvcc runs, the -lcudart link fails
     if os.path.realpath(os.popen("command -v nvcc").read().strip()).startswith(os.path.realpath(CUDA)):
@@ -91,7 +91,7 @@ def test_without_cuda_home_the_wrapper_nvcc_leaves_no_libcudart(node):
     assert fc111["status"] == "fail" and fc111["fix"].startswith("export CUDA_HOME=/usr/local/cuda-")
 
 
-def test_fake_nvcc_12_8_first_on_path_fails_fc102(node, tmp_path):
+def test_fc102_fake_nvcc_12_8_first_on_path_fails(node, tmp_path):
     fake = fake_nvcc(tmp_path / "fake-cuda" / "bin" / "nvcc", release="12.8", archs=("90", "100", "101", "120"))
     rc, report = check(node, PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     assert rc == 1 and report["verdict"] == "not-ready"
@@ -101,7 +101,7 @@ def test_fake_nvcc_12_8_first_on_path_fails_fc102(node, tmp_path):
     assert fc102["fix"].startswith("export CUDA_HOME=/usr/local/cuda-1")  # a real toolkit on this host
 
 
-def test_cuda_home_nonexistent_fails_fc105(node):
+def test_fc105_cuda_home_nonexistent_fails(node):
     rc, report = check(node, CUDA_HOME="/nonexistent")
     assert rc == 1
     (fc105,) = by_code(report)["FC105"]
@@ -110,7 +110,7 @@ def test_cuda_home_nonexistent_fails_fc105(node):
     assert "FC101" in failing(report)  # a set CUDA_HOME hides the nvcc on PATH, as in FlashInfer
 
 
-def test_path_without_ninja_fails_fc103(node, tmp_path):
+def test_fc103_path_without_ninja_fails(node, tmp_path):
     bindir = tool_bin(tmp_path / "bin", "nvcc", "c++", "cc", "gcc", "g++", "as", "ld")
     rc, report = check(node, PATH=str(bindir), CUDA_HOME=CUDA)
     assert rc == 1
@@ -120,7 +120,7 @@ def test_path_without_ninja_fails_fc103(node, tmp_path):
     assert by_code(report)["FC101"][0]["status"] == "pass"
 
 
-def test_deep_compiles_for_sm_103a(node):
+def test_fc109_deep_compiles_for_sm_103a(node):
     _rc, report = check(node, "--deep", CUDA_HOME=CUDA, FLIGHTCHECK_NO_CACHE="1")
     (fc109,) = by_code(report)["FC109"]
     assert fc109["status"] == "pass", fc109

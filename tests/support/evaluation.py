@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
 from typing import Any
 
 from flightcheck import Intent, evaluate
@@ -59,3 +60,13 @@ def assert_silent(code: str, facts_obj, **intent: Any) -> None:
     assert got, f"{code} was not evaluated"
     failing = [r for r in got if r.status.value == "fail"]
     assert not failing, f"{code} should not fail; got {[r.message for r in failing]}"
+
+
+def counting_bug(calls: list) -> Callable[..., None]:
+    """A stand-in that records each call and raises, as a bug would."""
+
+    def boom(*a: object, **k: object) -> None:
+        calls.append(1)
+        raise ValueError("synthetic")
+
+    return boom
