@@ -1,12 +1,119 @@
-"""FC501–FC511: what the checkpoint checks say about a checkpoint on disk."""
+"""FC501–FC511 on checkpoints written to disk: each check fails on the breakage it names,
+with the file as the subject and the fix to run, and passes on a healthy checkpoint.
+
+The checkpoints are the tiny Llama of ``tests/fixtures/models`` (three dense shards and
+an index), broken the way downloads and exporters break them
+(``support.checkpoints.break_checkpoint``); repo ids resolve through a Hugging Face cache
+written under ``tmp_path`` and named in the engine's environment of the facts. How the
+reader finds each problem is tested in ``tests/checkpoint``; here, what the checks say.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from support.evaluation import counting_bug, facts, results
+from flightcheck import Intent, evaluate
+from support.checkpoints import COMMIT, break_checkpoint
+from support.ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
+from support.evaluation import counting_bug, facts, host_doc, results, statuses
+
+TINY = load_config("tiny-llama")
+FC5 = tuple(f"FC5{n:02d}" for n in range(1, 12))
+SHARD2 = f"shard:{shard_name(1, 3)}"
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the caches a test writes are searched: not the user's, not the scan cache of
+    another test."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "FLIGHTCHECK_NO_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+def healthy(tmp_path: Path, shards: int = 3) -> Path:
+    return write_checkpoint(tmp_path / "m", TINY, shards=shards, dense=True)
+
+
+def broken(tmp_path: Path, how: str) -> Path:
+    root = healthy(tmp_path)
+    break_checkpoint(root, how)
+    return root
+
+
+def node(hub: Path | None = None):
+    """The bundled B300 node; ``hub`` is the HF_HUB_CACHE of the engine's environment."""
+    env = host_doc("b300")["env"]
+    if hub is not None:
+        env["HF_HUB_CACHE"] = str(hub)
+    return facts("b300", env=env)
+
+
+def outcome(code: str, model: Path | str, hub: Path | None = None, **intent: Any) -> list:
+    """The results of ``code`` for a launch of ``model``."""
+    got = results(node(hub), model=str(model), **intent).get(code, [])
+    assert got, f"{code} was not evaluated"
+    return got
+
+
+def failing(code: str, model: Path | str, hub: Path | None = None, **intent: Any) -> list:
+    got = outcome(code, model, hub, **intent)
+    bad = [r for r in got if r.status.value == "fail"]
+    assert bad, f"{code} should fail; got {[(r.status.value, r.message) for r in got]}"
+    return bad
+
+
+def passing(code: str, model: Path | str, hub: Path | None = None, **intent: Any):
+    (r,) = outcome(code, model, hub, **intent)
+    assert r.status.value == "pass", (r.status.value, r.message)
+    return r
+
+
+def test_healthy_checkpoint_passes_every_fc5_check_but_the_load_estimate(tmp_path: Path) -> None:
+    res = results(node(), model=str(healthy(tmp_path)))
+    assert {c: {r.status.value for r in res[c]} for c in FC5} == {
+        **{c: {"pass"} for c in FC5},
+        "FC510": {"fail"},  # info: always says how much is read
+    }
+
+
+def test_no_model_skips_the_family() -> None:
+    res = results(node())
+    for code in FC5:
+        (r,) = res[code]
+        assert r.status.value == "skip" and r.message == "no --model given", code
+
+
+def test_fc501_model_not_found(tmp_path: Path) -> None:
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    (r,) = failing("FC501", "acme/absent", hub)
+    assert r.severity.value == "error" and r.subject == "model:acme/absent"
+    assert "is not in the local Hugging Face cache" in r.message and str(hub) in r.message
+    assert "flightcheck never downloads" in r.message and r.fix.startswith("hf download acme/absent")
+    gone = tmp_path / "no" / "such" / "dir"
+    (r,) = failing("FC501", gone)
+    assert r.message == f"no such directory: {gone}" and r.subject == f"model:{gone}"
+    # the rest of the family has nothing to read and says why
+    res = results(node(), model=str(gone))
+    for code in FC5[1:]:
+        assert [(r.status.value, r.message) for r in res[code]] == [("skip", "the model was not found (FC501)")]
+    root = healthy(tmp_path)
+    assert passing("FC501", root).message == f"{root} -> {root}"
+
+
+def test_fc501_repo_id_found_through_the_engines_hf_cache(tmp_path: Path) -> None:
+    hub = tmp_path / "hub"
+    snap = write_hf_cache(hub, "acme/tiny", TINY, shards=2, commit=COMMIT)
+    assert passing("FC501", "acme/tiny", hub).message == f"acme/tiny -> {snap}"
+    (r,) = failing("FC501", "acme/tiny", tmp_path / "another-hub")  # the engine looks elsewhere
+    assert r.subject == "model:acme/tiny" and str(tmp_path / "another-hub") in r.message
 
 
 def test_fc501_a_bug_while_reading_is_unknown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -20,3 +127,192 @@ def test_fc501_a_bug_while_reading_is_unknown_once(tmp_path: Path, monkeypatch: 
     assert len(calls) == 1
     assert {r.status.value for r in res["FC501"]} == {"unknown"} and "synthetic" in res["FC501"][0].message
     assert {r.status.value for r in res["FC401"]} == {"skip"}
+
+
+def test_fc502_shard_missing(tmp_path: Path) -> None:
+    root = broken(tmp_path, "delete")
+    (r,) = failing("FC502", root)
+    assert r.severity.value == "error" and r.subject == SHARD2
+    assert r.message == f"the index names {shard_name(1, 3)} but it is not there"
+    assert r.fix.startswith(f"re-copy {shard_name(1, 3)} from the source into {root}")
+    assert passing("FC502", healthy(tmp_path / "ok")).message == "all 3 weight files are present"
+
+
+def test_fc502_many_missing_shards_are_folded_into_one_line(tmp_path: Path) -> None:
+    """Five findings one by one, then one line for the rest (a 96-shard download cut short
+    would otherwise print 96)."""
+    root = write_checkpoint(tmp_path / "m", TINY, shards=8, dense=True)
+    for i in range(1, 8):
+        (root / shard_name(i, 8)).unlink()
+    got = failing("FC502", root)
+    assert [r.subject for r in got[:5]] == [f"shard:{shard_name(i, 8)}" for i in range(1, 6)]
+    rest = got[5]
+    assert len(got) == 6 and rest.subject == f"model:{root}" and rest.severity.value == "error"
+    assert rest.message.startswith(f"... and 2 more like these ({shard_name(6, 8)}, {shard_name(7, 8)}")
+    assert rest.evidence["more"] == 2
+
+
+@pytest.mark.parametrize("how, words", [("truncate", "100 bytes missing"), ("pad", "4,096 extra bytes")])
+def test_fc503_shard_size_mismatch(tmp_path: Path, how: str, words: str) -> None:
+    root = broken(tmp_path, how)
+    (r,) = failing("FC503", root)
+    assert r.severity.value == "error" and r.subject == SHARD2 and words in r.message
+    assert r.fix.startswith(f"re-copy {shard_name(1, 3)}")
+    ok = passing("FC503", healthy(tmp_path / "ok"))
+    assert ok.message == "every shard's size matches its header (3 shards)"
+
+
+@pytest.mark.parametrize(
+    "how, words",
+    [
+        ("header-1tb", "over safetensors' 100,000,000-byte limit"),
+        ("overlap", "overlap"),
+        ("not-json", "the header is not valid JSON"),
+    ],
+)
+def test_fc504_shard_header_invalid(tmp_path: Path, how: str, words: str) -> None:
+    (r,) = failing("FC504", broken(tmp_path, how))
+    assert r.severity.value == "error" and r.subject == SHARD2 and words in r.message and r.fix
+    assert passing("FC504", healthy(tmp_path / "ok")).message == "3 headers valid, 39 tensors"
+
+
+def test_fc505_download_incomplete(tmp_path: Path) -> None:
+    hub = tmp_path / "hub"
+    write_hf_cache(hub, "acme/tiny", TINY, shards=2, commit=COMMIT)
+    ok = passing("FC505", "acme/tiny", hub)
+    assert ok.message == "no interrupted download, sizes match the cache's records"
+    repo = hub / "models--acme--tiny"
+    name = shard_name(1, 2)
+    etag = json.loads((repo / "trees" / f"{COMMIT}.json").read_text())["files"][name]["lfs_sha256"]
+    partial = repo / "blobs" / f"{etag}.1a2b3c4d.incomplete"
+    partial.write_bytes(b"\0" * 1000)  # a second download, cut short
+    (r,) = failing("FC505", "acme/tiny", hub)
+    assert r.severity.value == "error" and r.subject == f"shard:{name}"
+    assert r.message.startswith(f"an interrupted download: {partial} ({name}, 1,000 of ")
+    assert r.fix == f"rm -f {partial}; hf download acme/tiny {name} --revision {COMMIT}"
+
+
+def test_fc506_index_inconsistent(tmp_path: Path) -> None:
+    (r,) = failing("FC506", broken(tmp_path / "lies", "index-lies"))
+    assert r.severity.value == "error" and r.subject == SHARD2
+    assert "does not contain: model.layers.9.ghost.weight" in r.message
+    (r,) = failing("FC506", broken(tmp_path / "not-json", "index-not-json"))
+    assert r.subject == "file:model.safetensors.index.json" and "is not valid JSON" in r.message
+    # a total_size that disagrees with the headers is harmless alone: a warning
+    root = healthy(tmp_path / "total")
+    index = root / "model.safetensors.index.json"
+    doc = json.loads(index.read_text())
+    doc["metadata"]["total_size"] += 2
+    index.write_text(json.dumps(doc))
+    (r,) = failing("FC506", root)
+    assert r.severity.value == "warning" and "metadata.total_size" in r.message
+    assert passing("FC506", healthy(tmp_path / "ok")).message == "the index matches the 3 headers"
+    one = write_checkpoint(tmp_path / "one", TINY, shards=1, dense=True)
+    (r,) = outcome("FC506", one)
+    assert r.status.value == "skip" and r.message == "single-file checkpoint: no index to cross-check"
+
+
+def test_fc506_a_tensor_in_two_shards(tmp_path: Path) -> None:
+    got = failing("FC506", broken(tmp_path, "duplicate"))
+    (dup,) = [r for r in got if r.severity.value == "error"]
+    assert dup.subject == f"shard:{shard_name(2, 3)}" and "are also in another shard" in dup.message
+
+
+def test_fc507_config_invalid(tmp_path: Path) -> None:
+    root = broken(tmp_path / "gone", "no-config")
+    (r,) = failing("FC507", root)
+    assert r.severity.value == "error" and r.subject == "file:config.json"
+    assert r.message == "config.json is missing: the engine cannot tell the architecture"
+    assert r.fix == f"restore {root}/config.json from the model's source"
+    (r,) = failing("FC507", broken(tmp_path / "cut", "config-truncated"))
+    assert r.message.startswith("config.json is not valid JSON")
+    root = healthy(tmp_path / "fieldless")
+    config = json.loads((root / "config.json").read_text())
+    del config["num_hidden_layers"]
+    (root / "config.json").write_text(json.dumps(config))
+    (r,) = failing("FC507", root)
+    assert r.message == "config.json has no num_hidden_layers: the architecture cannot be built"
+    ok = passing("FC507", healthy(tmp_path / "ok"))
+    assert ok.message == "LlamaForCausalLM, 4 layers, hidden 64" and ok.subject == "file:config.json"
+
+
+def test_fc507_fix_of_a_repo_id_downloads_the_config(tmp_path: Path) -> None:
+    hub = tmp_path / "hub"
+    snap = write_hf_cache(hub, "acme/tiny", TINY, shards=2, commit=COMMIT)
+    config = snap / "config.json"
+    target = Path(os.path.realpath(config))
+    config.unlink()
+    config.write_text(target.read_text()[:40])  # the snapshot's copy, truncated
+    (r,) = failing("FC507", "acme/tiny", hub)
+    assert r.fix == "hf download acme/tiny config.json"
+
+
+def test_fc508_shard_unreadable(tmp_path: Path) -> None:
+    root = broken(tmp_path, "loop")
+    (r,) = failing("FC508", root)
+    assert r.severity.value == "error" and r.subject == SHARD2
+    assert r.message == f"{shard_name(1, 3)} is a symlink loop" and r.fix.startswith(f"re-copy {shard_name(1, 3)}")
+    assert passing("FC508", healthy(tmp_path / "ok")).message == "every shard is readable"
+
+
+def test_fc509_index_path_escape(tmp_path: Path) -> None:
+    root = broken(tmp_path / "escape", "escape")
+    (r,) = failing("FC509", root)
+    assert r.severity.value == "error" and r.subject == "shard:../../../../etc/passwd"
+    assert "a path outside the model directory: refused, never opened" in r.message
+    assert "do not run this checkpoint" in r.fix
+    # a shard that is a symlink resolving outside the directory is refused too
+    root = healthy(tmp_path / "link")
+    s1 = root / shard_name(0, 3)
+    elsewhere = tmp_path / "elsewhere.safetensors"
+    os.replace(s1, elsewhere)
+    s1.symlink_to(elsewhere)
+    (r,) = failing("FC509", root)
+    assert r.severity.value == "error" and str(elsewhere) in r.message and "cp --remove-destination" in r.fix
+    ok = passing("FC509", healthy(tmp_path / "ok"))
+    assert ok.message == "every file the index names is inside the model directory"
+
+
+def test_fc510_load_time_estimate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Info: always one line, never a blocker; --deep adds the measured speed and the time."""
+    from flightcheck._collect import throughput
+
+    root = healthy(tmp_path)
+    (r,) = failing("FC510", root)
+    load_bytes = r.evidence["load_bytes"]
+    assert r.severity.value == "info" and r.subject == f"model:{root}" and load_bytes > 0
+    assert r.message == f"reads {load_bytes:,} bytes per node (--deep measures the read speed and the load time)"
+    report = evaluate(node(), Intent(model=str(root)))
+    assert report.verdict == "ready" and report.exit_code == 0
+    monkeypatch.setattr(
+        throughput, "measure", lambda paths, **kw: {"bytes": 1 << 20, "bytes_per_s": 1000.0, "method": "O_DIRECT"}
+    )
+    (r,) = failing("FC510", root, deep=True)
+    assert r.message.startswith(f"reads {load_bytes:,} bytes per node; measured 0.00 GB/s (O_DIRECT, ")
+    assert r.message.endswith(f"-> about {load_bytes / 1000 / 60:.0f} min to load")
+    assert r.evidence == {
+        "load_bytes": load_bytes,
+        "read_bytes_per_s": 1000,
+        "load_seconds_estimate": round(load_bytes / 1000, 1),
+    }
+    monkeypatch.setattr(throughput, "measure", lambda paths, **kw: {"error": "the read took over 30 s"})
+    (r,) = failing("FC510", root, deep=True)
+    assert r.message.endswith("; read speed not measured: the read took over 30 s")
+    assert statuses(node(), "FC510") == {"skip"}
+
+
+def test_fc511_shard_sparse(tmp_path: Path) -> None:
+    root = broken(tmp_path, "sparse")
+    (r,) = failing("FC511", root)
+    assert r.severity.value == "warning" and r.subject == SHARD2
+    assert "sparse or preallocated, its data may never have been written" in r.message
+    assert r.fix.startswith(f"re-copy {shard_name(1, 3)}")
+    report = evaluate(node(), Intent(model=str(root)))
+    assert report.exit_code == 0  # a warning: not blocking unless --strict
+    assert passing("FC511", healthy(tmp_path / "ok")).message == "every shard is fully allocated on disk"
+
+
+def test_family_headline(tmp_path: Path) -> None:
+    report = evaluate(node(), Intent(model=str(healthy(tmp_path))))
+    assert report.summaries["FC5"].startswith("3 shards, ") and "39 tensors (headers read in" in report.summaries["FC5"]
+    assert evaluate(node(), Intent()).summaries["FC5"] == "no --model given"
