@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+# the helpers' asserts report like the tests' own: register before the first import of support
 pytest.register_assert_rewrite("support")
 
-from support.ckptgen import load_config, write_checkpoint  # noqa: E402 (after the assert rewrite hook)
-from support.evaluation import host_doc  # noqa: E402
+from support.ckptgen import load_config, write_checkpoint
+from support.evaluation import host_doc
 
 
 @pytest.fixture(autouse=True, scope="session")

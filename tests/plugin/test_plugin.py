@@ -68,7 +68,7 @@ VLLM = "/srv/vllm/.venv/bin/vllm"
 
 
 @pytest.fixture
-def serve_argv(tiny_model) -> list[str]:  # noqa: F811 (the imported fixture)
+def serve_argv(tiny_model) -> list[str]:
     """`vllm serve` of a real (tiny) checkpoint at TP 8."""
     return [VLLM, "serve", tiny_model, "-tp", "8", "--port", "8000"]
 
