@@ -34,7 +34,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-import ckptgen
+from support import ckptgen
 
 B300 = REPO / "src" / "flightcheck" / "_examples" / "b300.json"
 SAFE_OPEN = """

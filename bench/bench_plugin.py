@@ -15,7 +15,7 @@ Configurations:
   all-live    nothing recorded: whatever this machine gives (no GPU here: NVML absent).
 
 The model is the 96-shard Kimi-K2 layout (MXFP4 experts, ~1 TB claimed, sparse on disk)
-from tests/ckptgen.py when present, else a small generator below (96 shards of real
+from tests/support/ckptgen.py when present, else a small generator below (96 shards of real
 headers with ~1500 tensors each).
 
     python bench/bench_plugin.py [--runs 7] [--model DIR]
@@ -59,9 +59,9 @@ def build_model(target: Path) -> str:
     if (target / "model.safetensors.index.json").exists():
         return "reused"
     tests = ROOT / "tests"
-    if (tests / "ckptgen.py").exists():
+    if (tests / "support" / "ckptgen.py").exists():
         sys.path.insert(0, str(tests))
-        import ckptgen  # the checkpoint engineer's generator: real layouts, sparse data
+        from support import ckptgen  # the checkpoint engineer's generator: real layouts, sparse data
 
         config = ckptgen.load_config("kimi-k2-instruct")
         config["quantization_config"] = {"quant_method": "mxfp4"}

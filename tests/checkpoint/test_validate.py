@@ -231,3 +231,13 @@ def test_fuzz_structured_headers_never_raise(entries: dict, data: int, exact: bo
         assert all(a[1] == b[0] for a, b in itertools.pairwise(spans)) and (not spans or spans[0][0] == 0)
         if exact:
             assert len(buf) == 8 + len(head) + (spans[-1][1] if spans else 0)
+
+
+@pytest.mark.parametrize("dtype", [[], {}, ["F16"], None, 3])
+def test_a_dtype_that_is_not_a_string_is_a_bad_header_not_a_crash(dtype: object) -> None:
+    """Hypothesis found ``{"0": {"dtype": []}}`` raising TypeError (unhashable) out of the
+    slow-path explanation; the library refuses the file, and so must we, in one finding."""
+    h = json.dumps({"0": {"dtype": dtype, "shape": [1], "data_offsets": [0, 2]}}).encode()
+    buf = len(h).to_bytes(8, "little") + h
+    scan = v.parse_header(buf, len(buf) + 2)
+    assert codes(scan) == {"FC504"} and "dtype" in scan.problems[0].message

@@ -289,8 +289,9 @@ def _explain_invalid(raw: bytes, exc: msgspec.ValidationError) -> str:
             continue
         if not isinstance(e, dict):
             return f"tensor {name!r}: expected an object, got {type(e).__name__}"
-        if e.get("dtype") not in DTYPE_BITS:
-            return f"tensor {name!r} has unknown dtype {e.get('dtype')!r}"
+        dtype = e.get("dtype")
+        if not isinstance(dtype, str) or dtype not in DTYPE_BITS:  # a list or object is unhashable
+            return f"tensor {name!r} has unknown dtype {dtype!r}"
         shape = e.get("shape")
         if (
             not isinstance(shape, list)
