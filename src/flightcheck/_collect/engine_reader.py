@@ -516,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         "env_words": env_words,
         "error": None,
         "error_stage": None,
+        **{key: None for key in CANONICAL},  # the same keys whether or not the engine accepts the line
     }
     dog = Watchdog(ns.timeout, lambda extra: out.emit({**extra, "elapsed_s": round(time.monotonic() - t0, 3)}))
     dog.start()
