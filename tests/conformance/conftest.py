@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance_helpers import candidates, pinned_versions
+from .conformance_helpers import candidates, pinned_versions
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance_helpers import DATA, READER, pinned_versions, read_many, run_reader
+from .conformance_helpers import DATA, READER, pinned_versions, read_many, run_reader
 
 VLLM_CASES = {
     # vLLM's human_readable_int (vllm/utils/argparse_utils.py): lower-case k is decimal
@@ -191,7 +191,7 @@ def test_sglang_invalid_value_and_config(readings) -> None:
 
 
 def test_readings_stay_within_their_timeout(readings) -> None:
-    from conformance_helpers import READ_TIMEOUT_S
+    from .conformance_helpers import READ_TIMEOUT_S
 
     for name, doc in readings.items():
         assert doc["elapsed_s"] < READ_TIMEOUT_S, name

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from conformance_helpers import DATA, GEN, REPO, child_env, pinned_versions
+from .conformance_helpers import DATA, GEN, REPO, child_env, pinned_versions
 
 
 def expected_files() -> list[str]:
