@@ -213,3 +213,46 @@ def test_reader_source_imports_no_flightcheck() -> None:
     text = READER.read_text()
     assert "import flightcheck" not in text and "from flightcheck" not in text
     assert "from ." not in text
+
+
+def _reader_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("engine_reader_under_test", READER)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize(
+    ("engine", "argv", "form", "engine_argv"),
+    [
+        ("vllm", ["vllm", "serve", "M", "-tp", "2"], "vllm serve", ["M", "-tp", "2"]),
+        ("vllm", ["/venv/bin/vllm", "serve", "M"], "vllm serve", ["M"]),
+        ("vllm", ["M", "-tp", "2"], "vllm serve", ["M", "-tp", "2"]),
+        ("vllm", ["CUDA_VISIBLE_DEVICES=0,1", "vllm", "serve", "M"], "vllm serve", ["M"]),
+        ("vllm", ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "M"],
+         "api_server", ["--model", "M"]),
+        ("vllm", ["/usr/bin/python3.11", "-m", "vllm.entrypoints.cli.main", "serve", "M"], "vllm serve", ["M"]),
+        ("sglang", ["sglang", "serve", "M"], "sglang serve", ["M"]),
+        ("sglang", ["python", "-m", "sglang.launch_server", "--model-path", "M"],
+         "launch_server", ["--model-path", "M"]),
+        ("sglang", ["--model-path", "M"], "sglang serve", ["--model-path", "M"]),
+    ],
+)
+def test_reader_command_forms(engine, argv, form, engine_argv) -> None:
+    """Which entry point a command line names (no engine needed)."""
+    got_form, got_argv, _env = _reader_module().split_command(engine, argv)
+    assert (got_form, got_argv) == (form, engine_argv)
+
+
+def test_reader_usage_errors_are_json(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    for args in (["foo", "--", "x"], ["vllm"]):
+        proc = subprocess.run([sys.executable, str(READER), *args], capture_output=True, text=True,
+                              timeout=60, cwd=str(tmp_path))
+        assert proc.returncode == 2
+        doc = json.loads(proc.stdout)
+        assert doc["error_stage"] == "usage" and doc["error"]

@@ -51,6 +51,8 @@ for its local snapshot and raises when there is none: that is reported as
 
 The engine's logs go to stderr; stdout carries exactly one JSON object. A watchdog ends
 the child after ``--timeout`` seconds (default 120) with ``"error": "timed out ..."``.
+Exit status: 0 with the document (also when the engine rejects the line: ``error`` says
+why, ``error_stage`` where), 2 for the reader's own usage errors, 124 on the timeout.
 """
 
 from __future__ import annotations
@@ -340,7 +342,12 @@ def describe(doc: dict, engine: str, record: object, namespace: object, parser) 
 def read_vllm(doc: dict, form: str, argv: list[str]) -> None:
     import importlib.metadata
 
-    doc["engine_version"] = importlib.metadata.version("vllm")
+    try:
+        doc["engine_version"] = importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        doc.update(error="vllm is not installed for this interpreter ({})".format(sys.executable),
+                   error_stage="import")
+        return
     # What the engine's own code sees in sys.argv (arg_utils.add_cli_args reads it).
     sys.argv = ["vllm", "serve", *argv] if form == "vllm serve" else [
         "vllm/entrypoints/openai/api_server.py", *argv]
@@ -425,7 +432,12 @@ class _with_model:
 def read_sglang(doc: dict, form: str, argv: list[str]) -> None:
     import importlib.metadata
 
-    doc["engine_version"] = importlib.metadata.version("sglang")
+    try:
+        doc["engine_version"] = importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        doc.update(error="sglang is not installed for this interpreter ({})".format(sys.executable),
+                   error_stage="import")
+        return
     sys.argv = ["sglang", "serve", *argv] if form == "sglang serve" else [
         "sglang/launch_server.py", *argv]
     stage = "import"
@@ -493,7 +505,15 @@ def main(argv: list[str] | None = None) -> int:
     opts = argparse.ArgumentParser(prog="engine_reader.py", add_help=True)
     opts.add_argument("engine", choices=["vllm", "sglang"])
     opts.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
-    ns = opts.parse_args(head)
+    try:
+        with captured_stderr() as err:
+            ns = opts.parse_args(head)
+            if "--" not in words:
+                opts.error("the launch line goes after '--'")
+    except SystemExit as exc:  # the reader's own usage: still one JSON object
+        print(json.dumps({"reader": "engine", "reader_version": READER_VERSION,
+                          "error": exit_message(exc, err.getvalue()), "error_stage": "usage"}))
+        return 2
 
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         os.environ[key] = "1"
@@ -536,4 +556,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
