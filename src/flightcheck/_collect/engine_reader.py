@@ -61,6 +61,7 @@ import argparse
 import contextlib
 import dataclasses
 import enum
+import faulthandler
 import io
 import json
 import os
@@ -540,6 +541,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     dog = Watchdog(ns.timeout, lambda extra: out.emit({**extra, "elapsed_s": round(time.monotonic() - t0, 3)}))
     dog.start()
+    # Backstop that needs no GIL: should the engine hold it past the deadline, faulthandler's
+    # C thread dumps the stacks to stderr and ends the process (no JSON then, but no hang).
+    faulthandler.dump_traceback_later(ns.timeout + 10, exit=True)
     try:
         if ns.engine == "vllm":
             read_vllm(out.doc, form, engine_argv)
@@ -548,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as exc:  # the reader's own bug: still one JSON object
         out.doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage="reader")
     dog.cancel()
+    faulthandler.cancel_dump_traceback_later()
     out.doc["elapsed_s"] = round(time.monotonic() - t0, 3)
     out.emit()
     sys.stderr.flush()
