@@ -35,6 +35,7 @@ import importlib.metadata
 import importlib.util
 import inspect
 import json
+import math
 import os
 import re
 import subprocess
@@ -59,7 +60,7 @@ def jsonable(value: object, depth: int = 0) -> object:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else repr(value)
+        return value if math.isfinite(value) else repr(value)
     if depth > 8:
         return stable_repr(value)
     if isinstance(value, enum.Enum):
@@ -78,12 +79,14 @@ def jsonable(value: object, depth: int = 0) -> object:
                 "__class__": type(value).__qualname__,
                 **{f.name: jsonable(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)},
             }
-        except Exception:
+        except Exception:  # noqa: BLE001 - a record that cannot be walked shows as its repr
             return stable_repr(value)
     fields = getattr(type(value), "__struct_fields__", None)  # msgspec.Struct
     if fields:
-        return {"__class__": type(value).__qualname__,
-                **{n: jsonable(getattr(value, n, None), depth + 1) for n in fields}}
+        return {
+            "__class__": type(value).__qualname__,
+            **{n: jsonable(getattr(value, n, None), depth + 1) for n in fields},
+        }
     if callable(value):
         return callable_name(value)
     return stable_repr(value)
@@ -105,11 +108,17 @@ def callable_name(fn: object) -> str:
 def action_kind(action: argparse.Action) -> str:
     """The argparse action an option behaves as: the first argparse class in its MRO."""
     names = {
-        "_StoreAction": "store", "_StoreConstAction": "store_const",
-        "_StoreTrueAction": "store_true", "_StoreFalseAction": "store_false",
-        "_AppendAction": "append", "_AppendConstAction": "append_const",
-        "_CountAction": "count", "_HelpAction": "help", "_VersionAction": "version",
-        "_ExtendAction": "extend", "_SubParsersAction": "parsers",
+        "_StoreAction": "store",
+        "_StoreConstAction": "store_const",
+        "_StoreTrueAction": "store_true",
+        "_StoreFalseAction": "store_false",
+        "_AppendAction": "append",
+        "_AppendConstAction": "append_const",
+        "_CountAction": "count",
+        "_HelpAction": "help",
+        "_VersionAction": "version",
+        "_ExtendAction": "extend",
+        "_SubParsersAction": "parsers",
         "BooleanOptionalAction": "BooleanOptionalAction",
     }
     for cls in type(action).__mro__:
@@ -124,21 +133,29 @@ def describe_parser(parser: argparse.ArgumentParser) -> list[dict]:
         if isinstance(action, argparse._SubParsersAction):
             continue
         cls = type(action)
-        out.append({
-            "option_strings": list(action.option_strings),
-            "dest": action.dest,
-            "action": action_kind(action),
-            "action_class": cls.__name__ if cls.__module__ == "argparse" else f"{cls.__module__}.{cls.__qualname__}",
-            "nargs": action.nargs,
-            "const": jsonable(action.const),
-            "default": jsonable(action.default),
-            "type": None if action.type is None else callable_name(action.type),
-            "choices": None if action.choices is None else jsonable(
-                sorted(action.choices, key=stable_repr) if isinstance(action.choices, (set, frozenset))
-                else list(action.choices)),
-            "required": bool(action.required),
-            "deprecated": bool(getattr(action, "deprecated", False)),
-        })
+        out.append(
+            {
+                "option_strings": list(action.option_strings),
+                "dest": action.dest,
+                "action": action_kind(action),
+                "action_class": cls.__name__
+                if cls.__module__ == "argparse"
+                else f"{cls.__module__}.{cls.__qualname__}",
+                "nargs": action.nargs,
+                "const": jsonable(action.const),
+                "default": jsonable(action.default),
+                "type": None if action.type is None else callable_name(action.type),
+                "choices": None
+                if action.choices is None
+                else jsonable(
+                    sorted(action.choices, key=stable_repr)
+                    if isinstance(action.choices, (set, frozenset))
+                    else list(action.choices)
+                ),
+                "required": bool(action.required),
+                "deprecated": bool(getattr(action, "deprecated", False)),
+            }
+        )
     return out
 
 
@@ -172,7 +189,7 @@ def rel_source(module: object) -> str:
 
 def requires(dist: str, names: tuple[str, ...]) -> dict[str, list[str]]:
     """Requirement strings from the wheel metadata whose project is one of ``names``."""
-    norm = lambda s: re.sub(r"[-_.]+", "-", s).lower()  # noqa: E731
+    norm = lambda s: re.sub(r"[-_.]+", "-", s).lower()
     want = {norm(n) for n in names}
     found: dict[str, list[str]] = {}
     for req in importlib.metadata.requires(dist) or []:
@@ -189,7 +206,7 @@ def header(engine: str, files: list[str]) -> dict:
         "generated_by": GENERATED_BY,
         "engine": engine,
         "engine_version": version,
-        "python": "%d.%d" % sys.version_info[:2],
+        "python": "{}.{}".format(*sys.version_info[:2]),
     }
 
 
@@ -197,9 +214,9 @@ def header(engine: str, files: list[str]) -> dict:
 
 
 def child_vllm() -> dict:
+    from vllm.engine import arg_utils
     from vllm.entrypoints.cli import serve as serve_mod
     from vllm.entrypoints.common import cli_args
-    from vllm.engine import arg_utils
     from vllm.utils import argparse_utils
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
@@ -218,19 +235,28 @@ def child_vllm() -> dict:
 
     files = [rel_source(m) for m in (serve_mod, cli_args, arg_utils, argparse_utils, cache_cfg, quant, model_loader)]
     doc = header("vllm", files)
-    doc.update({
-        "parser": "vllm serve (ServeSubcommand.subparser_init on the vllm CLI's FlexibleArgumentParser)",
-        "prog": parser.prog,
-        "platform": type(current_platform).__name__,
-        "kv_cache_dtypes": value_list(options, "kv_cache_dtype", (
-            "vllm.config.cache.KV_CACHE_DTYPES", cache_cfg.KV_CACHE_DTYPES)),
-        "quantization_choices": value_list(options, "quantization", (
-            "vllm.model_executor.layers.quantization.QUANTIZATION_METHODS", quant.QUANTIZATION_METHODS)),
-        "deprecated_quantization": list(getattr(quant, "DEPRECATED_QUANTIZATION_METHODS", [])),
-        "load_formats": value_list(options, "load_format", (
-            "vllm.model_executor.model_loader.LoadFormats", get_args(model_loader.LoadFormats))),
-        "options": options,
-    })
+    doc.update(
+        {
+            "parser": "vllm serve (ServeSubcommand.subparser_init on the vllm CLI's FlexibleArgumentParser)",
+            "prog": parser.prog,
+            "platform": type(current_platform).__name__,
+            "kv_cache_dtypes": value_list(
+                options, "kv_cache_dtype", ("vllm.config.cache.KV_CACHE_DTYPES", cache_cfg.KV_CACHE_DTYPES)
+            ),
+            "quantization_choices": value_list(
+                options,
+                "quantization",
+                ("vllm.model_executor.layers.quantization.QUANTIZATION_METHODS", quant.QUANTIZATION_METHODS),
+            ),
+            "deprecated_quantization": list(getattr(quant, "DEPRECATED_QUANTIZATION_METHODS", [])),
+            "load_formats": value_list(
+                options,
+                "load_format",
+                ("vllm.model_executor.model_loader.LoadFormats", get_args(model_loader.LoadFormats)),
+            ),
+            "options": options,
+        }
+    )
     return {"args": doc, "envs": vllm_envs()}
 
 
@@ -239,7 +265,7 @@ def vllm_envs() -> dict:
     path = Path(spec.origin)  # type: ignore[union-attr, arg-type]
     text = path.read_text()
     tree = ast.parse(text)
-    seg = lambda node: " ".join(ast.get_source_segment(text, node).split()) if node is not None else None  # noqa: E731
+    seg = lambda node: " ".join(ast.get_source_segment(text, node).split()) if node is not None else None
     declared: dict[str, dict] = {}
     getters: dict[str, ast.AST] = {}
     for node in tree.body:
@@ -278,27 +304,40 @@ def vllm_envs() -> dict:
     variables = []
     for name in names:
         node = getters.get(name)
-        variables.append({
-            "name": name,
-            "annotation": declared.get(name, {}).get("annotation"),
-            "type_checking_default": declared.get(name, {}).get("type_checking_default"),
-            "getter_default": getter_default(name, node) if node is not None else None,
-            "getter": seg(node),
-            "in_type_checking": name in declared,
-            "in_environment_variables": name in runtime_keys,
-        })
+        variables.append(
+            {
+                "name": name,
+                "annotation": declared.get(name, {}).get("annotation"),
+                "type_checking_default": declared.get(name, {}).get("type_checking_default"),
+                "getter_default": getter_default(name, node) if node is not None else None,
+                "getter": seg(node),
+                "in_type_checking": name in declared,
+                "in_environment_variables": name in runtime_keys,
+            }
+        )
     doc = header("vllm", [rel_source(envs_mod), "vllm-<v>.dist-info/METADATA (Requires-Dist)"])
-    pins = requires("vllm", ("flashinfer-python", "transformers", "torch", "flashinfer-cubin",
-                             "flashinfer-jit-cache", "nvidia-cutlass-dsl"))
-    doc.update({
-        "flashinfer_python": pins.get("flashinfer-python"),
-        "transformers": pins.get("transformers"),
-        "torch": pins.get("torch"),
-        "requires_selected": pins,
-        "requires_dist": [r for r in importlib.metadata.requires("vllm") or [] if "extra ==" not in r],
-        "count": len(variables),
-        "variables": variables,
-    })
+    pins = requires(
+        "vllm",
+        (
+            "flashinfer-python",
+            "transformers",
+            "torch",
+            "flashinfer-cubin",
+            "flashinfer-jit-cache",
+            "nvidia-cutlass-dsl",
+        ),
+    )
+    doc.update(
+        {
+            "flashinfer_python": pins.get("flashinfer-python"),
+            "transformers": pins.get("transformers"),
+            "torch": pins.get("torch"),
+            "requires_selected": pins,
+            "requires_dist": [r for r in importlib.metadata.requires("vllm") or [] if "extra ==" not in r],
+            "count": len(variables),
+            "variables": variables,
+        }
+    )
     return doc
 
 
@@ -312,17 +351,19 @@ def child_sglang() -> dict:
     options = describe_parser(parser)
     files = [rel_source(sa), rel_source(sg_arg_utils), "sglang/srt/arg_groups/fields/*.py"]
     doc = header("sglang", files)
-    doc.update({
-        "parser": "sglang serve / sglang.launch_server (prepare_server_args: "
-                  "argparse.ArgumentParser(prog='sglang serve') + ServerArgs.add_cli_args)",
-        "prog": parser.prog,
-        "allow_abbrev": parser.allow_abbrev,
-        "kv_cache_dtypes": value_list(options, "kv_cache_dtype"),
-        "quantization_choices": value_list(options, "quantization"),
-        "load_formats": value_list(options, "load_format"),
-        "requires_selected": requires("sglang", ("flashinfer-python", "transformers", "torch")),
-        "options": options,
-    })
+    doc.update(
+        {
+            "parser": "sglang serve / sglang.launch_server (prepare_server_args: "
+            "argparse.ArgumentParser(prog='sglang serve') + ServerArgs.add_cli_args)",
+            "prog": parser.prog,
+            "allow_abbrev": parser.allow_abbrev,
+            "kv_cache_dtypes": value_list(options, "kv_cache_dtype"),
+            "quantization_choices": value_list(options, "quantization"),
+            "load_formats": value_list(options, "load_format"),
+            "requires_selected": requires("sglang", ("flashinfer-python", "transformers", "torch")),
+            "options": options,
+        }
+    )
     return {"args": doc}
 
 
@@ -330,17 +371,25 @@ def child_sglang() -> dict:
 
 
 def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not re.match(r"^(VLLM_|SGLANG_|HF_|TRANSFORMERS_|CUDA_|PYTHON)", k)}
-    env.update(VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               VLLM_NO_USAGE_STATS="1", DO_NOT_TRACK="1", TOKENIZERS_PARALLELISM="false")
+    env = {k: v for k, v in os.environ.items() if not re.match(r"^(VLLM_|SGLANG_|HF_|TRANSFORMERS_|CUDA_|PYTHON)", k)}
+    env.update(
+        VLLM_TARGET_DEVICE="cpu",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
     return env
 
 
 def run_child(engine: str, python: str, timeout: float) -> dict:
     proc = subprocess.run(
         [python, str(Path(__file__).resolve()), "--child", engine],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env(), timeout=timeout,
+        capture_output=True,
+        check=False,
+        env=clean_env(),
+        timeout=timeout,
         cwd=str(REPO),
     )
     if proc.returncode != 0:

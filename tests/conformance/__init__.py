@@ -1,2 +1,3 @@
-"""Conformance tests against the real engines (a package, so that its conftest does not
-shadow tests/conftest.py under the module name ``conftest``)."""
+"""Conformance tests against the real engines. A package so that, under pytest's default
+(prepend) import mode, its conftest does not take the module name ``conftest`` from
+tests/conftest.py; nothing imports it."""

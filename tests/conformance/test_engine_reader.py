@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from .conformance_helpers import DATA, READER, pinned_versions, read_many, run_reader
-
 VLLM_CASES = {
     # vLLM's human_readable_int (vllm/utils/argparse_utils.py): lower-case k is decimal
     "tp8_32k": ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "-tp", "8", "--max-model-len", "32k"],
@@ -40,8 +38,19 @@ SGLANG_CASES = {
     "Mi": ["sglang", "serve", "--model-path", "M", "--context-length", "1Mi"],
     # argparse prefix matching (allow_abbrev): --mem-frac -> --mem-fraction-static
     "mem_frac": ["sglang", "serve", "M", "--mem-frac", "0.8"],
-    "launch_server": ["python3", "-m", "sglang.launch_server", "--model", "M", "--tp-size", "2",
-                      "--enable-dp-attention", "--dp", "2", "--enable-nccl-nvls"],
+    "launch_server": [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+        "--model",
+        "M",
+        "--tp-size",
+        "2",
+        "--enable-dp-attention",
+        "--dp",
+        "2",
+        "--enable-nccl-nvls",
+    ],
     "bad_tp": ["sglang", "serve", "--model-path", "M", "--tp", "four"],
     "launch_positional": ["python3", "-m", "sglang.launch_server", "M"],
     "config": ["sglang", "serve", "--model-path", "M", "--config", "s.yaml", "--tp-size", "2"],
@@ -49,13 +58,13 @@ SGLANG_CASES = {
 
 
 @pytest.fixture(scope="module")
-def readings(engine_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+def readings(conformance, engine_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     work: Path = tmp_path_factory.mktemp("launch-cwd")
     (work / "v.yaml").write_text("tensor-parallel-size: 4\nmax-model-len: 8K\nenforce-eager: true\n")
     (work / "s.yaml").write_text("tp-size: 4\ncontext-length: 8192\nenable-nccl-nvls: true\n")
     cases = {f"vllm:{k}": ("vllm", v) for k, v in VLLM_CASES.items()}
     cases.update({f"sglang:{k}": ("sglang", v) for k, v in SGLANG_CASES.items()})
-    return read_many(engine_python, cases, cwd=work)
+    return conformance.read_many(engine_python, cases, cwd=work)
 
 
 def vllm(readings, name):
@@ -66,22 +75,37 @@ def sglang(readings, name):
     return readings[f"sglang:{name}"]
 
 
-def table_default(engine: str, dest: str):
-    v = pinned_versions()[engine]
-    doc = json.loads((DATA / f"{engine}_{v}_args.json").read_text())
+def table_default(conformance, engine: str, dest: str):
+    doc = conformance.table(engine)
     return next(o["default"] for o in doc["options"] if o["dest"] == dest and o["option_strings"])
 
 
-def test_every_reading_is_one_engine_document(readings) -> None:
-    want = pinned_versions()
+def test_every_reading_is_one_engine_document(conformance, readings) -> None:
+    want = conformance.pinned_versions()
     for name, doc in readings.items():
         assert doc["reader"] == "engine", name
         assert doc["engine_version"] == want[doc["engine"]], name
         assert doc["_rc"] == 0, name
-        for key in ("model", "served_model_name", "tensor_parallel_size", "pipeline_parallel_size",
-                    "data_parallel_size", "max_model_len", "kv_cache_dtype", "gpu_memory_utilization",
-                    "quantization", "dtype", "load_format", "nnodes", "node_rank", "trust_remote_code",
-                    "revision", "hf_overrides", "cpu_offload_gb", "error"):
+        for key in (
+            "model",
+            "served_model_name",
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "data_parallel_size",
+            "max_model_len",
+            "kv_cache_dtype",
+            "gpu_memory_utilization",
+            "quantization",
+            "dtype",
+            "load_format",
+            "nnodes",
+            "node_rank",
+            "trust_remote_code",
+            "revision",
+            "hf_overrides",
+            "cpu_offload_gb",
+            "error",
+        ):
             assert key in doc, (name, key)
 
 
@@ -134,14 +158,14 @@ def test_vllm_config_yaml(readings) -> None:
     assert d["error"] and "No model specified" in d["error"]
 
 
-def test_vllm_api_server_form(readings) -> None:
+def test_vllm_api_server_form(conformance, readings) -> None:
     d = vllm(readings, "api_server")
     assert d["form"] == "api_server" and d["error"] is None
     assert d["model"] == "M" and d["tensor_parallel_size"] == 2
     d = vllm(readings, "api_server_positional")
     assert d["error"] is None
     assert d["engine_fields"]["model_tag"] == "M2"
-    assert d["model"] == table_default("vllm", "model") != "M2"
+    assert d["model"] == table_default(conformance, "vllm", "model") != "M2"
 
 
 def test_vllm_bare_argv_is_what_follows_serve(readings) -> None:
@@ -190,35 +214,33 @@ def test_sglang_invalid_value_and_config(readings) -> None:
     assert d["comm_flags"]["enable_nccl_nvls"] is True
 
 
-def test_readings_stay_within_their_timeout(readings) -> None:
-    from .conformance_helpers import READ_TIMEOUT_S
-
+def test_readings_stay_within_their_timeout(conformance, readings) -> None:
     for name, doc in readings.items():
-        assert doc["elapsed_s"] < READ_TIMEOUT_S, name
-        assert doc["_wall_s"] < READ_TIMEOUT_S + 30, name
+        assert doc["elapsed_s"] < conformance.READ_TIMEOUT_S, name
+        assert doc["_wall_s"] < conformance.READ_TIMEOUT_S + 30, name
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_reader_ends_at_its_timeout(engine_python: str, engine: str) -> None:
+def test_reader_ends_at_its_timeout(conformance, engine_python: str, engine: str) -> None:
     """A deadline shorter than the engine's import: the watchdog answers and exits."""
     t0 = time.monotonic()
-    d = run_reader(engine_python, engine, [engine, "serve", "M"], timeout=1.0)
+    d = conformance.run_reader(engine_python, engine, [engine, "serve", "M"], timeout=1.0)
     wall = time.monotonic() - t0
     assert d["error"] == "timed out after 1 s" and d["error_stage"] == "timeout"
     assert d["_rc"] == 124
     assert wall < 1.0 + 15, "the child must end soon after its deadline (start-up included)"
 
 
-def test_reader_source_imports_no_flightcheck() -> None:
-    text = READER.read_text()
+def test_reader_source_imports_no_flightcheck(conformance) -> None:
+    text = conformance.READER.read_text()
     assert "import flightcheck" not in text and "from flightcheck" not in text
     assert "from ." not in text
 
 
-def _reader_module():
+def _reader_module(path):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("engine_reader_under_test", READER)
+    spec = importlib.util.spec_from_file_location("engine_reader_under_test", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -231,28 +253,42 @@ def _reader_module():
         ("vllm", ["/venv/bin/vllm", "serve", "M"], "vllm serve", ["M"]),
         ("vllm", ["M", "-tp", "2"], "vllm serve", ["M", "-tp", "2"]),
         ("vllm", ["CUDA_VISIBLE_DEVICES=0,1", "vllm", "serve", "M"], "vllm serve", ["M"]),
-        ("vllm", ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "M"],
-         "api_server", ["--model", "M"]),
+        (
+            "vllm",
+            ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "M"],
+            "api_server",
+            ["--model", "M"],
+        ),
         ("vllm", ["/usr/bin/python3.11", "-m", "vllm.entrypoints.cli.main", "serve", "M"], "vllm serve", ["M"]),
         ("sglang", ["sglang", "serve", "M"], "sglang serve", ["M"]),
-        ("sglang", ["python", "-m", "sglang.launch_server", "--model-path", "M"],
-         "launch_server", ["--model-path", "M"]),
+        (
+            "sglang",
+            ["python", "-m", "sglang.launch_server", "--model-path", "M"],
+            "launch_server",
+            ["--model-path", "M"],
+        ),
         ("sglang", ["--model-path", "M"], "sglang serve", ["--model-path", "M"]),
     ],
 )
-def test_reader_command_forms(engine, argv, form, engine_argv) -> None:
+def test_reader_command_forms(conformance, engine, argv, form, engine_argv) -> None:
     """Which entry point a command line names (no engine needed)."""
-    got_form, got_argv, _env = _reader_module().split_command(engine, argv)
+    got_form, got_argv, _env = _reader_module(conformance.READER).split_command(engine, argv)
     assert (got_form, got_argv) == (form, engine_argv)
 
 
-def test_reader_usage_errors_are_json(tmp_path) -> None:
+def test_reader_usage_errors_are_json(conformance, tmp_path) -> None:
     import subprocess
     import sys
 
     for args in (["foo", "--", "x"], ["vllm"]):
-        proc = subprocess.run([sys.executable, str(READER), *args], capture_output=True, text=True,
-                              timeout=60, cwd=str(tmp_path))
+        proc = subprocess.run(
+            [sys.executable, str(conformance.READER), *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            cwd=str(tmp_path),
+        )
         assert proc.returncode == 2
         doc = json.loads(proc.stdout)
         assert doc["error_stage"] == "usage" and doc["error"]

@@ -6,22 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
 
-from .conformance_helpers import DATA, GEN, REPO, child_env, pinned_versions
-
-
-def expected_files() -> list[str]:
-    v = pinned_versions()
-    return [f"vllm_{v['vllm']}_args.json", f"vllm_{v['vllm']}_envs.json",
-            f"sglang_{v['sglang']}_args.json"]
+def expected_files(conformance) -> list[str]:
+    v = conformance.pinned_versions()
+    return [f"vllm_{v['vllm']}_args.json", f"vllm_{v['vllm']}_envs.json", f"sglang_{v['sglang']}_args.json"]
 
 
-def test_data_directory_holds_only_the_generated_json() -> None:
-    names = sorted(p.name for p in DATA.iterdir())
-    assert names == sorted(expected_files()), "only the generated JSON files live there"
+def test_data_directory_holds_only_the_generated_json(conformance) -> None:
+    names = sorted(p.name for p in conformance.DATA.iterdir())
+    assert names == sorted(expected_files(conformance)), "only the generated JSON files live there"
     for name in names:
-        doc = json.loads((DATA / name).read_text())
+        doc = json.loads((conformance.DATA / name).read_text())
         assert doc["generated_by"] == "scripts/gen_engine_tables.py"
         engine, version = name.split("_")[:2]
         assert doc["engine"] == engine and doc["engine_version"] == version
@@ -29,27 +24,34 @@ def test_data_directory_holds_only_the_generated_json() -> None:
         assert ".py" in doc["source"], "the source names the engine file(s) it was read from"
 
 
-def test_every_option_row_is_complete() -> None:
-    keys = {"option_strings", "dest", "action", "action_class", "nargs", "const", "default",
-            "type", "choices", "required", "deprecated"}
-    for name in expected_files():
-        doc = json.loads((DATA / name).read_text())
-        if "options" not in doc:
-            continue
+def test_every_option_row_is_complete(conformance) -> None:
+    keys = {
+        "option_strings",
+        "dest",
+        "action",
+        "action_class",
+        "nargs",
+        "const",
+        "default",
+        "type",
+        "choices",
+        "required",
+        "deprecated",
+    }
+    for engine in ("vllm", "sglang"):
+        doc = conformance.table(engine)
         assert len(doc["options"]) > 100
-        dests = [o["dest"] for o in doc["options"]]
         for opt in doc["options"]:
-            assert set(opt) == keys, (name, opt["dest"])
-        # the lists the brief asks for are there and not empty
+            assert set(opt) == keys, (engine, opt["dest"])
+        assert len({o["dest"] for o in doc["options"]}) > 100
         for key in ("kv_cache_dtypes", "quantization_choices", "load_formats"):
-            assert doc[key]["values"], (name, key)
-            assert "auto" in doc[key]["values"] or key == "quantization_choices"
-        assert len(set(dests)) > 100
+            assert doc[key]["values"], (engine, key)
+            assert doc[key]["from"]
+        assert "auto" in doc["kv_cache_dtypes"]["values"] and "auto" in doc["load_formats"]["values"]
 
 
-def test_vllm_envs_table_has_the_pins_and_the_variables() -> None:
-    v = pinned_versions()["vllm"]
-    doc = json.loads((DATA / f"vllm_{v}_envs.json").read_text())
+def test_vllm_envs_table_has_the_pins_and_the_variables(conformance) -> None:
+    doc = conformance.table("vllm", "envs")
     assert doc["flashinfer_python"] and doc["flashinfer_python"][0].startswith("flashinfer-python")
     assert doc["transformers"] and doc["transformers"][0].startswith("transformers")
     names = [var["name"] for var in doc["variables"]]
@@ -57,21 +59,31 @@ def test_vllm_envs_table_has_the_pins_and_the_variables() -> None:
     assert all(var["in_environment_variables"] or var["in_type_checking"] for var in doc["variables"])
 
 
-def test_regenerating_gives_the_committed_files(engine_python: str, tmp_path) -> None:
+def test_regenerating_gives_the_committed_files(conformance, engine_python: str, tmp_path) -> None:
     proc = subprocess.run(
-        [engine_python, str(GEN), "--out", str(tmp_path)],
-        capture_output=True, text=True, env=child_env(), cwd=str(REPO), timeout=900,
+        [engine_python, str(conformance.GEN), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=conformance.child_env(),
+        cwd=str(conformance.REPO),
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     produced = sorted(p.name for p in tmp_path.iterdir())
-    assert produced == sorted(expected_files())
+    assert produced == sorted(expected_files(conformance))
     for name in produced:
-        committed = json.loads((DATA / name).read_text())
+        committed_text = (conformance.DATA / name).read_text()
         fresh_text = (tmp_path / name).read_text()
-        fresh = json.loads(fresh_text)
+        committed, fresh = json.loads(committed_text), json.loads(fresh_text)
         if fresh["python"] != committed["python"]:
-            pytest.skip(f"{name} was generated with Python {committed['python']}, this venv runs "
-                        f"{fresh['python']}: argparse details differ between versions")
-        assert fresh_text == (DATA / name).read_text(), (
+            import pytest
+
+            pytest.skip(
+                f"{name} was generated with Python {committed['python']}, this venv runs "
+                f"{fresh['python']}: argparse details differ between versions"
+            )
+        assert fresh_text == committed_text, (
             f"{name} differs from what the installed engine says: run "
-            "`.conformance-venv/bin/python scripts/gen_engine_tables.py` and commit the result")
+            "`.conformance-venv/bin/python scripts/gen_engine_tables.py` and commit the result"
+        )

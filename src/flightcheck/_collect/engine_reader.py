@@ -1,3 +1,5 @@
+# mypy: disable-error-code="import-not-found"
+# (vllm and sglang are not installed where flightcheck is type-checked)
 """Read one vLLM / SGLang launch line with the ENGINE's own parser; print one JSON object.
 
 Run as a child with the engine's interpreter (never imported by flightcheck, and it never
@@ -64,6 +66,7 @@ import enum
 import faulthandler
 import io
 import json
+import math
 import os
 import re
 import sys
@@ -111,23 +114,58 @@ CANONICAL = {
 #: Engine settings reported as they are, by name, when the engine has them.
 ENGINE_FIELDS = {
     "vllm": (
-        "model_tag", "optimization_level", "disable_custom_all_reduce", "all2all_backend",
-        "distributed_executor_backend", "data_parallel_rank", "data_parallel_start_rank",
-        "data_parallel_address", "data_parallel_hybrid_lb", "data_parallel_external_lb",
-        "enable_dbo", "enable_eplb", "enable_elastic_ep", "enable_prefix_caching",
-        "enable_chunked_prefill", "block_size", "attention_backend", "api_server_count",
-        "enable_sleep_mode", "max_num_scheduled_tokens",
+        "model_tag",
+        "optimization_level",
+        "disable_custom_all_reduce",
+        "all2all_backend",
+        "distributed_executor_backend",
+        "data_parallel_rank",
+        "data_parallel_start_rank",
+        "data_parallel_address",
+        "data_parallel_hybrid_lb",
+        "data_parallel_external_lb",
+        "enable_dbo",
+        "enable_eplb",
+        "enable_elastic_ep",
+        "enable_prefix_caching",
+        "enable_chunked_prefill",
+        "block_size",
+        "attention_backend",
+        "api_server_count",
+        "enable_sleep_mode",
+        "max_num_scheduled_tokens",
     ),
     "sglang": (
-        "enable_nccl_nvls", "enable_symm_mem", "enable_torch_symm_mem", "enable_mscclpp",
-        "enable_layernorm_sp", "moe_a2a_backend", "enable_dp_attention", "dp_size",
-        "attn_dp_size", "attn_cp_size", "moe_dp_size", "moe_dense_tp_size", "ep_size",
-        "enable_flashinfer_allreduce_fusion", "enforce_disable_flashinfer_allreduce_fusion",
-        "flashinfer_allreduce_fusion_backend", "disable_custom_all_reduce",
-        "context_length", "chunked_prefill_size", "max_prefill_tokens", "max_total_tokens",
-        "disable_cuda_graph", "cuda_graph_backend_decode", "cuda_graph_backend_prefill",
-        "attention_backend", "device", "dist_init_addr", "disaggregation_mode",
-        "enable_torch_compile", "page_size",
+        "enable_nccl_nvls",
+        "enable_symm_mem",
+        "enable_torch_symm_mem",
+        "enable_mscclpp",
+        "enable_layernorm_sp",
+        "moe_a2a_backend",
+        "enable_dp_attention",
+        "dp_size",
+        "attn_dp_size",
+        "attn_cp_size",
+        "moe_dp_size",
+        "moe_dense_tp_size",
+        "ep_size",
+        "enable_flashinfer_allreduce_fusion",
+        "enforce_disable_flashinfer_allreduce_fusion",
+        "flashinfer_allreduce_fusion_backend",
+        "disable_custom_all_reduce",
+        "context_length",
+        "chunked_prefill_size",
+        "max_prefill_tokens",
+        "max_total_tokens",
+        "disable_cuda_graph",
+        "cuda_graph_backend_decode",
+        "cuda_graph_backend_prefill",
+        "attention_backend",
+        "device",
+        "dist_init_addr",
+        "disaggregation_mode",
+        "enable_torch_compile",
+        "page_size",
     ),
 }
 
@@ -154,7 +192,7 @@ def jsonable(value: object, depth: int = 0) -> object:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else repr(value)
+        return value if math.isfinite(value) else repr(value)
     if depth > 6:
         return repr(value)
     if isinstance(value, enum.Enum):
@@ -169,7 +207,7 @@ def jsonable(value: object, depth: int = 0) -> object:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         try:
             return {f.name: jsonable(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}
-        except Exception:
+        except Exception:  # noqa: BLE001 - a field that cannot be read shows as its repr
             return repr(value)
     fields = getattr(type(value), "__struct_fields__", None)  # msgspec.Struct
     if fields:
@@ -228,11 +266,11 @@ def captured_stderr():
     real = sys.stderr
 
     class Tee(io.TextIOBase):
-        def write(self, s):  # type: ignore[override]
+        def write(self, s: str) -> int:
             buf.write(s)
             return real.write(s)
 
-        def flush(self):  # type: ignore[override]
+        def flush(self) -> None:
             real.flush()
 
     sys.stderr = Tee()
@@ -329,7 +367,7 @@ def describe(doc: dict, engine: str, record: object, namespace: object, parser) 
         try:
             differs = value != action.default
             differs = bool(differs)
-        except Exception:
+        except Exception:  # noqa: BLE001 - an incomparable value counts as set
             differs = True
         if differs:
             non_default[dest] = "<redacted>" if secret else jsonable(value)
@@ -346,12 +384,10 @@ def read_vllm(doc: dict, form: str, argv: list[str]) -> None:
     try:
         doc["engine_version"] = importlib.metadata.version("vllm")
     except importlib.metadata.PackageNotFoundError:
-        doc.update(error="vllm is not installed for this interpreter ({})".format(sys.executable),
-                   error_stage="import")
+        doc.update(error=f"vllm is not installed for this interpreter ({sys.executable})", error_stage="import")
         return
     # What the engine's own code sees in sys.argv (arg_utils.add_cli_args reads it).
-    sys.argv = ["vllm", "serve", *argv] if form == "vllm serve" else [
-        "vllm/entrypoints/openai/api_server.py", *argv]
+    sys.argv = ["vllm", "serve", *argv] if form == "vllm serve" else ["vllm/entrypoints/openai/api_server.py", *argv]
     stage = "import"
     try:
         from vllm.entrypoints.common.cli_args import make_arg_parser, validate_parsed_serve_args
@@ -368,17 +404,18 @@ def read_vllm(doc: dict, form: str, argv: list[str]) -> None:
             parse_argv = ["serve", *argv]
         else:
             top = parser = make_arg_parser(
-                FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server."))
+                FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server.")
+            )
             serve_cmd = None
             parse_argv = list(argv)
-    except Exception as exc:  # an engine that cannot even build its parser here
+    except Exception as exc:  # noqa: BLE001 - an engine that cannot even build its parser here
         doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage=stage)
         return
     try:
         from vllm.platforms import current_platform
 
         doc["vllm_platform"] = type(current_platform).__name__
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
         doc["vllm_platform"] = one_line(f"{type(exc).__name__}: {exc}")
 
     stage = "parse"
@@ -393,7 +430,7 @@ def read_vllm(doc: dict, form: str, argv: list[str]) -> None:
     except SystemExit as exc:
         doc.update(error=exit_message(exc, err.getvalue()), error_stage=stage)
         return
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
         doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage=stage)
         return
 
@@ -410,7 +447,7 @@ def read_vllm(doc: dict, form: str, argv: list[str]) -> None:
             # HF_HUB_OFFLINE: a cached model id became its snapshot directory.
             doc["model_local_path"] = record.model
             record = _with_model(record, args.model)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
         doc["resolved_by"] = "parser"
         doc["resolve_error"] = one_line(f"{type(exc).__name__}: {exc}")
         record = None
@@ -436,11 +473,9 @@ def read_sglang(doc: dict, form: str, argv: list[str]) -> None:
     try:
         doc["engine_version"] = importlib.metadata.version("sglang")
     except importlib.metadata.PackageNotFoundError:
-        doc.update(error="sglang is not installed for this interpreter ({})".format(sys.executable),
-                   error_stage="import")
+        doc.update(error=f"sglang is not installed for this interpreter ({sys.executable})", error_stage="import")
         return
-    sys.argv = ["sglang", "serve", *argv] if form == "sglang serve" else [
-        "sglang/launch_server.py", *argv]
+    sys.argv = ["sglang", "serve", *argv] if form == "sglang serve" else ["sglang/launch_server.py", *argv]
     stage = "import"
     try:
         from sglang.srt.plugins import load_plugins
@@ -450,7 +485,7 @@ def read_sglang(doc: dict, form: str, argv: list[str]) -> None:
             from sglang.cli import serve as serve_mod
             from sglang.cli.serve_backends import ServeRequest
             from sglang.cli.utils import try_get_model_path
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
         doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage=stage)
         return
 
@@ -488,7 +523,7 @@ def read_sglang(doc: dict, form: str, argv: list[str]) -> None:
     except SystemExit as exc:
         doc.update(error=exit_message(exc, err.getvalue()), error_stage=stage)
         return
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
         doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage=stage)
         return
     doc["resolved_by"] = "prepare_server_args (raw input; resolution needs an accelerator)"
@@ -512,8 +547,16 @@ def main(argv: list[str] | None = None) -> int:
             if "--" not in words:
                 opts.error("the launch line goes after '--'")
     except SystemExit as exc:  # the reader's own usage: still one JSON object
-        print(json.dumps({"reader": "engine", "reader_version": READER_VERSION,
-                          "error": exit_message(exc, err.getvalue()), "error_stage": "usage"}))
+        print(
+            json.dumps(
+                {
+                    "reader": "engine",
+                    "reader_version": READER_VERSION,
+                    "error": exit_message(exc, err.getvalue()),
+                    "error_stage": "usage",
+                }
+            )
+        )
         return 2
 
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
@@ -549,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
             read_vllm(out.doc, form, engine_argv)
         else:
             read_sglang(out.doc, form, engine_argv)
-    except BaseException as exc:  # the reader's own bug: still one JSON object
+    except BaseException as exc:  # noqa: BLE001 - the reader's own bug: still one JSON object
         out.doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage="reader")
     dog.cancel()
     faulthandler.cancel_dump_traceback_later()
