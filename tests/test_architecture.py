@@ -16,7 +16,14 @@ from flightcheck._knowledge import engines, sglang, vllm
 SRC = Path(__file__).resolve().parents[1] / "src" / "flightcheck"
 #: modules that may spell engine flags: the knowledge modules, and flightcheck's own
 #: command line, whose flags the contract spells as vLLM spells them.
-ALLOWED = {"_knowledge/vllm.py", "_knowledge/sglang.py", "_knowledge/engines.py", "_cli/main.py"}
+ALLOWED = {
+    "_knowledge/vllm.py",
+    "_knowledge/sglang.py",
+    "_knowledge/engines.py",
+    "_cli/main.py",
+    # the child run by the engine's own interpreter: self-contained, it cannot import flightcheck
+    "_collect/engine_reader.py",
+}
 #: flightcheck's own intent flags, spelled as vLLM spells them by the contract: the intent's
 #: validation names them in its messages.
 OWN_FLAG_MODULES = {"_vocabulary/intent.py"}
