@@ -1,7 +1,10 @@
 """The scan cache: per-shard summaries (and the index's) so a second check is instant.
 
 One file per model directory under ``$XDG_CACHE_HOME/flightcheck`` (default
-``~/.cache/flightcheck``), msgpack, written atomically. An entry is reused only when its
+``~/.cache/flightcheck``), msgpack, written atomically. The directory is used only when it
+is the caller's (not a symbolic link, not writable by group or others; created 0700) and a
+file only when the caller owns it: a scan planted by another user never turns a truncated
+shard into "ready" (docs/security.md). An entry is reused only when its
 file key — (real path, size, mtime_ns, inode, ctime_ns, device) — matches the file now;
 ctime is in the key because ``touch -d`` can put an old mtime back but not an old ctime.
 A cache file that does not decode, was written by another format version, or belongs to
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,7 +24,7 @@ from pathlib import Path
 import msgspec
 
 from flightcheck._checkpoint.problems import Kind
-from flightcheck._checkpoint.shardio import read_small
+from flightcheck._checkpoint.shardio import open_regular, pread_all
 from flightcheck._checkpoint.validate import ShardScan
 
 #: Bump when ShardScan / IndexScan change meaning: older files are then ignored.
@@ -62,11 +66,133 @@ def file_key(st: os.stat_result) -> FileKey:
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
 
 
-def cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """``$XDG_CACHE_HOME/flightcheck``, default ``~/.cache/flightcheck``."""
+def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
+    """Where flightcheck's caches live: ``$XDG_CACHE_HOME/flightcheck`` (an absolute
+    ``XDG_CACHE_HOME`` only: the XDG spec says to ignore a relative one), else
+    ``$HOME/.cache/flightcheck``; None (no cache) when caching is off or ``HOME`` is not an
+    existing directory. Whether it may be used is :func:`usable_dir`'s question."""
     env = os.environ if env is None else env
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "flightcheck"
+    if not enabled(env):
+        return None
+    xdg = env.get("XDG_CACHE_HOME") or ""
+    if os.path.isabs(xdg):
+        return Path(xdg) / "flightcheck"
+    home = env.get("HOME") if "HOME" in env else os.path.expanduser("~")
+    if not home or not os.path.isabs(home) or not os.path.isdir(home):
+        return None  # HOME=/nonexistent (a service account): never create it
+    return Path(home) / ".cache" / "flightcheck"
+
+
+def usable_dir(path: Path, *, create: bool) -> str | None:
+    """None when ``path`` is a cache directory flightcheck may trust: a real directory
+    (not a symbolic link) owned by the caller and writable by nobody else; else why not.
+    ``create``: make it (and missing parents) 0700 when absent."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if not create:
+            return "absent"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass  # another flightcheck made it meanwhile: checked below like any other
+        except OSError as exc:
+            return f"cannot create {path}: {exc.strerror or exc}"
+        try:
+            st = os.lstat(path)
+        except OSError as exc:
+            return f"{path}: {exc.strerror or exc}"
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{path} is not a directory"
+    if st.st_uid != os.geteuid():
+        return f"{path} is owned by uid {st.st_uid}, not by you"
+    if st.st_mode & 0o022:
+        return f"{path} is writable by group or others"
+    return None
+
+
+def read_owned(path: Path, limit: int) -> tuple[bytes | None, str | None]:
+    """A cache file's bytes, or (None, why it was ignored): only a regular file of at most
+    ``limit`` bytes that the caller owns, in a usable cache directory, is read (never
+    blocking: a FIFO or a device planted in its place is refused). (None, None): absent."""
+    why = usable_dir(path.parent, create=False)
+    if why == "absent":
+        return None, None
+    if why:
+        return None, f"cache not used: {why}"
+    try:
+        fd = open_regular(path)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"cache file ignored: {exc.strerror or exc}"
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            return None, f"cache file {path} ignored: owned by uid {st.st_uid}, not by you"
+        if st.st_size > limit:
+            return None, f"cache file ignored: {st.st_size:,} bytes"
+        data = pread_all(fd, limit + 1, 0)
+    except OSError as exc:
+        return None, f"cache file ignored: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        return None, f"cache file ignored: over {limit:,} bytes"
+    return data, None
+
+
+#: a temp file of a writer that died is removed once it is this old (seconds)
+ORPHAN_AGE = 3600.0
+
+
+def write_owned(path: Path, data: bytes, prefix: str) -> str | None:
+    """Write a cache file atomically (0600, in a usable directory created 0700), removing
+    orphaned temp files of writers that died; None, or why nothing was written."""
+    why = usable_dir(path.parent, create=True)
+    if why:
+        return f"cache not written: {why}"
+    _remove_orphans(path.parent, prefix)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        return f"cache not written: {exc.strerror or exc}"
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        return f"cache not written: {exc.strerror or exc}"
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return None
+
+
+def _remove_orphans(directory: Path, prefix: str) -> None:
+    """Remove ``prefix*.tmp`` files (ours, regular, older than :data:`ORPHAN_AGE`): what a
+    flightcheck killed between the write and the rename left behind."""
+    import time
+
+    now = time.time()
+    try:
+        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        p = directory / name
+        try:
+            st = os.lstat(p)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and now - st.st_mtime > ORPHAN_AGE:
+                p.unlink()
+        except OSError:
+            continue
 
 
 def enabled(env: Mapping[str, str] | None = None) -> bool:
@@ -82,7 +208,11 @@ class ScanCache:
         self.model_dir = str(model_dir)
         self.enabled = enabled(env)
         digest = hashlib.blake2b(self.model_dir.encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
-        self.path = cache_dir(env) / f"ckpt-{digest}.msgpack"
+        where = cache_dir(env)
+        self.enabled = self.enabled and where is not None
+        self.path = where / f"ckpt-{digest}.msgpack" if where is not None else None
+        #: why a cache file or directory was not used (said in the checkpoint's evidence)
+        self.note: str | None = None
         self.data = CacheFile(FORMAT, self.model_dir)
         self.dirty = False
         self.hits = self.misses = 0
@@ -90,12 +220,10 @@ class ScanCache:
             self._load()
 
     def _load(self) -> None:
-        try:
-            raw = read_small(self.path, MAX_CACHE)
-        except FileNotFoundError:
-            return
-        except OSError:
-            self.dirty = True  # a FIFO, a directory, absurdly large, unreadable: replace it
+        assert self.path is not None
+        raw, self.note = read_owned(self.path, MAX_CACHE)
+        if raw is None:
+            self.dirty = self.note is not None and "ignored" in self.note  # replace what we may not trust
             return
         try:
             data = msgspec.msgpack.decode(raw, type=CacheFile)
@@ -143,19 +271,12 @@ class ScanCache:
         self.dirty = self.dirty or bool(stale)
 
     def save(self) -> None:
-        """Write atomically; a read-only or full home directory only costs the cache."""
-        if not (self.enabled and self.dirty):
+        """Write atomically; a read-only or full home directory, or a cache directory that
+        is not the caller's, only costs the cache."""
+        if not (self.enabled and self.dirty and self.path is not None):
             return
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(prefix=".ckpt-", suffix=".tmp", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(msgspec.msgpack.encode(self.data))
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-        except OSError:
+        why = write_owned(self.path, msgspec.msgpack.encode(self.data), ".ckpt-")
+        if why:
+            self.note = self.note or why
             return
         self.dirty = False

@@ -109,6 +109,8 @@ def load(
     ck.stats.cached = len(scans) - len(fresh)
     if cache.enabled:
         ck.cache = "warm" if not todo else ("partial" if ck.stats.cached else "cold")
+    if cache.note:  # a cache directory or file that is not the caller's was not trusted
+        ck.cache += f"; {cache.note}"
     from flightcheck._checkpoint.crosscheck import assemble
 
     assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache)

@@ -54,32 +54,42 @@ def target_archs(cctx: CollectContext, facts: Facts) -> tuple[list[str], str]:
 
 def cache_file(env: dict[str, str]) -> str | None:
     """``compile-smoke.json`` in flightcheck's cache directory (the one the checkpoint scans
-    use), or None when FLIGHTCHECK_NO_CACHE turns caching off."""
+    use), or None when FLIGHTCHECK_NO_CACHE turns caching off or there is no cache home."""
     from flightcheck._checkpoint.cache import cache_dir, enabled
 
-    if not (enabled(env) and enabled()):  # the engine's environment or flightcheck's own
+    where = cache_dir(env)
+    if where is None or not enabled():  # the engine's environment or flightcheck's own
         return None
-    return str(cache_dir(env) / "compile-smoke.json")
+    return str(where / "compile-smoke.json")
 
 
-def _load_cache(path: str) -> dict[str, Any]:
+MAX_CACHE = 4 << 20
+
+
+def _load_cache(path: str) -> tuple[dict[str, Any], str | None]:
+    """The cached verdicts, and why the cache file was not trusted (another user's file,
+    a FIFO planted in its place, a directory that is not the caller's)."""
+    from pathlib import Path
+
+    from flightcheck._checkpoint.cache import read_owned
+
+    raw, why = read_owned(Path(path), MAX_CACHE)
+    if raw is None:
+        return {}, why
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}, None
+    return (data if isinstance(data, dict) else {}), None
 
 
 def _save_cache(path: str, data: dict[str, Any]) -> None:
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".compile-smoke-", dir=os.path.dirname(path))
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a cache that cannot be written only costs the next run its seconds
+    """A cache that cannot be written only costs the next run its seconds."""
+    from pathlib import Path
+
+    from flightcheck._checkpoint.cache import write_owned
+
+    write_owned(Path(path), json.dumps(data, indent=1, sort_keys=True).encode(), ".compile-smoke-")
 
 
 def cache_key(nvcc: str, version: str | None, arch: str, cxx: str, home: str | None, link_cuda: bool) -> str:
@@ -198,7 +208,9 @@ def probe_compile_smoke(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     version = tc.nvcc.version if tc and tc.nvcc else None
     link_cuda = driver_installed()
     cpath = cache_file(cctx.env)
-    cache = _load_cache(cpath) if cpath else {}
+    cache, ignored = _load_cache(cpath) if cpath else ({}, None)
+    if ignored:
+        section["cache"] = ignored  # said in FC109's evidence: a planted verdict is never trusted
     keys = {a: cache_key(nvcc, version, a, cxx, home, link_cuda) for a in archs}
     results: dict[str, dict[str, Any]] = {}
     for arch in archs:

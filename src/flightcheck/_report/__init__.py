@@ -8,6 +8,7 @@ never reads half a file.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import stat
@@ -34,35 +35,103 @@ def render(report: Report, fmt: str = "text", *, verbose: bool = False, color: b
 
 
 def emit(text: str, output: str | Path | None) -> None:
-    """A rendered report (or snapshot) to ``--output`` (atomically), else to stdout."""
-    if output:
-        write_atomic(output, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file in the same directory + rename, so a
-    reader never sees half a file. A symlink is followed (the link stays a link); a path
-    that is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is written into,
-    never replaced: a rename over it would swap a device for a file.
+    """A rendered report (or snapshot) to ``--output`` (atomically), else to stdout.
 
     Raises:
-        UsageError: the directory is not writable, or the path cannot be written.
+        UsageError: the output cannot be written (``/dev/full``, a closed pipe's sibling
+            errors, a refused path): one line, exit 2.
     """
+    if output:
+        write_atomic(output, text)
+        return
     try:
-        special = not stat.S_ISREG(os.stat(path).st_mode)
-    except FileNotFoundError:
-        special = False  # a new file (or a link to one)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
     except OSError as exc:
-        raise UsageError(f"--output {path}: {exc.strerror or exc}") from None
-    if special:
+        _drop_stdout()
+        raise UsageError(f"cannot write to stdout: {exc.strerror or exc}") from None
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush of what could not be
+    written does not fail again (and exit 120) after the one-line error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+#: how long a FIFO given as --output may go without a reader
+FIFO_WAIT_S = 5.0
+
+#: the longest chain of symbolic links followed at the end of an output path
+_MAX_HOPS = 40
+
+
+def _shown(path: str | Path) -> str:
+    """A path for a one-line message: undecodable bytes as escapes, never a crash."""
+    return os.fsdecode(os.fsencode(path)).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _check_links(path: str) -> None:
+    """Refuse a final symbolic link (or any link of its chain) that neither the caller nor
+    root owns: in a directory another user can write, that user could point it at any file
+    the caller may write (a root-only file, a block device)."""
+    me = os.geteuid()
+    current = path
+    for _ in range(_MAX_HOPS):
         try:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise UsageError(f"--output {path}: {exc.strerror or exc}") from None
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return  # a dangling link to a new file (the links so far were checked), or /proc's pipe:[n]
+        if not stat.S_ISLNK(st.st_mode):
+            return
+        if st.st_uid not in (me, 0):
+            raise UsageError(
+                f"--output {_shown(path)}: {_shown(current)} is a symbolic link owned by uid {st.st_uid},"
+                " not by you: not following it"
+            )
+        target = os.readlink(current)
+        current = os.path.join(os.path.dirname(current), target)
+    raise UsageError(f"--output {_shown(path)}: too many levels of symbolic links")
+
+
+def write_atomic(path: str | Path, text: str, *, mode: int = 0o644) -> None:
+    """Write ``text`` to ``path`` through a temp file in the same directory + rename, so a
+    reader never sees half a file.
+
+    Safe where another user prepares the ground (``/tmp``, a textfile-collector directory
+    a service user owns), also as root:
+
+    - a final symbolic link is followed only when the caller (or root) owns it;
+    - a block device is never written; a character device or FIFO (``/dev/null``,
+      ``/dev/stdout``, a pipe with a reader) is written into, never replaced (a rename over
+      it would swap a device for a file); a FIFO without a reader is an error, not a hang;
+    - an existing file keeps its mode (and owner, as root); a new file is ``mode`` (0644:
+      a textfile collector must read it; 0600 for anything holding secrets).
+
+    Raises:
+        UsageError: the path is refused, or cannot be written.
+    """
+    path = os.fspath(path)
+    shown = _shown(path)
+    _check_links(path)
+    try:
+        st: os.stat_result | None = os.stat(path)
+    except FileNotFoundError:
+        st = None  # a new file (or a link to one)
+    except OSError as exc:
+        raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
+    if st is not None and stat.S_ISBLK(st.st_mode):
+        raise UsageError(f"--output {shown}: a block device: not writing a report into it")
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"--output {shown}: is a directory")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _write_special(path, shown, text)
         return
     import tempfile
 
@@ -71,12 +140,50 @@ def write_atomic(path: str | Path, text: str) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise UsageError(f"--output {path}: cannot write in {directory}: {exc.strerror or exc}") from None
+        raise UsageError(f"--output {shown}: cannot write in {_shown(directory)}: {exc.strerror or exc}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide the file from a textfile collector
+            if st is not None:
+                os.fchmod(fh.fileno(), stat.S_IMODE(st.st_mode))
+                if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
+                    os.fchown(fh.fileno(), st.st_uid, st.st_gid)
+            else:
+                os.fchmod(fh.fileno(), mode)  # mkstemp's 0600 would hide the file from a textfile collector
         os.replace(tmp, target)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise UsageError(f"--output {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
+
+
+def _write_special(path: str, shown: str, text: str) -> None:
+    """Write into a character device, FIFO or socket path without blocking on a FIFO
+    that has no reader, and without writing into what was swapped in after the checks."""
+    flags = os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    import time
+
+    deadline = time.monotonic() + FIFO_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, flags)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
+            if time.monotonic() > deadline:  # a FIFO nobody reads: an error, not a hang
+                raise UsageError(f"--output {shown}: a FIFO with no reader after {FIFO_WAIT_S:g}s") from None
+            time.sleep(0.02)
+    try:
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISBLK(kind) or stat.S_ISREG(kind) or stat.S_ISDIR(kind):
+            raise UsageError(f"--output {shown}: changed while being checked: not writing into it")
+        os.set_blocking(fd, True)
+        data = text.encode("utf-8", "backslashreplace")
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+    except OSError as exc:
+        raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)

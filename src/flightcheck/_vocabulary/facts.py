@@ -171,6 +171,7 @@ class CompileSmoke(_S):
     ninja: str | None = None
     archs: dict[str, CompileSmokeArch] | None = None
     error: str | None = None  # the test could not run at all (no nvcc, timeout, ...)
+    cache: str | None = None  # why the cached verdicts were not trusted (another user's file, ...)
 
 
 class Python(_S):

@@ -220,7 +220,12 @@ def compile_smoke_failed(ctx: Context) -> Iterator[Outcome]:
         if res is None:
             yield unknown(f"{arch} was not part of the compile smoke test")
         elif res.ok:
-            yield ok(f"{arch} compiled and linked" + (" (cached)" if res.cached else f" in {res.duration_s or 0:.1f}s"))
+            note = f"; {smoke.cache}" if smoke.cache else ""  # a cache file not trusted: built again
+            yield ok(
+                f"{arch} compiled and linked"
+                + (" (cached)" if res.cached else f" in {res.duration_s or 0:.1f}s")
+                + note
+            )
         else:
             out = res.output or ""
             yield fail(
