@@ -22,6 +22,42 @@ BOOL_FLAGS: frozenset[str] = vllm.BOOL_FLAGS | sglang.BOOL_FLAGS
 _VALUE_FLAGS = ("--config", "--node-rank")
 
 
+#: words of a flag name that make its value a secret: ``--api-key``, ``--hf-token``,
+#: ``--ssl-keyfile-password``; whole words only (``--tokenizer``, ``--max-num-batched-tokens``
+#: and ``--kv-cache-dtype`` are not secrets).
+SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd", "credential", "credentials"})
+#: what a secret value is replaced with in reports and ``run --dry-run``
+REDACTED = "<redacted>"
+
+
+def is_secret(flag: str) -> bool:
+    """True when ``flag`` (``--api-key``, ``--hf_token``, a ``--config`` key) names a secret."""
+    import re
+
+    name = flag.lstrip("-").split("=", 1)[0].lower()
+    return any(word in SECRET_WORDS for word in re.split(r"[-_.]", name))
+
+
+def redact_argv(argv: list[str]) -> list[str]:
+    """``argv`` with the value of every secret-looking flag replaced by :data:`REDACTED`
+    (``--api-key=S`` and ``--api-key S``; the engine still gets the real one)."""
+    out: list[str] = []
+    hide_next = False
+    for tok in argv:
+        if hide_next and not tok.startswith("--"):
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        hide_next = False
+        if tok.startswith("-") and is_secret(tok):
+            if "=" in tok:
+                tok = tok.split("=", 1)[0] + "=" + REDACTED
+            else:
+                hide_next = True
+        out.append(tok)
+    return out
+
+
 def module(engine: str | None) -> ModuleType:
     """The knowledge module of ``engine`` (vLLM unless SGLang is named)."""
     return sglang if engine == "sglang" else vllm

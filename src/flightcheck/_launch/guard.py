@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
+from flightcheck._knowledge import engines as F
 from flightcheck._launch.apply import Launch, apply_plan
 from flightcheck._vocabulary.report import blocks
 from flightcheck._vocabulary.results import Severity, Status
@@ -117,7 +118,7 @@ def shell_script(d: Decision, base_env: dict[str, str]) -> str:
             lines.append(f"export {name}={shlex.quote(value)}")
     for name in sorted(set(base_env) - set(d.launch.env)):
         lines.append(f"unset {name}")
-    lines.append("exec " + shlex.join(d.launch.argv))
+    lines.append("exec " + shlex.join(F.redact_argv(d.launch.argv)))  # secrets are not printed
     return "\n".join(lines) + "\n"
 
 

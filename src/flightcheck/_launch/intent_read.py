@@ -61,7 +61,8 @@ def read_intent(cmd: EngineCommand) -> None:
     seen_flags: list[str] = []
     dp_attention = False
     for opt in opts:
-        rendered = opt.flag if opt.value is None else f"{opt.flag}={opt.value}"
+        # a secret's value (--api-key, --hf-token) never reaches a report
+        rendered = opt.flag if opt.value is None else f"{opt.flag}={F.REDACTED if F.is_secret(opt.flag) else opt.value}"
         if rendered not in seen_flags:
             seen_flags.append(rendered)
         if opt.flag == sglang.DP_ATTENTION_FLAG:
