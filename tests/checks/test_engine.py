@@ -87,3 +87,13 @@ def test_engine_headline():
     assert (
         rep.summaries["FC7"] == "vllm 0.33.0, flashinfer 0.7.2.post1, torch 2.14.0+cu130 (/opt/serve/venv/bin/python3)"
     )
+
+
+def test_fc703_unreadable_engine_config_blocks_the_launch():
+    """A --config the engine cannot read makes the engine refuse to start: a blocking
+    failure, never a warning that lets the launch go on unchecked."""
+    f = facts("b300", **sections("healthy-cu131"))
+    (r,) = assert_fires("FC703", f, config_problem="--config /x.yaml: cannot read: No such file or directory", **TP8)
+    assert r.severity.value == "error"
+    assert r.message == "--config /x.yaml: cannot read: No such file or directory: the engine would refuse to start"
+    assert_silent("FC703", f, **TP8)

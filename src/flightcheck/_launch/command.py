@@ -50,6 +50,7 @@ class EngineCommand:
     env_end: int = 0  # index in argv of the command ``env`` runs (0: no ``env`` prefix)
     config: str | None = None  # the --config file, as given
     config_data: dict[str, Any] | None = None  # its parsed content
+    config_problem: str | None = None  # why it could not be read (the engine would refuse it)
 
     @property
     def recognised(self) -> bool:

@@ -41,7 +41,7 @@ def engine_opts(cmd: EngineCommand) -> tuple[list[Opt], list[tuple[int, str]], l
     elif config:
         cmd.config = config[0].value
         if not cmd.config:
-            problems.append("--config without a file")
+            cmd.config_problem = "--config without a file"
         else:
             try:
                 path = cmd.config
@@ -49,7 +49,7 @@ def engine_opts(cmd: EngineCommand) -> tuple[list[Opt], list[tuple[int, str]], l
                 cmd.config_data = data
                 opts, _ = tokenize(tokens, cmd.engine, source="config")
             except UsageError as exc:
-                problems.append(str(exc))
+                cmd.config_problem = str(exc)  # the engine refuses to start: FC703 blocks
     return opts + cli_opts, positionals, problems
 
 
@@ -99,4 +99,5 @@ def read_intent(cmd: EngineCommand) -> None:
         fields["data_parallel_size"] = 1
     fields["engine_flags"] = seen_flags
     fields["unparsed"] = unparsed
+    fields["config_problem"] = cmd.config_problem
     cmd.intent = Intent(**fields)

@@ -56,6 +56,34 @@ def tokenize(args: list[str], engine: str | None, source: str = "cli") -> tuple[
     return opts, positionals
 
 
+#: the largest --config file read (a real one is a few hundred bytes)
+MAX_CONFIG = 1 << 20
+#: the most nodes a --config document may build, aliases expanded ("billion laughs")
+MAX_CONFIG_NODES = 100_000
+MAX_CONFIG_DEPTH = 64
+
+
+def _check_size(data: Any, path: str) -> None:
+    """Refuse a document that expands to more than :data:`MAX_CONFIG_NODES` values or
+    nests deeper than :data:`MAX_CONFIG_DEPTH`: yaml shares an alias's object, but turning
+    it into flag tokens expands every use ("billion laughs": minutes and gigabytes)."""
+    from flightcheck._vocabulary.inputs import shown
+
+    count = 0
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        count += 1
+        if count > MAX_CONFIG_NODES:
+            raise UsageError(f"--config {shown(path)}: more than {MAX_CONFIG_NODES:,} values (aliases expanded)")
+        if depth > MAX_CONFIG_DEPTH:
+            raise UsageError(f"--config {shown(path)}: nested more than {MAX_CONFIG_DEPTH} levels deep")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for kv in value.items() for v in kv)
+        elif isinstance(value, (list, tuple)):
+            stack.extend((v, depth + 1) for v in value)
+
+
 def config_tokens(path: str) -> tuple[list[str], dict[str, Any]]:
     """A ``--config`` YAML file as flag tokens (flat keys; nested values become JSON, as the
     engines pass them to their dict-valued flags).
@@ -67,17 +95,22 @@ def config_tokens(path: str) -> tuple[list[str], dict[str, Any]]:
 
     import yaml
 
+    from flightcheck._vocabulary.inputs import read_bounded, shown
+
+    raw = read_bounded(path, MAX_CONFIG, "--config")
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as exc:
-        raise UsageError(f"--config {path}: cannot read: {exc.strerror or exc}") from None
+        data = yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UsageError(f"--config {shown(path)}: not UTF-8 text") from None
     except yaml.YAMLError as exc:
-        raise UsageError(f"--config {path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        raise UsageError(f"--config {shown(path)}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise UsageError(f"--config {shown(path)}: nested too deeply") from None
+    _check_size(data, path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise UsageError(f"--config {path}: expected a mapping of flag names to values")
+        raise UsageError(f"--config {shown(path)}: expected a mapping of flag names to values")
     tokens: list[str] = []
     for key, value in data.items():
         flag = f"--{key}"

@@ -260,10 +260,18 @@ def _check_doc(doc: Any, origin: str) -> dict[str, Any]:
     schema = doc.get("schema", SCHEMA)
     if schema != SCHEMA:
         raise UsageError(f"{origin}: schema {schema!r} is not {SCHEMA!r}")
+    if "schema" not in doc:  # a partial snapshot (a delta) may leave the schema out, but only that
+        unknown = sorted(str(k) for k in doc if k not in Facts.__struct_fields__)
+        if unknown:
+            raise UsageError(
+                f"{origin}: not a flightcheck snapshot (no schema, unknown keys: {', '.join(unknown[:5])})"
+            )
     try:
         msgspec.convert(doc, Facts)
     except msgspec.ValidationError as exc:
         raise UsageError(f"{origin}: {_explain(exc)}") from None
+    except RecursionError:
+        raise UsageError(f"{origin}: nested too deeply to be a facts snapshot") from None
     return doc
 
 
@@ -278,18 +286,23 @@ def _explain(exc: msgspec.ValidationError) -> str:
     return msg
 
 
+#: the largest facts file read (a 96-shard model's checkpoint section is ~1 MB)
+MAX_FACTS = 64 << 20
+
+
 def load_file(path: str | Path) -> dict[str, Any]:
     """Read and validate one facts file; return its raw dict (sections as given)."""
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"facts file {p}: cannot read: {exc.strerror or exc}") from None
+    from flightcheck._vocabulary.inputs import read_bounded, shown
+
+    raw = read_bounded(path, MAX_FACTS, "facts file")
+    origin = f"facts file {shown(path)}"
     try:
         doc = msgspec.json.decode(raw)
     except msgspec.DecodeError as exc:
-        raise UsageError(f"facts file {p}: not valid JSON: {exc}") from None
-    return _check_doc(doc, f"facts file {p}")
+        raise UsageError(f"{origin}: not valid JSON: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{origin}: nested too deeply to be a facts snapshot") from None
+    return _check_doc(doc, origin)
 
 
 def merge(*docs: dict[str, Any]) -> dict[str, Any]:

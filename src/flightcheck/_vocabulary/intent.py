@@ -80,6 +80,9 @@ class Intent:
     engine_flags: list[str] = field(default_factory=list)
     #: what ``run`` could not read from the engine command (reported as a warning).
     unparsed: list[str] = field(default_factory=list)
+    #: the engine command's ``--config`` file could not be read (missing, not YAML, not a
+    #: mapping, too large): the engine would refuse to start, so FC703 blocks the launch.
+    config_problem: str | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
@@ -109,4 +112,6 @@ class Intent:
             del out["engine_flags"]
         if not out["unparsed"]:
             del out["unparsed"]
+        if out["config_problem"] is None:
+            del out["config_problem"]
         return out

@@ -132,3 +132,33 @@ def flashinfer_version_unexpected(ctx: Context) -> Iterator[Outcome]:
         fix=fix,
         evidence={"installed": fi, "declared": spec, "source": source},
     )
+
+
+@check("FC703", "engine-config-unreadable", ERROR)
+def engine_config_unreadable(ctx: Context) -> Iterator[Outcome]:
+    """The engine command's ``--config`` file cannot be read as the engine reads it.
+
+    ## What it checks
+    For a launch given as an engine command (``flightcheck run -- ...``, ``check -- ...``,
+    the vLLM plugin): the ``--config`` file exists, is a regular file of at most 1 MiB,
+    is UTF-8 YAML whose top level is a mapping of flag names to values, and does not expand
+    to more than 100,000 values through aliases.
+
+    ## Why the launch dies
+    vLLM and SGLang read ``--config`` before anything else and exit with an argument error
+    when the file is missing or is not a YAML mapping. flightcheck could not read the
+    settings in it either, so every other check would judge a launch without them: the
+    engine command is stopped rather than started unchecked.
+
+    ## How to fix
+    Point ``--config`` at the YAML file that holds the flags (``tensor-parallel-size: 8``,
+    one per line), or drop ``--config``.
+    """
+    problem = ctx.intent.config_problem
+    if problem is None:
+        raise Skip("no unreadable --config file in the engine command")
+    yield fail(
+        f"{problem}: the engine would refuse to start",
+        fix="point --config at a YAML mapping of flag names to values, or leave --config out",
+        evidence={"config": problem},
+    )
