@@ -21,7 +21,9 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line (exit 2)."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message}")
+        # main() prints "flightcheck: error: ": name only the subcommand, if any
+        sub = self.prog.removeprefix("flightcheck").strip()
+        raise UsageError(f"{sub}: {message}" if sub else message)
 
 
 def _normalise(argv: list[str]) -> list[str]:
@@ -124,8 +126,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     co = sub.add_parser("collect", help="write the facts snapshot (JSON, no secrets)")
     add_intent_flags(co)
-    co.add_argument("--facts", action="append", default=[], metavar="FILE")
-    co.add_argument("--deep", action="store_true")
+    co.add_argument(
+        "--facts",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="snapshot laid over the live collection (repeatable; whole sections replace)",
+    )
+    co.add_argument(
+        "--deep", action="store_true", help="also run the active probes: compile smoke test, multicast bind"
+    )
     co.add_argument(
         "--output",
         "-o",

@@ -23,4 +23,41 @@ def intent_from_args(args: argparse.Namespace, base: Any = None) -> Any:
         value = getattr(args, f.name, None)
         if value is not None:
             fields[f.name] = parse_len(value) if f.name == "max_model_len" else value
+    _check_flags(args, fields)
     return Intent(**fields)
+
+
+def _check_flags(args: argparse.Namespace, fields: dict[str, Any]) -> None:
+    """What argparse cannot say: an empty --model is not "no model", a --quantization the
+    engine does not know is refused (the engine would refuse it too), and a relative
+    --python is the caller's (the engine's children run elsewhere, e.g. in ``/``).
+
+    Raises:
+        UsageError: a bad value.
+    """
+    import os
+    import shutil
+
+    from flightcheck._knowledge import engines
+    from flightcheck._vocabulary.errors import UsageError
+
+    if getattr(args, "model", None) is not None and not args.model.strip():
+        raise UsageError("--model: empty (give a model directory or a Hugging Face repo id)")
+    quant = getattr(args, "quantization", None)
+    if quant is not None:
+        engine = fields.get("engine") or "vllm"
+        known = engines.quantizations(engine)
+        if known and quant not in known:
+            close = sorted(k for k in known if k.lower().startswith(quant.lower()[:3]))[:4]
+            hint = f" (did you mean {', '.join(close)}?)" if close else f" (one of {len(known)} {engine} knows)"
+            raise UsageError(f"--quantization {quant!r}: not a quantization {engine} knows{hint}")
+    python = getattr(args, "python", None)
+    if python is not None:
+        if not python.strip():
+            raise UsageError("--python: empty")
+        if os.sep in python:
+            fields["python"] = os.path.abspath(python)
+        else:  # a bare name: the one PATH finds here, as the shell would
+            found = shutil.which(python)
+            if found:
+                fields["python"] = os.path.abspath(found)

@@ -58,6 +58,24 @@ def redact_argv(argv: list[str]) -> list[str]:
     return out
 
 
+def quantizations(engine: str | None) -> frozenset[str]:
+    """The ``--quantization`` values the engine accepts: its parser's choices (SGLang) or
+    ``QUANTIZATION_METHODS`` (vLLM), from the tables generated from the installed engines
+    (``data/<engine>_<version>_args.json``, ``scripts/gen_engine_tables.py``)."""
+    import json
+    from importlib import resources
+
+    name = "sglang" if engine == "sglang" else "vllm"
+    files = sorted(
+        f.name for f in resources.files(f"{__package__}.data").iterdir() if f.name.startswith(f"{name}_")
+    )
+    tables = [f for f in files if f.endswith("_args.json")]
+    if not tables:
+        return frozenset()
+    doc = json.loads(resources.files(f"{__package__}.data").joinpath(tables[-1]).read_text(encoding="utf-8"))
+    return frozenset(str(v) for v in (doc.get("quantization_choices") or {}).get("values") or ())
+
+
 def module(engine: str | None) -> ModuleType:
     """The knowledge module of ``engine`` (vLLM unless SGLang is named)."""
     return sglang if engine == "sglang" else vllm

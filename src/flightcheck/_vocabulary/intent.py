@@ -8,6 +8,7 @@ command line.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,8 +91,12 @@ class Intent:
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "nnodes"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
-        if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:
+        if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:  # nan too
             raise UsageError("--gpu-memory-utilization must be in (0, 1]")
+        if self.reserve_gib is not None and not (
+            isinstance(self.reserve_gib, (int, float)) and math.isfinite(self.reserve_gib) and self.reserve_gib >= 0
+        ):
+            raise UsageError(f"--reserve-gib {self.reserve_gib!r}: must be a finite number >= 0")
         if self.kv_cache_dtype not in KV_CACHE_DTYPES:
             raise UsageError(f"--kv-cache-dtype {self.kv_cache_dtype!r}: expected one of {', '.join(KV_CACHE_DTYPES)}")
 
