@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import re
 import stat
 import sys
 from pathlib import Path
@@ -30,8 +31,24 @@ def render(report: Report, fmt: str = "text", *, verbose: bool = False, color: b
         raise UsageError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     module = importlib.import_module(f"{__name__}.{fmt}_format")
     if fmt == "text":
-        return module.render(report, verbose=verbose, color=color)
-    return module.render(report)
+        return no_surrogates(module.render(report, verbose=verbose, color=color))
+    return no_surrogates(module.render(report))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def no_surrogates(text: str, *, json: bool = False) -> str:
+    """``text`` with every lone surrogate (a file name's undecodable byte, as Python holds
+    it) written as ``\\xNN`` (``\\\\xNN`` inside JSON strings): a report is always valid
+    UTF-8, and the byte stays readable."""
+
+    def escape(m: re.Match[str]) -> str:
+        code = ord(m.group())
+        shown = f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+        return shown.replace("\\", "\\\\") if json else shown
+
+    return _SURROGATE.sub(escape, text)
 
 
 def emit(text: str, output: str | Path | None) -> None:

@@ -14,4 +14,6 @@ if TYPE_CHECKING:
 
 def render(report: Report | ClusterReport) -> str:
     """The report as indented JSON text."""
-    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n"
+    from flightcheck._report import no_surrogates
+
+    return no_surrogates(json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str) + "\n", json=True)

@@ -12,7 +12,7 @@ load a snapshot on every launch, and its errors carry the JSON path of the bad k
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -21,6 +21,8 @@ from flightcheck._vocabulary.errors import UsageError
 SCHEMA = "flightcheck.facts/v1"
 
 Memlock = int | Literal["unlimited"] | None
+#: a size or a count: a negative one is not a snapshot flightcheck wrote (exit 2)
+Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
 class _S(msgspec.Struct, kw_only=True, omit_defaults=False):
@@ -34,10 +36,10 @@ class Host(_S):
     machine: str | None = None
     virtualization: str | None = None
     container: str | None = None
-    cpu_count: int | None = None
-    ram_total_bytes: int | None = None
-    ram_available_bytes: int | None = None
-    shm_bytes: int | None = None
+    cpu_count: Count | None = None
+    ram_total_bytes: Count | None = None
+    ram_available_bytes: Count | None = None
+    shm_bytes: Count | None = None
     ulimit_memlock: Memlock = None
     ulimit_nofile: int | None = None
 
@@ -86,8 +88,8 @@ class Gpu(_S):
     uuid: str | None = None
     pci_bus_id: str | None = None
     compute_capability: str | None = None
-    memory_total_bytes: int | None = None
-    memory_used_bytes: int | None = None
+    memory_total_bytes: Count | None = None
+    memory_used_bytes: Count | None = None
     mig_enabled: bool | None = None
     persistence_mode: bool | None = None
     virtualization_mode: str | None = None
@@ -192,7 +194,7 @@ class Python(_S):
 class JitCache(_S):
     dir: str | None = None
     writable: bool | None = None
-    free_bytes: int | None = None
+    free_bytes: Count | None = None
     tested: str | None = None  # extension: the existing directory the write test ran in
     problem: str | None = None  # extension: why the write test failed
 
