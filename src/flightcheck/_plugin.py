@@ -121,8 +121,10 @@ def _guard(command: list[str]) -> None:
         raise SystemExit(1)
     for w in d.warnings:
         say(err, f"warning: {w}")
-    for line in grouped_lines([r for r in report.failures if r.code not in report.plan.reasons]):
-        say(err, f"warning: {line}")  # not blocking (a blocking one stopped above)
+    for severity in ("warning", "info"):  # not blocking (a blocking one stopped above)
+        said = [r for r in report.failures if r.code not in report.plan.reasons and r.severity.value == severity]
+        for line in grouped_lines(said):
+            say(err, f"{severity}: {line}")
     for name, value in d.launch.env_set.items():
         os.environ[name] = value
     if d.launch.argv != cmd.argv:

@@ -6,6 +6,8 @@ tests in tests/launch/test_run.py use the real catalogue.
 
 from __future__ import annotations
 
+import tempfile
+
 import yaml
 
 from flightcheck import Intent
@@ -155,7 +157,8 @@ def test_absent_flags_are_not_changes_and_a_matching_backend_is_kept():
     assert launch.argv == cmd.argv and launch.changes == []
 
 
-def test_a_flag_to_drop_in_the_config_file_is_dropped_from_a_copy(tmp_path):
+def test_a_flag_to_drop_in_the_config_file_is_dropped_from_a_copy(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the copy is the test's, not $TMPDIR's
     cfg = tmp_path / "sg.yaml"
     cfg.write_text("model-path: /models/q\ntp-size: 8\nenable-symm-mem: true\n")
     cmd = parse_command(["python3", "-m", "sglang.launch_server", "--config", str(cfg)])
@@ -168,7 +171,8 @@ def test_a_flag_to_drop_in_the_config_file_is_dropped_from_a_copy(tmp_path):
     assert "drop --enable-symm-mem (from the --config file, via a copy)" in [c.what for c in launch.changes]
 
 
-def test_config_flags_dropped_into_one_copy_and_the_parsed_command_untouched(tmp_path):
+def test_config_flags_dropped_into_one_copy_and_the_parsed_command_untouched(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     cfg = tmp_path / "sg.yaml"
     cfg.write_text("model-path: /models/q\nenable-symm-mem: true\nenable-nccl-nvls: true\n")
     cmd = parse_command(["sglang", "serve", "--config", str(cfg), "--tp", "8"])
@@ -234,3 +238,31 @@ def test_shell_script_of_a_dry_run():
         "export VLLM_ALLREDUCE_USE_SYMM_MEM=0",
         "exec vllm serve 'my model' -tp 8",
     ]
+
+
+def test_a_dry_run_writes_its_config_copy_in_the_script_and_leaves_no_file(tmp_path, monkeypatch):
+    """`run --dry-run` once left its --config copy in $TMPDIR on every call: the script now
+    writes the copy itself, and running it gives the engine the same config (secrets redacted)."""
+    import subprocess
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    cfg = tmp_path / "sg.yaml"
+    cfg.write_text("model-path: /models/q\nenable-symm-mem: true\napi-key: sk-123\n")
+    cmd = parse_command(["sglang", "serve", "--config", str(cfg), "--tp", "8"])
+    d = decide(report_of([result("FC304", Status.FAIL, Severity.WARNING, SGLANG_OFF)]), cmd, {})
+    text = shell_script(d, {})
+    assert list((tmp_path / "tmp").iterdir()) == []  # nothing left behind
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "sglang"
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != --config ]; do shift; done\ncat "$2"\n')
+    fake.chmod(0o755)
+    out = subprocess.run(
+        ["sh", "-c", text],
+        capture_output=True,
+        text=True,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "TMPDIR": str(tmp_path / "tmp")},
+        check=True,
+    ).stdout
+    assert yaml.safe_load(out) == {"model-path": "/models/q", "api-key": "<redacted>"}  # printed: no secret

@@ -45,6 +45,7 @@ class Launch:
     changes: list[Change] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # steps that could not be applied
     env_set: dict[str, str] = field(default_factory=dict)  # name -> value (the fallback's env)
+    config_copy: str | None = None  # the --config copy written for the engine (run --dry-run removes it)
 
 
 def _merge_list(old: str | None, new: str) -> str:
@@ -106,6 +107,7 @@ def _use_config_copy(launch: Launch, cmd: EngineCommand, config: dict[Any, Any])
     fd, path = tempfile.mkstemp(prefix="flightcheck-config-", suffix=".yaml")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         yaml.safe_dump(config, fh, sort_keys=False)
+    launch.config_copy = path
     for start, stop, _ in _cli_occurrences(launch.argv, cmd, "--config")[:1]:
         launch.argv[start:stop] = ["--config", path]
 

@@ -118,7 +118,25 @@ def shell_script(d: Decision, base_env: dict[str, str]) -> str:
             lines.append(f"export {name}={shlex.quote(value)}")
     for name in sorted(set(base_env) - set(d.launch.env)):
         lines.append(f"unset {name}")
-    lines.append("exec " + shlex.join(F.redact_argv(d.launch.argv)))  # secrets are not printed
+    argv = F.redact_argv(d.launch.argv)  # secrets are not printed
+    copy = d.launch.config_copy
+    if copy is None:
+        lines.append("exec " + shlex.join(argv))
+        return "\n".join(lines) + "\n"
+    # the --config copy is written by the script itself, so the dry run leaves no file behind
+    import yaml
+
+    with open(copy, encoding="utf-8") as fh:
+        config = yaml.safe_load(fh) or {}
+    os.unlink(copy)
+    shown = {k: (F.REDACTED if F.is_secret(str(k)) else v) for k, v in config.items()}
+    content = yaml.safe_dump(shown, sort_keys=False)
+    d.launch.config_copy = None
+    fence = "FLIGHTCHECK_CONFIG"
+    lines.append('config="$(mktemp "${TMPDIR:-/tmp}/flightcheck-config-XXXXXX")" || exit 1')
+    lines.append(f"cat > \"$config\" <<'{fence}'\n{content.rstrip()}\n{fence}")
+    words = ['"$config"' if w == copy else shlex.quote(w) for w in argv]
+    lines.append("exec " + " ".join(words))
     return "\n".join(lines) + "\n"
 
 
