@@ -17,6 +17,7 @@ import xmlschema
 from prometheus_client.parser import text_string_to_metric_families
 
 from flightcheck._cluster.snapshots import load_dir
+from flightcheck._vocabulary.errors import UsageError
 from support import FIXTURES
 from support.checkpoints import write_tiny_model
 from support.cli import cli
@@ -187,9 +188,19 @@ def test_empty_dir_is_a_usage_error(tmp_path):
 
 
 def test_duplicate_hostnames_fall_back_to_file_names(tmp_path):
+    """One hostname with other GPUs (containers sharing a name): two nodes, named by file.
+    One hostname with the same GPUs: one node recorded twice, which must not count as two."""
     d = snapshot_dir(tmp_path, "hgx-b300-a")
+    doc = json.loads((d / "hgx-b300-a.json").read_text())
+    for g in doc["gpus"]:
+        g["uuid"] = g["uuid"][:-4] + "beef"
+    (d / "gpu-b300-017-other.json").write_text(json.dumps(doc))
+    assert sorted(load_dir(d)) == ["gpu-b300-017-other", "hgx-b300-a"]
     shutil.copy(d / "hgx-b300-a.json", d / "gpu-b300-017-copy.json")
-    assert sorted(load_dir(d)) == ["gpu-b300-017-copy", "hgx-b300-a"]
+    with pytest.raises(UsageError, match="are one node .* it would count twice"):
+        load_dir(d)
+    proc = cli("cluster", "--facts-dir", str(d), "-tp", "8", "--nnodes", "3")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "one node" in proc.stderr
 
 
 def test_rules_and_explain_know_the_cluster_checks():
@@ -211,12 +222,13 @@ def test_collect_model_then_cluster_end_to_end(tmp_path):
     bad = write_tiny_model(tmp_path / "b" / "tiny")
     shard = sorted(bad.glob("model-*.safetensors"))[1]
     os.truncate(shard, shard.stat().st_size - 64)  # an interrupted copy on node b
-    recorded = tmp_path / "gpus.json"  # this machine has no GPU: the node's hardware as recorded
     doc = host_doc("b300")
-    recorded.write_text(json.dumps({k: doc[k] for k in ("driver", "gpus", "fabric_manager", "imex")}))
     facts = tmp_path / "facts"
     facts.mkdir()
     for name, model in (("node-a", good), ("node-b", bad)):
+        recorded = tmp_path / f"gpus-{name}.json"  # this machine has no GPU: each node's hardware as recorded
+        gpus = [{**g, "uuid": f"{g['uuid']}-{name}"} for g in doc["gpus"]]
+        recorded.write_text(json.dumps({**{k: doc[k] for k in ("driver", "fabric_manager", "imex")}, "gpus": gpus}))
         proc = cli("collect", "--model", str(model), "--facts", str(recorded), "-o", str(facts / f"{name}.json"))
         assert proc.returncode == 0, proc.stderr
         section = json.loads((facts / f"{name}.json").read_text())["checkpoint"]

@@ -155,7 +155,7 @@ def _commit_of(repo: Path, revision: str | None) -> tuple[str | None, str | None
         snaps = []
     if revision is None and len(snaps) == 1:
         return snaps[0], f"no refs/main: used its only snapshot {snaps[0][:12]}"
-    have = ", ".join(s[:12] for s in snaps) or "none"
+    have = ", ".join(snaps) or "none"  # whole ids: --revision takes nothing shorter
     return None, f"revision {rev!r} is not there (snapshots: {have}); pass --revision"
 
 

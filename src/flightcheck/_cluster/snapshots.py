@@ -1,9 +1,11 @@
 """A set of node snapshots: every ``*.json`` in a directory is one node (the Slurm way:
 ``srun --ntasks-per-node=1 flightcheck collect -o facts/%N.json``).
 
-A node is named by the hostname its snapshot recorded, else by the file's stem; when two
-snapshots claim one hostname (a copied file, containers sharing a name) each is named by
-its file's stem instead, so no node hides another.
+A node is named by the hostname its snapshot recorded, else by the file's stem. Two
+snapshots with one hostname and the same GPUs (by UUID) are one node recorded twice (a
+copied or stale file): refused, since counting it twice would let one node pass for two.
+Two with one hostname but other GPUs (containers sharing a name) are each named by their
+file's stem, so no node hides another.
 """
 
 from __future__ import annotations
@@ -47,6 +49,23 @@ def load_dir(directory: str | Path) -> dict[str, tuple[Facts, Path]]:
     loaded: dict[Path, Facts] = {}
     for path in files:
         loaded[path] = from_dict(load_file(path), f"facts file {path}")
+    _refuse_duplicates(loaded)
     bases = {str(p): (f.host.hostname if f.host and f.host.hostname else p.stem) for p, f in loaded.items()}
     names = unique_names(bases, {str(p): p.stem for p in loaded})
     return {names[str(p)]: (f, p) for p, f in loaded.items()}
+
+
+def _refuse_duplicates(loaded: dict[Path, Facts]) -> None:
+    """Raise when two snapshots are of one node: one hostname and the same GPU UUIDs."""
+    seen: dict[tuple[str, frozenset[str]], Path] = {}
+    for path, f in loaded.items():
+        hostname = f.host.hostname if f.host else None
+        uuids = frozenset(g.uuid for g in (f.gpus or []) if g.uuid)
+        if not hostname or not uuids:
+            continue  # nothing to tell one node from another by
+        other = seen.setdefault((hostname, uuids), path)
+        if other != path:
+            raise UsageError(
+                f"facts files {other.name} and {path.name} are one node ({hostname}, the same "
+                f"{len(uuids)} GPUs): it would count twice; remove the stale one"
+            )

@@ -8,6 +8,8 @@ It runs when asked for (``collect --model``, the Ray node task), never for ``che
 
 from __future__ import annotations
 
+import os
+
 from typing import Any
 
 from flightcheck._checkpoint import Checkpoint, load
@@ -36,6 +38,8 @@ def collect_checkpoint(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     except UsageError as exc:
         return {"checkpoint": None, "unavailable": {"checkpoint": str(exc)}}
     unavailable = {}
+    if section.get("path") and not os.path.isabs(section["path"]):
+        section["path"] = os.path.abspath(section["path"])  # FC802's fix runs on another node, elsewhere
     if section.get("path") is None:
         unavailable["checkpoint"] = f"model {cctx.intent.model} not found on this node"
     return {"checkpoint": section, "unavailable": unavailable}
