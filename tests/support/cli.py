@@ -21,3 +21,20 @@ def cli(
         cwd=cwd,
         check=False,
     )
+
+
+def cli_in_process(*args: str) -> tuple[int, str, str]:
+    """``flightcheck ARGS`` in this process (fast, for fuzzing): (exit code, stdout, stderr).
+    The environment is this process's; ``--example`` keeps a run off the live host."""
+    import contextlib
+    import io
+
+    from flightcheck._cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(list(args))
+        except SystemExit as exc:  # --help, --version
+            rc = exc.code if isinstance(exc.code, int) else 2
+    return rc, out.getvalue(), err.getvalue()
