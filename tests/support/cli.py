@@ -8,9 +8,13 @@ import sys
 
 
 def cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | None = None
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    cwd: str | None = None,
+    input_text: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m flightcheck ARGS`` in a fresh process."""
+    """Run ``python -m flightcheck ARGS`` in a fresh process (``input_text`` on a stdin pipe)."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "flightcheck", *args],
@@ -19,6 +23,7 @@ def cli(
         timeout=timeout,
         env=full_env,
         cwd=cwd,
+        input=input_text,
         check=False,
     )
 
