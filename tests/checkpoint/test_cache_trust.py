@@ -124,7 +124,7 @@ def test_orphaned_temp_files_are_removed(tmp_path: Path, isolated: Path) -> None
     past = time.time() - 2 * 3600
     os.utime(old, (past, past))
     (root / "config.json").touch()  # something to write again
-    os.utime(sorted(root.glob("*.safetensors"))[0])
+    os.utime(min(root.glob("*.safetensors")))
     load(str(root))
     assert not old.exists() and fresh.exists()  # a writer may still be busy with a fresh one
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import flightcheck._vocabulary.inputs as inputs
+from flightcheck._vocabulary import inputs
 from support.cli import cli, cli_in_process
 from support.evaluation import host_doc
 
@@ -59,7 +59,7 @@ def test_facts_from_a_pipe_with_a_writer_still_work(tmp_path: Path) -> None:
 
 
 def test_a_facts_file_over_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import flightcheck._vocabulary.facts as facts
+    from flightcheck._vocabulary import facts
 
     monkeypatch.setattr(facts, "MAX_FACTS", 1 << 20)
     big = tmp_path / "big.json"
@@ -86,20 +86,26 @@ def test_not_a_snapshot_and_negative_sizes(tmp_path: Path) -> None:
     assert cli_in_process("check", "--example", "b300", "--facts", str(delta))[0] == 0
     negative = tmp_path / "neg.json"
     negative.write_text(json.dumps({"host": {**host_doc("b300")["host"], "shm_bytes": -4096}}))
-    assert "host.shm_bytes: expected int >= 0" in one_line_exit_2("check", "--example", "b300", "--facts", str(negative))
+    assert "host.shm_bytes: expected int >= 0" in one_line_exit_2(
+        "check", "--example", "b300", "--facts", str(negative)
+    )
 
 
 def test_billion_laughs_and_deep_yaml_config_stop_the_launch_fast(tmp_path: Path) -> None:
     laughs = tmp_path / "laughs.yaml"
     laughs.write_text(BILLION_LAUGHS + "\n")
     t0 = time.monotonic()
-    rc, out, _err = cli_in_process("check", "--example", "b300", "--format", "json", "--", "vllm", "serve", "--config", str(laughs))
+    rc, out, _err = cli_in_process(
+        "check", "--example", "b300", "--format", "json", "--", "vllm", "serve", "--config", str(laughs)
+    )
     assert time.monotonic() - t0 < 5
     [fc703] = [c for c in json.loads(out)["checks"] if c["code"] == "FC703"]
     assert rc == 1 and fc703["status"] == "fail" and "more than 100,000 values" in fc703["message"]
     deep = tmp_path / "deep.yaml"
     deep.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
-    rc, out, _err = cli_in_process("check", "--example", "b300", "--format", "json", "--", "vllm", "serve", "--config", str(deep))
+    rc, out, _err = cli_in_process(
+        "check", "--example", "b300", "--format", "json", "--", "vllm", "serve", "--config", str(deep)
+    )
     [fc703] = [c for c in json.loads(out)["checks"] if c["code"] == "FC703"]
     assert rc == 1 and "nested" in fc703["message"]
 
@@ -157,7 +163,7 @@ def test_a_relative_python_is_resolved_against_the_callers_directory(
     venv.mkdir(parents=True)
     (venv / "python").symlink_to(sys.executable)
     monkeypatch.chdir(tmp_path)
-    rc, out, err = cli_in_process("check", "--example", "b300", "--python", "venv/bin/python", "--format", "json")
+    _rc, out, err = cli_in_process("check", "--example", "b300", "--python", "venv/bin/python", "--format", "json")
     assert json.loads(out)["intent"]["python"] == str(venv / "python"), err
 
 

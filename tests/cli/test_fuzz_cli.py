@@ -105,8 +105,10 @@ tokens = st.one_of(
 
 
 @SETTINGS
-@given(engine=st.sampled_from([["vllm", "serve"], ["python3", "-m", "sglang.launch_server"], ["sglang", "serve"]]),
-       args=st.lists(tokens, max_size=10))
+@given(
+    engine=st.sampled_from([["vllm", "serve"], ["python3", "-m", "sglang.launch_server"], ["sglang", "serve"]]),
+    args=st.lists(tokens, max_size=10),
+)
 def test_fuzz_engine_command_lines(engine: list[str], args: list[str]) -> None:
     rc, out, err = run_with_facts(BASE, "--", *engine, *args)
     verdict_is_sound(rc, out, err)

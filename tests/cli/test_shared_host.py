@@ -71,7 +71,9 @@ def test_a_report_written_there_discloses_no_secret(hostile_dir: Path) -> None:
     assert "sk-root-only" not in report.read_text() and stat.S_IMODE(report.stat().st_mode) == 0o644
 
 
-def test_a_cache_planted_by_another_user_does_not_make_a_truncated_shard_ready(hostile_dir: Path, tmp_path: Path) -> None:
+def test_a_cache_planted_by_another_user_does_not_make_a_truncated_shard_ready(
+    hostile_dir: Path, tmp_path: Path
+) -> None:
     model = write_checkpoint(tmp_path / "m", load_config("tiny-llama"), shards=3, dense=True)
     own = tmp_path / "own-cache"
     env = {"XDG_CACHE_HOME": str(own), "FLIGHTCHECK_NO_CACHE": ""}

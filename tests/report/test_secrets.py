@@ -29,7 +29,7 @@ COMMAND = (
 @pytest.mark.parametrize("fmt", ["json", "text", "junit", "prometheus"])
 def test_no_report_format_holds_the_secret(fmt: str, tmp_path: Path) -> None:
     out = tmp_path / "report"
-    rc, stdout, err = cli_in_process("check", "--example", "b300", "--format", fmt, "-o", str(out), "--", *COMMAND)
+    _rc, stdout, err = cli_in_process("check", "--example", "b300", "--format", fmt, "-o", str(out), "--", *COMMAND)
     text = out.read_text()
     assert SECRET not in text + stdout + err
     if fmt == "json":
@@ -39,7 +39,9 @@ def test_no_report_format_holds_the_secret(fmt: str, tmp_path: Path) -> None:
 
 
 def test_a_dry_run_prints_no_secret() -> None:
-    rc, out, err = cli_in_process("run", "--example", "b300-multicast-401", "--dry-run", "--", *COMMAND[:2], *COMMAND[3:])
+    rc, out, err = cli_in_process(
+        "run", "--example", "b300-multicast-401", "--dry-run", "--", *COMMAND[:2], *COMMAND[3:]
+    )
     assert rc == 0, err
     assert SECRET not in out + err
     assert f"--api-key '{REDACTED}' '--hf_token={REDACTED}' --tokenizer /models/tok" in out

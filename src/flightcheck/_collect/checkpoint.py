@@ -9,7 +9,6 @@ It runs when asked for (``collect --model``, the Ray node task), never for ``che
 from __future__ import annotations
 
 import os
-
 from typing import Any
 
 from flightcheck._checkpoint import Checkpoint, load

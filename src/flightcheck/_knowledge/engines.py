@@ -66,9 +66,7 @@ def quantizations(engine: str | None) -> frozenset[str]:
     from importlib import resources
 
     name = "sglang" if engine == "sglang" else "vllm"
-    files = sorted(
-        f.name for f in resources.files(f"{__package__}.data").iterdir() if f.name.startswith(f"{name}_")
-    )
+    files = sorted(f.name for f in resources.files(f"{__package__}.data").iterdir() if f.name.startswith(f"{name}_"))
     tables = [f for f in files if f.endswith("_args.json")]
     if not tables:
         return frozenset()
