@@ -316,3 +316,14 @@ def test_family_headline(tmp_path: Path) -> None:
     report = evaluate(node(), Intent(model=str(healthy(tmp_path))))
     assert report.summaries["FC5"].startswith("3 shards, ") and "39 tensors (headers read in" in report.summaries["FC5"]
     assert evaluate(node(), Intent()).summaries["FC5"] == "no --model given"
+
+
+def test_fc501_lists_whole_snapshot_ids_that_revision_accepts(tmp_path: Path) -> None:
+    """The ids were cut to 12 characters, which --revision then rejected."""
+    hub = tmp_path / "hub"
+    for commit in ("1" * 40, "2" * 40):
+        write_hf_cache(hub, "acme/two", TINY, shards=2, commit=commit, branch=f"b{commit[0]}")
+    (r,) = failing("FC501", "acme/two", hub)
+    listed = r.message.split("(snapshots: ", 1)[1].split(")", 1)[0].split(", ")
+    assert listed == ["1" * 40, "2" * 40]
+    assert passing("FC501", "acme/two", hub, revision=listed[1]).message.endswith(listed[1])

@@ -285,3 +285,12 @@ def test_text_names_unreachable_and_skipped_nodes():
     assert "[-] ray-head      not checked: no GPU resource" in out
     assert "FC803 node-unreachable (node:gpu-b300-019)" in out and "run `flightcheck collect` by hand" in out
     assert report.exit_code == 1
+
+
+def test_a_relative_model_is_recorded_absolute_for_fc802s_fix(tmp_path):
+    """FC802's rsync line runs on another node: `collect --model ./tiny` records the whole path."""
+    model = write_tiny_model(tmp_path / "a" / "tiny")
+    out = tmp_path / "node.json"
+    proc = cli("collect", "--model", "tiny", "-o", str(out), cwd=str(tmp_path / "a"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["checkpoint"]["path"] == str(model)

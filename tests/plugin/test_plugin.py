@@ -185,3 +185,11 @@ def test_an_unwritable_report_file_neither_drops_the_fallback_nor_the_stop(tmp_p
     assert "warning: FLIGHTCHECK_REPORT" in proc.stderr and "launch not checked" not in proc.stderr
     proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), FM_STOPPED], FLIGHTCHECK_REPORT=report)
     assert out["outcome"] == "exit:1" and "FC301" in proc.stderr
+
+
+def test_an_info_finding_is_said_as_info_not_as_a_warning(tmp_path, serve_argv):
+    """FC510 (the load-time estimate, info) was printed as "warning: FC510 ..."."""
+    proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path)])
+    assert out is not None and out["outcome"] == "returned", proc.stderr
+    assert "info: FC510 load-time-estimate" in proc.stderr
+    assert "warning: FC510" not in proc.stderr
