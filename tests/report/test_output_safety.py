@@ -108,3 +108,29 @@ def test_reports_never_hold_lone_surrogates() -> None:
     assert json.loads(text) == {"model": "/m/r\\xff"}
     text.encode("utf-8")  # valid UTF-8: would raise on a surrogate
     assert no_surrogates("a\ud800b") == "a\\ud800b"
+
+
+def test_a_snapshot_of_a_model_with_an_undecodable_name(tmp_path: Path) -> None:
+    """`collect --model` of a directory whose name is not UTF-8 was an internal error."""
+    import json
+
+    model = os.fsdecode(bytes(tmp_path) + b"/m\xff")
+    os.mkdir(model)
+    rc, out, err = cli_in_process("collect", "--model", model)
+    assert rc == 0, err
+    doc = json.loads(out.encode("utf-8"))
+    assert doc["checkpoint"]["path"].endswith("/m\\xff")
+
+
+@pytest.mark.parametrize("args", [("rules",), ("rules", "--format", "markdown"), ("explain", "FC101")])
+def test_every_command_on_a_full_stdout_is_exit_2(args: tuple[str, ...]) -> None:
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "flightcheck", *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60
+        )
+    assert (
+        proc.returncode == 2 and proc.stderr == "flightcheck: error: cannot write to stdout: No space left on device\n"
+    )

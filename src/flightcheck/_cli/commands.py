@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from typing import Any
 
@@ -66,17 +65,17 @@ def cmd_rules(args: argparse.Namespace) -> int:
     import json
 
     from flightcheck._checks.framework import iter_checks
+    from flightcheck._report import emit
 
     checks = list(iter_checks("node")) + list(iter_checks("cluster"))
     checks.sort(key=lambda c: c.code)
     if args.format == "json":
         rows = [{"code": c.code, "name": c.name, "severity": c.severity.value, "summary": c.summary} for c in checks]
-        sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+        emit(json.dumps(rows, indent=2) + "\n", None)
     elif args.format == "markdown":
-        sys.stdout.write(rules_markdown(checks))
+        emit(rules_markdown(checks), None)
     else:
-        for c in checks:
-            sys.stdout.write(f"{c.code}  {c.name:<40} {c.severity.value:<8} {c.summary}\n")
+        emit("".join(f"{c.code}  {c.name:<40} {c.severity.value:<8} {c.summary}\n" for c in checks), None)
     return 0
 
 
@@ -126,7 +125,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     chk = REGISTRY.get(key.upper()) or next((c for c in REGISTRY.values() if c.name == key.lower()), None)
     if chk is None:
         raise UsageError(f"explain: no check {key!r} (see `flightcheck rules`)")
-    sys.stdout.write(f"{chk.code} {chk.name} ({chk.severity.value})\n\n{chk.doc}\n\nDefined in: {chk.source}\n")
+    from flightcheck._report import emit
+
+    emit(f"{chk.code} {chk.name} ({chk.severity.value})\n\n{chk.doc}\n\nDefined in: {chk.source}\n", None)
     return 0
 
 

@@ -118,8 +118,9 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
         return 1
     print_changes(sys.stderr, d)
     if args.dry_run:
-        sys.stdout.write(shell_script(d, base_env))
-        sys.stdout.flush()
+        from flightcheck._report import emit
+
+        emit(shell_script(d, base_env), None)
         return 0
     if intent.engine == "vllm" and cmd.recognised:
         # this launch is checked: the vLLM plugin inside the engine need not check it again

@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import importlib
 import os
-import re
 import stat
 import sys
 from pathlib import Path
@@ -35,20 +34,13 @@ def render(report: Report, fmt: str = "text", *, verbose: bool = False, color: b
     return no_surrogates(module.render(report))
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def no_surrogates(text: str, *, json: bool = False) -> str:
     """``text`` with every lone surrogate (a file name's undecodable byte, as Python holds
-    it) written as ``\\xNN`` (``\\\\xNN`` inside JSON strings): a report is always valid
-    UTF-8, and the byte stays readable."""
+    it) written as ``\\xNN`` (escaped once more inside JSON strings): a report is always
+    valid UTF-8, and the byte stays readable."""
+    from flightcheck._vocabulary.inputs import escape_surrogates
 
-    def escape(m: re.Match[str]) -> str:
-        code = ord(m.group())
-        shown = f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
-        return shown.replace("\\", "\\\\") if json else shown
-
-    return _SURROGATE.sub(escape, text)
+    return escape_surrogates(text, json=json)
 
 
 def emit(text: str, output: str | Path | None) -> None:

@@ -235,7 +235,15 @@ class Facts(_S):
 
     def to_json(self, indent: int = 1) -> str:
         """The snapshot as JSON text."""
-        return msgspec.json.format(msgspec.json.encode(self).decode(), indent=indent) + "\n"
+        try:
+            raw = msgspec.json.encode(self).decode()
+        except UnicodeEncodeError:  # an undecodable byte in a path: written as \xNN, never a lone surrogate
+            import json
+
+            from flightcheck._vocabulary.inputs import escape_surrogates
+
+            raw = escape_surrogates(json.dumps(msgspec.to_builtins(self), ensure_ascii=False), json=True)
+        return msgspec.json.format(raw, indent=indent) + "\n"
 
     def reason(self, path: str) -> str | None:
         """Why ``path`` (``section.field`` or a prefix of it) is missing, if recorded."""

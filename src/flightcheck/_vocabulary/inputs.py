@@ -7,6 +7,7 @@ would grow without end) and never a blocking open (a FIFO nobody writes).
 from __future__ import annotations
 
 import os
+import re
 import select
 import stat
 import time
@@ -23,6 +24,22 @@ _FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 def shown(path: str | os.PathLike[str]) -> str:
     """A path for a one-line message: undecodable bytes as escapes, never a crash."""
     return os.fsdecode(os.fsencode(path)).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(text: str, *, json: bool = False) -> str:
+    """``text`` with every lone surrogate written as ``\\xNN`` (an undecodable byte of a
+    file name, as Python holds it) or ``\\uNNNN``; ``json``: for text inside JSON
+    strings, where the backslash itself must be escaped. The result encodes as UTF-8."""
+
+    def escape(m: re.Match[str]) -> str:
+        code = ord(m.group())
+        shown = f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+        return shown.replace("\\", "\\\\") if json else shown
+
+    return _SURROGATE.sub(escape, text)
 
 
 def read_bounded(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
