@@ -129,7 +129,12 @@ def test_every_command_on_a_full_stdout_is_exit_2(args: tuple[str, ...]) -> None
 
     with open("/dev/full", "w") as full:
         proc = subprocess.run(
-            [sys.executable, "-m", "flightcheck", *args], stdout=full, stderr=subprocess.PIPE, text=True, timeout=60
+            [sys.executable, "-m", "flightcheck", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
         )
     assert (
         proc.returncode == 2 and proc.stderr == "flightcheck: error: cannot write to stdout: No space left on device\n"
