@@ -316,3 +316,17 @@ def test_fc108_arch_list_without_gpu_facts_is_skipped_with_the_reason():
     f = facts("b300", **doc, driver={"loaded": False}, gpus=None)
     (r,) = assert_fires("FC108", f, **TP8)
     assert r.fix == "unset FLASHINFER_CUDA_ARCH_LIST"
+
+
+def test_fc109_says_when_the_cached_verdicts_were_not_trusted():
+    """A compile verdict planted by another user is ignored by the collector (the build runs
+    again); the pass says so, so nobody wonders why --deep was not instant."""
+    fresh = {"ok": True, "cached": False, "duration_s": 1.1, "output": ""}
+    why = "cache file /shared/flightcheck/compile-smoke.json ignored: owned by uid 65534, not by you"
+    f = facts(
+        "b300",
+        **sections("healthy-cu131"),
+        compile_smoke={"nvcc": "x", "ninja": "y", "archs": {"103a": fresh}, "cache": why},
+    )
+    (r,) = results(f, deep=True, **TP8)["FC109"]
+    assert r.status.value == "pass" and r.message == f"103a compiled and linked in 1.1s; {why}"
