@@ -107,3 +107,14 @@ def test_a_planted_cache_symlink_is_not_written_through(hostile_dir: Path, tmp_p
     proc = cli("check", "--example", "b300", "--model", str(model), env={"XDG_CACHE_HOME": str(hostile_dir)})
     assert proc.returncode == 0, proc.stdout
     assert list(target.iterdir()) == []
+
+
+def test_a_planted_directory_link_is_not_followed(hostile_dir: Path, tmp_path: Path) -> None:
+    """`-o /tmp/shared/reports/node.prom` where the other user made `reports` a link to a
+    directory only root may write (think /etc/cron.d)."""
+    root_only = tmp_path / "cron.d"
+    root_only.mkdir(mode=0o700)
+    as_nobody("ln", "-s", str(root_only), str(hostile_dir / "reports"))
+    proc = cli("check", "--example", "b300", "--format", "prometheus", "-o", str(hostile_dir / "reports" / "node.prom"))
+    assert proc.returncode == 2 and "reports is a symbolic link owned by uid 65534" in proc.stderr, proc.stderr
+    assert list(root_only.iterdir()) == []

@@ -87,26 +87,38 @@ def _shown(path: str | Path) -> str:
 
 
 def _check_links(path: str) -> None:
-    """Refuse a final symbolic link (or any link of its chain) that neither the caller nor
-    root owns: in a directory another user can write, that user could point it at any file
-    the caller may write (a root-only file, a block device)."""
+    """Refuse a path that goes through a symbolic link (the final name or a directory on
+    the way) that neither the caller nor root owns: in a directory another user can write,
+    that user could point it at any file or directory the caller may write (a root-only
+    file, ``/etc/cron.d``, a block device)."""
     me = os.geteuid()
-    current = path
-    for _ in range(_MAX_HOPS):
+    parts = Path(os.path.abspath(path)).parts
+    current = Path(parts[0])
+    pending = list(parts[1:])
+    hops = 0
+    while pending:
+        name = pending.pop(0)
+        step = current / name
         try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            return  # a dangling link to a new file (the links so far were checked), or /proc's pipe:[n]
+            st = os.lstat(step)
+        except OSError:
+            return  # a new file (every link so far checked), /proc's pipe:[n], or an error said later
         if not stat.S_ISLNK(st.st_mode):
-            return
+            current = step
+            continue
         if st.st_uid not in (me, 0):
             raise UsageError(
-                f"--output {_shown(path)}: {_shown(current)} is a symbolic link owned by uid {st.st_uid},"
+                f"--output {_shown(path)}: {_shown(step)} is a symbolic link owned by uid {st.st_uid},"
                 " not by you: not following it"
             )
-        target = os.readlink(current)
-        current = os.path.join(os.path.dirname(current), target)
-    raise UsageError(f"--output {_shown(path)}: too many levels of symbolic links")
+        hops += 1
+        if hops > _MAX_HOPS:
+            raise UsageError(f"--output {_shown(path)}: too many levels of symbolic links")
+        target = Path(os.readlink(step))
+        if target.is_absolute():
+            current, pending = Path(target.parts[0]), list(target.parts[1:]) + pending
+        else:
+            pending = list(target.parts) + pending
 
 
 def write_atomic(path: str | Path, text: str, *, mode: int = 0o644) -> None:
@@ -116,7 +128,8 @@ def write_atomic(path: str | Path, text: str, *, mode: int = 0o644) -> None:
     Safe where another user prepares the ground (``/tmp``, a textfile-collector directory
     a service user owns), also as root:
 
-    - a final symbolic link is followed only when the caller (or root) owns it;
+    - a symbolic link (the final name, or a directory on the way) is followed only when
+      the caller (or root) owns it;
     - a block device is never written; a character device or FIFO (``/dev/null``,
       ``/dev/stdout``, a pipe with a reader) is written into, never replaced (a rename over
       it would swap a device for a file); a FIFO without a reader is an error, not a hang;
