@@ -10,6 +10,7 @@ import os
 import tempfile
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -111,4 +112,26 @@ tokens = st.one_of(
 )
 def test_fuzz_engine_command_lines(engine: list[str], args: list[str]) -> None:
     rc, out, err = run_with_facts(BASE, "--", *engine, *args)
+    verdict_is_sound(rc, out, err)
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The whole healthy node as a file, laid under a fuzzed one, so no run collects this host."""
+    path = tmp_path_factory.mktemp("fuzz") / "healthy.json"
+    path.write_text(json.dumps(BASE))
+    return str(path)
+
+
+@SETTINGS
+@given(raw=st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode)))
+def test_fuzz_facts_bytes(healthy: str, raw: bytes) -> None:
+    """Whatever bytes the file holds: a verdict, or one line and exit 2."""
+    fd, path = tempfile.mkstemp(suffix=".json")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+        rc, out, err = cli_in_process("check", "--facts", healthy, "--facts", path, "--format", "json")
+    finally:
+        os.unlink(path)
     verdict_is_sound(rc, out, err)
