@@ -214,8 +214,12 @@ def test_fc110_companion_versions():
         "flashinfer-cubin==0.7.2.post1" in r.fix
         and "flashinfer-jit-cache==0.7.2.post1 --index-url https://flashinfer.ai/whl/cu130" in r.fix
     )
-    assert r.severity.value == "error"
     doc = sections("companion-mismatch")
+    old = copy.deepcopy(doc)  # before 0.7.2 the mismatch fails the import
+    old["python"]["packages"].update({"flashinfer-python": "0.6.12", "flashinfer-cubin": "0.6.11"})
+    old["python"]["packages"]["flashinfer-jit-cache"] = None
+    (r,) = assert_fires("FC110", facts("b300", **old), **TP8)
+    assert "import flashinfer raises" in r.message and r.severity.value == "error"
     doc["env"]["FLASHINFER_DISABLE_VERSION_CHECK"] = "1"
     (r,) = assert_fires("FC110", facts("b300", **doc), **TP8)
     assert r.severity.value == "warning"
@@ -316,3 +320,157 @@ def test_fc108_arch_list_without_gpu_facts_is_skipped_with_the_reason():
     f = facts("b300", **doc, driver={"loaded": False}, gpus=None)
     (r,) = assert_fires("FC108", f, **TP8)
     assert r.fix == "unset FLASHINFER_CUDA_ARCH_LIST"
+
+
+# ---- FC114–FC120: the other runtime compilers (Triton, DeepGEMM, FlashInfer's lookups) ------
+
+RUNTIME = ["FC114", "FC115", "FC116", "FC117", "FC118", "FC119", "FC120"]
+
+
+def healthy(**env):
+    """The healthy node with ``env`` added to its environment (None removes a variable)."""
+    doc = sections("healthy-cu131")
+    for k, v in env.items():
+        if v is None:
+            doc["env"].pop(k, None)
+        else:
+            doc["env"][k] = v
+    return doc
+
+
+@pytest.mark.parametrize("code", RUNTIME)
+def test_fc114_to_fc120_are_silent_on_the_healthy_node(code):
+    doc = healthy(CC="gcc", CXX="g++")
+    assert_silent(code, facts("b300", **doc), **TP8)
+    assert_silent(code, node("healthy-cu131"), **TP8)
+
+
+def test_fc114_ccache_in_cc_breaks_triton_and_flashinfer_and_moves_to_the_launchers():
+    doc = healthy(CC="ccache gcc")
+    doc["toolchain"]["cc"] = {"path": "/usr/bin/gcc", "version": "13.3.0"}
+    (r,) = assert_fires("FC114", facts("b300", **doc), **TP8)
+    assert "Triton runs 'ccache gcc' as one file" in r.message
+    assert "-ccbin ccache gcc" in r.message
+    assert r.fix == "export CC=/usr/bin/gcc FLASHINFER_CXX_LAUNCHER=ccache FLASHINFER_NVCC_LAUNCHER=ccache"
+
+
+def test_fc114_two_word_cxx_matters_only_to_tilelang():
+    doc = healthy(CXX="ccache g++")
+    assert_silent("FC114", facts("b300", **doc), **TP8)  # FlashInfer's ninja runs $cxx through a shell
+    doc["python"]["packages"]["tilelang"] = "0.1.12"
+    (r,) = assert_fires("FC114", facts("b300", **doc), **TP8)
+    assert "Failed to preprocess host compiler properties" in r.message
+    assert r.fix.startswith("export CXX=/usr/bin/c++ ")
+
+
+def test_fc115_a_host_with_only_cc_fails_triton():
+    doc = healthy()
+    doc["toolchain"]["host_tools"].update(gcc=None, clang=None)
+    (r,) = assert_fires("FC115", facts("b300", **doc), **TP8)
+    assert "Failed to find C compiler" in r.message and "never tries /usr/bin/cc" in r.message
+    assert r.fix == "export CC=/usr/bin/cc"
+    doc["env"]["CC"] = "/usr/bin/cc"
+    assert_silent("FC115", facts("b300", **doc), **TP8)
+    doc["env"].pop("CC")
+    doc["toolchain"]["host_tools"]["clang"] = "/usr/bin/clang"
+    assert_silent("FC115", facts("b300", **doc), **TP8)
+
+
+def test_fc116_ptxas_variable_at_a_directory_fails_for_the_arch_it_serves():
+    doc = healthy(TRITON_PTXAS_BLACKWELL_PATH="/usr/local/cuda/bin", TRITON_PTXAS_PATH="/opt/ptxas")
+    doc["toolchain"]["env_paths"].update(
+        TRITON_PTXAS_BLACKWELL_PATH={"path": "/usr/local/cuda/bin", "kind": "dir"},
+        TRITON_PTXAS_PATH={"path": "/opt/ptxas", "kind": "file"},
+    )
+    # B300 is SM 10.3: only the Blackwell variable is read
+    (r,) = assert_fires("FC116", facts("b300", **doc), **TP8)
+    assert "TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda/bin is a directory" in r.message
+    assert "PermissionError" in r.message
+    assert r.fix.startswith("export TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda/bin/ptxas")
+    # on Hopper the other one is, and it lacks the execute bit
+    h100 = {**{k: v for k, v in doc.items() if k in ("toolchain", "python", "env", "jit_cache")}}
+    (r,) = assert_fires("FC116", facts("hgx-h100", **h100), **TP8)
+    assert r.fix.startswith("chmod +x /opt/ptxas")
+    doc["toolchain"]["env_paths"]["TRITON_PTXAS_BLACKWELL_PATH"]["kind"] = "missing"
+    assert_silent("FC116", facts("b300", **doc), **TP8)  # Triton falls back to its bundled ptxas
+
+
+def test_fc117_unwritable_triton_cache():
+    doc = healthy()
+    doc["toolchain"]["env_paths"]["TRITON_CACHE_DIR"].update(
+        writable=False, problem="cannot create a file in /home/serve: Read-only file system"
+    )
+    (r,) = assert_fires("FC117", facts("b300", **doc), **TP8)
+    assert "Read-only file system" in r.message
+    assert r.fix.startswith("export TRITON_CACHE_DIR=/var/tmp/triton-cache")
+
+
+def test_fc118_no_which_and_no_cuda_home_names_the_toolkit_nvcc_belongs_to():
+    doc = healthy(CUDA_HOME=None)
+    doc["toolchain"]["cuda_home"] = {"path": "/usr/local/cuda-13.1", "source": "nvcc-on-path", "exists": True}
+    doc["toolchain"]["host_tools"]["which"] = None
+    (r,) = assert_fires("FC118", facts("b300", **doc), **TP8)
+    assert "FileNotFoundError: 'which'" in r.message
+    assert r.fix.startswith("export CUDA_HOME=/usr/local/cuda-13.1")
+    assert "apt-get install -y debianutils" in r.fix
+    doc["env"]["CUDA_HOME"] = "/usr/local/cuda-13.1"
+    assert_silent("FC118", facts("b300", **doc), **TP8)
+
+
+def hopper(nvcc: str, **env):
+    doc = healthy(**env)
+    doc["toolchain"]["nvcc"] = {"path": f"/usr/local/cuda-{nvcc}/bin/nvcc", "version": nvcc, "archs": None}
+    doc["toolchain"]["cuda_home"] = {"path": f"/usr/local/cuda-{nvcc}", "source": "CUDA_HOME", "exists": True}
+    doc["toolchain"]["alternatives"] = [{"path": f"/usr/local/cuda-{nvcc}/bin/nvcc", "version": nvcc}]
+    doc["env"]["CUDA_HOME"] = f"/usr/local/cuda-{nvcc}"
+    return facts("hgx-h100", **doc)
+
+
+def test_fc119_deepgemm_needs_12_9_on_hopper_where_fc102_is_content_with_12_6():
+    f = hopper("12.6")
+    assert_silent("FC102", f, **TP8)
+    (r,) = assert_fires("FC119", f, **TP8)
+    assert "NVCC version must be at least 12.9" in r.message and "nvcc 12.6" in r.message
+    assert r.severity.value == "warning"  # no model given: it depends on the weights
+    assert "cuda-toolkit-" in r.fix and "export VLLM_USE_DEEP_GEMM=0" in r.fix
+    assert_silent("FC119", hopper("12.9"), **TP8)
+    assert_silent("FC119", hopper("12.6", VLLM_USE_DEEP_GEMM="0"), **TP8)
+
+
+def test_fc119_dg_nvcc_compiler_override_is_what_counts():
+    doc = healthy(DG_JIT_NVCC_COMPILER="/opt/cuda-12.8/bin/nvcc")
+    doc["toolchain"]["env_paths"]["DG_JIT_NVCC_COMPILER"] = {
+        "path": "/opt/cuda-12.8/bin/nvcc",
+        "kind": "executable",
+        "version": "12.8",
+    }
+    (r,) = assert_fires("FC119", facts("b300", **doc), **TP8)
+    assert "/opt/cuda-12.8/bin/nvcc" in r.message
+    assert r.fix.startswith("unset DG_JIT_NVCC_COMPILER  (DeepGEMM then uses /usr/local/cuda-13.1/bin/nvcc, nvcc 13.1)")
+    doc["python"]["packages"]["vllm"] = "0.24.0"
+    assert_silent("FC119", facts("b300", **doc), **TP8)
+    assert_silent("FC119", facts("b300", **doc), engine="sglang", **TP8)
+
+
+def test_fc120_empty_workspace_base():
+    (r,) = assert_fires("FC120", facts("b300", **healthy(FLASHINFER_WORKSPACE_BASE="")), **TP8)
+    assert "./.cache/flashinfer" in r.message
+    assert r.fix.startswith("unset FLASHINFER_WORKSPACE_BASE")
+    assert_silent("FC120", facts("b300", **healthy(FLASHINFER_WORKSPACE_BASE="/var/tmp/fi")), **TP8)
+
+
+def test_fc110_flashinfer_0_7_2_ignores_a_mismatched_companion_and_downloads_or_compiles():
+    (r,) = assert_fires("FC110", node("companion-mismatch"), **TP8)
+    assert "ignores the mismatched package" in r.message
+    assert "downloads every cubin on demand" in r.message and "JIT-compiles every kernel" in r.message
+    assert r.severity.value == "warning"
+
+
+def test_fc101_fc103_vllm_0_33_without_cubin_disables_flashinfer_instead_of_failing():
+    doc = sections("driver-only")
+    doc["python"]["packages"]["flashinfer-cubin"] = None
+    f = facts("b300", **doc)
+    for code in ("FC101", "FC103"):
+        (r,) = assert_fires(code, f, **TP8)
+        assert "disables FlashInfer at startup" in r.message
+        assert r.severity.value == "warning"

@@ -14,7 +14,51 @@ from typing import Any
 
 from flightcheck._collect import CollectContext, collector, run_parallel
 from flightcheck._collect import cuda as _cuda
+from flightcheck._collect.jit_cache import nearest_existing, write_test
 from flightcheck._collect.pyinfo import engine_info
+from flightcheck._knowledge import triton as _triton
+from flightcheck._knowledge import vllm as _vllm
+
+#: tools looked up on the engine's PATH besides nvcc/ninja/cc/c++: ``which`` (FlashInfer's
+#: CUDA-home lookup runs it), the C compilers Triton tries, the binutils FlashInfer links with.
+HOST_TOOLS = ("which", *_triton.C_COMPILERS, "ld", "objcopy")
+#: variables naming a tool a runtime compiler executes (``--version`` is read for nvcc ones).
+TOOL_VARS = (_triton.PTXAS, _triton.PTXAS_BLACKWELL, _vllm.DG_NVCC_VAR)
+
+
+def path_state(path: str, *, directory: bool = False) -> dict[str, Any]:
+    """What ``path`` is: executable | file | dir | missing; for a directory that is to hold
+    files, whether one can be created in it (or in its nearest existing parent)."""
+    if os.path.isdir(path):
+        kind = "dir"
+    elif os.path.isfile(path):
+        kind = "executable" if os.access(path, os.X_OK) else "file"
+    else:
+        kind = "missing"
+    out: dict[str, Any] = {"path": path, "kind": kind}
+    if directory:
+        tested = nearest_existing(path)
+        why = write_test(tested)
+        out["writable"] = why is None
+        out["problem"] = why
+    return out
+
+
+def env_paths(env: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The state of every tool variable that is set, and of Triton's cache directory."""
+    out: dict[str, dict[str, Any]] = {}
+    for var in TOOL_VARS:
+        value = env.get(var)
+        if not value:
+            continue
+        st = path_state(value)
+        if var == _vllm.DG_NVCC_VAR and st["kind"] == "executable":
+            st["version"], st["problem"] = _cuda.nvcc_version(value, env)
+        out[var] = st
+    triton_cache = _triton.cache_dir(dict(env))
+    if triton_cache:
+        out[_triton.CACHE_DIR] = path_state(os.path.abspath(triton_cache), directory=True)
+    return out
 
 
 def venv_ninja(python: str, env: dict[str, str]) -> str | None:
@@ -45,6 +89,7 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         "cc": lambda: _cuda.compiler("CC", "cc", env),
         "alternatives": lambda: _cuda.alternatives(env),
         "py": lambda: engine_info(cctx.python, env),
+        "env_paths": lambda: env_paths(env),
     }
     if has_nvcc:
         assert nvcc_path is not None
@@ -95,5 +140,7 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         "ninja_in_venv": venv_ninja(cctx.python, env),
         "alternatives": got.get("alternatives"),
         "python_include": py.get("include"),
+        "host_tools": {name: _cuda.which(name, env) for name in HOST_TOOLS},
+        "env_paths": got.get("env_paths"),
     }
     return {"toolchain": toolchain, "unavailable": unavailable}

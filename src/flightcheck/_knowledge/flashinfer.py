@@ -121,3 +121,30 @@ def tag_for(torch_cuda: str | None) -> str | None:
 def index_url(tag: str) -> str:
     """``https://flashinfer.ai/whl/cu130``."""
     return f"{INDEX}/{tag}"
+
+
+# ---- what FlashInfer's JIT reads from the host (flashinfer/jit/cpp_ext.py, jit/env.py of
+# 0.7.2.post1, the version vLLM 0.33.0 pins) ------------------------------------------------
+
+#: ``jit/env.py`` ``_get_cubin_dir`` / ``_get_aot_providers``: a flashinfer-cubin or
+#: flashinfer-jit-cache whose version does not match is ignored with a warning ("Ignoring
+#: incompatible flashinfer-cubin package (cubins will be downloaded on demand ...)") instead
+#: of failing the import (read in 0.7.2.post1, the release vLLM 0.33.0 pins; older releases
+#: raised at import; 0.7.0 and 0.7.1 were not read, so the gate is the release read).
+MISMATCH_IGNORED_SINCE = "0.7.2"
+#: ``jit/cpp_ext.py`` ``get_cuda_path``: with CUDA_HOME and CUDA_PATH unset (or empty) it
+#: runs ``subprocess.run(["which", "nvcc"])`` (no ``which`` binary: FileNotFoundError).
+WHICH_LOOKUP = "which"
+#: ``jit/cpp_ext.py`` ``build_cuda_cflags``: ``-ccbin $CC`` written unquoted into build.ninja;
+#: ``generate_ninja_build_for_op``: ``cxx = $CXX`` (default c++). Launchers go in these:
+CXX_LAUNCHER = "FLASHINFER_CXX_LAUNCHER"
+NVCC_LAUNCHER = "FLASHINFER_NVCC_LAUNCHER"
+#: ``jit/env.py``: ``Path(os.getenv("FLASHINFER_WORKSPACE_BASE", home))``: a set but empty
+#: value is ``Path("")``, the engine's working directory.
+WORKSPACE_BASE = "FLASHINFER_WORKSPACE_BASE"
+
+
+def at_least(version: str | None, first: str) -> bool:
+    """Whether ``version`` (a package version, maybe with a local tag) is ``first`` or newer."""
+    v = _v((version or "").split("+", 1)[0])
+    return v is not None and v >= Version(first)

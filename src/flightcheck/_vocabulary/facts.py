@@ -143,6 +143,16 @@ class Nvcc(Tool):
     archs: list[str] | None = None
 
 
+class PathState(_S):
+    """What a path-valued variable of the engine's environment names (extension)."""
+
+    path: str | None = None
+    kind: str | None = None  # executable | file | dir | missing
+    writable: bool | None = None  # dirs: a file could be created in it (or its nearest existing parent)
+    version: str | None = None  # tools: the "release X.Y" their --version prints
+    problem: str | None = None  # why the write test or --version failed
+
+
 class Toolchain(_S):
     cuda_home: CudaHome | None = None
     nvcc: Nvcc | None = None
@@ -155,6 +165,9 @@ class Toolchain(_S):
     ninja_in_venv: str | None = None  # a ninja in the engine's venv bin that PATH misses
     alternatives: list[Tool] | None = None  # other CUDA toolkits found on this host (nvcc path, version)
     python_include: str | None = None  # the include dir searched for Python.h
+    # what runtime compilers resolve besides nvcc (Triton, DeepGEMM, FlashInfer's lookups)
+    host_tools: dict[str, str | None] | None = None  # which / gcc / clang / ... -> path on the engine's PATH
+    env_paths: dict[str, PathState] | None = None  # TRITON_PTXAS_PATH, triton cache, DG nvcc -> state
 
 
 class CompileSmokeArch(_S):

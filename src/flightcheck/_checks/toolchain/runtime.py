@@ -1,0 +1,389 @@
+"""FC1xx — the other runtime compilers of a launch (FC114–FC120): the host compiler spec,
+Triton's C compiler, ptxas and cache, FlashInfer's ``which nvcc`` lookup, DeepGEMM's nvcc
+and FlashInfer's workspace base. Each reads what the component itself reads (the rules and
+their sources are in ``_knowledge/triton.py``, ``flashinfer.py`` and ``vllm.py``).
+Imported through ``toolchain`` so the family registers as one.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+
+from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
+from flightcheck._checks.shared import jit as _jit
+from flightcheck._knowledge import flashinfer as _fi
+from flightcheck._knowledge import triton as _triton
+from flightcheck._knowledge import vllm as _vllm
+from flightcheck._knowledge.derived import gpu_subject
+from flightcheck._knowledge.units import major_minor
+from flightcheck._vocabulary.results import ERROR, WARNING
+
+_LAUNCHERS = ("ccache", "sccache", "distcc", "icecc")
+
+
+def _installed(ctx: Context, *names: str) -> list[str]:
+    packages = ctx.need(ctx.python.packages, "python.packages")
+    return [n for n in names if packages.get(n)]
+
+
+def _words(value: str) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+@check("FC114", "host-compiler-spec-not-one-file", ERROR)
+def host_compiler_spec(ctx: Context) -> Iterator[Outcome]:
+    """CC or CXX holds a command line (``ccache gcc``), not one compiler file.
+
+    ## What it checks
+    When CC or CXX is set in the engine's environment, its value is a single word: Triton
+    (``runtime/build.py``) runs ``$CC`` as one file name, FlashInfer writes ``-ccbin $CC``
+    unquoted into build.ninja (``jit/cpp_ext.py``), tilelang (``contrib/cc.py``) runs
+    ``$CXX`` (else ``$CC``) as its compiler. Checked for the ones installed.
+
+    ## Why the launch dies
+    ``CC="ccache gcc"``: Triton's first kernel raises ``FileNotFoundError: 'ccache gcc'``;
+    every FlashInfer CUDA build fails with "nvcc fatal : A single input file is required
+    for a non-link phase when an outputfile is specified" (``-ccbin ccache gcc``); tilelang
+    stops with "Failed to preprocess host compiler properties". All after the weight load.
+
+    ## How to fix
+    Set CC/CXX to the compiler file (``export CC=/usr/bin/gcc CXX=/usr/bin/g++``) and give a
+    launcher to FlashInfer the way it takes one: ``export FLASHINFER_CXX_LAUNCHER=ccache
+    FLASHINFER_NVCC_LAUNCHER=ccache``.
+    """
+    users = {
+        "CC": _installed(ctx, "triton", "flashinfer-python", "tilelang"),
+        "CXX": _installed(ctx, "tilelang"),
+    }
+    tc = ctx.toolchain
+    checked = []
+    for var, key in (("CC", "cc"), ("CXX", "cxx")):
+        value = ctx.env.get(var)
+        if value is None:
+            continue
+        checked.append(var)
+        words = _words(value)
+        if len(words) <= 1 and value.strip() == value and value:
+            continue
+        if not users[var]:
+            continue
+        tool = getattr(tc, key)
+        target = tool.path if tool is not None and tool.path else (words[-1] if words else None)
+        launcher = next((w for w in words[:-1] if w.rsplit("/", 1)[-1] in _LAUNCHERS), None)
+        fix = f"export {var}={target}" if target else f"unset {var}"
+        if launcher:
+            fix += f" {_fi.CXX_LAUNCHER}={launcher} {_fi.NVCC_LAUNCHER}={launcher}"
+        effects = {
+            "triton": f"Triton runs {value!r} as one file: FileNotFoundError on its first kernel",
+            "flashinfer-python": (
+                f"FlashInfer passes -ccbin {value} to nvcc unquoted: "
+                "'nvcc fatal : A single input file is required for a non-link phase'"
+            ),
+            "tilelang": f"tilelang runs {value!r} as its compiler: 'Failed to preprocess host compiler properties'",
+        }
+        yield fail(
+            f"{var}={value!r} is not one compiler file; " + "; ".join(effects[u] for u in users[var]),
+            fix=fix,
+            evidence={var: value, "used_by": users[var]},
+        )
+        return
+    if not checked:
+        raise Skip("neither CC nor CXX is set")
+    yield ok(", ".join(f"{v}={ctx.env.get(v)}" for v in checked))
+
+
+@check("FC115", "triton-c-compiler-missing", ERROR)
+def triton_c_compiler(ctx: Context) -> Iterator[Outcome]:
+    """CC is unset and neither ``gcc`` nor ``clang`` is on PATH, so Triton finds no C compiler.
+
+    ## What it checks
+    When Triton is installed and CC is unset, ``gcc`` or ``clang`` resolves on the engine's
+    PATH: Triton's ``_find_compiler`` (``runtime/build.py``) tries exactly those two and
+    never ``cc``, so a host with only ``cc``/``c++`` (an alternatives link, a minimal image)
+    passes FC104 and still fails here.
+
+    ## Why the launch dies
+    Triton compiles a C launcher stub for its first kernel (vLLM's profile run, after the
+    weight load): "RuntimeError: Failed to find C compiler. Please specify via CC
+    environment variable".
+
+    ## How to fix
+    ``export CC=/usr/bin/cc`` (the compiler the host has), or install gcc
+    (``apt-get install -y build-essential``).
+    """
+    if not _installed(ctx, "triton"):
+        raise Skip("triton is not installed")
+    if ctx.env.get("CC"):
+        raise Skip(f"CC={ctx.env.get('CC')} is what Triton uses (FC104/FC114)")
+    tools = ctx.need(ctx.toolchain.host_tools, "toolchain.host_tools")
+    found = [(n, tools.get(n)) for n in _triton.C_COMPILERS if tools.get(n)]
+    if found:
+        yield ok(f"Triton will use {found[0][0]} ({found[0][1]})")
+        return
+    cc = ctx.toolchain.cc
+    fix = f"export CC={cc.path}" if cc is not None and cc.path else _jit.install(ctx, "build-essential")
+    yield fail(
+        "CC is unset and neither gcc nor clang is on the engine's PATH: Triton's first kernel raises "
+        "'Failed to find C compiler'" + (f" (it never tries {cc.path})" if cc is not None and cc.path else ""),
+        fix=fix,
+        evidence={"gcc": None, "clang": None, "cc": cc.path if cc else None},
+    )
+
+
+@check("FC116", "triton-ptxas-path-unusable", ERROR)
+def triton_ptxas_path(ctx: Context) -> Iterator[Outcome]:
+    """TRITON_PTXAS_PATH / TRITON_PTXAS_BLACKWELL_PATH names a directory or a non-executable.
+
+    ## What it checks
+    For each GPU arch used, the variable Triton reads for it (``TRITON_PTXAS_BLACKWELL_PATH``
+    for SM 10.0 and up, ``TRITON_PTXAS_PATH`` below; ``backends/nvidia/compiler.py``
+    ``get_ptxas``), when set, names an executable file. A missing file is let through:
+    Triton then falls back to its bundled ptxas.
+
+    ## Why the launch dies
+    ``NvidiaTool.from_path`` (``triton/knobs.py``) runs ``<path> --version`` and catches only
+    CalledProcessError and FileNotFoundError: a directory or a file without the execute bit
+    raises PermissionError out of the first Triton compile, after the weight load.
+
+    ## How to fix
+    Point it at the ptxas binary (``export TRITON_PTXAS_PATH=/usr/local/cuda/bin/ptxas``,
+    not ``.../bin``), ``chmod +x`` it, or unset it to use Triton's bundled ptxas.
+    """
+    if not _installed(ctx, "triton"):
+        raise Skip("triton is not installed")
+    set_vars = [v for v in (_triton.PTXAS, _triton.PTXAS_BLACKWELL) if ctx.env.get(v)]
+    if not set_vars:
+        raise Skip("neither TRITON_PTXAS_PATH nor TRITON_PTXAS_BLACKWELL_PATH is set")
+    archs = _jit.archs_used(ctx)
+    used: dict[str, str] = {}
+    for arch, gpus in (archs or {}).items():
+        mm = major_minor(gpus[0].compute_capability)
+        if mm:
+            used.setdefault(_triton.ptxas_var(mm[0]), arch)
+    states = ctx.need(ctx.toolchain.env_paths, "toolchain.env_paths")
+    out = []
+    for var in set_vars:
+        if archs is not None and var not in used:
+            continue
+        st = states.get(var)
+        if st is None:
+            out.append(unknown(f"{var}={ctx.env.get(var)} was not examined"))
+            continue
+        if st.kind == "executable":
+            out.append(ok(f"{var}={st.path}"))
+        elif st.kind == "missing":
+            out.append(ok(f"{var}={st.path} does not exist: Triton falls back to its bundled ptxas"))
+        else:
+            what = "a directory" if st.kind == "dir" else "not executable"
+            fix = (
+                f"export {var}={(st.path or '').rstrip('/')}/ptxas  (the binary, not its directory; or: unset {var})"
+                if st.kind == "dir"
+                else f"chmod +x {st.path}  (or: unset {var})"
+            )
+            out.append(
+                fail(
+                    f"{var}={st.path} is {what}: Triton's first compile"
+                    + (f" for {used[var]}" if var in used else "")
+                    + " raises PermissionError",
+                    fix=fix,
+                    evidence={var: st.path, "kind": st.kind},
+                )
+            )
+    if not out:
+        raise Skip(f"{', '.join(set_vars)} serve no arch used ({' '.join(archs or ())})")
+    yield from out
+
+
+@check("FC117", "triton-cache-unwritable", ERROR)
+def triton_cache_unwritable(ctx: Context) -> Iterator[Outcome]:
+    """Triton's kernel cache directory cannot be written.
+
+    ## What it checks
+    ``$TRITON_CACHE_DIR``, default ``$TRITON_HOME/.triton/cache`` (``TRITON_HOME`` defaults
+    to ``$HOME``; ``triton/knobs.py``), or its nearest existing parent, accepts a new file.
+
+    ## Why the launch dies
+    Triton writes every compiled kernel and its launcher there before loading it; a
+    read-only home or mount fails the first Triton kernel (vLLM's profile run, after the
+    weight load) with PermissionError / "Read-only file system".
+
+    ## How to fix
+    ``export TRITON_CACHE_DIR=/var/tmp/triton-cache`` (a writable local disk), or make the
+    directory writable for the engine's user.
+    """
+    if not _installed(ctx, "triton"):
+        raise Skip("triton is not installed")
+    states = ctx.need(ctx.toolchain.env_paths, "toolchain.env_paths")
+    st = states.get(_triton.CACHE_DIR)
+    if st is None:
+        yield unknown("Triton's cache directory is unknown (neither TRITON_CACHE_DIR, TRITON_HOME nor HOME is set)")
+        return
+    if st.writable is not False:
+        yield ok(f"{st.path} writable")
+        return
+    yield fail(
+        f"Triton's cache {st.path} is not writable: {st.problem or 'write test failed'}",
+        fix=f"export {_triton.CACHE_DIR}=/var/tmp/triton-cache  (or make {st.path} writable for the engine's user)",
+        evidence={"dir": st.path, "problem": st.problem},
+    )
+
+
+@check("FC118", "which-missing-for-cuda-home", ERROR)
+def which_missing(ctx: Context) -> Iterator[Outcome]:
+    """CUDA_HOME and CUDA_PATH are unset and there is no ``which`` for FlashInfer to run.
+
+    ## What it checks
+    When FlashInfer will compile, with CUDA_HOME and CUDA_PATH unset or empty, a ``which``
+    binary is on the engine's PATH: FlashInfer's ``get_cuda_path`` (``jit/cpp_ext.py``) finds
+    the CUDA home by running ``which nvcc`` as a subprocess.
+
+    ## Why the launch dies
+    Minimal images (UBI-minimal, distroless, some slim bases) have no ``which``: the first
+    FlashInfer build after the weight load raises "FileNotFoundError: [Errno 2] No such file
+    or directory: 'which'", although nvcc itself is on PATH.
+
+    ## How to fix
+    ``export CUDA_HOME=/usr/local/cuda-13.0`` (the toolkit nvcc belongs to), so FlashInfer
+    never looks; or install ``which`` (``dnf install -y which``; Debian: ``debianutils``).
+    """
+    needed, why = _jit.jit_needed(ctx)
+    if needed is False:
+        raise Skip(f"no JIT needed: {why}")
+    set_home = [v for v in ("CUDA_HOME", "CUDA_PATH") if ctx.env.get(v)]
+    if set_home:
+        raise Skip(f"{set_home[0]} is set: FlashInfer does not run which")
+    tools = ctx.need(ctx.toolchain.host_tools, "toolchain.host_tools")
+    if tools.get(_fi.WHICH_LOOKUP):
+        yield ok(f"which at {tools[_fi.WHICH_LOOKUP]}")
+        return
+    home = ctx.toolchain.cuda_home
+    root = home.path if home is not None and home.path and home.exists else _jit.alternative(ctx)
+    pkg = "debianutils" if _jit.install(ctx).startswith("apt") else "which"
+    fix = f"export CUDA_HOME={root}" if root else _jit.install(ctx, pkg)
+    yield fail(
+        "CUDA_HOME and CUDA_PATH are unset and there is no 'which' on the engine's PATH: FlashInfer's CUDA-home "
+        f"lookup raises FileNotFoundError: 'which' on its first build ({why})",
+        fix=fix + (f"  (or: {_jit.install(ctx, pkg)})" if root else ""),
+        evidence={"which": None, "cuda_home": root},
+    )
+
+
+@check("FC119", "deepgemm-nvcc-too-old", ERROR)
+def deepgemm_nvcc(ctx: Context) -> Iterator[Outcome]:
+    """vLLM will JIT DeepGEMM kernels with an nvcc older than 12.9 (or none).
+
+    ## What it checks
+    For vLLM with its vendored DeepGEMM (0.33.0 and later), ``VLLM_USE_DEEP_GEMM`` not 0, a GPU
+    used where vLLM's ``support_deep_gemm`` holds (SM 9.0, 10.x, 12.x) and a model whose
+    weights take DeepGEMM paths (block FP8, MXFP4, NVFP4; any model when none is given): the
+    nvcc DeepGEMM compiles with (``DG_JIT_NVCC_COMPILER``, else ``$CUDA_HOME/bin/nvcc``) is
+    12.9 or newer. This is stricter than FC102 on Hopper (12.3 there).
+
+    ## Why the launch dies
+    DeepGEMM compiles its kernels at first use, after the weight load, and its extension
+    refuses an older compiler: "NVCC version must be at least 12.9" (or fails to run a
+    missing one).
+
+    ## How to fix
+    ``export DG_JIT_NVCC_COMPILER=/usr/local/cuda-13.0/bin/nvcc`` (or CUDA_HOME) to a 12.9+
+    toolkit on the host, install one, or ``export VLLM_USE_DEEP_GEMM=0`` to keep vLLM off
+    DeepGEMM.
+    """
+    if ctx.intent.engine != _vllm.NAME:
+        raise Skip(f"DeepGEMM is vLLM's; engine is {ctx.intent.engine}")
+    version = ctx.need(ctx.python.packages, "python.packages").get("vllm")
+    if not version:
+        raise Skip("vllm is not installed")
+    if not _fi.at_least(version, _vllm.DEEP_GEMM_VENDORED_SINCE):
+        raise Skip(f"vLLM {version} does not vendor DeepGEMM")
+    if (ctx.env.get(_vllm.USE_DEEP_GEMM) or "1").strip() == "0":
+        raise Skip(f"{_vllm.USE_DEEP_GEMM}=0")
+    gpus = [g for g in ctx.gpus_used if _vllm.deep_gemm_arch(g.compute_capability)]
+    if not ctx.gpus_used:
+        raise Skip(f"GPU archs unknown, {_jit.no_gpu_note(ctx)}")
+    if not gpus:
+        raise Skip("no GPU used where vLLM enables DeepGEMM (SM 9.0, 10.x, 12.x)")
+    memory = ctx.memory
+    model = memory.cfg if memory is not None else None
+    method = model.quant.method if model is not None else None
+    if model is not None and method not in _vllm.DEEP_GEMM_QUANTS:
+        raise Skip(f"the model's weights ({method or 'unquantized'}) take no DeepGEMM path")
+    states = ctx.toolchain.env_paths or {}
+    override = ctx.env.get(_vllm.DG_NVCC_VAR)
+    if override:
+        st = states.get(_vllm.DG_NVCC_VAR)
+        if st is None:
+            yield unknown(f"{_vllm.DG_NVCC_VAR}={override} was not examined")
+            return
+        path: str | None = override
+        ver = major_minor(st.version) if st.kind == "executable" else None
+    else:
+        path, ver = ctx.nvcc.path, _jit.nvcc_version(ctx)
+    need = _vllm.DEEP_GEMM_MIN_NVCC
+    if ver is not None and ver >= need:
+        yield ok(f"DeepGEMM compiles with nvcc {_jit.fmt(ver)} ({path})")
+        return
+    if path and ver is None and not override:
+        yield unknown(f"the version of {path} is unknown")
+        return
+    need_all = max(need, _jit.need_for(_jit.archs_used(ctx) or []))
+    current = _jit.nvcc_version(ctx)
+    torch = major_minor(ctx.python.torch_cuda)
+    root = _jit.alternative(ctx, at_least=need_all, major=torch[0] if torch else None) or _jit.alternative(
+        ctx, at_least=need_all
+    )
+    if override and current is not None and current >= need_all:
+        fix = f"unset {_vllm.DG_NVCC_VAR}  (DeepGEMM then uses {ctx.nvcc.path}, nvcc {_jit.fmt(current)})"
+    elif root:
+        fix = f"export {_vllm.DG_NVCC_VAR}={root}/bin/nvcc"
+    else:
+        fix = _jit.toolkit_install(ctx, need_all)
+    fix += f"  (or: export {_vllm.USE_DEEP_GEMM}=0)"
+    have = f"nvcc {_jit.fmt(ver)} ({path})" if ver else (f"{path}, which cannot run," if path else "no nvcc")
+    yield fail(
+        f"vLLM {version} JIT-compiles DeepGEMM on {gpus[0].name or 'GPU'} (SM {gpus[0].compute_capability}) "
+        f"with {have}: it needs nvcc >= {_jit.fmt(need)} ('NVCC version must be at least 12.9')",
+        fix=fix,
+        subject=gpu_subject(gpus[0]),
+        severity=None if model is not None else WARNING,
+        evidence={"nvcc": path, "nvcc_version": _jit.fmt(ver) if ver else None, "quant": method},
+    )
+
+
+@check("FC120", "flashinfer-workspace-base-empty", WARNING)
+def workspace_base_empty(ctx: Context) -> Iterator[Outcome]:
+    """FLASHINFER_WORKSPACE_BASE is set but empty: FlashInfer's cache lands in the cwd.
+
+    ## What it checks
+    When flashinfer-python is installed, ``FLASHINFER_WORKSPACE_BASE`` is unset or
+    non-empty.
+
+    ## Why the launch dies
+    FlashInfer reads ``Path(os.getenv("FLASHINFER_WORKSPACE_BASE", home))`` (``jit/env.py``):
+    an empty value is ``Path("")``, so its JIT cache and log go to ``./.cache/flashinfer`` in
+    whatever directory the engine starts in: a read-only working directory fails ``import
+    flashinfer``, and each directory recompiles every kernel (minutes after the load).
+
+    ## How to fix
+    ``unset FLASHINFER_WORKSPACE_BASE`` (FlashInfer then uses $HOME) or
+    ``export FLASHINFER_WORKSPACE_BASE=/var/tmp/flashinfer``.
+    """
+    if not _installed(ctx, "flashinfer-python"):
+        raise Skip("flashinfer-python is not installed")
+    value = ctx.env.get(_fi.WORKSPACE_BASE)
+    if value is None:
+        raise Skip(f"{_fi.WORKSPACE_BASE} is not set")
+    if value:
+        yield ok(f"{_fi.WORKSPACE_BASE}={value}")
+        return
+    jc = ctx.jit_cache
+    yield fail(
+        f"{_fi.WORKSPACE_BASE} is set but empty: FlashInfer puts its cache in ./.cache/flashinfer of the engine's "
+        "working directory" + (f" ({jc.dir})" if jc.dir else ""),
+        fix=f"unset {_fi.WORKSPACE_BASE}  (or: export {_fi.WORKSPACE_BASE}=/var/tmp/flashinfer)",
+        evidence={_fi.WORKSPACE_BASE: value, "dir": jc.dir},
+    )
