@@ -213,3 +213,92 @@ def test_jit_cache_blocked_by_a_file_and_by_an_unwritable_filesystem(tmp_path):
     if sys.platform.startswith("linux"):  # /proc refuses new files even to root
         out = collect_jit_cache(ctx({"FLASHINFER_WORKSPACE_BASE": "/proc"}))["jit_cache"]
         assert out["writable"] is False and out["problem"].startswith("cannot create a file in /proc")
+
+
+# --- what the other runtime compilers read (Triton, DeepGEMM, FlashInfer's which lookup) ----
+
+
+def test_env_paths_record_what_tool_variables_name(tmp_path):
+    from flightcheck._collect.toolchain import env_paths
+
+    ptxas_dir = tmp_path / "cuda" / "bin"
+    ptxas_dir.mkdir(parents=True)
+    not_exec = tmp_path / "ptxas"
+    not_exec.write_text("#!/bin/sh\n")
+    dg = fake_nvcc(tmp_path / "dg" / "bin" / "nvcc", release="12.8")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = {
+        "PATH": clean_path(),
+        "TRITON_PTXAS_PATH": str(ptxas_dir),
+        "TRITON_PTXAS_BLACKWELL_PATH": str(not_exec),
+        "DG_JIT_NVCC_COMPILER": str(dg),
+        "TRITON_CACHE_DIR": str(blocker / "cache"),  # its nearest existing parent is a file
+    }
+    got = env_paths(env)
+    assert got["TRITON_PTXAS_PATH"]["kind"] == "dir"
+    assert got["TRITON_PTXAS_BLACKWELL_PATH"]["kind"] == "file"
+    assert got["DG_JIT_NVCC_COMPILER"]["kind"] == "executable" and got["DG_JIT_NVCC_COMPILER"]["version"] == "12.8"
+    assert got["TRITON_CACHE_DIR"]["writable"] is False and "not a directory" in got["TRITON_CACHE_DIR"]["problem"]
+    # unset: Triton's default under $TRITON_HOME (else $HOME), written to for real
+    got = env_paths({"PATH": clean_path(), "HOME": str(tmp_path)})
+    assert got == {
+        "TRITON_CACHE_DIR": {
+            "path": str(tmp_path / ".triton" / "cache"),
+            "kind": "missing",
+            "writable": True,
+            "problem": None,
+        }
+    }
+    got = env_paths({"PATH": clean_path(), "HOME": "/nonexistent", "TRITON_HOME": str(tmp_path)})
+    assert got["TRITON_CACHE_DIR"]["path"] == str(tmp_path / ".triton" / "cache")
+
+
+def test_host_tools_are_looked_up_on_the_engines_path(tmp_path):
+    bindir = tmp_path / "bin"
+    script(bindir / "cc", "exit 0")
+    tc, _ = collect({"PATH": str(bindir), "HOME": str(tmp_path)})
+    assert tc["host_tools"] == {"which": None, "gcc": None, "clang": None, "ld": None, "objcopy": None}
+    assert tc["cc"]["path"] == str(bindir / "cc")  # FC104 is content; Triton (FC115) is not
+
+
+@pytest.mark.skipif(shutil.which("which") is None or shutil.which("gcc") is None, reason="no which/gcc here")
+def test_host_tools_of_this_machine():
+    tc, _ = collect({"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")})
+    assert tc["host_tools"]["which"] == shutil.which("which")
+    assert tc["host_tools"]["gcc"] == shutil.which("gcc")
+
+
+def test_an_empty_workspace_base_is_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert workspace_dir({"FLASHINFER_WORKSPACE_BASE": "", "HOME": "/home/x"}) == str(tmp_path / ".cache" / "flashinfer")
+    assert workspace_dir({"HOME": "/home/x"}) == "/home/x/.cache/flashinfer"
+
+
+def test_env_snapshot_records_the_runtime_compilers_variables_and_never_secrets():
+    from flightcheck._collect.env import snapshot
+
+    env = {
+        "TRITON_PTXAS_PATH": "/x",
+        "TRITON_CACHE_DIR": "/c",
+        "DG_JIT_NVCC_COMPILER": "/n",
+        "TILELANG_CACHE_DIR": "/t",
+        "CUTE_DSL_PTXAS_PATH": "/p",
+        "HUMMING_X": "1",
+        "TORCHINDUCTOR_CACHE_DIR": "/i",
+        "FLASH_ATTENTION_CUTE_DSL_X": "1",
+        "CC": "gcc",
+        "CXX": "g++",
+        "LD_LIBRARY_PATH": "/l",
+        "HOME": "/h",
+        "USER": "u",
+        "TMPDIR": "/tmp",
+        "TRITON_REMOTE_CACHE_TOKEN": "s3cr3t",
+        "DG_API_KEY": "s3cr3t",
+        "HF_TOKEN": "s3cr3t",
+        "UNRELATED": "x",
+    }
+    snap = snapshot(env)
+    for name in list(env)[:14]:
+        assert snap[name] == env[name]
+    assert "s3cr3t" not in snap.values() and "UNRELATED" not in snap
