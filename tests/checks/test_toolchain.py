@@ -474,3 +474,23 @@ def test_fc101_fc103_vllm_0_33_without_cubin_disables_flashinfer_instead_of_fail
         (r,) = assert_fires(code, f, **TP8)
         assert "disables FlashInfer at startup" in r.message
         assert r.severity.value == "warning"
+
+
+def test_fc121_triton_ptxas_that_does_not_know_the_arch():
+    doc = healthy(TRITON_PTXAS_BLACKWELL_PATH="/opt/cuda-12.8/bin/ptxas")
+    bad = {
+        "ok": False,
+        "ptxas": "/opt/cuda-12.8/bin/ptxas",
+        "version": "12.8",
+        "source": "TRITON_PTXAS_BLACKWELL_PATH",
+        "output": "ptxas fatal   : Value 'sm_103a' is not defined for option 'gpu-name'",
+    }
+    f = facts("b300", **doc, compile_smoke={"triton_ptxas": {"sm_103a": bad}})
+    (r,) = assert_fires("FC121", f, deep=True, **TP8)
+    assert "Value 'sm_103a' is not defined" in r.message
+    assert r.fix.startswith("export TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda-13.1/bin/ptxas")
+    good = dict(
+        bad, ok=True, ptxas="/venv/triton/backends/nvidia/bin/ptxas-blackwell", version="13.3", source="bundled"
+    )
+    assert_silent("FC121", facts("b300", **doc, compile_smoke={"triton_ptxas": {"sm_103a": good}}), deep=True, **TP8)
+    assert statuses(node("healthy-cu131"), "FC121", **TP8) == {"skip"}  # no --deep

@@ -271,7 +271,9 @@ def test_host_tools_of_this_machine():
 
 def test_an_empty_workspace_base_is_the_working_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert workspace_dir({"FLASHINFER_WORKSPACE_BASE": "", "HOME": "/home/x"}) == str(tmp_path / ".cache" / "flashinfer")
+    assert workspace_dir({"FLASHINFER_WORKSPACE_BASE": "", "HOME": "/home/x"}) == str(
+        tmp_path / ".cache" / "flashinfer"
+    )
     assert workspace_dir({"HOME": "/home/x"}) == "/home/x/.cache/flashinfer"
 
 

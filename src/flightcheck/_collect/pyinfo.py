@@ -38,7 +38,7 @@ PACKAGES = (
     "nvidia-cutlass-dsl",
 )
 #: Import names whose directories the collectors read files from (as text, never imported).
-PACKAGE_DIRS = ("torch", "vllm", "sglang", "flashinfer", "flashinfer_jit_cache")
+PACKAGE_DIRS = ("torch", "vllm", "sglang", "flashinfer", "flashinfer_jit_cache", "triton")
 ENGINES = ("vllm", "sglang")
 #: Distributions worth a slow importlib.metadata lookup when no dist-info names them
 #: (their import name, to tell whether they are there at all).

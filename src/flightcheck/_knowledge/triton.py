@@ -45,3 +45,49 @@ def cache_dir(env: dict[str, str | None]) -> str | None:
         return env[CACHE_DIR]
     home = env.get(HOME_VAR) or env.get("HOME")
     return os.path.join(home, ".triton", "cache") if home else None
+
+
+def sm_arch(cc_major: int, cc_minor: int) -> str:
+    """``sm_arch_from_capability`` (``backends/nvidia/compiler.py``): ``sm_103a`` for 10.3,
+    ``sm_90a`` for 9.0, plain ``sm_89`` below 9.0."""
+    cap = cc_major * 10 + cc_minor
+    return f"sm_{cap}" + ("a" if cap >= 90 else "")
+
+
+def ptx_version(release: str) -> str | None:
+    """The PTX ISA version Triton emits for a ptxas of this CUDA release: ``ptx_get_version``
+    capped at 9.0 by ``get_features`` (``backends/nvidia/compiler.py``): 12.8 -> 8.7, 13.x -> 9.0."""
+    try:
+        major, minor = (int(x) for x in release.split(".")[:2])
+    except ValueError:
+        return None
+    if major == 12:
+        v = 80 + minor - (1 if minor >= 6 else 0)
+    elif major == 11:
+        v = 70 + minor
+    elif major >= 13:
+        v = 90 + (major - 13) * 10 + minor
+    else:
+        return None
+    v = min(90, v)
+    return f"{v // 10}.{v % 10}"
+
+
+def bundled_ptxas(triton_dir: str, cc_major: int) -> str:
+    """Triton's own ptxas for a GPU of this major (``backends/nvidia/bin/ptxas[-blackwell]``)."""
+    name = "ptxas-blackwell" if cc_major >= 10 else "ptxas"
+    return os.path.join(triton_dir, "backends", "nvidia", "bin", name)
+
+
+#: The smallest kernel worth assembling: what Triton hands ptxas, minus the work.
+PTX_TEMPLATE = """\
+.version {version}
+.target {sm}
+.address_size 64
+.visible .entry flightcheck_k(.param .u64 p)
+{{
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [p];
+  ret;
+}}
+"""

@@ -177,6 +177,16 @@ class CompileSmokeArch(_S):
     output: str | None = None
 
 
+class PtxasSmokeArch(_S):
+    """``--deep``: a small PTX kernel assembled by the ptxas Triton will use (extension)."""
+
+    ok: bool | None = None
+    ptxas: str | None = None
+    version: str | None = None  # its CUDA release
+    source: str | None = None  # the variable that chose it, or "bundled"
+    output: str | None = None
+
+
 class CompileSmoke(_S):
     """Extension: the ``--deep`` compile smoke test (FC109), one entry per arch (``"103a"``)."""
 
@@ -184,6 +194,7 @@ class CompileSmoke(_S):
     ninja: str | None = None
     archs: dict[str, CompileSmokeArch] | None = None
     error: str | None = None  # the test could not run at all (no nvcc, timeout, ...)
+    triton_ptxas: dict[str, PtxasSmokeArch] | None = None  # sm_103a -> Triton's ptxas on a tiny PTX
 
 
 class Python(_S):

@@ -387,3 +387,66 @@ def workspace_base_empty(ctx: Context) -> Iterator[Outcome]:
         fix=f"unset {_fi.WORKSPACE_BASE}  (or: export {_fi.WORKSPACE_BASE}=/var/tmp/flashinfer)",
         evidence={_fi.WORKSPACE_BASE: value, "dir": jc.dir},
     )
+
+
+def _ptxas_fix(ctx: Context, var: str, sm: str, output: str, source: str | None) -> str:
+    """A ptxas that knows ``sm``: the CUDA home's when new enough, else Triton's bundled one."""
+    home = ctx.toolchain.cuda_home
+    nvcc = _jit.nvcc_version(ctx)
+    arch = sm.removeprefix("sm_")
+    need = _jit.MIN_NVCC.get(arch) or _jit.MIN_NVCC.get(arch.rstrip("a") + "f") or (12, 8)
+    if "not defined for option 'gpu-name'" in output or "Unsupported" in output:
+        if source != "bundled":
+            if home is not None and home.path and nvcc is not None and nvcc >= need:
+                return f"export {var}={home.path}/bin/ptxas  (CUDA {_jit.fmt(nvcc)} knows {sm}; or: unset {var})"
+            return f"unset {var}  (Triton's bundled ptxas is used then)"
+        return _jit.pip(ctx, "-U triton") + f"  (a Triton whose bundled ptxas knows {sm})"
+    return f"unset {var}" if source != "bundled" else _jit.pip(ctx, "--force-reinstall --no-deps triton")
+
+
+@check("FC121", "triton-ptxas-smoke-failed", ERROR)
+def triton_ptxas_smoke(ctx: Context) -> Iterator[Outcome]:
+    """``--deep``: the ptxas Triton will use cannot assemble a small kernel for an arch used.
+
+    ## What it checks
+    With ``--deep``, for each GPU arch used, flightcheck resolves the ptxas Triton will run
+    (``TRITON_PTXAS_BLACKWELL_PATH`` for SM 10.0 and up, ``TRITON_PTXAS_PATH`` below, each
+    only when its ``--version`` runs, else Triton's bundled ``backends/nvidia/bin/ptxas``;
+    ``triton/knobs.py``) and assembles a ten-line PTX kernel with it, with Triton's
+    ``--gpu-name=sm_103a`` and the PTX version Triton emits for that ptxas.
+
+    ## Why the launch dies
+    A ptxas too old for the GPU ("Value 'sm_110a' is not defined for option 'gpu-name'"),
+    one that cannot run, or one built for another host fails every Triton kernel at its
+    first compile, in vLLM's profile run after the weight load.
+
+    ## How to fix
+    Point the variable at a ptxas of a toolkit that knows the arch
+    (``export TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda-13.0/bin/ptxas``), unset it to use
+    Triton's bundled ptxas, or upgrade Triton.
+    """
+    smoke = ctx.facts.compile_smoke
+    if smoke is None:
+        if not ctx.intent.deep:
+            raise Skip("runs only with --deep")
+        yield unknown(f"the compile smoke test did not run: {ctx.facts.reason('compile_smoke') or 'no result'}")
+        return
+    results = smoke.triton_ptxas
+    if results is None:
+        raise Skip("triton is not installed for the engine")
+    if not results:
+        raise Skip(f"GPU archs unknown, {_jit.no_gpu_note(ctx)}")
+    for sm, res in results.items():
+        arch = sm.removeprefix("sm_")
+        var = _triton.ptxas_var(int(arch.rstrip("a")) // 10)
+        if res.ok:
+            yield ok(f"{sm}: {res.ptxas} (CUDA {res.version}, {res.source}) assembles")
+            continue
+        out = res.output or ""
+        yield fail(
+            f"Triton's ptxas for {sm} ({res.ptxas or 'none found'}"
+            + (f", CUDA {res.version}, from {res.source}" if res.version else "")
+            + f") fails: {out.strip().splitlines()[-1][:200] if out.strip() else 'no output'}",
+            fix=_ptxas_fix(ctx, var, sm, out, res.source),
+            evidence={"arch": sm, "ptxas": res.ptxas, "version": res.version, "source": res.source, "output": out},
+        )
