@@ -112,7 +112,7 @@ def test_fc105_cuda_home_nonexistent_fails(node):
 
 def test_fc103_path_without_ninja_fails(node, tmp_path):
     bindir = tool_bin(tmp_path / "bin", "nvcc", "c++", "cc", "gcc", "g++", "as", "ld")
-    rc, report = check(node, PATH=str(bindir), CUDA_HOME=CUDA)
+    _rc, report = check(node, PATH=str(bindir), CUDA_HOME=CUDA)
     (fc103,) = by_code(report)["FC103"]
     assert fc103["status"] == "fail" and fc103["message"].startswith("no ninja on the engine's PATH")
     # the fake engine is vLLM 0.33 without flashinfer-cubin: vLLM disables FlashInfer instead
