@@ -494,3 +494,38 @@ def test_fc121_triton_ptxas_that_does_not_know_the_arch():
     )
     assert_silent("FC121", facts("b300", **doc, compile_smoke={"triton_ptxas": {"sm_103a": good}}), deep=True, **TP8)
     assert statuses(node("healthy-cu131"), "FC121", **TP8) == {"skip"}  # no --deep
+
+
+def cubinless(**env):
+    """B300 node with FlashInfer's cubins neither installed nor cached."""
+    doc = healthy(**env)
+    doc["python"]["packages"]["flashinfer-cubin"] = None
+    doc["toolchain"]["flashinfer_cubins"] = {
+        "dir": "/home/serve/.cache/flashinfer/cubins",
+        "source": "cache",
+        "repository": "https://edge.urm.nvidia.com/artifactory/x/",
+        "artifacts": {"TRTLLM_GEN_FMHA": "missing", "TRTLLM_GEN_BMM": "missing", "TRTLLM_GEN_GEMM": "ok"},
+        "urls": ["https://edge.urm.nvidia.com/artifactory/x/abc/fmha/trtllm-gen/checksums.txt"],
+    }
+    return doc
+
+
+def test_fc122_cubins_missing_on_blackwell_download_at_first_use():
+    (r,) = assert_fires("FC122", facts("b300", **cubinless()), **TP8)
+    assert r.severity.value == "warning" and "TRTLLM_GEN_FMHA, TRTLLM_GEN_BMM not in" in r.message
+    assert r.fix.startswith("/opt/serve/venv/bin/python3 -m pip install flashinfer-cubin==0.7.2.post1")
+    (r,) = assert_fires("FC122", facts("b300", **cubinless(FLASHINFER_NO_DOWNLOAD="1")), **TP8)
+    assert "Artifact not found locally" in r.message and r.severity.value == "error"
+    unreachable = {"cubin_repository_ok": False, "cubin_repository_error": "Connection refused"}
+    (r,) = assert_fires("FC122", facts("b300", **cubinless(), compile_smoke=unreachable), deep=True, **TP8)
+    assert "Failed to get checksums.txt" in r.message and r.severity.value == "error"
+    reachable = {"cubin_repository_ok": True}
+    assert_silent("FC122", facts("b300", **cubinless(), compile_smoke=reachable), deep=True, **TP8)
+
+
+def test_fc122_silent_with_the_cubins_or_off_blackwell():
+    doc = cubinless()
+    doc["toolchain"]["flashinfer_cubins"]["artifacts"] = dict.fromkeys(("TRTLLM_GEN_FMHA", "TRTLLM_GEN_BMM"), "ok")
+    assert_silent("FC122", facts("b300", **doc), **TP8)
+    h100 = {k: v for k, v in cubinless().items() if k in ("toolchain", "python", "env", "jit_cache")}
+    assert statuses(facts("hgx-h100", **h100), "FC122", **TP8) == {"skip"}

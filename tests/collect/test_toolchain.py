@@ -304,3 +304,99 @@ def test_env_snapshot_records_the_runtime_compilers_variables_and_never_secrets(
     for name in list(env)[:14]:
         assert snap[name] == env[name]
     assert "s3cr3t" not in snap.values() and "UNRELATED" not in snap
+
+
+# --- FlashInfer's trtllm-gen cubins: the directory and checksums.txt as FlashInfer reads them --
+
+
+def _fake_flashinfer(root, manifest: bytes) -> str:
+    import hashlib
+
+    fdir = root / "flashinfer"
+    fdir.mkdir(parents=True)
+    sha = hashlib.sha256(manifest).hexdigest()
+    (fdir / "artifacts.py").write_text(
+        "class ArtifactPath:\n"
+        '    TRTLLM_GEN_FMHA: str = "p1/fmha/trtllm-gen/"\n'
+        "    TRTLLM_GEN_BMM: str = (\n"
+        '        "p2/batched_gemm/"\n'
+        "    )\n"
+        "class CheckSumHash:\n"
+        f'    TRTLLM_GEN_FMHA: str = "{sha}"\n'
+        f'    TRTLLM_GEN_BMM: str = (\n        "{sha}"\n    )\n'
+    )
+    return str(fdir)
+
+
+def test_flashinfer_cubins_resolved_and_checked_like_flashinfer(tmp_path):
+    from flightcheck._collect.toolchain import flashinfer_cubins
+
+    manifest = b"abc  kernel.cubin\n"
+    fdir = _fake_flashinfer(tmp_path, manifest)
+    py = {"dirs": {"flashinfer": fdir}, "packages": {"flashinfer-python": "0.7.2.post1", "flashinfer-cubin": None}}
+    cache = tmp_path / "home" / ".cache" / "flashinfer" / "cubins"
+    (cache / "p1" / "fmha" / "trtllm-gen").mkdir(parents=True)
+    (cache / "p1" / "fmha" / "trtllm-gen" / "checksums.txt").write_bytes(manifest)
+    (cache / "p2" / "batched_gemm").mkdir(parents=True)
+    (cache / "p2" / "batched_gemm" / "checksums.txt").write_bytes(b"stale")
+    got = flashinfer_cubins({"HOME": str(tmp_path / "home")}, py)
+    assert got["source"] == "cache" and got["dir"] == str(cache)
+    assert got["artifacts"] == {"TRTLLM_GEN_FMHA": "ok", "TRTLLM_GEN_BMM": "checksum-mismatch"}
+    assert got["urls"] == [got["repository"] + "p2/batched_gemm/checksums.txt"]
+    got = flashinfer_cubins({"HOME": "/x", "FLASHINFER_CUBIN_DIR": str(tmp_path / "empty")}, py)
+    assert got["source"] == "FLASHINFER_CUBIN_DIR" and set(got["artifacts"].values()) == {"missing"}
+    py["packages"]["flashinfer-cubin"] = "0.7.2.post1"
+    assert flashinfer_cubins({"HOME": "/x"}, py)["source"] == "flashinfer-cubin"
+    py["packages"]["flashinfer-cubin"] = "0.7.1"  # ignored by FlashInfer 0.7.2: the cache is used
+    assert flashinfer_cubins({"HOME": "/x"}, py)["source"] == "cache"
+
+
+def test_the_installed_flashinfers_artifact_pins_parse():
+    import glob
+
+    from flightcheck._knowledge.flashinfer import TRTLLM_GEN, parse_artifacts
+
+    found = glob.glob("/work/.conformance-venv/lib/python3*/site-packages/flashinfer/artifacts.py")
+    if not found:
+        pytest.skip("no installed FlashInfer here")
+    from pathlib import Path
+
+    pins = parse_artifacts(Path(found[0]).read_text(encoding="utf-8"))
+    assert set(pins) == set(TRTLLM_GEN)
+    assert all(re.fullmatch(r"[0-9a-f]{64}", sha) and path.endswith("/") for path, sha in pins.values())
+
+
+def test_deep_asks_the_configured_repository_for_one_checksums_txt(tmp_path):
+    import functools
+    import http.server
+    import socket
+    import threading
+
+    from flightcheck._collect.compile_smoke import cubin_repository
+    from flightcheck._vocabulary.facts import from_dict
+
+    (tmp_path / "p1").mkdir()
+    (tmp_path / "p1" / "checksums.txt").write_text("x")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+
+        def facts_for(url):
+            return from_dict({"toolchain": {"flashinfer_cubins": {"urls": [url]}}})
+
+        assert cubin_repository(facts_for(base + "p1/checksums.txt")) == (True, None)
+        ok, why = cubin_repository(facts_for(base + "p2/checksums.txt"))
+        assert ok is False and "HTTP 404" in why
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ok, why = cubin_repository(
+        from_dict({"toolchain": {"flashinfer_cubins": {"urls": [f"http://127.0.0.1:{port}/x"]}}})
+    )
+    assert ok is False and why
+    assert cubin_repository(from_dict({"toolchain": {}})) == (None, None)

@@ -235,6 +235,33 @@ def triton_ptxas(cctx: CollectContext, facts: Facts) -> dict[str, dict[str, Any]
     return out
 
 
+REPO_TIMEOUT = 3.0
+
+
+def cubin_repository(facts: Facts) -> tuple[bool | None, str | None]:
+    """Ask FlashInfer's cubin repository for the first checksums.txt a first use would fetch
+    (one GET, ``REPO_TIMEOUT`` seconds): (answered, why not); (None, None) when nothing
+    would be fetched."""
+    import urllib.error
+    import urllib.request
+
+    cubins = facts.toolchain.flashinfer_cubins if facts.toolchain else None
+    url = cubins.urls[0] if cubins and cubins.urls else None
+    if not url:
+        return None, None
+    if not url.startswith(("http://", "https://")):
+        return os.path.exists(url), None if os.path.exists(url) else f"{url} does not exist"
+    try:
+        with urllib.request.urlopen(url, timeout=REPO_TIMEOUT) as resp:
+            resp.read(1 << 16)
+        return True, None
+    except urllib.error.HTTPError as exc:
+        return False, f"{url}: HTTP {exc.code}"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return False, f"{url}: {reason}"
+
+
 @probe("compile_smoke", "compile_smoke", timeout=TIMEOUT + 10, wanted=_wanted)
 def probe_compile_smoke(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     """The ``compile_smoke`` section."""
@@ -243,6 +270,7 @@ def probe_compile_smoke(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     ninja = tc.ninja.path if tc and tc.ninja else None
     section: dict[str, Any] = {"nvcc": nvcc, "ninja": ninja, "archs": None, "error": None}
     section["triton_ptxas"] = triton_ptxas(cctx, facts)
+    section["cubin_repository_ok"], section["cubin_repository_error"] = cubin_repository(facts)
     archs, origin = target_archs(cctx, facts)
     home = tc.cuda_home.path if tc and tc.cuda_home else None
     cxx = cctx.env.get("CXX") or (tc.cxx.path if tc and tc.cxx else None)

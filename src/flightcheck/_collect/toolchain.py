@@ -8,14 +8,16 @@ run concurrently; a missing tool is a null field with its reason in ``unavailabl
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from typing import Any
 
 from flightcheck._collect import CollectContext, collector, run_parallel
 from flightcheck._collect import cuda as _cuda
-from flightcheck._collect.jit_cache import nearest_existing, write_test
+from flightcheck._collect.jit_cache import nearest_existing, workspace_dir, write_test
 from flightcheck._collect.pyinfo import engine_info
+from flightcheck._knowledge import flashinfer as _fi
 from flightcheck._knowledge import triton as _triton
 from flightcheck._knowledge import vllm as _vllm
 
@@ -73,6 +75,50 @@ def venv_ninja(python: str, env: dict[str, str]) -> str | None:
         return None
     path_dirs = [os.path.realpath(d) for d in env.get("PATH", "").split(os.pathsep) if d]
     return None if os.path.realpath(bindir) in path_dirs else candidate
+
+
+def _sha256(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read(1 << 24)).hexdigest()
+    except OSError:
+        return None
+
+
+def flashinfer_cubins(env: dict[str, str], py: dict[str, Any]) -> dict[str, Any] | None:
+    """FlashInfer's cubin directory resolved as ``jit/env.py`` ``_get_cubin_dir`` does, and
+    whether each trtllm-gen ``checksums.txt`` is there with the hash ``artifacts.py`` pins
+    (read as text from the engine's FlashInfer). None without flashinfer-python."""
+    fdir = (py.get("dirs") or {}).get("flashinfer")
+    packages = py.get("packages") or {}
+    fi = packages.get("flashinfer-python")
+    if not fdir or not fi:
+        return None
+    try:
+        with open(os.path.join(str(fdir), "artifacts.py"), encoding="utf-8") as fh:
+            pins = _fi.parse_artifacts(fh.read())
+    except OSError:
+        pins = {}
+    cubin = packages.get("flashinfer-cubin")
+    repo = env.get(_fi.CUBINS_REPOSITORY) or _fi.DEFAULT_CUBINS_REPOSITORY
+    out: dict[str, Any] = {"repository": repo, "dir": None, "artifacts": None}
+    if env.get(_fi.CUBIN_DIR):
+        out.update(dir=env[_fi.CUBIN_DIR], source=_fi.CUBIN_DIR)
+    elif cubin and (cubin == fi or cubin == "0.0.0+unknown"):
+        out.update(source="flashinfer-cubin")  # the wheel carries every published cubin
+        return out
+    else:
+        ws = workspace_dir(env)
+        out.update(dir=os.path.join(ws, "cubins") if ws else None, source="cache")
+    if out["dir"] and pins:
+        arts = {}
+        for name, (sub, sha) in pins.items():
+            got = _sha256(os.path.join(out["dir"], sub, "checksums.txt"))
+            arts[name] = "ok" if got == sha else ("missing" if got is None else "checksum-mismatch")
+        out["artifacts"] = arts
+        base = repo if repo.endswith("/") else repo + "/"
+        out["urls"] = [base + pins[n][0].rstrip("/") + "/checksums.txt" for n, st in arts.items() if st != "ok"]
+    return out
 
 
 @collector("toolchain", sections=("toolchain",), timeout=30.0)  # > the engine interpreter query (20 s)
@@ -142,5 +188,6 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         "python_include": py.get("include"),
         "host_tools": {name: _cuda.which(name, env) for name in HOST_TOOLS},
         "env_paths": got.get("env_paths"),
+        "flashinfer_cubins": None if "error" in py else flashinfer_cubins(env, py),
     }
     return {"toolchain": toolchain, "unavailable": unavailable}

@@ -148,3 +148,35 @@ def at_least(version: str | None, first: str) -> bool:
     """Whether ``version`` (a package version, maybe with a local tag) is ``first`` or newer."""
     v = _v((version or "").split("+", 1)[0])
     return v is not None and v >= Version(first)
+
+
+# ---- trtllm-gen cubins (flashinfer/artifacts.py, jit/cubin_loader.py, jit/env.py) ---------
+
+#: ``jit/cubin_loader.py``: where ``get_artifact`` downloads from, and the switch that makes a
+#: missing artifact an error ("Artifact not found locally") instead of a download.
+CUBINS_REPOSITORY = "FLASHINFER_CUBINS_REPOSITORY"
+DEFAULT_CUBINS_REPOSITORY = "https://edge.urm.nvidia.com/artifactory/sw-kernelinferencelibrary-public-generic-local/"
+NO_DOWNLOAD = "FLASHINFER_NO_DOWNLOAD"
+CUBIN_DIR = "FLASHINFER_CUBIN_DIR"
+#: The trtllm-gen packages whose ``checksums.txt`` every FMHA / batched-GEMM (MoE) / GEMM
+#: module fetches first (``jit/attention/modules.py``, ``jit/fused_moe.py``,
+#: ``jit/gemm/core.py``: ``assert checksum, "Failed to get checksums.txt from ..."``).
+TRTLLM_GEN = ("TRTLLM_GEN_FMHA", "TRTLLM_GEN_BMM", "TRTLLM_GEN_GEMM")
+#: Compute capability majors these trtllm-gen kernels are published for ("sm100f/sm103a and
+#: Rubin sm107a", the comment on ``ArtifactPath``): the 10.x family.
+TRTLLM_GEN_CC_MAJORS = frozenset({10})
+#: ``download_file``: 4 tries of 10 s timeout, sleeping 5-10, 10-20, 20-40 s between them:
+#: 35 to 110 s per artifact on a host that cannot reach the repository.
+DOWNLOAD_STALL_S = (35, 110)
+
+
+def parse_artifacts(text: str) -> dict[str, tuple[str, str]]:
+    """``artifacts.py`` as text -> {``TRTLLM_GEN_FMHA``: (ArtifactPath, CheckSumHash)} for the
+    trtllm-gen packages, the way ``get_artifact`` addresses their ``checksums.txt``."""
+    head, _, tail = text.partition("class CheckSumHash")
+
+    def consts(part: str) -> dict[str, str]:
+        return dict(re.findall(r"^\s+(TRTLLM_GEN_\w+)\s*:\s*str\s*=\s*\(?\s*\"([^\"]+)\"", part, re.MULTILINE))
+
+    paths, sums = consts(head), consts(tail)
+    return {k: (paths[k], sums[k]) for k in TRTLLM_GEN if k in paths and k in sums}

@@ -153,6 +153,16 @@ class PathState(_S):
     problem: str | None = None  # why the write test or --version failed
 
 
+class FlashinferCubins(_S):
+    """Where FlashInfer will look for its trtllm-gen cubins, and what is there (extension)."""
+
+    dir: str | None = None  # FLASHINFER_CUBIN_DIR, else a matching flashinfer-cubin, else the cache
+    source: str | None = None  # FLASHINFER_CUBIN_DIR | flashinfer-cubin | cache
+    repository: str | None = None  # where get_artifact downloads a missing one from
+    artifacts: dict[str, str] | None = None  # TRTLLM_GEN_FMHA -> ok | missing | checksum-mismatch
+    urls: list[str] | None = None  # the checksums.txt a first use would fetch, missing ones only
+
+
 class Toolchain(_S):
     cuda_home: CudaHome | None = None
     nvcc: Nvcc | None = None
@@ -168,6 +178,7 @@ class Toolchain(_S):
     # what runtime compilers resolve besides nvcc (Triton, DeepGEMM, FlashInfer's lookups)
     host_tools: dict[str, str | None] | None = None  # which / gcc / clang / ... -> path on the engine's PATH
     env_paths: dict[str, PathState] | None = None  # TRITON_PTXAS_PATH, triton cache, DG nvcc -> state
+    flashinfer_cubins: FlashinferCubins | None = None
 
 
 class CompileSmokeArch(_S):
@@ -195,6 +206,8 @@ class CompileSmoke(_S):
     archs: dict[str, CompileSmokeArch] | None = None
     error: str | None = None  # the test could not run at all (no nvcc, timeout, ...)
     triton_ptxas: dict[str, PtxasSmokeArch] | None = None  # sm_103a -> Triton's ptxas on a tiny PTX
+    cubin_repository_ok: bool | None = None  # --deep: FlashInfer's cubin repository served a checksums.txt
+    cubin_repository_error: str | None = None
 
 
 class Python(_S):

@@ -450,3 +450,102 @@ def triton_ptxas_smoke(ctx: Context) -> Iterator[Outcome]:
             fix=_ptxas_fix(ctx, var, sm, out, res.source),
             evidence={"arch": sm, "ptxas": res.ptxas, "version": res.version, "source": res.source, "output": out},
         )
+
+
+@check("FC122", "flashinfer-cubins-unavailable", ERROR)
+def flashinfer_cubins(ctx: Context) -> Iterator[Outcome]:
+    """FlashInfer's trtllm-gen cubins are neither installed nor cached, and will be downloaded.
+
+    ## What it checks
+    On SM 10.x GPUs (where FlashInfer's trtllm-gen FMHA, MoE and GEMM kernels run), the cubin
+    directory FlashInfer resolves (``FLASHINFER_CUBIN_DIR``, else a flashinfer-cubin of the
+    same version, else ``<workspace>/.cache/flashinfer/cubins``; ``jit/env.py``) holds each
+    trtllm-gen ``checksums.txt`` with the SHA-256 ``artifacts.py`` pins (read as text from the
+    installed FlashInfer). With ``--deep`` the configured repository
+    (``FLASHINFER_CUBINS_REPOSITORY``) is asked for one of the missing files, 3 s timeout.
+
+    ## Why the launch dies
+    ``get_artifact`` (``jit/cubin_loader.py``) downloads what is missing at first use, after
+    the weight load: on an air-gapped host each artifact costs 35-110 s of retries and then
+    "AssertionError: Failed to get checksums.txt from ..."; with ``FLASHINFER_NO_DOWNLOAD``
+    set it raises "Artifact not found locally" at once.
+
+    ## How to fix
+    Install the cubins with the engine's interpreter (``python -m pip install
+    flashinfer-cubin==<flashinfer-python version>``), or fetch them on a connected host
+    (``flashinfer download-kernels``), copy them over and ``export FLASHINFER_CUBIN_DIR=...``.
+    """
+    packages = ctx.need(ctx.python.packages, "python.packages")
+    fi = packages.get("flashinfer-python")
+    if not fi:
+        raise Skip("flashinfer-python is not installed")
+    if _vllm_gate(ctx):
+        raise Skip("vLLM disables FlashInfer here (no flashinfer-cubin, no nvcc or ninja: FC101/FC103)")
+    archs = _jit.archs_used(ctx)
+    if archs is None:
+        raise Skip(f"GPU archs unknown, {_jit.no_gpu_note(ctx)}")
+    sm10 = {
+        a: g
+        for a, g in archs.items()
+        if (mm := major_minor(g[0].compute_capability)) and mm[0] in _fi.TRTLLM_GEN_CC_MAJORS
+    }
+    if not sm10:
+        raise Skip(f"no SM 10.x GPU used ({' '.join(archs)}): FlashInfer's trtllm-gen cubins are not loaded")
+    cubins = ctx.need(ctx.toolchain.flashinfer_cubins, "toolchain.flashinfer_cubins")
+    if cubins.source == "flashinfer-cubin":
+        yield ok(f"flashinfer-cubin {packages.get('flashinfer-cubin')} provides the cubins")
+        return
+    arts = cubins.artifacts
+    if arts is None:
+        yield unknown(f"could not read FlashInfer's artifact pins or cubin directory ({cubins.dir})")
+        return
+    missing = [n for n, st in arts.items() if st != "ok"]
+    if not missing:
+        yield ok(f"{cubins.dir} ({cubins.source}) holds {', '.join(arts)}")
+        return
+    fix = _jit.pip(ctx, f"flashinfer-cubin=={fi} --extra-index-url {_fi.INDEX}") + (
+        f"  (or on a connected host: flashinfer download-kernels, copy the cubins here and "
+        f"export {_fi.CUBIN_DIR}=<that directory>)"
+    )
+    where = f"{cubins.dir} ({cubins.source})"
+    names = ", ".join(missing)
+    evidence = {"dir": cubins.dir, "source": cubins.source, "missing": missing, "repository": cubins.repository}
+    smoke = ctx.facts.compile_smoke
+    lo, hi = _fi.DOWNLOAD_STALL_S
+    if ctx.env.get(_fi.NO_DOWNLOAD):
+        yield fail(
+            f"{names} not in {where} and {_fi.NO_DOWNLOAD} is set: the first trtllm-gen kernel after the weight "
+            "load raises 'Artifact not found locally'",
+            fix=fix,
+            evidence=evidence,
+        )
+    elif smoke is not None and smoke.cubin_repository_ok is False:
+        yield fail(
+            f"{names} not in {where}, and the repository does not answer ({smoke.cubin_repository_error}): "
+            f"each first use after the weight load retries for {lo}-{hi} s, then "
+            "'AssertionError: Failed to get checksums.txt'",
+            fix=fix,
+            evidence={**evidence, "error": smoke.cubin_repository_error},
+        )
+    elif smoke is not None and smoke.cubin_repository_ok:
+        yield ok(f"{names} will be downloaded from {cubins.repository} (it answered) into {where}")
+    else:
+        yield fail(
+            f"{names} not in {where}: FlashInfer downloads them from {cubins.repository} at first use, after the "
+            f"weight load; air-gapped, each retries for {lo}-{hi} s and fails (--deep asks the repository)",
+            fix=fix,
+            severity=WARNING,
+            evidence=evidence,
+        )
+
+
+def _vllm_gate(ctx: Context) -> bool:
+    """vLLM's ``has_flashinfer`` is false here: no flashinfer-cubin and no nvcc or ninja."""
+    if ctx.intent.engine != _vllm.NAME:
+        return False
+    packages = ctx.python.packages or {}
+    if not _fi.at_least(packages.get("vllm"), _vllm.FLASHINFER_GATED_ON_TOOLS_SINCE) or packages.get(
+        "flashinfer-cubin"
+    ):
+        return False
+    return ctx.facts.toolchain is not None and (ctx.nvcc.path is None or ctx.toolchain.ninja is None)
