@@ -324,7 +324,7 @@ def test_fc108_arch_list_without_gpu_facts_is_skipped_with_the_reason():
 
 # ---- FC114–FC120: the other runtime compilers (Triton, DeepGEMM, FlashInfer's lookups) ------
 
-RUNTIME = ["FC114", "FC115", "FC116", "FC117", "FC118", "FC119", "FC120"]
+RUNTIME = ["FC114", "FC115", "FC116", "FC117", "FC118", "FC119", "FC120", "FC122", "FC123", "FC124"]
 
 
 def healthy(**env):
@@ -529,3 +529,33 @@ def test_fc122_silent_with_the_cubins_or_off_blackwell():
     assert_silent("FC122", facts("b300", **doc), **TP8)
     h100 = {k: v for k, v in cubinless().items() if k in ("toolchain", "python", "env", "jit_cache")}
     assert statuses(facts("hgx-h100", **h100), "FC122", **TP8) == {"skip"}
+
+
+def test_fc123_gcc_newer_than_the_toolkits_host_config_allows():
+    doc = healthy()
+    doc["toolchain"]["nvcc_host"] = {"path": "/usr/bin/gcc", "version": "16.1.0"}
+    (r,) = assert_fires("FC123", facts("b300", **doc), **TP8)
+    assert "unsupported GNU version! gcc versions later than 15" in r.message
+    assert r.fix == "apt-get install -y gcc-15 g++-15 && export CC=/usr/bin/gcc-15 CXX=/usr/bin/g++-15"
+    doc["env"]["NVCC_APPEND_FLAGS"] = "-allow-unsupported-compiler"
+    assert_silent("FC123", facts("b300", **doc), **TP8)
+    doc = healthy()
+    doc["toolchain"].update(nvcc_host={"path": "/usr/bin/clang-21", "version": "21.0.1"}, nvcc_host_kind="clang")
+    (r,) = assert_fires("FC123", facts("b300", **doc), **TP8)
+    assert "clang version must be less than 21" in r.message
+
+
+def test_fc124_triton_cannot_find_libcuda():
+    doc = healthy()
+    doc["toolchain"]["libcuda_lookup"] = {"ldconfig": "none", "ld_library_path": [], "known": ["/usr/lib64"]}
+    (r,) = assert_fires("FC124", facts("b300", **doc), **TP8)
+    assert "libcuda.so cannot found!" in r.message and r.fix == "export TRITON_LIBCUDA_PATH=/usr/lib64"
+    doc["toolchain"]["libcuda_lookup"]["ldconfig"] = "missing"
+    (r,) = assert_fires("FC124", facts("b300", **doc), **TP8)
+    assert "FileNotFoundError: '/sbin/ldconfig'" in r.message
+    doc["toolchain"]["libcuda_lookup"] = {"ldconfig": "none", "ld_library_path": ["/drv"], "known": []}
+    assert_silent("FC124", facts("b300", **doc), **TP8)
+    doc["toolchain"]["libcuda_lookup"]["ldconfig"] = "stale"  # Triton then never reads LD_LIBRARY_PATH
+    assert_fires("FC124", facts("b300", **doc), **TP8)
+    doc["env"]["TRITON_LIBCUDA_PATH"] = "/drv"
+    assert_silent("FC124", facts("b300", **doc), **TP8)

@@ -400,3 +400,37 @@ def test_deep_asks_the_configured_repository_for_one_checksums_txt(tmp_path):
     )
     assert ok is False and why
     assert cubin_repository(from_dict({"toolchain": {}})) == (None, None)
+
+
+def test_host_compiler_bounds_read_from_the_toolkits_header(tmp_path):
+    home = fake_toolkit(tmp_path / "cuda-13.0", "13.0")
+    (home / "include" / "crt").mkdir(parents=True, exist_ok=True)
+    (home / "include" / "crt" / "host_config.h").write_text(
+        "#if __GNUC__ > 15\n#error -- unsupported GNU version!\n#endif\n"
+        "#if (__clang_major__ >= 21) || (__clang_major__ < 3)\n#error -- unsupported clang version!\n#endif\n"
+    )
+    script(tmp_path / "bin" / "gcc", "echo 16.1.0")
+    tc, _ = collect({"PATH": clean_path(tmp_path / "bin"), "CUDA_HOME": str(home), "HOME": str(tmp_path)})
+    assert tc["host_compiler_bounds"] == {"gcc_max": 15, "clang_below": 21}
+    assert tc["nvcc_host"] == {"path": str(tmp_path / "bin" / "gcc"), "version": "16.1.0"}
+    assert tc["nvcc_host_kind"] == "gcc"
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/include/crt/host_config.h"), reason="no CUDA toolkit here")
+def test_host_compiler_bounds_of_the_real_toolkit():
+    from flightcheck._knowledge.cuda import host_compiler_bounds
+
+    text = open("/usr/local/cuda/include/crt/host_config.h", encoding="utf-8", errors="replace").read()  # noqa: SIM115
+    got = host_compiler_bounds(text)
+    assert got["gcc_max"] >= 12 and got["clang_below"] >= 16
+
+
+def test_libcuda_lookup_replays_tritons_order(tmp_path):
+    from flightcheck._collect.toolchain import libcuda_lookup
+
+    drv = tmp_path / "drv"
+    drv.mkdir()
+    (drv / "libcuda.so.1").write_bytes(b"")
+    got = libcuda_lookup({"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": f"/nonexistent:{drv}"})
+    assert got["ld_library_path"] == [str(drv)]
+    assert got["ldconfig"] in ({"missing"} if not os.path.exists("/sbin/ldconfig") else {"found", "none", "stale"})

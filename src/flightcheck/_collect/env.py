@@ -41,6 +41,8 @@ EXTRA = (
     "HOME",
     "USER",
     "TMPDIR",
+    "NVCC_APPEND_FLAGS",
+    "NVCC_PREPEND_FLAGS",
 )
 #: Prefixes recorded when set.
 PREFIXES = (

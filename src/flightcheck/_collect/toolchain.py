@@ -20,6 +20,7 @@ from flightcheck._collect.pyinfo import engine_info
 from flightcheck._knowledge import flashinfer as _fi
 from flightcheck._knowledge import triton as _triton
 from flightcheck._knowledge import vllm as _vllm
+from flightcheck._knowledge.cuda import host_compiler_bounds
 
 #: tools looked up on the engine's PATH besides nvcc/ninja/cc/c++: ``which`` (FlashInfer's
 #: CUDA-home lookup runs it), the C compilers Triton tries, the binutils FlashInfer links with.
@@ -75,6 +76,26 @@ def venv_ninja(python: str, env: dict[str, str]) -> str | None:
         return None
     path_dirs = [os.path.realpath(d) for d in env.get("PATH", "").split(os.pathsep) if d]
     return None if os.path.realpath(bindir) in path_dirs else candidate
+
+
+def libcuda_lookup(env: dict[str, str]) -> dict[str, Any]:
+    """Triton's ``libcuda_dirs`` (backends/nvidia/driver.py) replayed: ``/sbin/ldconfig -p``
+    lines naming libcuda.so.1, else LD_LIBRARY_PATH entries holding it."""
+    from flightcheck._collect.proc import run
+
+    if not os.path.exists(_triton.LDCONFIG):
+        state = "missing"
+    else:
+        proc = run([_triton.LDCONFIG, "-p"], timeout=5.0, env=env)
+        locs = [ln.split()[-1] for ln in proc.out.splitlines() if _triton.LIBCUDA in ln] if proc.ok else []
+        state = "none" if not locs else ("found" if any(os.path.exists(p) for p in locs) else "stale")
+    ld = [
+        d
+        for d in (env.get("LD_LIBRARY_PATH") or "").split(":")
+        if d and os.path.exists(os.path.join(d, _triton.LIBCUDA))
+    ]
+    known = [d for d in _triton.LIBCUDA_DIRS if os.path.exists(os.path.join(d, _triton.LIBCUDA))]
+    return {"ldconfig": state, "ld_library_path": ld, "known": known}
 
 
 def _sha256(path: str) -> str | None:
@@ -133,9 +154,11 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         "ninja": lambda: _cuda.ninja(env),
         "cxx": lambda: _cuda.compiler("CXX", "c++", env),
         "cc": lambda: _cuda.compiler("CC", "cc", env),
+        "nvcc_host": lambda: _cuda.compiler("CC", "gcc", env),
         "alternatives": lambda: _cuda.alternatives(env),
         "py": lambda: engine_info(cctx.python, env),
         "env_paths": lambda: env_paths(env),
+        "libcuda": lambda: libcuda_lookup(env),
     }
     if has_nvcc:
         assert nvcc_path is not None
@@ -174,6 +197,28 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         unavailable["toolchain.python_headers"] = py["error"]
         headers = None
 
+    host, _why = got.get("nvcc_host") or (None, None)
+    bounds = None
+    # nvcc includes the crt/host_config.h of the toolkit it lives in (a /usr/local/bin wrapper
+    # resolves to it), else the CUDA home's
+    roots = [_cuda.toolkit_root(os.path.realpath(nvcc_path))] if has_nvcc and nvcc_path else []
+    version = (got.get("nvcc_version") or (None, None))[0]
+    roots += [  # a shell wrapper: the toolkit of the same version found on this host
+        _cuda.toolkit_root(str(a["path"]))
+        for a in got.get("alternatives") or ()
+        if version and a.get("path") and a.get("version") == version
+    ]
+    for root in [*roots, home]:
+        if bounds is None and root:
+            try:
+                header = os.path.join(root, "include", "crt", "host_config.h")
+                with open(header, encoding="utf-8", errors="replace") as fh:
+                    bounds = host_compiler_bounds(fh.read()) or None
+            except OSError:
+                continue
+    kind = None
+    if host and host.get("path"):
+        kind = "clang" if "clang" in os.path.basename(os.path.realpath(str(host["path"]))) else "gcc"
     libcudart = os.path.exists(os.path.join(home, "lib64", "libcudart.so")) if home else False
     toolchain = {
         "cuda_home": {"path": home, "source": source, "exists": bool(home and os.path.isdir(home))},
@@ -189,5 +234,9 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         "host_tools": {name: _cuda.which(name, env) for name in HOST_TOOLS},
         "env_paths": got.get("env_paths"),
         "flashinfer_cubins": None if "error" in py else flashinfer_cubins(env, py),
+        "nvcc_host": host,
+        "nvcc_host_kind": kind,
+        "host_compiler_bounds": bounds,
+        "libcuda_lookup": got.get("libcuda"),
     }
     return {"toolchain": toolchain, "unavailable": unavailable}

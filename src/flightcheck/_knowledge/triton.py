@@ -91,3 +91,17 @@ PTX_TEMPLATE = """\
   ret;
 }}
 """
+
+
+#: ``libcuda_dirs``: the ldconfig Triton runs (absolute; missing -> FileNotFoundError) and
+#: the file it looks for.
+LDCONFIG = "/sbin/ldconfig"
+LIBCUDA = "libcuda.so.1"
+#: where drivers put libcuda.so.1 (for the fix only; Triton never looks there itself).
+LIBCUDA_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/local/nvidia/lib64",
+    "/usr/lib/wsl/lib",
+)

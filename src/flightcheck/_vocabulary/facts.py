@@ -163,6 +163,14 @@ class FlashinferCubins(_S):
     urls: list[str] | None = None  # the checksums.txt a first use would fetch, missing ones only
 
 
+class LibcudaLookup(_S):
+    """How Triton's ``libcuda_dirs`` would find libcuda.so.1 (extension)."""
+
+    ldconfig: str | None = None  # found | none | stale (listed, file gone) | missing (no /sbin/ldconfig)
+    ld_library_path: list[str] | None = None  # LD_LIBRARY_PATH entries holding libcuda.so.1
+    known: list[str] | None = None  # other directories of this host holding it (for the fix)
+
+
 class Toolchain(_S):
     cuda_home: CudaHome | None = None
     nvcc: Nvcc | None = None
@@ -179,6 +187,12 @@ class Toolchain(_S):
     host_tools: dict[str, str | None] | None = None  # which / gcc / clang / ... -> path on the engine's PATH
     env_paths: dict[str, PathState] | None = None  # TRITON_PTXAS_PATH, triton cache, DG nvcc -> state
     flashinfer_cubins: FlashinferCubins | None = None
+    # nvcc's host compiler (``-ccbin $CC`` in FlashInfer, else gcc on PATH) and the bounds its
+    # crt/host_config.h enforces ({"gcc_max": 15, "clang_below": 21})
+    nvcc_host: Tool | None = None
+    nvcc_host_kind: str | None = None  # gcc | clang (by the resolved file name)
+    host_compiler_bounds: dict[str, int] | None = None
+    libcuda_lookup: LibcudaLookup | None = None
 
 
 class CompileSmokeArch(_S):

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
 from flightcheck._checks.shared import jit as _jit
+from flightcheck._knowledge import cuda as _cuda
 from flightcheck._knowledge import flashinfer as _fi
 from flightcheck._knowledge import triton as _triton
 from flightcheck._knowledge import vllm as _vllm
@@ -549,3 +550,116 @@ def _vllm_gate(ctx: Context) -> bool:
     ):
         return False
     return ctx.facts.toolchain is not None and (ctx.nvcc.path is None or ctx.toolchain.ninja is None)
+
+
+@check("FC123", "nvcc-rejects-host-compiler", ERROR)
+def nvcc_rejects_host_compiler(ctx: Context) -> Iterator[Outcome]:
+    """The host compiler nvcc will call is newer than the toolkit's ``crt/host_config.h`` allows.
+
+    ## What it checks
+    When JIT is needed, the compiler nvcc runs as its host compiler (``$CC``, which FlashInfer
+    passes as ``-ccbin``, else ``gcc`` on PATH) is within the bounds the toolkit's own
+    ``include/crt/host_config.h`` enforces (CUDA 13.0: GCC 15 or older, clang older than
+    21), unless ``-allow-unsupported-compiler`` is in NVCC_APPEND_FLAGS/NVCC_PREPEND_FLAGS.
+    Read passively from the header; ``--deep`` (FC109) compiles for real.
+
+    ## Why the launch dies
+    Every nvcc build stops in the header: "#error -- unsupported GNU version! gcc versions
+    later than 15 are not supported!" (or the clang one), for each FlashInfer / DeepGEMM /
+    vLLM JIT module, after the weight load.
+
+    ## How to fix
+    Install a supported compiler and point CC/CXX at it (``apt-get install -y gcc-14 g++-14
+    && export CC=/usr/bin/gcc-14 CXX=/usr/bin/g++-14``), or use a newer toolkit.
+    """
+    needed, why = _jit.jit_needed(ctx)
+    if needed is False:
+        raise Skip(f"no JIT needed: {why}")
+    tc = ctx.toolchain
+    bounds = tc.host_compiler_bounds
+    if not bounds:
+        raise Skip(f"the toolkit's crt/host_config.h was not read ({ctx.facts.reason('toolchain.nvcc') or 'no nvcc'})")
+    host = tc.nvcc_host
+    major = major_minor((host.version or "") + ".0") if host else None
+    if host is None or major is None:
+        raise Skip("nvcc's host compiler or its version is unknown (FC104)")
+    flags = " ".join(ctx.env.get(v) or "" for v in _cuda.NVCC_FLAG_VARS)
+    kind = tc.nvcc_host_kind or "gcc"
+    limit = bounds.get("gcc_max") if kind == "gcc" else bounds.get("clang_below")
+    if limit is None:
+        raise Skip(f"host_config.h sets no {kind} bound")
+    too_new = major[0] > limit if kind == "gcc" else major[0] >= limit
+    if not too_new:
+        yield ok(
+            f"{kind} {host.version} ({host.path}) within nvcc's bound ({kind} {'<=' if kind == 'gcc' else '<'} {limit})"
+        )
+        return
+    if _cuda.ALLOW_UNSUPPORTED in flags:
+        yield ok(f"{kind} {host.version} is past nvcc's bound, allowed by {_cuda.ALLOW_UNSUPPORTED}")
+        return
+    ok_major = limit if kind == "gcc" else 14
+    fix = (
+        f"{_jit.install(ctx, f'gcc-{ok_major}', f'g++-{ok_major}')} && "
+        f"export CC=/usr/bin/gcc-{ok_major} CXX=/usr/bin/g++-{ok_major}"
+    )
+    message = (
+        "unsupported GNU version! gcc versions later than"
+        if kind == "gcc"
+        else "unsupported clang version! clang version must be less than"
+    )
+    yield fail(
+        f"nvcc {ctx.nvcc.version or ''} rejects {kind} {host.version} ({host.path}): "
+        f"'#error -- {message} {limit}' in every JIT build ({why})",
+        fix=fix,
+        evidence={"host_compiler": host.path, "version": host.version, "kind": kind, "bounds": bounds},
+    )
+
+
+@check("FC124", "triton-libcuda-not-found", ERROR)
+def triton_libcuda(ctx: Context) -> Iterator[Outcome]:
+    """Triton's libcuda lookup (``ldconfig -p``, then LD_LIBRARY_PATH) finds no libcuda.so.1.
+
+    ## What it checks
+    When Triton is installed, the driver is loaded and ``TRITON_LIBCUDA_PATH`` is unset,
+    Triton's ``libcuda_dirs`` (``backends/nvidia/driver.py``) succeeds: ``/sbin/ldconfig``
+    exists, and its cache lists a libcuda.so.1 that exists, or an LD_LIBRARY_PATH entry
+    holds one.
+
+    ## Why the launch dies
+    Containers that mount the driver libraries without refreshing the linker cache (or have
+    no ``/sbin/ldconfig``) import and load fine; Triton's first launcher build, in vLLM's
+    profile run after the weight load, fails with "AssertionError: libcuda.so cannot
+    found!" (or FileNotFoundError: '/sbin/ldconfig').
+
+    ## How to fix
+    ``export TRITON_LIBCUDA_PATH=<the directory holding libcuda.so.1>``
+    (e.g. ``/usr/lib/x86_64-linux-gnu``), or refresh the cache with ``ldconfig`` in the image.
+    """
+    if not _installed(ctx, "triton"):
+        raise Skip("triton is not installed")
+    if ctx.env.get(_triton.LIBCUDA_PATH):
+        raise Skip(f"{_triton.LIBCUDA_PATH}={ctx.env.get(_triton.LIBCUDA_PATH)} is what Triton uses")
+    if ctx.driver.loaded is False or ctx.facts.gpus is None:
+        raise Skip("no NVIDIA driver loaded (FC201)")
+    lookup = ctx.need(ctx.toolchain.libcuda_lookup, "toolchain.libcuda_lookup")
+    if lookup.ldconfig == "found":
+        yield ok("ldconfig's cache lists libcuda.so.1")
+        return
+    if lookup.ldconfig == "none" and lookup.ld_library_path:  # consulted only when ldconfig lists none
+        yield ok(f"libcuda.so.1 in LD_LIBRARY_PATH entry {lookup.ld_library_path[0]}")
+        return
+    dirs = lookup.ld_library_path or lookup.known or []
+    fix = (
+        f"export {_triton.LIBCUDA_PATH}={dirs[0]}"
+        if dirs
+        else f"export {_triton.LIBCUDA_PATH}=<the directory holding libcuda.so.1>  (or run ldconfig in the image)"
+    )
+    if lookup.ldconfig == "missing":
+        why = f"there is no {_triton.LDCONFIG}: Triton's first kernel raises FileNotFoundError: '{_triton.LDCONFIG}'"
+    else:
+        state = "lists only files that are gone" if lookup.ldconfig == "stale" else "has no libcuda.so.1"
+        why = (
+            f"ldconfig's cache {state} and no LD_LIBRARY_PATH entry holds it: Triton's first kernel raises "
+            "'libcuda.so cannot found!'"
+        )
+    yield fail(why, fix=fix, evidence={"ldconfig": lookup.ldconfig, "known": lookup.known})
