@@ -324,7 +324,7 @@ def test_fc108_arch_list_without_gpu_facts_is_skipped_with_the_reason():
 
 # ---- FC114–FC120: the other runtime compilers (Triton, DeepGEMM, FlashInfer's lookups) ------
 
-RUNTIME = ["FC114", "FC115", "FC116", "FC117", "FC118", "FC119", "FC120", "FC122", "FC123", "FC124"]
+RUNTIME = ["FC114", "FC115", "FC116", "FC117", "FC118", "FC119", "FC120", "FC122", "FC123", "FC124", "FC125"]
 
 
 def healthy(**env):
@@ -559,3 +559,13 @@ def test_fc124_triton_cannot_find_libcuda():
     assert_fires("FC124", facts("b300", **doc), **TP8)
     doc["env"]["TRITON_LIBCUDA_PATH"] = "/drv"
     assert_silent("FC124", facts("b300", **doc), **TP8)
+
+
+def test_fc125_link_without_stubs_or_binutils():
+    doc = healthy()
+    doc["python"]["packages"]["flashinfer-cubin"] = None  # JIT needed either way; keep FlashInfer on
+    doc["toolchain"]["link_libcuda"] = []
+    doc["toolchain"]["host_tools"]["objcopy"] = None
+    (r,) = assert_fires("FC125", facts("b300", **doc), **TP8)
+    assert "no objcopy on the engine's PATH" in r.message and "cannot find -lcuda" in r.message
+    assert r.fix == "apt-get install -y binutils && apt-get install -y cuda-driver-dev-13-1"

@@ -434,3 +434,13 @@ def test_libcuda_lookup_replays_tritons_order(tmp_path):
     got = libcuda_lookup({"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": f"/nonexistent:{drv}"})
     assert got["ld_library_path"] == [str(drv)]
     assert got["ldconfig"] in ({"missing"} if not os.path.exists("/sbin/ldconfig") else {"found", "none", "stale"})
+
+
+def test_link_libcuda_finds_the_toolkit_stub(tmp_path):
+    from flightcheck._collect.toolchain import link_libcuda
+
+    home = tmp_path / "cuda"
+    (home / "lib64" / "stubs").mkdir(parents=True)
+    assert all(not p.startswith(str(home)) for p in link_libcuda(str(home), {}))
+    (home / "lib64" / "stubs" / "libcuda.so").write_bytes(b"")
+    assert link_libcuda(str(home), {})[0] == str(home / "lib64" / "stubs" / "libcuda.so")

@@ -41,6 +41,7 @@ EXTRA = (
     "HOME",
     "USER",
     "TMPDIR",
+    "LIBRARY_PATH",
     "NVCC_APPEND_FLAGS",
     "NVCC_PREPEND_FLAGS",
 )

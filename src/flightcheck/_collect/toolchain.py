@@ -98,6 +98,15 @@ def libcuda_lookup(env: dict[str, str]) -> dict[str, Any]:
     return {"ldconfig": state, "ld_library_path": ld, "known": known}
 
 
+def link_libcuda(home: str | None, env: dict[str, str]) -> list[str]:
+    """The unversioned libcuda.so files ``-lcuda`` can resolve to in FlashInfer's link line:
+    under the CUDA home's lib64 and lib64/stubs, LIBRARY_PATH, and the linker's usual dirs."""
+    dirs = [os.path.join(home, sub) for sub in _fi.LINK_SUBDIRS] if home else []
+    dirs += [d for d in (env.get("LIBRARY_PATH") or "").split(":") if d]
+    dirs += list(_fi.LINKER_DEFAULT_DIRS)
+    return [p for p in (os.path.join(d, "libcuda.so") for d in dict.fromkeys(dirs)) if os.path.exists(p)]
+
+
 def _sha256(path: str) -> str | None:
     try:
         with open(path, "rb") as fh:
@@ -238,5 +247,6 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         "nvcc_host_kind": kind,
         "host_compiler_bounds": bounds,
         "libcuda_lookup": got.get("libcuda"),
+        "link_libcuda": link_libcuda(home, env),
     }
     return {"toolchain": toolchain, "unavailable": unavailable}

@@ -180,3 +180,22 @@ def parse_artifacts(text: str) -> dict[str, tuple[str, str]]:
 
     paths, sums = consts(head), consts(tail)
     return {k: (paths[k], sums[k]) for k in TRTLLM_GEN if k in paths and k in sums}
+
+
+#: ``jit/cpp_ext.py`` ``generate_ninja_build_for_op``: every module links with
+#: ``-L$cuda_home/lib64 -L$cuda_home/lib64/stubs -lcudart -lcuda``; ``-lcuda`` needs an
+#: unversioned ``libcuda.so`` there or in the linker's default directories (a driver's
+#: ``libcuda.so.1`` alone does not do). Modules with embedded cubins also run ``ld -r -b
+#: binary`` and ``objcopy`` (tvm_ffi/utils/embed_cubin.py).
+LINK_SUBDIRS = ("lib64", "lib64/stubs")
+LINKER_DEFAULT_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+)
+BINUTILS = ("ld", "objcopy")

@@ -663,3 +663,50 @@ def triton_libcuda(ctx: Context) -> Iterator[Outcome]:
             "'libcuda.so cannot found!'"
         )
     yield fail(why, fix=fix, evidence={"ldconfig": lookup.ldconfig, "known": lookup.known})
+
+
+@check("FC125", "jit-link-tools-missing", ERROR)
+def jit_link_tools(ctx: Context) -> Iterator[Outcome]:
+    """FlashInfer's link step lacks binutils (``ld``, ``objcopy``) or a libcuda.so for ``-lcuda``.
+
+    ## What it checks
+    When JIT is needed: ``ld`` and ``objcopy`` are on the engine's PATH (modules with
+    embedded cubins run ``ld -r -b binary`` and ``objcopy``; tvm_ffi's ``embed_cubin``), and
+    an unversioned ``libcuda.so`` exists where FlashInfer's ``-L$cuda_home/lib64
+    -L$cuda_home/lib64/stubs ... -lcuda`` can find it (those two, LIBRARY_PATH, the linker's
+    usual directories). Passive; ``--deep`` (FC109) links for real.
+
+    ## Why the launch dies
+    A pip-installed CUDA (no ``lib64/stubs``) on a driver-only image (``libcuda.so.1`` but
+    no ``libcuda.so``) compiles every object and fails the link after the weight load:
+    "cannot find -lcuda"; without binutils, "ld: not found" / "objcopy: not found".
+
+    ## How to fix
+    Install the toolkit's stubs (``apt-get install -y cuda-driver-dev-13-0``, or a full
+    ``cuda-toolkit-13-0`` and ``export CUDA_HOME`` to it), and binutils
+    (``apt-get install -y binutils``).
+    """
+    needed, why = _jit.jit_needed(ctx)
+    if needed is False:
+        raise Skip(f"no JIT needed: {why}")
+    tools = ctx.need(ctx.toolchain.host_tools, "toolchain.host_tools")
+    link = ctx.need(ctx.toolchain.link_libcuda, "toolchain.link_libcuda")
+    problems, fixes = [], []
+    missing = [t for t in _fi.BINUTILS if t in tools and not tools[t]]
+    if missing:
+        problems.append(f"no {' or '.join(missing)} on the engine's PATH")
+        fixes.append(_jit.install(ctx, "binutils"))
+    if not link:
+        home = ctx.toolchain.cuda_home
+        where = home.path if home is not None and home.path else "the CUDA home"
+        problems.append(f"no libcuda.so in {where}/lib64[/stubs] or the linker's directories: 'cannot find -lcuda'")
+        v = _jit.nvcc_version(ctx) or _jit.toolkit_version(ctx, (12, 8))[0]
+        fixes.append(_jit.install(ctx, f"cuda-driver-dev-{v[0]}-{v[1]}"))
+    if not problems:
+        yield ok(f"ld, objcopy, {link[0]}")
+        return
+    yield fail(
+        "FlashInfer's JIT link step will fail: " + "; ".join(problems) + f" ({why})",
+        fix=" && ".join(fixes),
+        evidence={"missing_tools": missing, "libcuda_so": link},
+    )
