@@ -324,7 +324,7 @@ def test_fc108_arch_list_without_gpu_facts_is_skipped_with_the_reason():
 
 # ---- FC114–FC120: the other runtime compilers (Triton, DeepGEMM, FlashInfer's lookups) ------
 
-RUNTIME = ["FC114", "FC115", "FC116", "FC117", "FC118", "FC119", "FC120", "FC122", "FC123", "FC124", "FC125"]
+RUNTIME = ["FC114", "FC115", "FC116", "FC117", "FC118", "FC119", "FC120", "FC122", "FC123", "FC124", "FC125", "FC126"]
 
 
 def healthy(**env):
@@ -569,3 +569,21 @@ def test_fc125_link_without_stubs_or_binutils():
     (r,) = assert_fires("FC125", facts("b300", **doc), **TP8)
     assert "no objcopy on the engine's PATH" in r.message and "cannot find -lcuda" in r.message
     assert r.fix == "apt-get install -y binutils && apt-get install -y cuda-driver-dev-13-1"
+
+
+def test_fc126_tokenspeed_triton_uses_triton_ptxas_path_on_blackwell_too():
+    doc = healthy(TRITON_PTXAS_PATH="/usr/local/cuda-12.8/bin/ptxas")
+    doc["python"]["packages"].update({"tokenspeed-mla": "2.0.3", "tokenspeed-triton": "3.9.10"})
+    doc["toolchain"]["env_paths"]["TRITON_PTXAS_PATH"] = {
+        "path": "/usr/local/cuda-12.8/bin/ptxas",
+        "kind": "executable",
+        "version": "12.8",
+    }
+    (r,) = assert_fires("FC126", facts("b300", **doc), **TP8)
+    assert "tokenspeed_triton uses for 103a" in r.message and "needs CUDA >= 12.9" in r.message
+    assert r.fix.startswith("export TRITON_PTXAS_PATH=/usr/local/cuda-13.1/bin/ptxas")
+    assert_silent("FC116", facts("b300", **doc), **TP8)  # upstream Triton reads the Blackwell variable there
+    doc["toolchain"]["env_paths"]["TRITON_PTXAS_PATH"]["version"] = "13.0"
+    assert_silent("FC126", facts("b300", **doc), **TP8)
+    doc["python"]["packages"]["tokenspeed-mla"] = None
+    assert statuses(facts("b300", **doc), "FC126", **TP8) == {"skip"}

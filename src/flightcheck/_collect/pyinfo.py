@@ -36,6 +36,10 @@ PACKAGES = (
     "sglang-kernel",
     "apache-tvm-ffi",
     "nvidia-cutlass-dsl",
+    # runtime compilers the JIT checks gate on (FC114, FC126)
+    "tilelang",
+    "tokenspeed-mla",
+    "tokenspeed-triton",
 )
 #: Import names whose directories the collectors read files from (as text, never imported).
 PACKAGE_DIRS = ("torch", "vllm", "sglang", "flashinfer", "flashinfer_jit_cache", "triton")

@@ -55,7 +55,7 @@ def env_paths(env: dict[str, str]) -> dict[str, dict[str, Any]]:
         if not value:
             continue
         st = path_state(value)
-        if var == _vllm.DG_NVCC_VAR and st["kind"] == "executable":
+        if st["kind"] == "executable":  # nvcc and ptxas both print "release X.Y,"
             st["version"], st["problem"] = _cuda.nvcc_version(value, env)
         out[var] = st
     triton_cache = _triton.cache_dir(dict(env))
