@@ -324,7 +324,21 @@ def test_fc108_arch_list_without_gpu_facts_is_skipped_with_the_reason():
 
 # ---- FC114–FC120: the other runtime compilers (Triton, DeepGEMM, FlashInfer's lookups) ------
 
-RUNTIME = ["FC114", "FC115", "FC116", "FC117", "FC118", "FC119", "FC120", "FC122", "FC123", "FC124", "FC125", "FC126"]
+RUNTIME = [
+    "FC114",
+    "FC115",
+    "FC116",
+    "FC117",
+    "FC118",
+    "FC119",
+    "FC120",
+    "FC122",
+    "FC123",
+    "FC124",
+    "FC125",
+    "FC126",
+    "FC127",
+]
 
 
 def healthy(**env):
@@ -587,3 +601,15 @@ def test_fc126_tokenspeed_triton_uses_triton_ptxas_path_on_blackwell_too():
     assert_silent("FC126", facts("b300", **doc), **TP8)
     doc["python"]["packages"]["tokenspeed-mla"] = None
     assert statuses(facts("b300", **doc), "FC126", **TP8) == {"skip"}
+
+
+def test_fc127_cute_dsl_with_only_a_newer_flavor_than_the_driver():
+    doc = healthy()
+    doc["python"]["packages"]["nvidia-cutlass-dsl"] = "4.8.0"
+    doc["toolchain"]["cute_dsl_flavors"] = [13]
+    driver = {"loaded": True, "version": "575.57.08", "cuda_version": "12.9"}
+    (r,) = assert_fires("FC127", facts("b300", **doc, driver=driver), **TP8)
+    assert "cu13 builds only" in r.message and "None of the installed toolkit flavors" in r.message
+    assert r.fix.startswith("/opt/serve/venv/bin/python3 -m pip install nvidia-cutlass-dsl-libs-cu12==4.8.0")
+    doc["toolchain"]["cute_dsl_flavors"] = [12, 13]
+    assert_silent("FC127", facts("b300", **doc, driver=driver), **TP8)

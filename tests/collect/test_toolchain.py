@@ -444,3 +444,14 @@ def test_link_libcuda_finds_the_toolkit_stub(tmp_path):
     assert all(not p.startswith(str(home)) for p in link_libcuda(str(home), {}))
     (home / "lib64" / "stubs" / "libcuda.so").write_bytes(b"")
     assert link_libcuda(str(home), {})[0] == str(home / "lib64" / "stubs" / "libcuda.so")
+
+
+def test_cute_dsl_flavors_from_the_installed_builds(tmp_path):
+    from flightcheck._collect.toolchain import cute_dsl_flavors
+
+    libs = tmp_path / "nvidia_cutlass_dsl" / "dsl_packages" / "cutlass" / "_mlir" / "_mlir_libs"
+    libs.mkdir(parents=True)
+    for name in ("_cutlass_ir.cu13.cpython-312-x86_64-linux-gnu.so", "_cutlass_ir_version_cu13.py", "_cutlass_ir"):
+        (libs / name).write_text("")
+    assert cute_dsl_flavors({"dirs": {"nvidia_cutlass_dsl": str(tmp_path / "nvidia_cutlass_dsl")}}) == [13]
+    assert cute_dsl_flavors({"dirs": {}}) is None

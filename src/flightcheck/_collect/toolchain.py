@@ -107,6 +107,21 @@ def link_libcuda(home: str | None, env: dict[str, str]) -> list[str]:
     return [p for p in (os.path.join(d, "libcuda.so") for d in dict.fromkeys(dirs)) if os.path.exists(p)]
 
 
+def cute_dsl_flavors(py: dict[str, Any]) -> list[int] | None:
+    """The CUDA majors nvidia-cutlass-dsl has a ``_cutlass_ir.cu{N}`` build for (None when it
+    is not installed)."""
+    import re
+
+    root = (py.get("dirs") or {}).get("nvidia_cutlass_dsl")
+    if not root:
+        return None
+    try:
+        names = os.listdir(os.path.join(str(root), _fi.CUTE_DSL_LIBS))
+    except OSError:
+        return []
+    return sorted({int(m.group(1)) for n in names if (m := re.match(_fi.CUTE_DSL_FLAVOR, n))})
+
+
 def _sha256(path: str) -> str | None:
     try:
         with open(path, "rb") as fh:
@@ -248,5 +263,6 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         "host_compiler_bounds": bounds,
         "libcuda_lookup": got.get("libcuda"),
         "link_libcuda": link_libcuda(home, env),
+        "cute_dsl_flavors": None if "error" in py else cute_dsl_flavors(py),
     }
     return {"toolchain": toolchain, "unavailable": unavailable}

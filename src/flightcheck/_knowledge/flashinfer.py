@@ -199,3 +199,13 @@ LINKER_DEFAULT_DIRS = (
     "/usr/local/lib",
 )
 BINUTILS = ("ld", "objcopy")
+
+
+# ---- CuTe DSL (nvidia-cutlass-dsl 4.8: dsl_packages/cutlass/_mlir/_mlir_libs/__init__.py) ---
+
+#: where the per-CUDA-major builds live, and their file names (``_cutlass_ir.cu13.<abi>.so``);
+#: the loader keeps the flavours whose major the driver supports (``cuDriverGetVersion``
+#: major >= N) and raises "None of the installed toolkit flavors (...) are compatible with
+#: the CUDA driver" when none is left.
+CUTE_DSL_LIBS = "dsl_packages/cutlass/_mlir/_mlir_libs"
+CUTE_DSL_FLAVOR = r"^_cutlass_ir\.cu(\d+)\..*\.so$"

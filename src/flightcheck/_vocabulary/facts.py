@@ -193,6 +193,7 @@ class Toolchain(_S):
     nvcc_host_kind: str | None = None  # gcc | clang (by the resolved file name)
     host_compiler_bounds: dict[str, int] | None = None
     libcuda_lookup: LibcudaLookup | None = None
+    cute_dsl_flavors: list[int] | None = None  # CUDA majors of nvidia-cutlass-dsl's _cutlass_ir.cu{N} builds
     link_libcuda: list[str] | None = None  # unversioned libcuda.so files FlashInfer's -lcuda can link
 
 

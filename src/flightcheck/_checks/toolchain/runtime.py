@@ -766,3 +766,48 @@ def tokenspeed_ptxas(ctx: Context) -> Iterator[Outcome]:
         severity=None if ver is not None else WARNING,
         evidence={_triton.PTXAS: value, "version": st.version if st else None, "arch": arch},
     )
+
+
+@check("FC127", "cute-dsl-flavor-incompatible", ERROR)
+def cute_dsl_flavor(ctx: Context) -> Iterator[Outcome]:
+    """nvidia-cutlass-dsl (CuTe DSL: FA4, quack, Blackwell kernels) has no build the driver runs.
+
+    ## What it checks
+    When nvidia-cutlass-dsl is installed and an SM 10.x GPU is used, at least one of its
+    ``_cutlass_ir.cu{N}`` builds has N no newer than the driver's CUDA major: its loader
+    (``cutlass/_mlir/_mlir_libs/__init__.py``) keeps only those.
+
+    ## Why the launch dies
+    A cu13-only CuTe DSL on a CUDA 12.x driver raises "None of the installed toolkit flavors
+    (cu13) are compatible with the CUDA driver" on the first CuTe DSL import, which vLLM
+    defers to the first Blackwell attention / MoE kernel, after the weight load.
+
+    ## How to fix
+    Install the flavour of the driver's major with the engine's interpreter (``python -m pip
+    install nvidia-cutlass-dsl-libs-cu12==<nvidia-cutlass-dsl version>``), or upgrade the
+    driver.
+    """
+    packages = ctx.need(ctx.python.packages, "python.packages")
+    version = packages.get("nvidia-cutlass-dsl")
+    if not version:
+        raise Skip("nvidia-cutlass-dsl is not installed")
+    archs = _jit.archs_used(ctx)
+    if archs is None:
+        raise Skip(f"GPU archs unknown, {_jit.no_gpu_note(ctx)}")
+    if not any((mm := major_minor(g[0].compute_capability)) and mm[0] == 10 for g in archs.values()):
+        raise Skip("no SM 10.x GPU used")
+    driver = major_minor(ctx.driver.cuda_version)
+    if driver is None:
+        raise Skip("the driver's CUDA version is unknown (FC201)")
+    flavors = ctx.need(ctx.toolchain.cute_dsl_flavors, "toolchain.cute_dsl_flavors")
+    usable = [f for f in flavors if f <= driver[0]]
+    if usable:
+        yield ok(f"nvidia-cutlass-dsl {version} cu{max(usable)} runs on the CUDA {_jit.fmt(driver)} driver")
+        return
+    installed = ", ".join(f"cu{f}" for f in flavors) or "none"
+    yield fail(
+        f"nvidia-cutlass-dsl {version} has {installed} builds only and the driver supports CUDA {_jit.fmt(driver)}: "
+        "'None of the installed toolkit flavors are compatible with the CUDA driver' at the first CuTe DSL kernel",
+        fix=_jit.pip(ctx, f"nvidia-cutlass-dsl-libs-cu{driver[0]}=={version}") + "  (or upgrade the driver)",
+        evidence={"flavors": flavors, "driver_cuda": ctx.driver.cuda_version},
+    )
