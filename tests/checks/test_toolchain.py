@@ -613,3 +613,15 @@ def test_fc127_cute_dsl_with_only_a_newer_flavor_than_the_driver():
     assert r.fix.startswith("/opt/serve/venv/bin/python3 -m pip install nvidia-cutlass-dsl-libs-cu12==4.8.0")
     doc["toolchain"]["cute_dsl_flavors"] = [12, 13]
     assert_silent("FC127", facts("b300", **doc, driver=driver), **TP8)
+
+
+def test_fc102_b200_with_a_cu129_or_newer_torch_gets_compute_100f_which_needs_12_9():
+    doc = sections("cuda-12-8-home")
+    gpus = facts("b300").to_dict()["gpus"]
+    for g in gpus:
+        g["compute_capability"], g["name"] = "10.0", "NVIDIA B200"
+    doc["python"]["torch_cuda"] = "12.9"
+    (r, *_) = assert_fires("FC102", facts("b300", **doc, gpus=gpus), **TP8)
+    assert "gets compute_100f code too (torch CUDA 12.9)" in r.message and r.evidence["min_nvcc"] == "12.9"
+    doc["python"]["torch_cuda"] = "12.8"  # FlashInfer then builds 100a only, which 12.8 compiles
+    assert_silent("FC102", facts("b300", **doc, gpus=gpus), **TP8)

@@ -221,6 +221,8 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         unavailable["toolchain.python_headers"] = py["error"]
         headers = None
 
+    if not os.path.exists("/proc/driver/nvidia/version"):
+        unavailable["toolchain.link_libcuda"] = "no NVIDIA driver on this host: -lcuda not judged"
     host, _why = got.get("nvcc_host") or (None, None)
     bounds = None
     # nvcc includes the crt/host_config.h of the toolkit it lives in (a /usr/local/bin wrapper
@@ -262,7 +264,8 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         "nvcc_host_kind": kind,
         "host_compiler_bounds": bounds,
         "libcuda_lookup": got.get("libcuda"),
-        "link_libcuda": link_libcuda(home, env),
+        # judged where a driver is installed, as the compile smoke test links -lcuda only there
+        "link_libcuda": link_libcuda(home, env) if os.path.exists("/proc/driver/nvidia/version") else None,
         "cute_dsl_flavors": None if "error" in py else cute_dsl_flavors(py),
     }
     return {"toolchain": toolchain, "unavailable": unavailable}

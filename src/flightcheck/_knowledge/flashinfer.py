@@ -209,3 +209,12 @@ BINUTILS = ("ld", "objcopy")
 #: the CUDA driver" when none is left.
 CUTE_DSL_LIBS = "dsl_packages/cutlass/_mlir/_mlir_libs"
 CUTE_DSL_FLAVOR = r"^_cutlass_ir\.cu(\d+)\..*\.so$"
+
+
+#: ``utils.py`` ``is_sm100f_supported``: SM 10.x with ``torch.version.cuda`` >= 12.9 (torch's
+#: CUDA, not nvcc's); ``gemm/gemm_base.py`` then builds its TGV BF16 GEMM with
+#: ``sm100f_nvcc_flags`` (``-gencode=arch=compute_100f``, ``jit/core.py``), which needs an
+#: nvcc of 12.9 or later even where the arch itself (100a) needs only 12.8.
+FAMILY_TARGET_TORCH_CUDA = (12, 9)
+FAMILY_TARGET_MAJORS = frozenset({10})
+FAMILY_TARGET_NVCC = (12, 9)

@@ -125,7 +125,9 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     ## What it checks
     When JIT is needed, the version of the nvcc FlashInfer will call is at least the minimum
     for every GPU's arch (90a 12.3, 100a 12.8, 103a 12.9, 110a 13.0, 120f 12.9, 121a 12.9),
-    and, where ``nvcc --list-gpu-arch`` was read, that it lists the arch.
+    and, where ``nvcc --list-gpu-arch`` was read, that it lists the arch. On SM 10.x with
+    torch built for CUDA 12.9 or later, FlashInfer also builds ``compute_100f`` family code
+    (its TGV GEMM; ``is_sm100f_supported`` reads torch's CUDA, not nvcc's): 12.9 there.
 
     ## Why the launch dies
     FlashInfer never checks nvcc against the GPU: the first kernel build after the weight
@@ -149,17 +151,38 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     listed = ctx.nvcc.archs
     path = ctx.nvcc.path
     bad: list[tuple[str, tuple[int, int] | None, list[Gpu], str]] = []
+    torch = major_minor(ctx.python.torch_cuda)
+    family = torch is not None and torch >= _fi.FAMILY_TARGET_TORCH_CUDA
     for arch, gpus in archs.items():
         need = _jit.MIN_NVCC.get(arch)
         base = "sm_" + arch.rstrip("af")
-        if need and version < need:
+        cc = major_minor(gpus[0].compute_capability)
+        if (
+            family
+            and cc
+            and cc[0] in _fi.FAMILY_TARGET_MAJORS
+            and version < _fi.FAMILY_TARGET_NVCC
+            and (need is None or need < _fi.FAMILY_TARGET_NVCC)
+        ):
+            # FlashInfer decides by torch's CUDA, not nvcc's: compute_100f needs 12.9
+            need = max(need or _fi.FAMILY_TARGET_NVCC, _fi.FAMILY_TARGET_NVCC)
+            fam = f"compute_{cc[0]}0f"
+            bad.append(
+                (
+                    arch,
+                    need,
+                    gpus,
+                    f"gets {fam} code too (torch CUDA {ctx.python.torch_cuda}), which needs nvcc >= 12.9",
+                )
+            )
+        elif need and version < need:
             bad.append((arch, need, gpus, f"needs nvcc >= {_jit.fmt(need)}"))
         elif listed and base not in listed and base + arch[-1] not in listed:
             bad.append((arch, need, gpus, f"{base} is not in its --list-gpu-arch"))
     if not bad:
         yield ok(f"nvcc {_jit.fmt(version)} targets {' '.join(archs)}")
         return
-    need_all = max(_jit.need_for([b[0] for b in bad]), version)
+    need_all = max([_jit.need_for([b[0] for b in bad]), version] + [b[1] for b in bad if b[1]])
     for arch, need, gpus, why_too_old in bad:
         yield fail(
             f"nvcc {_jit.fmt(version)} ({path}) cannot compile for {arch} ({gpus[0].name or 'GPU'}): "

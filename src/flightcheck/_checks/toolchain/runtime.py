@@ -690,20 +690,21 @@ def jit_link_tools(ctx: Context) -> Iterator[Outcome]:
     if needed is False:
         raise Skip(f"no JIT needed: {why}")
     tools = ctx.need(ctx.toolchain.host_tools, "toolchain.host_tools")
-    link = ctx.need(ctx.toolchain.link_libcuda, "toolchain.link_libcuda")
+    link = ctx.toolchain.link_libcuda
     problems, fixes = [], []
     missing = [t for t in _fi.BINUTILS if t in tools and not tools[t]]
     if missing:
         problems.append(f"no {' or '.join(missing)} on the engine's PATH")
         fixes.append(_jit.install(ctx, "binutils"))
-    if not link:
+    if link is not None and not link:
         home = ctx.toolchain.cuda_home
         where = home.path if home is not None and home.path else "the CUDA home"
         problems.append(f"no libcuda.so in {where}/lib64[/stubs] or the linker's directories: 'cannot find -lcuda'")
         v = _jit.nvcc_version(ctx) or _jit.toolkit_version(ctx, (12, 8))[0]
         fixes.append(_jit.install(ctx, f"cuda-driver-dev-{v[0]}-{v[1]}"))
     if not problems:
-        yield ok(f"ld, objcopy, {link[0]}")
+        lib = link[0] if link else f"-lcuda not judged: {ctx.facts.reason('toolchain.link_libcuda') or 'unknown'}"
+        yield ok(f"ld, objcopy, {lib}")
         return
     yield fail(
         "FlashInfer's JIT link step will fail: " + "; ".join(problems) + f" ({why})",
