@@ -625,3 +625,21 @@ def test_fc102_b200_with_a_cu129_or_newer_torch_gets_compute_100f_which_needs_12
     assert "gets compute_100f code too (torch CUDA 12.9)" in r.message and r.evidence["min_nvcc"] == "12.9"
     doc["python"]["torch_cuda"] = "12.8"  # FlashInfer then builds 100a only, which 12.8 compiles
     assert_silent("FC102", facts("b300", **doc, gpus=gpus), **TP8)
+
+
+def test_fc128_cute_dsl_ptxas_path():
+    doc = healthy(CUTE_DSL_PTXAS_PATH="/usr/local/cuda-12.8/bin")
+    doc["python"]["packages"]["nvidia-cutlass-dsl"] = "4.8.0"
+    doc["toolchain"]["env_paths"]["CUTE_DSL_PTXAS_PATH"] = {"path": "/usr/local/cuda-12.8/bin", "kind": "dir"}
+    (r,) = assert_fires("FC128", facts("b300", **doc), **TP8)
+    assert "is a directory" in r.message and "ptxas not found" in r.message
+    assert r.fix.startswith("export CUTE_DSL_PTXAS_PATH=/usr/local/cuda-13.1/bin/ptxas")
+    doc["toolchain"]["env_paths"]["CUTE_DSL_PTXAS_PATH"] = {
+        "path": "/usr/local/cuda-12.8/bin/ptxas",
+        "kind": "executable",
+        "version": "12.8",
+    }
+    (r,) = assert_fires("FC128", facts("b300", **doc), **TP8)
+    assert "is CUDA 12.8; 103a needs 12.9" in r.message
+    doc["toolchain"]["env_paths"]["CUTE_DSL_PTXAS_PATH"]["version"] = "13.0"
+    assert_silent("FC128", facts("b300", **doc), **TP8)

@@ -121,3 +121,11 @@ def test_nvcc_host_config_bounds_of_this_toolkit() -> None:
         pytest.skip("no CUDA toolkit here")
     bounds = _cuda.host_compiler_bounds(header.read_text(encoding="utf-8", errors="replace"))
     assert set(bounds) == {"gcc_max", "clang_below"}
+
+
+def test_cute_dsl_ptxas_path_is_patched_in_at_import(site: Path) -> None:
+    for rel in ("quack/__init__.py", "vllm/vllm_flash_attn/cute/interface.py"):
+        text = read(site, rel)
+        assert f'os.environ.get("{_fi.CUTE_DSL_PTXAS}", None) is not None' in text and ".patch()" in text
+    patch = read(site, "quack/dsl/cute_dsl_ptxas.py")
+    assert 'raise RuntimeError(f"ptxas not found: {CUTE_DSL_PTXAS_PATH}")' in patch

@@ -26,7 +26,7 @@ from flightcheck._knowledge.cuda import host_compiler_bounds
 #: CUDA-home lookup runs it), the C compilers Triton tries, the binutils FlashInfer links with.
 HOST_TOOLS = ("which", *_triton.C_COMPILERS, "ld", "objcopy")
 #: variables naming a tool a runtime compiler executes (``--version`` is read for nvcc ones).
-TOOL_VARS = (_triton.PTXAS, _triton.PTXAS_BLACKWELL, _vllm.DG_NVCC_VAR)
+TOOL_VARS = (_triton.PTXAS, _triton.PTXAS_BLACKWELL, _vllm.DG_NVCC_VAR, _fi.CUTE_DSL_PTXAS)
 
 
 def path_state(path: str, *, directory: bool = False) -> dict[str, Any]:

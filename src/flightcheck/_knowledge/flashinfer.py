@@ -218,3 +218,9 @@ CUTE_DSL_FLAVOR = r"^_cutlass_ir\.cu(\d+)\..*\.so$"
 FAMILY_TARGET_TORCH_CUDA = (12, 9)
 FAMILY_TARGET_MAJORS = frozenset({10})
 FAMILY_TARGET_NVCC = (12, 9)
+
+#: ``CUTE_DSL_PTXAS_PATH`` (quack/__init__.py, vllm/vllm_flash_attn/cute/interface.py,
+#: vllm/third_party/tml_fa4): when set, importing them runs ``cute_dsl_ptxas.patch()``, which
+#: raises "ptxas not found: <path>" unless it is an executable file, and then assembles every
+#: CuTe DSL kernel with ``<path> -arch=sm_100a`` instead of the embedded ptxas library.
+CUTE_DSL_PTXAS = "CUTE_DSL_PTXAS_PATH"

@@ -812,3 +812,66 @@ def cute_dsl_flavor(ctx: Context) -> Iterator[Outcome]:
         fix=_jit.pip(ctx, f"nvidia-cutlass-dsl-libs-cu{driver[0]}=={version}") + "  (or upgrade the driver)",
         evidence={"flavors": flavors, "driver_cuda": ctx.driver.cuda_version},
     )
+
+
+@check("FC128", "cute-dsl-ptxas-path-unusable", ERROR)
+def cute_dsl_ptxas(ctx: Context) -> Iterator[Outcome]:
+    """CUTE_DSL_PTXAS_PATH names no executable, or a ptxas too old for a GPU used.
+
+    ## What it checks
+    When nvidia-cutlass-dsl is installed and ``CUTE_DSL_PTXAS_PATH`` is set, it names an
+    executable ptxas whose CUDA release knows every GPU arch used (100a 12.8, 103a 12.9,
+    110a 13.0, ...). vLLM's FA4 (``vllm_flash_attn/cute/interface.py``), its TML FA4 and
+    quack patch CuTe DSL to assemble with it as soon as they are imported.
+
+    ## Why the launch dies
+    A path that is not an executable file raises "RuntimeError: ptxas not found: <path>"
+    at the import; an old ptxas fails every CuTe DSL kernel with "ptxas failed: ...
+    Value 'sm_103a' is not defined", at the first attention / MoE kernel after the load.
+
+    ## How to fix
+    ``export CUTE_DSL_PTXAS_PATH=/usr/local/cuda-13.0/bin/ptxas`` (a toolkit that knows the
+    arch), or unset it to keep CuTe DSL's embedded ptxas.
+    """
+    packages = ctx.need(ctx.python.packages, "python.packages")
+    if not packages.get("nvidia-cutlass-dsl"):
+        raise Skip("nvidia-cutlass-dsl is not installed")
+    value = ctx.env.get(_fi.CUTE_DSL_PTXAS)
+    if not value:
+        raise Skip(f"{_fi.CUTE_DSL_PTXAS} is not set: CuTe DSL uses its embedded ptxas")
+    st = (ctx.toolchain.env_paths or {}).get(_fi.CUTE_DSL_PTXAS)
+    if st is None:
+        yield unknown(f"{_fi.CUTE_DSL_PTXAS}={value} was not examined")
+        return
+    home = ctx.toolchain.cuda_home
+    archs = _jit.archs_used(ctx) or {}
+    need = _jit.need_for(list(archs)) if archs else None
+    cur = _jit.nvcc_version(ctx)
+    better = (
+        f"export {_fi.CUTE_DSL_PTXAS}={home.path}/bin/ptxas  (or: unset {_fi.CUTE_DSL_PTXAS})"
+        if home is not None and home.path and cur is not None and (need is None or cur >= need)
+        else f"unset {_fi.CUTE_DSL_PTXAS}"
+    )
+    if st.kind != "executable":
+        what = {"dir": "a directory", "file": "not executable", "missing": "missing"}.get(st.kind or "", st.kind)
+        yield fail(
+            f"{_fi.CUTE_DSL_PTXAS}={value} is {what}: importing vLLM's FA4 or quack raises 'ptxas not found'",
+            fix=better,
+            evidence={"path": value, "kind": st.kind},
+        )
+        return
+    ver = major_minor(st.version)
+    if need is None or ver is None:
+        yield ok(f"{_fi.CUTE_DSL_PTXAS}={value}" + (f" (CUDA {st.version})" if st.version else ""))
+        return
+    if ver >= need:
+        yield ok(f"{_fi.CUTE_DSL_PTXAS}={value} (CUDA {_jit.fmt(ver)}) knows {' '.join(archs)}")
+        return
+    arch = next((a for a in archs if _jit.need_for([a]) > ver), next(iter(archs)))
+    yield fail(
+        f"{_fi.CUTE_DSL_PTXAS}={value} is CUDA {_jit.fmt(ver)}; {arch} needs {_jit.fmt(need)}: every CuTe DSL "
+        "kernel fails to assemble ('ptxas failed')",
+        fix=better,
+        subject=gpu_subject(archs[arch][0]),
+        evidence={"path": value, "version": st.version, "arch": arch},
+    )
