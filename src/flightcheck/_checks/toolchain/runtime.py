@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Iterator
+from typing import TypeVar
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
 from flightcheck._checks.shared import jit as _jit
@@ -20,12 +21,23 @@ from flightcheck._knowledge.derived import gpu_subject
 from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.results import ERROR, WARNING
 
+T = TypeVar("T")
+
 _LAUNCHERS = ("ccache", "sccache", "distcc", "icecc")
 
 
 def _installed(ctx: Context, *names: str) -> list[str]:
     packages = ctx.need(ctx.python.packages, "python.packages")
     return [n for n in names if packages.get(n)]
+
+
+def _extension(ctx: Context, value: T | None, path: str) -> T:
+    """A fact this family added to the toolchain section: missing with a collector's reason
+    is ``unknown`` (ctx.need); missing without one (a snapshot recorded before it existed,
+    or by hand) skips the check instead of making the whole verdict unknown."""
+    if value is None and ctx.facts.toolchain is not None and not ctx.facts.reason(path):
+        raise Skip(f"{path} is not in this snapshot (recorded by an older flightcheck?)")
+    return ctx.need(value, path)
 
 
 def _words(value: str) -> list[str]:
@@ -120,7 +132,7 @@ def triton_c_compiler(ctx: Context) -> Iterator[Outcome]:
         raise Skip("triton is not installed")
     if ctx.env.get("CC"):
         raise Skip(f"CC={ctx.env.get('CC')} is what Triton uses (FC104/FC114)")
-    tools = ctx.need(ctx.toolchain.host_tools, "toolchain.host_tools")
+    tools = _extension(ctx, ctx.toolchain.host_tools, "toolchain.host_tools")
     found = [(n, tools.get(n)) for n in _triton.C_COMPILERS if tools.get(n)]
     if found:
         yield ok(f"Triton will use {found[0][0]} ({found[0][1]})")
@@ -165,7 +177,7 @@ def triton_ptxas_path(ctx: Context) -> Iterator[Outcome]:
         mm = major_minor(gpus[0].compute_capability)
         if mm:
             used.setdefault(_triton.ptxas_var(mm[0]), arch)
-    states = ctx.need(ctx.toolchain.env_paths, "toolchain.env_paths")
+    states = _extension(ctx, ctx.toolchain.env_paths, "toolchain.env_paths")
     out = []
     for var in set_vars:
         if archs is not None and var not in used:
@@ -218,7 +230,7 @@ def triton_cache_unwritable(ctx: Context) -> Iterator[Outcome]:
     """
     if not _installed(ctx, "triton"):
         raise Skip("triton is not installed")
-    states = ctx.need(ctx.toolchain.env_paths, "toolchain.env_paths")
+    states = _extension(ctx, ctx.toolchain.env_paths, "toolchain.env_paths")
     st = states.get(_triton.CACHE_DIR)
     if st is None:
         yield unknown("Triton's cache directory is unknown (neither TRITON_CACHE_DIR, TRITON_HOME nor HOME is set)")
@@ -257,7 +269,7 @@ def which_missing(ctx: Context) -> Iterator[Outcome]:
     set_home = [v for v in ("CUDA_HOME", "CUDA_PATH") if ctx.env.get(v)]
     if set_home:
         raise Skip(f"{set_home[0]} is set: FlashInfer does not run which")
-    tools = ctx.need(ctx.toolchain.host_tools, "toolchain.host_tools")
+    tools = _extension(ctx, ctx.toolchain.host_tools, "toolchain.host_tools")
     if tools.get(_fi.WHICH_LOOKUP):
         yield ok(f"which at {tools[_fi.WHICH_LOOKUP]}")
         return
@@ -492,7 +504,7 @@ def flashinfer_cubins(ctx: Context) -> Iterator[Outcome]:
     }
     if not sm10:
         raise Skip(f"no SM 10.x GPU used ({' '.join(archs)}): FlashInfer's trtllm-gen cubins are not loaded")
-    cubins = ctx.need(ctx.toolchain.flashinfer_cubins, "toolchain.flashinfer_cubins")
+    cubins = _extension(ctx, ctx.toolchain.flashinfer_cubins, "toolchain.flashinfer_cubins")
     if cubins.source == "flashinfer-cubin":
         yield ok(f"flashinfer-cubin {packages.get('flashinfer-cubin')} provides the cubins")
         return
@@ -641,7 +653,7 @@ def triton_libcuda(ctx: Context) -> Iterator[Outcome]:
         raise Skip(f"{_triton.LIBCUDA_PATH}={ctx.env.get(_triton.LIBCUDA_PATH)} is what Triton uses")
     if ctx.driver.loaded is False or ctx.facts.gpus is None:
         raise Skip("no NVIDIA driver loaded (FC201)")
-    lookup = ctx.need(ctx.toolchain.libcuda_lookup, "toolchain.libcuda_lookup")
+    lookup = _extension(ctx, ctx.toolchain.libcuda_lookup, "toolchain.libcuda_lookup")
     if lookup.ldconfig == "found":
         yield ok("ldconfig's cache lists libcuda.so.1")
         return
@@ -689,7 +701,7 @@ def jit_link_tools(ctx: Context) -> Iterator[Outcome]:
     needed, why = _jit.jit_needed(ctx)
     if needed is False:
         raise Skip(f"no JIT needed: {why}")
-    tools = ctx.need(ctx.toolchain.host_tools, "toolchain.host_tools")
+    tools = _extension(ctx, ctx.toolchain.host_tools, "toolchain.host_tools")
     link = ctx.toolchain.link_libcuda
     problems, fixes = [], []
     missing = [t for t in _fi.BINUTILS if t in tools and not tools[t]]
@@ -800,7 +812,7 @@ def cute_dsl_flavor(ctx: Context) -> Iterator[Outcome]:
     driver = major_minor(ctx.driver.cuda_version)
     if driver is None:
         raise Skip("the driver's CUDA version is unknown (FC201)")
-    flavors = ctx.need(ctx.toolchain.cute_dsl_flavors, "toolchain.cute_dsl_flavors")
+    flavors = _extension(ctx, ctx.toolchain.cute_dsl_flavors, "toolchain.cute_dsl_flavors")
     usable = [f for f in flavors if f <= driver[0]]
     if usable:
         yield ok(f"nvidia-cutlass-dsl {version} cu{max(usable)} runs on the CUDA {_jit.fmt(driver)} driver")
