@@ -36,6 +36,13 @@ PACKAGES = (
     "sglang-kernel",
     "apache-tvm-ffi",
     "nvidia-cutlass-dsl",
+    # what `vllm collect-env` shows that decides a verdict: the engine pins a range of these
+    "transformers",
+    "tokenizers",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-runtime",
+    "nvidia-cudnn-cu12",
+    "nvidia-cudnn-cu13",
     # runtime compilers the JIT checks gate on (FC114, FC126)
     "tilelang",
     "tokenspeed-mla",
