@@ -26,8 +26,11 @@ defaults for the GPU, :func:`flightcheck._knowledge.vllm.batch_defaults`):
 
 - activations: the largest single layer's temporaries for the batched tokens — the hidden
   state x 6 copies, q/k/v for this rank, and the MLP's (dense: 3 x intermediate / TP; MoE:
-  top_k x (3 x moe_intermediate per rank + hidden), the fused-MoE caches) — plus fp32
-  logits for max_num_seqs sequences over the whole vocabulary;
+  top_k x (3 x moe_intermediate per rank + hidden), the fused-MoE caches) — plus the
+  sampler's dummy run for max_num_seqs sequences over the whole vocabulary (vLLM's
+  ``_dummy_sampler_run`` samples with top-k = vocab - 1: fp32 logits and what sorting
+  them keeps alive, counted as 3 fp32 copies — fitted on tests/fixtures/memory, see
+  bench/memory_accuracy.py);
 - CUDA graphs 0.5 GiB when vLLM subtracts its estimate (0 with ``--enforce-eager``),
   non-torch allocations 0.25 GiB.
 """
@@ -44,6 +47,7 @@ from flightcheck._memory.kv import KvShape
 from flightcheck._memory.weights import Layout
 
 MiB = 1 << 20
+LOGIT_COPIES = 1
 BATCHED_TOKENS = 8192  # when neither the launch nor the GPU says (memory unknown)
 MAX_SEQS = 1024
 CUDA_GRAPHS = GiB // 2
@@ -121,7 +125,7 @@ def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int) -> int
         inter = cfg.moe_intermediate if layout.ep else cfg.moe_intermediate / layout.moe_size
         mlp = max(dense, max(1, cfg.top_k) * (3 * inter + hidden))
     act = tokens * 2 * (6 * hidden + qkv + mlp)
-    logits = seqs * (cfg.vocab or 0) * 4
+    logits = seqs * (cfg.vocab or 0) * 4 * LOGIT_COPIES
     return int(act + logits)
 
 
