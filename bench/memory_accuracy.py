@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from support.memory_accuracy import evaluate, summary  # noqa: E402
+from support.memory_accuracy import evaluate, summary
 
 
 def _f(x: float | None, fmt: str = "{:7.2f}") -> str:
@@ -26,7 +26,8 @@ def _f(x: float | None, fmt: str = "{:7.2f}") -> str:
 
 def main() -> int:
     rows = evaluate()
-    print(f"{'#':>2} {'model':34} {'version':10} {'logged':>7} {'pred':>7} {'err':>6} {'tok log':>9} {'tok pred':>9}  outcome / FC402")
+    head = f"{'#':>2} {'model':34} {'version':10} {'logged':>7} {'pred':>7} {'err':>6}"
+    print(f"{head} {'tok log':>9} {'tok pred':>9}  outcome / FC402")
     for r in rows:
         if r.excluded:
             print(f"{r.index:>2} {r.model[:34]:34} {str(r.version)[:10]:10}  excluded: {r.excluded}")

@@ -240,9 +240,7 @@ def test_fc406_other_processes_leave_less_than_the_slack(ckpts) -> None:
     util = float(r.fix.split()[-1])
     assert r.fix.startswith("--gpu-memory-utilization") and util < 0.92
     # the fix alone makes it fit
-    assert_silent(
-        "FC406", _with_gpus(memory_used_bytes=40 * GiB), model=ckpts["qwen2-7b"], gpu_memory_utilization=util
-    )
+    assert_silent("FC406", _with_gpus(memory_used_bytes=40 * GiB), model=ckpts["qwen2-7b"], gpu_memory_utilization=util)
 
 
 def test_fc406_tight_utilization_with_communication_buffers_warns(ckpts) -> None:

@@ -169,7 +169,7 @@ def default_utilization(v: tuple[int, ...] | None) -> float:
     return UTILIZATION_DEFAULTS[-1][1]
 
 
-def cudagraphs_in_budget(v: tuple[int, ...] | None, env: dict[str, str] | None = None) -> bool:
+def cudagraphs_in_budget(v: tuple[int, ...] | None, env: dict[str, str | None] | None = None) -> bool:
     """Whether the KV budget has the CUDA-graph estimate taken out (VLLM_MEMORY_PROFILER_
     ESTIMATE_CUDAGRAPHS, whose default flipped to on in 0.20.0)."""
     val = (env or {}).get(ESTIMATE_CUDAGRAPHS)

@@ -36,7 +36,7 @@ def build(
     gpu_name: str | None = None,
     engine_version: str | None = None,
     compute_capability: str | None = None,
-    env: dict[str, str] | None = None,
+    env: dict[str, str | None] | None = None,
 ) -> MemoryModel:
     """The memory model from a checkpoint and a launch (``total``: bytes of the smallest GPU
     used as CUDA reports them, the driver's reservation taken off)."""
@@ -104,7 +104,7 @@ def batch_for(
     gpu_name: str | None,
     engine_version: str | None,
     compute_capability: str | None = None,
-    env: dict[str, str] | None = None,
+    env: dict[str, str | None] | None = None,
 ) -> Batch:
     """The profiling run's size: the launch's batch limits, else vLLM's defaults for this
     GPU and version; whether the CUDA-graph estimate comes off the KV budget."""

@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from flightcheck._knowledge import engines
-from flightcheck._knowledge import vllm
+from flightcheck._knowledge import engines, vllm
 from flightcheck._memory.budget import (
     Batch,
     Fit,
