@@ -172,7 +172,10 @@ def test_fc402_sglang_budget_and_flags(ckpts) -> None:
     (r,) = res["FC402"]
     assert r.status.value == "fail"
     fixes = r.fix.splitlines()
-    assert fixes[0].startswith("--context-length ") and "--kv-cache-dtype fp8_e4m3" in fixes and "--tp 16" in fixes
+    assert fixes[0].startswith("--context-length ") and "--tp 16" in fixes
+    assert any(f.startswith("--mem-fraction-static ") for f in fixes)
+    # SGLang 0.5.23 keeps 1.5 GiB back for an MLA model's prefill graphs: fp8 KV alone is short
+    assert "fp8 KV cache would not fit either" in r.message
 
 
 def _apply(fix_line: str) -> dict:

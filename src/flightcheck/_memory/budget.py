@@ -18,7 +18,8 @@ the ``(1 - utilization) x total`` slack, or vLLM refuses to start (FC406,
 
 SGLang: ``usable = memory_total x mem_fraction_static`` holds weights and the KV pool only
 (activations and graphs live outside it), so the reserve inside is 0; the default fraction
-is SGLang's own heuristic (server_args ``_handle_gpu_memory_settings``).
+is SGLang's own heuristic (0.5.23: arg_groups/memory_hook.py ``handle_gpu_memory_settings``,
+the rules in ``flightcheck._knowledge.sglang``).
 
 The default reserve (``--reserve-gib`` overrides it) estimates vLLM's profiling run at the
 launch's batch limits (``--max-num-batched-tokens`` / ``--max-num-seqs``, else vLLM's
@@ -40,7 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from flightcheck._knowledge import vllm
+from flightcheck._knowledge import sglang, vllm
 from flightcheck._knowledge.units import GiB, version
 from flightcheck._memory.config import ModelConfig
 from flightcheck._memory.kv import KvShape
@@ -65,10 +66,12 @@ def release(engine_version: str | None) -> tuple[int, ...] | None:
     return tuple(v.release) if v is not None else None
 
 
-def default_utilization(engine: str, engine_version: str | None, total: int, layout: Layout) -> tuple[float, str]:
+def default_utilization(
+    engine: str, engine_version: str | None, total: int, layout: Layout, *, mla: bool = False
+) -> tuple[float, str]:
     """(fraction, where it comes from) when the launch does not set one."""
     if engine == "sglang":
-        return sglang_fraction(total, layout), "SGLang's default mem_fraction_static for this GPU and layout"
+        return sglang_fraction(total, layout, mla), "SGLang's default mem_fraction_static for this GPU and layout"
     v = release(engine_version)
     util = vllm.default_utilization(v)
     if v is None:
@@ -76,25 +79,10 @@ def default_utilization(engine: str, engine_version: str | None, total: int, lay
     return util, f"vLLM {engine_version}'s default"
 
 
-def sglang_fraction(total: int, layout: Layout) -> float:
-    """SGLang's mem_fraction_static heuristic: GPU memory minus a reserve sized by the
-    chunked-prefill size and the CUDA-graph batch size it picks for the GPU (in MiB)."""
-    mem = total / MiB
-    tp = layout.tp
-    if mem < 20 * 1024:
-        chunk, graph_bs = 2048, 8
-    elif mem < 35 * 1024:
-        chunk, graph_bs = 2048, (24 if tp < 4 else 80)
-    elif mem < 60 * 1024:
-        chunk, graph_bs = 4096, (32 if tp < 4 else 160)
-    elif mem < 160 * 1024:
-        chunk, graph_bs = 8192, (256 if tp < 4 else 512)
-    else:
-        chunk, graph_bs = 16384, 512
-    reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp * layout.pp / 8 * 1024
-    if mem > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return round((mem - reserved) / mem, 3)
+def sglang_fraction(total: int, layout: Layout, mla: bool = False) -> float:
+    """SGLang's default mem_fraction_static for this GPU and layout
+    (:func:`flightcheck._knowledge.sglang.mem_fraction_static`)."""
+    return sglang.mem_fraction_static(total / MiB, layout.tp, layout.pp, mla)
 
 
 @dataclass(frozen=True)

@@ -129,7 +129,7 @@ class MemoryModel:
         util = (
             self.utilization
             if self.utilization_set
-            else default_utilization(self.engine, self.engine_version, self.total, layout)[0]
+            else default_utilization(self.engine, self.engine_version, self.total, layout, mla=self.cfg.mla)[0]
         )
         reserve = (
             self.reserve
@@ -263,4 +263,7 @@ def resolve_utilization(m: MemoryModel, given: float | None) -> None:
         m.utilization, m.utilization_set = given, True
         m.utilization_source = engines.flag(m.engine, "util")
     elif m.total is not None:
-        m.utilization, m.utilization_source = default_utilization(m.engine, m.engine_version, m.total, m.layout)
+        mla = bool(m.cfg and m.cfg.mla)
+        m.utilization, m.utilization_source = default_utilization(
+            m.engine, m.engine_version, m.total, m.layout, mla=mla
+        )
