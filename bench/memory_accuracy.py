@@ -42,7 +42,8 @@ def main() -> int:
     s = summary(rows)
     print(
         f"\n{s['scored']} of {s['points']} points scored; {s['within']} ({100 * s['share_within']:.0f}%) within "
-        f"max(3%, 0.5 GiB); median |error| {s['median_abs_error_gib']:.2f} GiB, max {s['max_abs_error_gib']:.2f} GiB"
+        f"max(3%, 0.5 GiB); median |error| {s['median_abs_error_gib']:.2f} GiB, max {s['max_abs_error_gib']:.2f} GiB; "
+        f"KV tokens: median |error| {100 * s['median_token_error']:.1f}%"
     )
     return 0
 

@@ -168,7 +168,13 @@ def evaluate() -> list[Row]:
 def summary(rows: list[Row]) -> dict[str, Any]:
     scored = [r for r in rows if r.excluded is None and r.within is not None]
     errors = [abs(r.error_gib) for r in scored if r.error_gib is not None]
+    tok = [
+        abs(r.predicted_tokens - r.logged_tokens) / r.logged_tokens
+        for r in scored
+        if r.predicted_tokens and r.logged_tokens
+    ]
     return {
+        "median_token_error": statistics.median(tok) if tok else None,
         "points": len(rows),
         "scored": len(scored),
         "within": sum(1 for r in scored if r.within),
