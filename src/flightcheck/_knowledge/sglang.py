@@ -110,3 +110,51 @@ def layout(tp: int, pp: int = 1, dp: int = 1, ep: bool = False, moe_size: int | 
         [f"{FLAG['tp']} {tp}"] + ([f"{FLAG['pp']} {pp}"] if pp > 1 else []) + ([f"{FLAG['dp']} {dp}"] if dp > 1 else [])
     )
     return " ".join(parts + ([f"{FLAG['ep']} {moe_size or tp * dp}"] if ep else []))
+
+
+# ---- memory: mem_fraction_static's default (sglang 0.5.23) -------------------------------
+#
+# python/sglang/srt/arg_groups/memory_hook.py ``handle_gpu_memory_settings``: the GPU's
+# memory (nvidia-smi memory.total, MiB) picks chunked_prefill_size and the decode CUDA-graph
+# max batch; then ``reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + tp x pp / 8 x
+# 1024 + reserve_for_graph_mb`` MiB, at least 10 GiB above 60 GiB of memory, and
+# ``mem_fraction_static = round((mem - reserved) / mem, 3)``. ``reserve_for_graph_mb``: the
+# decode graphs max_bs x 2, and the prefill graphs (on by default on CUDA,
+# cuda_graph_config.py ``default_prefill_backend``) 8 MiB a captured size
+# (arg_groups/cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes`` up to the
+# chunked-prefill size), or 1.5 GiB with an MLA backend. Post-capture KV sizing
+# (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default) is not modelled.
+
+#: (memory below MiB, chunked_prefill_size, decode max_bs with tp < 4, with tp >= 4)
+GPU_TIERS: tuple[tuple[float, int, int, int], ...] = (
+    (20 * 1024, 2048, 8, 8),
+    (35 * 1024, 4096, 48, 160),
+    (60 * 1024, 4096, 32, 160),
+    (90 * 1024, 8192, 256, 512),
+    (160 * 1024, 8192, 256, 512),
+    (float("inf"), 16384, 512, 512),
+)
+
+
+def prefill_graph_sizes(max_bs: int) -> list[int]:
+    """The token counts SGLang captures prefill graphs for, up to ``max_bs``."""
+    sizes = [
+        *range(4, 33, 4),
+        *range(48, 257, 16),
+        *range(288, 513, 32),
+        *range(576, 1025, 64),
+        *range(1280, 4097, 256),
+        *range(4608, max_bs + 1, 512),
+    ]
+    return [s for s in sizes if s <= max_bs]
+
+
+def mem_fraction_static(mem_mib: float, tp: int = 1, pp: int = 1, mla: bool = False) -> float:
+    """SGLang's default mem_fraction_static for a GPU of ``mem_mib`` MiB (see above)."""
+    chunk, small, large = next((c, s, lg) for below, c, s, lg in GPU_TIERS if mem_mib < below)
+    decode_bs = small if tp < 4 else large
+    graphs = decode_bs * 2 + (1.5 * 1024 if mla else len(prefill_graph_sizes(chunk)) * 8)
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graphs
+    if mem_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mem_mib - reserved) / mem_mib, 3)

@@ -86,6 +86,10 @@ FLAG: dict[str, str] = {
     "eager": "--enforce-eager",
     "config": "--config",
     "quantization": "--quantization",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "max_num_seqs": "--max-num-seqs",
+    "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
+    "cpu_offload_gb": "--cpu-offload-gb",
 }
 
 # ---- environment variables (vllm/envs.py) ------------------------------------------------
@@ -97,6 +101,7 @@ RAY_EXTRA_ENV_VARS_TO_COPY = "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"
 KIMI_K3_GEMM_AR = "VLLM_KIMI_K3_GEMM_AR"
 KIMI_K3_TAIL_SWITCH = "VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION"
 ALLOW_LONG_MAX_MODEL_LEN = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+ESTIMATE_CUDAGRAPHS = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 #: variables the plan extends (comma lists), never replaces.
 LIST_VARS: tuple[str, ...] = (RAY_EXTRA_ENV_VARS_TO_COPY,)
 #: the prefix of every variable vLLM declares (its Ray executor forwards these).
@@ -112,6 +117,89 @@ SINCE: dict[str, str] = {
 }
 SYMM_MEM_DEFAULT_ON = "0.11.0"  # VLLM_ALLREDUCE_USE_SYMM_MEM on by default (vLLM #24111)
 MNNVL_AUTO_SINGLE_NODE = "0.25.0"  # "auto" FlashInfer all-reduce means mnnvl on one node (#47219)
+
+# ---- the KV cache budget, by version ----------------------------------------------------
+#
+# vllm/v1/worker/gpu_worker.py ``Worker.init_device`` takes the baseline snapshot *after*
+# the distributed environment (NCCL, custom all-reduce) and the cuBLAS handles exist, then
+# ``request_memory`` (vllm/v1/worker/utils.py) asks for ``ceil(total_memory x
+# gpu_memory_utilization)`` and raises "Free memory on device ... is less than desired GPU
+# memory utilization" when the free memory at that snapshot is smaller: everything
+# allocated before it must fit in the (1 - utilization) slack. ``total_memory`` is what
+# CUDA reports (torch.cuda.mem_get_info): the board's memory minus the driver's
+# reservation.
+#
+# ``determine_available_memory`` (0.33.0)::
+#
+#     available = requested - (total_consumed + transient_peak) - cudagraph_estimate
+#
+# where total_consumed (vllm/utils/mem_utils.py ``memory_profiling``) is everything
+# allocated since the baseline (weights, non-torch buffers of the attention backends) and
+# transient_peak the profile run's torch peak over what it keeps. The CUDA-graph estimate
+# (``profile_cudagraph_memory``) is subtracted only when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+# is on; it is opt-in (default "0") in 0.19.0 and on by default from 0.20.0 (envs.py of
+# both wheels, read). Before that the graphs are captured after the KV cache is allocated,
+# out of the slack. ``--kv-cache-memory-bytes`` skips all this: that many bytes for KV,
+# whatever the utilization. 0.11.0 uses ``total x utilization`` without the ceil.
+
+#: (first release, default gpu_memory_utilization) — vllm/config/cache.py; 0.19.0 has 0.9,
+#: 0.20.0 and 0.33.0 have 0.92 (read from the wheels).
+UTILIZATION_DEFAULTS: tuple[tuple[str, float], ...] = (("0.20.0", 0.92), ("0.0", 0.9))
+#: first release that subtracts the CUDA-graph estimate from the KV budget by default.
+CUDAGRAPHS_IN_BUDGET_SINCE = "0.20.0"
+#: tokens per KV block (vllm/config/cache.py ``block_size`` default for CUDA attention).
+BLOCK_SIZE = 16
+#: first release that logs "GPU KV cache size" as int(max_concurrency x max_model_len)
+#: (vllm/v1/core/kv_cache_utils.py); before it, num_blocks // groups x block_size (0.20.0
+#: and earlier, read from the wheels).
+KV_TOKENS_BY_CONCURRENCY_SINCE = "0.21.0"
+#: first release with the >= 160 GiB batch tier and DGX Spark (GB10, cc 12.1) kept on the
+#: small tier (absent in 0.21.0, present in 0.33.0; the release in between is unverified).
+BATCH_TIER_160_SINCE = "0.33.0"
+
+
+def default_utilization(v: tuple[int, ...] | None) -> float:
+    """vLLM's default gpu_memory_utilization for a release (None: unknown -> the smallest,
+    the conservative one)."""
+    if v is None:
+        return min(value for _, value in UTILIZATION_DEFAULTS)
+    for since, value in UTILIZATION_DEFAULTS:
+        if v >= _release(since):
+            return value
+    return UTILIZATION_DEFAULTS[-1][1]
+
+
+def cudagraphs_in_budget(v: tuple[int, ...] | None, env: dict[str, str | None] | None = None) -> bool:
+    """Whether the KV budget has the CUDA-graph estimate taken out (VLLM_MEMORY_PROFILER_
+    ESTIMATE_CUDAGRAPHS, whose default flipped to on in 0.20.0)."""
+    val = (env or {}).get(ESTIMATE_CUDAGRAPHS)
+    if val is not None and val.strip() != "":
+        return val.strip() not in ("0", "false", "False")
+    return v is None or v >= _release(CUDAGRAPHS_IN_BUDGET_SINCE)
+
+
+def batch_defaults(
+    v: tuple[int, ...] | None, total_bytes: int, gpu_name: str | None, compute_capability: str | None
+) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) the OpenAI server picks when the launch sets
+    neither — vllm/engine/arg_utils.py ``EngineArgs.get_batch_defaults``: >= 160 GiB of
+    device memory 16384 / 1024; >= 70 GiB and not an A100 nor a GB10 8192 / 1024; else
+    2048 / 256 (before 0.33: >= 70 GiB and not an A100 8192 / 1024, else 2048 / 256).
+    ``total_bytes`` is what torch reports for the device."""
+    gib = total_bytes / (1 << 30)
+    name = (gpu_name or "").lower()
+    new = v is None or v >= _release(BATCH_TIER_160_SINCE)
+    if new and gib >= 160:
+        return 16384, 1024
+    gb10 = new and compute_capability == "12.1"
+    if gib >= 70 and "a100" not in name and not gb10:
+        return 8192, 1024
+    return 2048, 256
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
 
 # ---- Kimi-K3's latent MoE tail (vllm/models/kimi_k3/nvidia/latent_moe_runner.py) --------
 

@@ -3,7 +3,8 @@
 A group of tensors (a name pattern with digits as ``#``) is one of:
 
 - ``replicated`` — norms, MoE routers, ``e_score_correction_bias``, MLA's ``q_a_proj`` and
-  ``kv_a_proj_with_mqa``, biases of row-parallel layers: whole on every rank;
+  ``kv_a_proj_with_mqa``, Kimi-K3's latent MoE projections (``routed_expert_up/down_proj``),
+  biases of row-parallel layers: whole on every rank;
 - ``kv`` — k/v projections: split by TP down to one KV head a rank, replicated beyond;
 - ``qkv`` — fused q/k/v projections: the q part split by TP, the k/v part as ``kv``;
 - ``tp`` — every other linear layer of a decoder layer (q/o, dense MLP, shared experts);
@@ -39,7 +40,15 @@ _HEAD = ("lm_head", "unembedding", "output.weight", "embed_out")
 _ROUTER = re.compile(
     r"(?:^|\.)(?:gate|router|gating|gate_inp)\.(?:weight|bias|e_score_correction_bias)$|e_score_correction_bias|shared_expert_gate"
 )
-_REPLICATED = ("q_a_proj", "kv_a_proj_with_mqa", "q_a_layernorm", "kv_a_layernorm")
+# Kimi-K3's latent MoE projections are ReplicatedLinear (vllm/models/kimi_k3/nvidia/model.py)
+_REPLICATED = (
+    "q_a_proj",
+    "kv_a_proj_with_mqa",
+    "q_a_layernorm",
+    "kv_a_layernorm",
+    "routed_expert_down_proj",
+    "routed_expert_up_proj",
+)
 _ROW_BIAS = re.compile(r"(?:o_proj|down_proj|w2|dense_4h_to_h|out_proj|c_proj|fc2|wo)\.bias$")
 _KV = re.compile(r"(?:^|\.)(?:k_proj|v_proj|key|value)\.")
 _QKV = re.compile(r"(?:^|\.)(?:qkv_proj|query_key_value|c_attn|Wqkv|W_pack|qkv)\.")
