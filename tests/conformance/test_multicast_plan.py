@@ -167,7 +167,12 @@ def planned(conformance, engine_python: str, dsv3: Path, tmp_path_factory: pytes
     versions = conformance.pinned_versions()
     out: dict[str, Any] = {}
     cases: dict[str, tuple[str, list[str]]] = {}
-    for name, (argv, model) in sglang_cases(dsv3).items():
+    work = tmp_path_factory.mktemp("plan-cwd")
+    conf = work / "s.yaml"
+    conf.write_text("tp-size: 8\nenable-symm-mem: true\nenable-mscclpp: true\nenable-torch-symm-mem: false\n")
+    sg = sglang_cases(dsv3)
+    sg["config"] = (["sglang", "serve", "--model-path", "M", "--config", str(conf)], dsv3)
+    for name, (argv, model) in sg.items():
         fb, launch = plan_for(argv, versions, model_dir=model)
         out[f"sglang:{name}"] = (fb, launch)
         cases[f"sglang:{name}"] = ("sglang", launch.argv)
@@ -175,7 +180,6 @@ def planned(conformance, engine_python: str, dsv3: Path, tmp_path_factory: pytes
         fb, launch = plan_for(argv, versions)
         out[f"vllm:{name}"] = (fb, launch)
         cases[f"vllm:{name}"] = ("vllm", launch.argv)
-    work = tmp_path_factory.mktemp("plan-cwd")
     readings = conformance.read_many(engine_python, cases, cwd=work)
     return {k: (*out[k], readings[k]) for k in out}
 
@@ -193,6 +197,13 @@ def test_sglang_plans_say_what_they_mean(planned) -> None:
     assert launch.argv[-2:] == ["--flashinfer-allreduce-fusion-backend", "trtllm"]
     _fb, launch, _doc = planned["sglang:multi_node"]
     assert "--enforce-disable-flashinfer-allreduce-fusion" in launch.argv and "trtllm" not in launch.argv
+    # a flag in the --config file: dropped from a copy SGLang reads with its own rules (CLI >
+    # config; store_true false = absent); the user's file is untouched
+    _fb, launch, doc = planned["sglang:config"]
+    copy = Path(launch.argv[launch.argv.index("--config") + 1])
+    kept = copy.read_text()
+    assert "enable-symm-mem" not in kept and "enable-mscclpp" not in kept and "tp-size: 8" in kept
+    assert doc["tensor_parallel_size"] == 8 and launch.argv[-2:] == ["--flashinfer-allreduce-fusion-backend", "trtllm"]
     _fb, launch, _doc = planned["sglang:deepep"]
     assert launch.env.get("NVSHMEM_DISABLE_NVLS") == "1"
     assert not any("flashinfer-allreduce-fusion" in a for a in launch.argv)  # a2a backend: SGLang keeps it off
