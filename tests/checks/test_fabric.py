@@ -546,6 +546,29 @@ def test_vllm_moonep_is_replaced_and_deepep_gets_nvshmem_off():
     assert env["NVSHMEM_DISABLE_NVLS"] == "1"
 
 
+def test_vllm_gemm_rs_opt_in_and_inkling_lamport_are_turned_off(tmp_path):
+    assert env_of(ctx_for("0.33.0", env={"VLLM_ENABLE_GEMM_RS": "1"}))["VLLM_ENABLE_GEMM_RS"] == "0"
+    assert "VLLM_ENABLE_GEMM_RS" not in env_of(ctx_for("0.33.0"))
+    d = tmp_path / "inkling"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["InklingForCausalLM"]}))
+    assert env_of(ctx_for("0.33.0", model=str(d)))["LAMPORT_RS_SCONV"] == "0"
+
+
+def test_deepseek_v41_specialised_decode_is_dropped_too(tmp_path):
+    # specialized_decode/__init__.py raises ValueError when the multicast check fails
+    d = tmp_path / "dsv41"
+    d.mkdir()
+    (d / "config.json").write_text(
+        json.dumps({"architectures": ["DeepseekV41ForCausalLM"], "model_type": "deepseek_v41"})
+    )
+    flags = ['--additional-config={"decode_backend": "latency_specialized"}']
+    fb = multicast_fallback(ctx_for("0.33.0", model=str(d), engine_flags=flags))
+    assert [(s.kind, s.name, s.value) for s in fb.steps if s.kind == "add_arg"] == [
+        ("add_arg", "--additional-config", "{}")
+    ]
+
+
 def test_tp1_expert_parallel_launch_is_checked_for_multicast():
     # -tp 1 -dp 8 -ep: the EP group runs NCCL across 8 NVSwitch GPUs
     d = host(multicast_probe=PROBE_401)

@@ -75,6 +75,7 @@ def test_every_vllm_variable_the_plan_sets_is_declared_by_envs_py(conformance) -
         vllm.USE_NCCL_SYMM_MEM,
         vllm.FLASHINFER_ALLREDUCE_BACKEND,
         vllm.ALLREDUCE_USE_FLASHINFER,
+        vllm.ENABLE_GEMM_RS,
         vllm.USE_DIRECT_DCP_Q_GATHER,
         vllm.USE_DIRECT_DCP_KV_GATHER,
         vllm.KIMI_K3_GEMM_AR,
@@ -117,6 +118,8 @@ def test_the_cited_sources_and_library_switches_exist(engine_python: str) -> Non
     assert "McastGPUBuffer(" in beam and "group.size() not in (2, 4, 8)" in beam
     fi_ar = (sp / "vllm" / "distributed" / "device_communicators" / "flashinfer_all_reduce.py").read_text()
     assert 'backend == "trtllm" and _node_count(group) > 1' in fi_ar
+    lamport = (sp / "vllm" / "models" / "inkling" / "nvidia" / "ops" / "lamport.py").read_text()
+    assert f'os.environ.get("{vllm.INKLING_LAMPORT_SWITCH}", "1") == "0"' in lamport
     ray = (sp / "vllm" / "v1" / "executor" / "ray_env_utils.py").read_text()
     assert "os.environ.items()" in ray
     over = (sp / "sglang" / "srt" / "arg_groups" / "overrides.py").read_text()

@@ -98,6 +98,7 @@ KIMI_K3_GEMM_AR = "VLLM_KIMI_K3_GEMM_AR"
 KIMI_K3_TAIL_SWITCH = "VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION"
 ALLOW_LONG_MAX_MODEL_LEN = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 ALLREDUCE_USE_FLASHINFER = "VLLM_ALLREDUCE_USE_FLASHINFER"  # envs.py, default 1
+ENABLE_GEMM_RS = "VLLM_ENABLE_GEMM_RS"  # envs.py, default 0
 USE_DIRECT_DCP_Q_GATHER = "VLLM_USE_DIRECT_DCP_Q_GATHER"  # envs.py, default None (on when applicable)
 USE_DIRECT_DCP_KV_GATHER = "VLLM_USE_DIRECT_DCP_KV_GATHER"
 #: variables the plan extends (comma lists), never replaces.
@@ -113,6 +114,7 @@ SINCE: dict[str, str] = {
     RAY_EXTRA_ENV_VARS_TO_COPY: "0.16.0",
     KIMI_K3_GEMM_AR: "0.33.0",
     ALLREDUCE_USE_FLASHINFER: "0.33.0",  # the wheel read; may be older
+    ENABLE_GEMM_RS: "0.33.0",
     USE_DIRECT_DCP_Q_GATHER: "0.33.0",
     USE_DIRECT_DCP_KV_GATHER: "0.33.0",
 }
@@ -170,10 +172,42 @@ MULTICAST_PATHS: dict[str, tuple[str, str, str]] = {
         "Kimi-K3 / Kimi-Linear, VLLM_KIMI_K3_GEMM_AR (default 1)",
         "VLLM_KIMI_K3_GEMM_AR=0",
     ),
-    "Kimi-K3 specialised decode": (
-        "models/kimi_k3/nvidia/specialized_decode/ (runtime/__init__.py, cutedsl/common/twoshot.py)",
+    "Kimi-K3 / DeepSeek-V4.1 specialised decode": (
+        (
+            "models/kimi_k3/nvidia/specialized_decode/ (runtime/__init__.py, cutedsl/common/twoshot.py), "
+            "models/deepseek_v41/nvidia/specialized_decode/__init__.py"
+        ),
         '--additional-config {"decode_backend": "latency_specialized"} (opt-in)',
-        "decode_backend removed from --additional-config (the stock decode)",
+        (
+            "decode_backend removed from --additional-config (the stock decode): with multicast off "
+            "DeepSeek-V4.1's raises ValueError ('decode_backend=latency_specialized needs ...')"
+        ),
+    ),
+    "GEMM + reduce-scatter / all-reduce (cute_dsl GemmRsAr)": (
+        (
+            "model_executor/kernels/linear/cute_dsl/gemm_rs_ar.py, models/common/ops/gemm_rs_ar.py, "
+            "models/deepseek_v41/nvidia/model.py, models/muse_spark/nvidia/ops/gemm_rs.py"
+        ),
+        "SM100, bf16, TP 2-16; VLLM_ENABLE_GEMM_RS (default 0) or VLLM_KIMI_K3_GEMM_AR",
+        (
+            "TORCH_SYMM_MEM_DISABLE_MULTICAST=1 (multicast_ptr 0 raises RuntimeError, which "
+            "maybe_init_gemm_rs_ar / Muse Spark catch) and VLLM_ENABLE_GEMM_RS=0 where it was set"
+        ),
+    ),
+    "DeepSeek-V4.1 fused all-reduce + mHC": (
+        "models/deepseek_v41/nvidia/ops/mhc.py",
+        "CustomAllreduce's mnnvl_lamport_ag_multicast_ptr set",
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST=1 (the pointer stays 0: the unfused path)",
+    ),
+    "Inkling Lamport reduce-scatter + short conv": (
+        "models/inkling/nvidia/ops/lamport.py (initialize_lamport_rs_conv catches and falls back to NCCL)",
+        "Inkling, TP 2/4/8; LAMPORT_RS_SCONV (default 1)",
+        "LAMPORT_RS_SCONV=0 and TORCH_SYMM_MEM_DISABLE_MULTICAST=1",
+    ),
+    "Muse Spark MNNVL fusions (FlashInfer mnnvl_cutedsl)": (
+        "models/muse_spark/nvidia/ops/mnnvl_fusions.py, muse_moe_runner.py",
+        "Muse Spark on SM100",
+        "no switch; creation is in try/except (ImportError, RuntimeError, ValueError) and falls back: not in the plan",
     ),
     "Kimi-K3 latent MoE tail": (
         "models/kimi_k3/nvidia/latent_moe_runner.py, model.py",
@@ -236,6 +270,10 @@ KIMI_K3_ARCHS = frozenset({"KimiK3ForConditionalGeneration", "KimiLinearForCausa
 KIMI_K3_MODEL_TYPES = frozenset({"kimi_k3", "kimi_linear"})  # transformers_utils/config.py
 KIMI_K3_TAIL_SINCE, KIMI_K3_TAIL_TP = "0.33.0", (8, 16)  # LatentMoERunner: moe_config.tp_size
 KIMI_K3_UP_PROJ = "routed_expert_up_proj"  # model.py: ReplicatedLinear(..., quant_config)
+
+#: vllm/models/inkling/nvidia/ops/lamport.py: os.environ.get("LAMPORT_RS_SCONV", "1") == "0" skips it.
+INKLING_ARCHS = frozenset({"InklingForCausalLM", "InklingForConditionalGeneration"})  # registry.py
+INKLING_LAMPORT_SWITCH = "LAMPORT_RS_SCONV"
 
 # ---- Beam (vllm/models/beam/nvidia/allreduce.py BeamAllReduceWorkspace.create) ---------
 

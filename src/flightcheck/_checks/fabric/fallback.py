@@ -165,7 +165,18 @@ def multicast_fallback(ctx: Context, attribute_off: bool = False) -> Fallback:
             _env_step(ctx, name, "0", "decode context parallel gathers through NCCL, not NVLS multicast", fb)
     if kimi_k3(ctx):
         _env_step(ctx, vllm.KIMI_K3_GEMM_AR, "0", "Kimi-K3's fused GEMM + all-reduce uses multicast", fb)
-        _specialised_decode(ctx, fb)
+    if (ctx.facts.env or {}).get(vllm.ENABLE_GEMM_RS) not in (None, "0"):
+        _env_step(ctx, vllm.ENABLE_GEMM_RS, "0", "the fused GEMM + reduce-scatter binds multicast memory", fb)
+    if set(model_config(ctx).get("architectures") or []) & vllm.INKLING_ARCHS:
+        fb.steps.append(
+            PlanStep(
+                "env",
+                vllm.INKLING_LAMPORT_SWITCH,
+                "0",
+                "Inkling's Lamport reduce-scatter + short conv uses multicast buffers; NCCL instead",
+            )
+        )
+    _specialised_decode(ctx, fb)
     _all2all(ctx, fb)
     if ctx.intent.distributed_executor_backend == "ray":
         _ray(ctx, fb)
@@ -241,7 +252,8 @@ def _fusion_pass_off(ctx: Context, fb: Fallback) -> None:
 
 
 def _specialised_decode(ctx: Context, fb: Fallback) -> None:
-    """Kimi-K3's specialised decode (opt-in) maps multicast: back to the stock decode."""
+    """A specialised decode (opt-in: Kimi-K3, DeepSeek-V4.1) maps multicast, and DeepSeek-V4.1's
+    raises ValueError once multicast is off: back to the stock decode."""
     given = flag_values(ctx).get(vllm.ADDITIONAL_CONFIG_FLAG)
     if not given:
         return
@@ -257,7 +269,7 @@ def _specialised_decode(ctx: Context, fb: Fallback) -> None:
             "add_arg",
             vllm.ADDITIONAL_CONFIG_FLAG,
             json.dumps(rest),
-            "Kimi-K3's specialised decode binds NVLS multicast; the stock decode does not",
+            "the specialised decode binds NVLS multicast (and refuses to start without it); the stock decode does not",
         )
     )
 
