@@ -245,6 +245,7 @@ DISABLE_NVLS_NVSHMEM = "NVSHMEM_DISABLE_NVLS"
 #: ``--compilation-config.pass_config.fuse_allreduce_rms false`` into JSON and merges dotted args.
 COMPILATION_CONFIG_FLAG = "--compilation-config"
 FUSE_ALLREDUCE_RMS_PATH = ("pass_config", "fuse_allreduce_rms")
+FUSE_ALLREDUCE_RMS_SINCE = "0.33.0"  # the wheel read: older PassConfig field names differ
 #: vllm/models/kimi_k3/nvidia/specialized_decode/runtime/__init__.py: additional_config key.
 ADDITIONAL_CONFIG_FLAG = "--additional-config"
 DECODE_BACKEND_KEY, SPECIALIZED_DECODE = "decode_backend", "latency_specialized"

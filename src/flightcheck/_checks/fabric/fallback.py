@@ -233,6 +233,12 @@ def _fusion_pass_off(ctx: Context, fb: Fallback) -> None:
     flags = flag_values(ctx)
     section, key = vllm.FUSE_ALLREDUCE_RMS_PATH
     why = "the all-reduce + RMSNorm fusion pass (FlashInfer mnnvl across nodes) is off"
+    if not _at_least(package(ctx.facts, "vllm"), vllm.FUSE_ALLREDUCE_RMS_SINCE):
+        fb.notes.append(
+            f"turn vLLM's all-reduce + RMSNorm fusion pass off in {vllm.COMPILATION_CONFIG_FLAG} "
+            f"(this vLLM is older than {vllm.FUSE_ALLREDUCE_RMS_SINCE} or unknown: its field name is not known)"
+        )
+        return
     given = next((flags[f] for f in vllm.COMPILATION_CONFIG_FLAGS if flags.get(f)), None)
     if given is None:
         fb.steps.append(PlanStep("add_arg", f"{vllm.COMPILATION_CONFIG_FLAG}.{section}.{key}", "false", why))
