@@ -84,8 +84,14 @@ def assemble(
                 )
             )
             continue
+        st = stats.get(name)
+        if st is None and name in scans:  # its stat did not answer in time: the scan says so
+            shard.scan = scans[name]
+            for p in shard.scan.problems:
+                ck.findings.append(Finding(p.kind, shard.subject, p.message, fix=_problem_fix(ck, shard, p.kind)))
+            continue
         try:
-            st = stats.get(name) or os.stat(shard.path)
+            st = st or os.stat(shard.path)
         except OSError as exc:
             _missing(ck, shard, exc)
             continue

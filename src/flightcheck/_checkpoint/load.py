@@ -17,14 +17,15 @@ from typing import Any
 
 import msgspec
 
+from flightcheck._checkpoint import bounded
 from flightcheck._checkpoint import index as idx
 from flightcheck._checkpoint.cache import FileKey, IndexScan, ScanCache, file_key
 from flightcheck._checkpoint.model import Checkpoint, Finding
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete_downloads, resolve
-from flightcheck._checkpoint.scan import scan_paths
+from flightcheck._checkpoint.scan import TIMEOUT_S, scan_paths
 from flightcheck._checkpoint.shardio import TooLarge, read_small
-from flightcheck._checkpoint.validate import ShardScan
+from flightcheck._checkpoint.validate import ShardScan, scan_read
 
 MAX_CONFIG = 64 << 20
 
@@ -38,9 +39,51 @@ def load(
     cache_env: Mapping[str, str] | None = None,
     workers: int | None = None,
     sha: bool = False,
+    timeout: float = TIMEOUT_S,
 ) -> Checkpoint:
     """Resolve and read ``model``; see the module docstring. ``sha``: every scan also
-    carries its header's sha256 (for ``collect``; cached scans without one are redone)."""
+    carries its header's sha256 (for ``collect``; cached scans without one are redone).
+
+    Bounded by ``timeout``: every touch of the model's files runs on a thread or in a
+    worker and is given up on at the deadline (a shard that has not answered is FC508,
+    "did not answer within N s"); whatever else would still hang (a dead mount under the
+    directory itself) ends the read a moment later with the model unreadable."""
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + timeout
+    try:
+        return bounded.call(
+            lambda: _load(model, revision, envs, download_dir, cache_env, workers, sha, deadline, timeout),
+            deadline=deadline + GRACE_S,
+            budget=timeout,
+        )
+    except bounded.Hung as exc:
+        ck = Checkpoint(Resolved(model=model))
+        ck.findings.append(
+            Finding(
+                Kind.UNREADABLE,
+                f"model:{model}",
+                f"reading {model} {exc} (a hung or very slow filesystem?)",
+                fix=f"check the mount that holds it: ls -l {model}",
+            )
+        )
+        ck.seconds = time.perf_counter() - t0
+        return ck
+
+
+GRACE_S = 2.0  # past the scan's deadline, for the steps after it
+
+
+def _load(
+    model: str,
+    revision: str | None,
+    envs: tuple[Mapping[str, str | None], ...],
+    download_dir: str | None,
+    cache_env: Mapping[str, str] | None,
+    workers: int | None,
+    sha: bool,
+    deadline: float,
+    timeout: float,
+) -> Checkpoint:
     t0 = time.perf_counter()
     res = resolve(model, revision=revision, envs=envs, download_dir=download_dir)
     ck = Checkpoint(res)
@@ -74,15 +117,19 @@ def load(
     todo: list[tuple[str, str, FileKey]] = []  # (name, real path, key)
     scans: dict[str, ShardScan] = {}
     stats_by_name: dict[str, os.stat_result] = {}
-    for name in on_disk:
-        if name.startswith("consolidated") and ck.index_name:
-            continue  # Mistral's duplicate single file: the index's shards are loaded instead
-        try:
-            st = os.stat(root / name)
-        except OSError:
+    reals: dict[str, str] = {}
+    names = [n for n in on_disk if not (n.startswith("consolidated") and ck.index_name)]
+    # (Mistral's duplicate consolidated file: the index's shards are loaded instead)
+    for i, got in bounded.imap(_stat_real, [str(root / n) for n in names], deadline=deadline, budget=timeout):
+        name = names[i]
+        if isinstance(got, bounded.Hung):
+            scans[name] = scan_read(got)  # FC508: its stat did not answer
             continue
+        if isinstance(got, BaseException):
+            continue
+        st, real = got
         stats_by_name[name] = st
-        real = os.path.realpath(root / name)
+        reals[name] = real
         key = file_key(st)
         hit = cache.shard(real, key)
         if hit is not None and (not sha or hit.header_sha256 or not hit.ok):
@@ -100,7 +147,13 @@ def load(
             cache.put_index(index_key, ck.index)
 
     fresh, ck.stats = scan_paths(
-        [r for _, r, _ in todo], parent_extra=index_cost, parent_work=parse_index, workers=workers, sha=sha
+        [r for _, r, _ in todo],
+        parent_extra=index_cost,
+        parent_work=parse_index,
+        workers=workers,
+        sha=sha,
+        timeout=max(0.1, deadline - time.monotonic()),
+        header_bytes=index_cost * 3 if index_cost else None,  # a header entry is ~1.4x the index's
     )
     for (name, real, key), scan in zip(todo, fresh):
         scans[name] = scan
@@ -112,11 +165,15 @@ def load(
     from flightcheck._checkpoint.crosscheck import assemble
 
     assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache)
-    _hf_cache_checks(ck)
-    cache.prune({os.path.realpath(s.path) for s in ck.shards})
+    _hf_cache_checks(ck, stats_by_name)
+    cache.prune(set(reals.values()) | {os.path.realpath(s.path) for s in ck.shards if s.name not in reals})
     cache.save()
     ck.seconds = time.perf_counter() - t0
     return ck
+
+
+def _stat_real(path: str) -> tuple[os.stat_result, str]:
+    return os.stat(path), os.path.realpath(path)
 
 
 def _safetensors_in(root: Path) -> list[str]:
@@ -169,7 +226,7 @@ def _not_found_fix(res: Resolved) -> str:
     return "pass the directory that holds config.json and the *.safetensors files"
 
 
-def _hf_cache_checks(ck: Checkpoint) -> None:
+def _hf_cache_checks(ck: Checkpoint, stats: Mapping[str, os.stat_result] = {}) -> None:
     """FC505: interrupted downloads, and files whose size differs from the cache's record."""
     res = ck.resolved
     expected = expected_files(res)
@@ -192,7 +249,7 @@ def _hf_cache_checks(ck: Checkpoint) -> None:
     for name, (size, _blob) in sorted(expected.items()):
         p = res.path / name
         try:
-            actual = p.stat().st_size
+            actual = stats[name].st_size if name in stats else p.stat().st_size
         except OSError:
             continue  # not downloaded: FC502 speaks for the files the engine needs
         if actual != size:
