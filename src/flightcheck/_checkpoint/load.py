@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -94,24 +94,36 @@ def _load(
         ck.seconds = time.perf_counter() - t0
         return ck
     root = res.path
-    _read_config(ck, root)
-    cache = ScanCache(root.resolve(), env=cache_env)
-    ck.cache = "off" if not cache.enabled else "cold"
-    on_disk = _safetensors_in(root)
     index_path = root / idx.INDEX_NAME
+    # The independent reads of the directory at once, on threads: on a network filesystem
+    # each costs a round trip or several, and they need not wait for each other.
+    tasks: list[Callable[[], Any]] = [
+        lambda: _config_raw(root),
+        lambda: _safetensors_in(root),
+        lambda: _index_stat(index_path),
+        root.resolve,
+    ]
+    first = dict(bounded.imap(lambda f: f(), tasks, deadline=deadline, budget=timeout))
+    _read_config(ck, root, first[0])
+    cache = ScanCache(first[3] if isinstance(first[3], Path) else root, env=cache_env)
+    ck.cache = "off" if not cache.enabled else "cold"
+    on_disk = first[1] if isinstance(first[1], list) else []
     raw_index: bytes | None = None
     index_key = None
     index_cost = 0  # header bytes' worth of parsing it, when not cached
-    if index_path.exists() or index_path.is_symlink():
+    index_read = None
+    if isinstance(first[2], bounded.Hung):
         ck.index_name = idx.INDEX_NAME
-        try:
-            st = index_path.stat()
-        except OSError:
-            pass  # a dangling link: reading it says why
-        else:
+        ck.index = IndexScan(problem=f"cannot be read: it {first[2]}")
+    elif first[2] is not None and not isinstance(first[2], BaseException):
+        ck.index_name = idx.INDEX_NAME
+        st = first[2]
+        if isinstance(st, os.stat_result):
             index_key = file_key(st)
             ck.index = cache.index(index_key)
             index_cost = st.st_size // 2 if ck.index is None else 0
+        if ck.index is None:  # read it now, meanwhile: parse_index waits for it (to the deadline)
+            index_read = bounded.imap(idx.read_bytes, [index_path], deadline=deadline, budget=timeout)
     # Scan what is on disk now, while (if needed) this process parses the index: for a
     # 390k-tensor model both take ~0.2 s and they overlap.
     todo: list[tuple[str, str, FileKey]] = []  # (name, real path, key)
@@ -141,7 +153,9 @@ def _load(
         nonlocal raw_index
         if ck.index_name is None or ck.index is not None:
             return
-        raw_index, why = idx.read_bytes(index_path)
+        assert index_read is not None
+        got = next(index_read)[1]
+        raw_index, why = got if isinstance(got, tuple) else (None, f"cannot be read: {got}")
         ck.index = IndexScan(problem=why) if raw_index is None else idx.parse(raw_index, on_disk)
         if index_key is not None and ck.index.problem is None:
             cache.put_index(index_key, ck.index)
@@ -164,7 +178,7 @@ def _load(
         ck.cache = "warm" if not todo else ("partial" if ck.stats.cached else "cold")
     from flightcheck._checkpoint.crosscheck import assemble
 
-    assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache)
+    assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache, reals=reals)
     _hf_cache_checks(ck, stats_by_name)
     cache.prune(set(reals.values()) | {os.path.realpath(s.path) for s in ck.shards if s.name not in reals})
     cache.save()
@@ -176,6 +190,23 @@ def _stat_real(path: str) -> tuple[os.stat_result, str]:
     return os.stat(path), os.path.realpath(path)
 
 
+def _index_stat(path: Path) -> os.stat_result | str | None:
+    """The index's stat; "dangling" for a link to nothing (reading it says why); None: no index."""
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return "dangling" if path.is_symlink() else None
+    except OSError:
+        return "unreadable"  # a loop, permissions: reading it says why
+
+
+def _config_raw(root: Path) -> bytes | OSError:
+    try:
+        return read_small(root / "config.json", MAX_CONFIG)
+    except OSError as exc:
+        return exc
+
+
 def _safetensors_in(root: Path) -> list[str]:
     try:
         return sorted(e.name for e in os.scandir(root) if e.name.endswith(".safetensors"))
@@ -183,9 +214,12 @@ def _safetensors_in(root: Path) -> list[str]:
         return []
 
 
-def _read_config(ck: Checkpoint, root: Path) -> None:
+def _read_config(ck: Checkpoint, root: Path, got: Any = None) -> None:
+    """``got``: what :func:`_config_raw` gave (read on a thread), else it is read here."""
     try:
-        raw = read_small(root / "config.json", MAX_CONFIG)
+        if isinstance(got, BaseException):
+            raise got
+        raw = got if isinstance(got, bytes) else read_small(root / "config.json", MAX_CONFIG)
     except FileNotFoundError:
         ck.config_error = "config.json is missing: the engine cannot tell the architecture"
         return
@@ -194,6 +228,9 @@ def _read_config(ck: Checkpoint, root: Path) -> None:
         return
     except OSError as exc:
         ck.config_error = f"config.json cannot be read: {exc.strerror or exc}"
+        return
+    except bounded.Hung as exc:
+        ck.config_error = f"config.json {exc}: a hung or very slow filesystem?"
         return
     try:
         doc = msgspec.json.decode(raw)
