@@ -39,7 +39,7 @@ def load(
     cache_env: Mapping[str, str] | None = None,
     workers: int | None = None,
     sha: bool = False,
-    timeout: float = TIMEOUT_S,
+    timeout: float | None = None,
 ) -> Checkpoint:
     """Resolve and read ``model``; see the module docstring. ``sha``: every scan also
     carries its header's sha256 (for ``collect``; cached scans without one are redone).
@@ -47,8 +47,11 @@ def load(
     Bounded by ``timeout``: every touch of the model's files runs on a thread or in a
     worker and is given up on at the deadline (a shard that has not answered is FC508,
     "did not answer within N s"); whatever else would still hang (a dead mount under the
-    directory itself) ends the read a moment later with the model unreadable."""
+    directory itself) ends the read a moment later with the model unreadable. Default:
+    ``$FLIGHTCHECK_CHECKPOINT_TIMEOUT`` seconds, else ``scan.TIMEOUT_S``."""
     t0 = time.perf_counter()
+    if timeout is None:
+        timeout = _env_timeout()
     deadline = time.monotonic() + timeout
     try:
         return bounded.call(
@@ -71,6 +74,14 @@ def load(
 
 
 GRACE_S = 2.0  # past the scan's deadline, for the steps after it
+
+
+def _env_timeout() -> float:
+    try:
+        value = float(os.environ.get("FLIGHTCHECK_CHECKPOINT_TIMEOUT") or TIMEOUT_S)
+    except ValueError:
+        return TIMEOUT_S
+    return value if 0 < value < 86400 else TIMEOUT_S
 
 
 def _load(
@@ -132,10 +143,15 @@ def _load(
     reals: dict[str, str] = {}
     names = [n for n in on_disk if not (n.startswith("consolidated") and ck.index_name)]
     # (Mistral's duplicate consolidated file: the index's shards are loaded instead)
-    for i, got in bounded.imap(_stat_real, [str(root / n) for n in names], deadline=deadline, budget=timeout):
+    # Half the time for the stats at most: a shard whose stat hangs must leave the other
+    # shards the rest of it to be read.
+    hung: set[str] = set()
+    half = time.monotonic() + (deadline - time.monotonic()) / 2
+    for i, got in bounded.imap(_stat_real, [str(root / n) for n in names], deadline=half, budget=timeout / 2):
         name = names[i]
         if isinstance(got, bounded.Hung):
             scans[name] = scan_read(got)  # FC508: its stat did not answer
+            hung.add(name)
             continue
         if isinstance(got, BaseException):
             continue
@@ -179,8 +195,11 @@ def _load(
     from flightcheck._checkpoint.crosscheck import assemble
 
     assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache, reals=reals)
-    _hf_cache_checks(ck, stats_by_name)
-    cache.prune(set(reals.values()) | {os.path.realpath(s.path) for s in ck.shards if s.name not in reals})
+    _hf_cache_checks(ck, stats_by_name, hung)
+    cache.prune(
+        set(reals.values())
+        | {os.path.realpath(s.path) for s in ck.shards if s.name not in reals and s.name not in hung}
+    )
     cache.save()
     ck.seconds = time.perf_counter() - t0
     return ck
@@ -263,7 +282,9 @@ def _not_found_fix(res: Resolved) -> str:
     return "pass the directory that holds config.json and the *.safetensors files"
 
 
-def _hf_cache_checks(ck: Checkpoint, stats: Mapping[str, os.stat_result] = {}) -> None:
+def _hf_cache_checks(
+    ck: Checkpoint, stats: Mapping[str, os.stat_result] | None = None, hung: set[str] | None = None
+) -> None:
     """FC505: interrupted downloads, and files whose size differs from the cache's record."""
     res = ck.resolved
     expected = expected_files(res)
@@ -283,7 +304,10 @@ def _hf_cache_checks(ck: Checkpoint, stats: Mapping[str, os.stat_result] = {}) -
         )
     if res.path is None:
         return
+    stats, hung = stats or {}, hung or set()
     for name, (size, _blob) in sorted(expected.items()):
+        if name in hung:
+            continue  # its stat did not answer: FC508 says so
         p = res.path / name
         try:
             actual = stats[name].st_size if name in stats else p.stat().st_size

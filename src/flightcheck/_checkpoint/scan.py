@@ -81,12 +81,15 @@ def header_length(path: str) -> int:
 
 
 def header_lengths(paths: list[str], deadline: float) -> list[int]:
-    """:func:`header_length` of every path, concurrently, giving up (0) at ``deadline``."""
-    out = [0] * len(paths)
+    """:func:`header_length` of every path, concurrently, for balancing the split only: a
+    length not read by ``deadline`` counts as the largest one read (it may be slow)."""
+    out: list[int | None] = [None] * len(paths)
     for i, n in imap(header_length, paths, deadline=deadline):
         if isinstance(n, int):
             out[i] = n
-    return out
+    known = [n for n in out if n is not None]
+    guess = max(known) if known else 1
+    return [guess if n is None else n for n in out]
 
 
 def _partition(costs: list[tuple[int, int]], bins: list[int]) -> list[list[int]]:
@@ -195,7 +198,9 @@ def scan_paths(
         per = max(1, header_bytes // len(paths))
         costs = [(i, per) for i in range(len(paths))]
     else:
-        costs = list(enumerate(header_lengths(paths, deadline))) if paths else []
+        # the lengths only balance the split: a slow one must not eat the scan's time
+        soon = min(deadline, time.monotonic() + min(2.0, timeout / 4))
+        costs = list(enumerate(header_lengths(paths, soon))) if paths else []
     total = sum(c for _, c in costs)
     penalty = 0  # forced worker counts get an even split (tests, benchmarks)
     if workers is None:
