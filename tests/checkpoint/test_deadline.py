@@ -68,7 +68,7 @@ def test_a_shard_whose_stat_hangs_is_fc508_and_the_rest_is_read(
     stuck = str(root / shard_name(1, 3))
     real_stat = os.stat
 
-    def stat(path, *a, **k):  # type: ignore[no-untyped-def]
+    def stat(path, *a, **k):
         if os.fspath(path) == stuck:
             release.wait()
         return real_stat(path, *a, **k)
@@ -88,7 +88,7 @@ def test_a_shard_whose_read_hangs_is_fc508_and_the_rest_is_read(
     stuck = os.path.realpath(root / shard_name(2, 3))
     real_read = validate_mod.read_header
 
-    def read_header(path, *a, **k):  # type: ignore[no-untyped-def]
+    def read_header(path, *a, **k):
         if os.fspath(path) == stuck:
             release.wait()
         return real_read(path, *a, **k)
@@ -111,7 +111,7 @@ def test_a_hung_model_directory_ends_the_read_in_time(
     load_mod = importlib.import_module("flightcheck._checkpoint.load")  # the module, not the function
     root = write_checkpoint(tmp_path / "m", TINY, shards=2, dense=True)
 
-    def resolve(*a, **k):  # type: ignore[no-untyped-def]
+    def resolve(*a, **k):
         release.wait()
 
     monkeypatch.setattr(load_mod, "resolve", resolve)
