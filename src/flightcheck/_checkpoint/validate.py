@@ -24,7 +24,7 @@ import math
 import sys
 from collections.abc import Iterator
 from itertools import pairwise, repeat
-from operator import itemgetter, lshift, mul, sub
+from operator import attrgetter, itemgetter, lshift, mul, sub
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
@@ -257,9 +257,9 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
     names = sorted(header)
     entries = list(map(header.__getitem__, names))
     # Any: a missing field (None) is let through, for the C passes below to raise on
-    dtypes: list[Any] = [e.dtype for e in entries]
-    shapes: list[Any] = [e.shape for e in entries]
-    offsets: list[Any] = [e.data_offsets for e in entries]
+    dtypes: list[Any] = list(map(_DTYPE, entries))
+    shapes: list[Any] = list(map(_SHAPE, entries))
+    offsets: list[Any] = list(map(_OFFSETS, entries))
     scan.n_tensors = len(names)
     try:  # a missing field (None) makes one of these raise: then say which tensor
         starts = list(map(itemgetter(0), offsets))
@@ -303,6 +303,9 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
     return scan
 
 
+_DTYPE, _SHAPE, _OFFSETS = attrgetter("dtype"), attrgetter("shape"), attrgetter("data_offsets")
+
+
 def _tiled(starts: list[int], ends: list[int], spans: list[int]) -> bool:
     """Do the spans tile [0, end) with no hole or overlap, as safetensors requires?
 
@@ -311,6 +314,8 @@ def _tiled(starts: list[int], ends: list[int], spans: list[int]) -> bool:
     on the sorted lists means the sorted intervals abut. Empty tensors make the pairing
     ambiguous; then sort the (start, end) pairs as safetensors does.
     """
+    if starts[0] == 0 and starts[1:] == ends[:-1]:
+        return True  # already in data order (as most writers leave them): abutting from 0
     if 0 in spans:
         order = sorted(zip(starts, ends))
         o_starts = list(map(itemgetter(0), order))
