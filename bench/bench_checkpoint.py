@@ -93,10 +93,11 @@ def run_rss(cmd: list[str], env: dict[str, str], kill_after: float | None = None
         os.chdir(REPO)
         os.execvpe(cmd[0], cmd, env)
     os.close(w)
+    timer = None
     if kill_after is not None:
         import threading
 
-        timer = threading.Timer(kill_after, lambda: os.kill(pid, 9))
+        timer = threading.Timer(kill_after, os.kill, (pid, 9))
         timer.daemon = True
         timer.start()
     chunks = []
@@ -107,6 +108,8 @@ def run_rss(cmd: list[str], env: dict[str, str], kill_after: float | None = None
         chunks.append(b)
     os.close(r)
     _, status, usage = os.wait4(pid, 0)
+    if timer is not None:
+        timer.cancel()
     wall = time.perf_counter() - t0
     code = os.waitstatus_to_exitcode(status)
     if code == -9 and kill_after is not None:
@@ -169,6 +172,12 @@ def main() -> int:
     ap.add_argument("--slow-rounds", type=int, default=3, help="rounds of the latency runs")
     ap.add_argument("--keep", action="store_true", help="keep the generated checkpoint")
     ap.add_argument("--profile", action="store_true", help="print cProfile's top functions of the read")
+    ap.add_argument(
+        "--baseline",
+        metavar="SRC",
+        help="also time cold and warm with flightcheck imported from SRC (another checkout's src/), "
+        "interleaved in the same rounds",
+    )
     args = ap.parse_args()
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -185,7 +194,8 @@ def main() -> int:
         env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
     )
     xdg = Path(tempfile.mkdtemp(prefix="fc-bench-xdg-"))
-    base = {**os.environ, "XDG_CACHE_HOME": str(xdg), "NO_COLOR": "1"}
+    # this checkout's flightcheck, whatever the venv has installed
+    base = {**os.environ, "XDG_CACHE_HOME": str(xdg), "NO_COLOR": "1", "PYTHONPATH": str(REPO / "src")}
     cold_env = {**base, "FLIGHTCHECK_NO_CACHE": "1"}
     passive = [sys.executable, "-m", "flightcheck", "check", "--facts", str(B300), "-tp", "8", "--format", "json"]
     fc = [*passive[:6], "--model", str(root), *passive[6:]]
@@ -195,17 +205,19 @@ def main() -> int:
     run_rss(fc, base)  # prime the warm cache (and the page cache for everyone)
     results: dict[str, list[float]] = {"safe_open": [], "cold": [], "warm": [], "passive": []}
     rss: dict[str, int] = {}
+    runs = [("safe_open", so, base), ("cold", fc, cold_env), ("warm", fc, base), ("passive", passive, base)]
+    if args.baseline:
+        old = {"PYTHONPATH": os.path.abspath(args.baseline)}
+        old_xdg = {"XDG_CACHE_HOME": str(xdg / "baseline")}
+        run_rss(fc, {**base, **old, **old_xdg})  # its own warm cache
+        runs += [("cold (baseline)", fc, {**cold_env, **old}), ("warm (baseline)", fc, {**base, **old, **old_xdg})]
+        results.update({"cold (baseline)": [], "warm (baseline)": []})
     for _ in range(args.rounds):
-        for name, cmd, env in (
-            ("safe_open", so, base),
-            ("cold", fc, cold_env),
-            ("warm", fc, base),
-            ("passive", passive, base),
-        ):
+        for name, cmd, env in runs:
             wall, peak, out = run_rss(cmd, env)
             results[name].append(wall)
             rss[name] = max(rss.get(name, 0), peak)
-            if name in ("cold", "warm"):
+            if name.startswith(("cold", "warm")):
                 doc = json.loads(out)
                 assert doc["memory"]["per_rank"]["weights_bytes"], "no memory block"
     wrss = worker_rss(root, cold_env)
@@ -237,6 +249,11 @@ def main() -> int:
         f"\ncold / safe_open: {med['cold'] / med['safe_open']:.2f} (median), "
         f"{low['cold'] / low['safe_open']:.2f} (min)   target <= 0.6"
     )
+    if args.baseline:
+        print(
+            f"vs baseline:      cold {med['cold'] / med['cold (baseline)']:.2f}x, "
+            f"warm {med['warm'] / med['warm (baseline)']:.2f}x (median, same rounds)"
+        )
     print(f"warm:             {med['warm']:.3f} s (median)   target <= 0.12 s")
     print(f"passive:          {med['passive']:.3f} s (median)   target < 0.3 s")
     print(f"peak RSS:         flightcheck {rss['cold']} MB, each scan worker <= {wrss} MB   target < 300 MB")
