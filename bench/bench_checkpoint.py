@@ -150,7 +150,7 @@ def profile(root: Path, env: dict[str, str]) -> None:
     # its body, _load, in this thread instead
     code = (
         "import cProfile, pstats, sys, os, time, importlib;"
-        "L = importlib.import_module('flightcheck._checkpoint.load');"
+        "L = importlib.import_module('flightcheck._checkpoint.reader');"
         "read = lambda: L._load(sys.argv[1], None, (), None, None, None, False, time.monotonic() + 60, 60.0);"
         "os.environ['FLIGHTCHECK_NO_CACHE'] = '1'; read();"  # imports, page cache
         "[(print('--- ' + kind), os.environ.__setitem__('FLIGHTCHECK_NO_CACHE', '1' if kind == 'cold' else '0'),"

@@ -106,9 +106,8 @@ def test_a_shard_whose_read_hangs_is_fc508_and_the_rest_is_read(
 def test_a_hung_model_directory_ends_the_read_in_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, release: threading.Event
 ) -> None:
-    import importlib
+    from flightcheck._checkpoint import reader as load_mod
 
-    load_mod = importlib.import_module("flightcheck._checkpoint.load")  # the module, not the function
     root = write_checkpoint(tmp_path / "m", TINY, shards=2, dense=True)
 
     def resolve(*a, **k):
