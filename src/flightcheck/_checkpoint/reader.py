@@ -189,7 +189,7 @@ def _load(
         scans[name] = scan
         cache.put_shard(real, key, scan)
     ck.stats.shards = len(scans)
-    ck.stats.cached = len(scans) - len(fresh)
+    ck.stats.cached = len(scans) - len(fresh) - len(hung)  # (a stat that hung is no cache hit)
     if cache.enabled:
         ck.cache = "warm" if not todo else ("partial" if ck.stats.cached else "cold")
     from flightcheck._checkpoint.crosscheck import assemble
