@@ -89,14 +89,14 @@ def test_engine_headline():
     )
 
 
-def test_fc703_unreadable_engine_config_blocks_the_launch():
+def test_fc711_unreadable_engine_config_blocks_the_launch():
     """A --config the engine cannot read makes the engine refuse to start: a blocking
     failure, never a warning that lets the launch go on unchecked."""
     f = facts("b300", **sections("healthy-cu131"))
-    (r,) = assert_fires("FC703", f, config_problem="--config /x.yaml: cannot read: No such file or directory", **TP8)
+    (r,) = assert_fires("FC711", f, config_problem="--config /x.yaml: cannot read: No such file or directory", **TP8)
     assert r.severity.value == "error"
     assert r.message == "--config /x.yaml: cannot read: No such file or directory: the engine would refuse to start"
-    assert_silent("FC703", f, **TP8)
+    assert_silent("FC711", f, **TP8)
 
 
 def _pinned(**packages: str) -> dict:

@@ -1,6 +1,6 @@
 """Bad input is one line on stderr and exit 2 (never a traceback, a hang, or exit 3):
 devices, FIFOs, huge or deeply nested facts and configs, impossible flag values. An
-engine --config the engine would refuse stops the launch (FC703)."""
+engine --config the engine would refuse stops the launch (FC711)."""
 
 from __future__ import annotations
 
@@ -99,15 +99,15 @@ def test_billion_laughs_and_deep_yaml_config_stop_the_launch_fast(tmp_path: Path
         "check", "--example", "b300", "--format", "json", "--", "vllm", "serve", "--config", str(laughs)
     )
     assert time.monotonic() - t0 < 5
-    [fc703] = [c for c in json.loads(out)["checks"] if c["code"] == "FC703"]
-    assert rc == 1 and fc703["status"] == "fail" and "more than 100,000 values" in fc703["message"]
+    [fc711] = [c for c in json.loads(out)["checks"] if c["code"] == "FC711"]
+    assert rc == 1 and fc711["status"] == "fail" and "more than 100,000 values" in fc711["message"]
     deep = tmp_path / "deep.yaml"
     deep.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
     rc, out, _err = cli_in_process(
         "check", "--example", "b300", "--format", "json", "--", "vllm", "serve", "--config", str(deep)
     )
-    [fc703] = [c for c in json.loads(out)["checks"] if c["code"] == "FC703"]
-    assert rc == 1 and "nested" in fc703["message"]
+    [fc711] = [c for c in json.loads(out)["checks"] if c["code"] == "FC711"]
+    assert rc == 1 and "nested" in fc711["message"]
 
 
 def test_run_with_a_missing_config_does_not_start_the_engine(tmp_path: Path) -> None:
@@ -130,7 +130,7 @@ def test_run_with_a_missing_config_does_not_start_the_engine(tmp_path: Path) -> 
         env={"PATH": f"{bin_dir}:{os.environ['PATH']}"},
     )
     assert proc.returncode == 1 and not marker.exists()
-    assert "FC703 engine-config-unreadable" in proc.stderr and "No such file or directory" in proc.stderr
+    assert "FC711 engine-config-unreadable" in proc.stderr and "No such file or directory" in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -106,7 +106,7 @@ def test_config_file_nested_values_are_not_mistaken_for_intent(tmp_path):
 
 
 def test_config_file_unreadable_is_reported_not_raised(tmp_path):
-    """Not raised, and not a mere warning either: the intent carries the problem for FC703."""
+    """Not raised, and not a mere warning either: the intent carries the problem for FC711."""
     i = intent("vllm", "serve", "m", "--config", str(tmp_path / "missing.yaml"), "-tp", "2")
     assert i.tensor_parallel_size == 2
     assert i.config_problem and "missing.yaml" in i.config_problem and "cannot read" in i.config_problem

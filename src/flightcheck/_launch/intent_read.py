@@ -49,7 +49,7 @@ def engine_opts(cmd: EngineCommand) -> tuple[list[Opt], list[tuple[int, str]], l
                 cmd.config_data = data
                 opts, _ = tokenize(tokens, cmd.engine, source="config")
             except UsageError as exc:
-                cmd.config_problem = str(exc)  # the engine refuses to start: FC703 blocks
+                cmd.config_problem = str(exc)  # the engine refuses to start: FC711 blocks
     return opts + cli_opts, positionals, problems
 
 

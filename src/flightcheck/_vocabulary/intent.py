@@ -91,7 +91,7 @@ class Intent:
     #: what ``run`` could not read from the engine command (reported as a warning).
     unparsed: list[str] = field(default_factory=list)
     #: the engine command's ``--config`` file could not be read (missing, not YAML, not a
-    #: mapping, too large): the engine would refuse to start, so FC703 blocks the launch.
+    #: mapping, too large): the engine would refuse to start, so FC711 blocks the launch.
     config_problem: str | None = None
 
     def __post_init__(self) -> None:

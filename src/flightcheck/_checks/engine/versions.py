@@ -131,7 +131,7 @@ def flashinfer_version_unexpected(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC703", "engine-config-unreadable", ERROR)
+@check("FC711", "engine-config-unreadable", ERROR)
 def engine_config_unreadable(ctx: Context) -> Iterator[Outcome]:
     """The engine command's ``--config`` file cannot be read as the engine reads it.
 
