@@ -30,6 +30,7 @@ _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 #: ``python -m MODULE`` -> (engine, form, the module expects a subcommand first)
 _MODULES = {
     "vllm.entrypoints.openai.api_server": ("vllm", "vllm-api-server", False),
+    "vllm.entrypoints.launchers.api_server.entry": ("vllm", "vllm-api-server", False),
     "vllm.entrypoints.cli.main": ("vllm", "vllm-cli", True),
     "sglang.launch_server": ("sglang", "sglang-launch-server", False),
     "sglang.cli.main": ("sglang", "sglang-cli", True),
