@@ -160,6 +160,10 @@ def read_engine(python: str, engine: str, entries: list[dict], timeout: float) -
     docs = [json.loads(line) for line in proc.stdout.splitlines()]
     if len(docs) != len(batch):
         raise SystemExit(f"{engine}: {len(batch)} lines in, {len(docs)} out\n{proc.stderr[-3000:]}")
+    venv = str(Path(python).absolute().parent.parent)
+    for doc in docs:  # the same golden wherever the venv lives
+        if isinstance(doc.get("error"), str):
+            doc["error"] = doc["error"].replace(venv, "<venv>")
     it = iter(docs)
     return [golden_line(e, a, next(it) if a is not None else None) for e, a in zip(entries, argvs, strict=True)]
 
