@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from support.reader_agreement import GOLDEN, compare, golden
 
 CORPUS = GOLDEN.parent / "corpus"

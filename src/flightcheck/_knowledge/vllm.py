@@ -206,3 +206,10 @@ READER_BUILTIN_CHAT_TEMPLATES: frozenset[str] = frozenset(
         "template_minicpmv45.jinja",
     }
 )
+
+# ---- reader: the plugin switch (vllm/plugins/__init__.py load_plugins_by_group) ----------
+
+#: comma list of the general plugins vLLM loads; unset: all installed ones.
+PLUGINS_VAR = "VLLM_PLUGINS"
+#: flightcheck's entry point name in the ``vllm.general_plugins`` group (pyproject.toml).
+PLUGIN_NAME = "flightcheck"
