@@ -162,8 +162,10 @@ def intent_fields(
     if engine == "vllm":
         # ServeSubcommand.cmd: the positional model_tag wins over --model; the api_server
         # entry point never copies it (vllm/entrypoints/launchers/api_server/entry.py).
+        # A line that names no model leaves it None (the engine's default model; checks
+        # that need the model then skip, as before).
         tag = values.get("model_tag") if form.endswith("-cli") else None
-        model = tag if tag is not None else values.get("model")
+        model = tag if tag is not None else (values.get("model") if "model" in given else None)
         if model is not None:
             fields["model"] = model
     else:
