@@ -129,3 +129,8 @@ def test_sglang_ignores_config_with_equals() -> None:
 def test_refused_lines_are_still_read_for_the_other_checks() -> None:
     it = read("vllm", "serve", "M", "-tp", "8", "--swap-space", "4")
     assert it.refused and it.tensor_parallel_size == 8 and it.model == "M"
+
+
+def test_secret_values_never_reach_the_engine_flags() -> None:
+    it = read("vllm", "serve", "M", "--api-key", "s3cr3t", "-tp", "2")
+    assert "--api-key=<redacted>" in it.engine_flags and not any("s3cr3t" in f for f in it.engine_flags)

@@ -93,12 +93,17 @@ def _rendered(engine: str, given: list[tuple[str, str, Any]]) -> list[str]:
     """The options the line set, canonically spelled (``--tensor-parallel-size=8``)."""
     import json
 
+    import re
+
+    secret = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
     out: list[str] = []
-    for _dest, option, value in given:
+    for dest, option, value in given:
         if not option:
             continue
         flag = F.canonical(option, engine)
-        if isinstance(value, bool):
+        if secret.search(dest) and not isinstance(value, bool):
+            text = f"{flag}=<redacted>"  # never a secret value in the report
+        elif isinstance(value, bool):
             text = flag
         elif isinstance(value, (dict, list)) and not all(isinstance(v, str) for v in value):
             text = f"{flag}={json.dumps(value)}"
