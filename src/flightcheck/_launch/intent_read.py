@@ -92,7 +92,6 @@ def read_intent(cmd: EngineCommand) -> None:
 def _rendered(engine: str, given: list[tuple[str, str, Any]]) -> list[str]:
     """The options the line set, canonically spelled (``--tensor-parallel-size=8``)."""
     import json
-
     import re
 
     secret = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
