@@ -46,3 +46,26 @@ def test_an_engine_refusal_is_kept_with_the_builtin_fields() -> None:
     apply_engine_reading(cmd, {"reader": "engine", "error": "unrecognized arguments: --new-flag"})
     assert cmd.intent.refused == ["unrecognized arguments: --new-flag"]
     assert (cmd.intent.reader, cmd.intent.tensor_parallel_size) == ("engine", 4)
+
+
+def test_engine_reader_batch_answers_every_line_in_order() -> None:
+    import json
+    import subprocess
+
+    from flightcheck._launch.engine_ask import READER_SCRIPT
+
+    lines = ['["vllm", "serve", "A"]', "not json", '["vllm", "serve", "B"]']
+    proc = subprocess.run(
+        [sys.executable, str(READER_SCRIPT), "vllm", "--batch", "--timeout", "30"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    docs = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert len(docs) == 3
+    assert docs[0]["engine_argv"] == ["A"] and docs[2]["engine_argv"] == ["B"]
+    assert docs[1]["error_stage"] == "usage"
+    # this interpreter has no vLLM: an import error, which run/check treat as "not asked"
+    assert docs[0]["error_stage"] == "import"
