@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,8 +38,10 @@ def assemble(
     stats: dict[str, os.stat_result],
     raw_index: bytes | None,
     cache: ScanCache,
+    reals: Mapping[str, str] | None = None,
 ) -> None:
-    """Fill ``ck.shards`` and ``ck.findings`` (FC502/503/504/506/508/509/511)."""
+    """Fill ``ck.shards`` and ``ck.findings`` (FC502/503/504/506/508/509/511). ``reals``:
+    real paths already known (each costs a round trip per component on a slow mount)."""
     from flightcheck._checkpoint.model import Finding, Shard
 
     index_subject = f"file:{idx.INDEX_NAME}"
@@ -84,12 +87,18 @@ def assemble(
                 )
             )
             continue
+        st = stats.get(name)
+        if st is None and name in scans:  # its stat did not answer in time: the scan says so
+            shard.scan = scans[name]
+            for p in shard.scan.problems:
+                ck.findings.append(Finding(p.kind, shard.subject, p.message, fix=_problem_fix(ck, shard, p.kind)))
+            continue
         try:
-            st = stats.get(name) or os.stat(shard.path)
+            st = st or os.stat(shard.path)
         except OSError as exc:
             _missing(ck, shard, exc)
             continue
-        real = os.path.realpath(shard.path)
+        real = (reals or {}).get(name) or os.path.realpath(shard.path)
         if not idx.within(real, roots):
             ck.findings.append(
                 Finding(

@@ -117,6 +117,8 @@ def _rendered(engine: str, given: list[tuple[str, str, Any]]) -> list[str]:
 
 def _set(fields: dict[str, Any], name: str, value: Any, where: str, unparsed: list[str]) -> None:
     why = _valid(name, value)
+    if name == "hf_overrides" and not isinstance(value, dict):
+        why = "not a JSON object"
     if why:
         if why.startswith("--"):
             why = why.split(": ", 1)[1] if ": " in why else why.split(" ", 1)[-1]

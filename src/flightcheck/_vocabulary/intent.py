@@ -106,14 +106,15 @@ class Intent:
     data_parallel_size_local: int | None = None
     prefill_context_parallel_size: int = 1  # vLLM -pcp: multiplies the GPUs
     decode_context_parallel_size: int = 1  # inside the TP group: no extra GPUs
+    # batch limits and memory options (None: the engine's default)
     dtype: str | None = None
-    enforce_eager: bool = False
+    enforce_eager: bool | None = None
     load_format: str | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
-    kv_cache_memory_bytes: int | None = None
-    cpu_offload_gb: float | None = None
-    hf_overrides: dict[str, Any] | str | None = None
+    kv_cache_memory_bytes: int | None = None  # bypasses gpu_memory_utilization (vLLM)
+    cpu_offload_gb: float | None = None  # GiB of weights per GPU kept in CPU memory
+    hf_overrides: dict[str, Any] | None = None
     deep: bool = False
     download_dir: str | None = None
     distributed_executor_backend: str | None = None  # "ray" changes how env reaches workers
