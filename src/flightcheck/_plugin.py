@@ -60,6 +60,8 @@ def serve_command(argv: list[str]) -> list[str] | None:
         return ["vllm", *rest] if rest[:1] == ["serve"] else None
     if prog.endswith("vllm/entrypoints/openai/api_server.py"):
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *rest]
+    if prog.endswith("vllm/entrypoints/launchers/api_server/entry.py"):
+        return [sys.executable, "-m", "vllm.entrypoints.launchers.api_server.entry", *rest]
     return None
 
 
@@ -95,6 +97,8 @@ def _guard(command: list[str]) -> None:
     cmd = parse_command(command, env)
     intent = cmd.intent
     intent.python = sys.executable  # this process is the engine's interpreter
+    # read with the built-in reader (the engine's parser rebuilt from its tables): vLLM has
+    # not parsed its own arguments yet, and flightcheck never imports vllm itself
     facts_files = env_facts_files(os.environ)
     probes = ["multicast"] if _on("FLIGHTCHECK_PROBE") else []
     report = assess(

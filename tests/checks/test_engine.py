@@ -3,7 +3,7 @@ declares."""
 
 from __future__ import annotations
 
-from support.evaluation import assert_fires, assert_silent, facts, results, statuses
+from support.evaluation import assert_fires, assert_silent, facts, host_doc, results, statuses
 from support.toolchain import sections
 
 TP8 = {"tensor_parallel_size": 8}
@@ -97,6 +97,35 @@ def test_fc711_unreadable_engine_config_blocks_the_launch():
     assert r.severity.value == "error"
     assert r.message == "--config /x.yaml: cannot read: No such file or directory: the engine would refuse to start"
     assert_silent("FC711", f, **TP8)
+
+
+def _env(**extra: str | None) -> dict:
+    doc = host_doc("b300")
+    env = dict(doc.get("env") or {})
+    env.update(extra)
+    return {"env": env}
+
+
+def test_fc703_engine_refuses_command_fires_only_on_a_refusal():
+    f = facts("b300")
+    refused = ["unrecognized arguments: --swap-space 4"]
+    (r,) = assert_fires("FC703", f, reader="engine", refused=refused, **TP8)
+    assert r.message == "vllm will refuse this command: unrecognized arguments: --swap-space 4"
+    assert statuses(f, "FC703", reader="engine", **TP8) == {"pass"}
+    # the built-in reader judges the release of its tables only
+    installed = f.python.packages.get("vllm") if f.python and f.python.packages else None
+    assert statuses(f, "FC703", reader="built-in", refused=refused, **TP8) == (
+        {"fail"} if installed == "0.33.0" else {"unknown"}
+    )
+    assert statuses(f, "FC703", **TP8) == {"skip"}  # check without a command: nothing to read
+
+
+def test_fc704_vllm_plugins_without_flightcheck():
+    (r,) = assert_fires("FC704", facts("b300", **_env(VLLM_PLUGINS="lora_resolver")), **TP8)
+    assert "export VLLM_PLUGINS=lora_resolver,flightcheck" in r.fix
+    assert statuses(facts("b300", **_env(VLLM_PLUGINS="a,flightcheck")), "FC704", **TP8) == {"pass"}
+    assert statuses(facts("b300", **_env(VLLM_PLUGINS=None)), "FC704", **TP8) == {"pass"}
+    assert statuses(facts("b300", **_env(VLLM_PLUGINS="x")), "FC704", engine="sglang", **TP8) == {"skip"}
 
 
 def _pinned(**packages: str) -> dict:

@@ -88,14 +88,15 @@ def run_engine(
     return Launched(proc, out, err, full_env)
 
 
-ENGINE_ARGS = ["serve", "-tp", "8", "--port", "8123", "--some-future-flag", "x", "--enforce-eager"]
+# --block-size: a flag flightcheck does not read (it passes through untouched)
+ENGINE_ARGS = ["serve", "-tp", "8", "--port", "8123", "--block-size", "16", "--enforce-eager"]
 
 
 def test_multicast_401_node_gets_the_fallback_env_args_untouched_exit_code_passed_through(tmp_path, tiny_model):
     args = ["serve", tiny_model, *ENGINE_ARGS[1:], "--max-model-len", "2k"]
     r = run_engine(tmp_path, [base_facts(tmp_path), MULTICAST_401], ["vllm", *args], env={"FAKE_ENGINE_EXIT": "7"})
     assert r.engine is not None, r.stderr
-    assert r.engine["argv"] == args  # unknown flags pass through untouched
+    assert r.engine["argv"] == args  # flags flightcheck does not read pass through untouched
     for name, value in FALLBACK_ENV.items():
         assert r.engine["env"][name] == value
     assert r.rc == 7  # the engine's exit code
@@ -119,6 +120,14 @@ def test_healthy_node_runs_the_engine_with_no_added_environment(tmp_path):
     assert set(r.added_env) == {"FLIGHTCHECK_PLUGIN_DONE"}
     assert r.added_env["FLIGHTCHECK_PLUGIN_DONE"] == f"run:{r.pid}"
     assert "ready" in r.stderr and "checks passed" in r.stderr
+
+
+def test_a_command_the_engine_refuses_never_starts(tmp_path):
+    """FC703: vLLM 0.33 (the recorded node's, and the built-in reader's tables') has no
+    --swap-space any more: the engine would exit on it, so run stops before it."""
+    r = run_engine(tmp_path, [base_facts(tmp_path)], ["vllm", *ENGINE_ARGS, "--swap-space", "4"])
+    assert r.rc == 1 and r.engine is None
+    assert "FC703" in r.stderr and "unrecognized arguments: --swap-space" in r.stderr
 
 
 def test_engine_signals_are_the_engines(tmp_path):

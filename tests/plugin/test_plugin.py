@@ -173,6 +173,25 @@ def test_openai_api_server_module_is_guarded_too(tmp_path, serve_argv):
     assert out["outcome"] == "returned" and out["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
 
 
+def test_launchers_entry_module_is_guarded_too(tmp_path, serve_argv):
+    argv = [
+        "/srv/vllm/.venv/lib/python3.12/site-packages/vllm/entrypoints/launchers/api_server/entry.py",
+        "--model",
+        serve_argv[2],
+        "-tp",
+        "8",
+    ]
+    _proc, out = plugin(tmp_path, argv, [base_facts(tmp_path), MULTICAST_401])
+    assert out["outcome"] == "returned" and out["env"]["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+
+
+def test_the_report_says_which_reader_read_the_command(tmp_path, serve_argv):
+    report = tmp_path / "flightcheck.json"
+    _proc, _out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_REPORT=str(report))
+    intent = json.loads(report.read_text())["intent"]
+    assert intent["reader"] == "built-in" and intent["gpus_per_node"] == 8
+
+
 def test_report_file_for_the_fleet(tmp_path, serve_argv):
     report = tmp_path / "flightcheck.json"
     _proc, _out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), MULTICAST_401], FLIGHTCHECK_REPORT=str(report))

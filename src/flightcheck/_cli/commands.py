@@ -32,8 +32,11 @@ def cmd_check(args: argparse.Namespace) -> int:
     command = _engine_command(args)
     if command:  # the intent of the engine command; the flags given win over it
         from flightcheck._launch import parse_command
+        from flightcheck._launch.engine_ask import ask_engine
 
-        base: Intent | None = parse_command(command).intent
+        parsed = parse_command(command)
+        ask_engine(parsed, dict(os.environ))  # the engine's own reading when its interpreter has it
+        base: Intent | None = parsed.intent
     else:  # the example's layout, unless the flags say otherwise
         base = Intent(**example_fields) if example_fields else None
     intent = intent_from_args(args, base)

@@ -90,10 +90,12 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
     from flightcheck._cli.options import intent_from_args
     from flightcheck._examples import load_example
     from flightcheck._launch.command import parse_command
+    from flightcheck._launch.engine_ask import ask_engine
     from flightcheck._pipeline import assess
 
     base_env = dict(os.environ)
     cmd = parse_command(command, base_env)
+    ask_engine(cmd, base_env)  # the engine's own reading when its interpreter has it
     intent = intent_from_args(args, cmd.intent)
     engine_env = cmd.engine_env(base_env)
     docs, _ = load_example(args.example)  # its snapshot; the launch is the command's

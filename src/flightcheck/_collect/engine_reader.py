@@ -7,6 +7,10 @@ imports flightcheck: standard library plus the engine itself)::
 
     <engine python> engine_reader.py vllm   [--timeout S] -- <argv>
     <engine python> engine_reader.py sglang [--timeout S] -- <argv>
+    <engine python> engine_reader.py vllm|sglang --batch [--timeout S] < argvs.jsonl
+
+(``--batch``: one JSON array per stdin line, one JSON document per stdout line, in order;
+the engine is imported once.)
 
 ``<argv>`` is either what follows ``vllm serve`` / ``sglang serve``, or the whole command:
 
@@ -237,7 +241,10 @@ class Watchdog:
 
 
 class Output:
-    """Holds the real stdout; the engine writes to stderr while it runs (fd 1 -> fd 2)."""
+    """Holds the real stdout; the engine writes to stderr while it runs (fd 1 -> fd 2).
+
+    One document per reading: ``begin`` starts one, ``emit`` writes it once (the watchdog
+    and the normal path may race; the first wins)."""
 
     def __init__(self) -> None:
         sys.stdout.flush()
@@ -246,6 +253,11 @@ class Output:
         self._lock = threading.Lock()
         self._done = False
         self.doc: dict = {}
+
+    def begin(self, doc: dict) -> None:
+        with self._lock:
+            self._done = False
+            self.doc = doc
 
     def emit(self, extra: dict | None = None) -> None:
         with self._lock:
@@ -308,7 +320,7 @@ def split_command(engine: str, argv: list[str]) -> tuple[str, list[str], list[st
             words = words[1:]
         elif len(words) >= 3 and _is_python(words[0]) and words[1] == "-m":
             module, rest = words[2], words[3:]
-            if module == "vllm.entrypoints.openai.api_server":
+            if module in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.launchers.api_server.entry"):
                 return "api_server", rest, env_words
             if module in ("vllm.entrypoints.cli.main", "vllm"):
                 words = rest
@@ -535,17 +547,61 @@ def read_sglang(doc: dict, form: str, argv: list[str]) -> None:
 # --------------------------------------------------------------------------- main
 
 
+def read_one(out: Output, engine: str, rest: list[str], timeout: float) -> None:
+    """Read one launch line and emit its document (the watchdog ends the process on a hang)."""
+    t0 = time.monotonic()
+    form, engine_argv, env_words = split_command(engine, rest)
+    out.begin(
+        {
+            "reader": "engine",
+            "reader_version": READER_VERSION,
+            "engine": engine,
+            "engine_version": None,
+            "python": sys.version.split()[0],
+            "form": form,
+            "engine_argv": engine_argv,
+            "env_words": env_words,
+            "error": None,
+            "error_stage": None,
+            **{key: None for key in CANONICAL},  # the same keys whether or not the engine accepts the line
+        }
+    )
+    dog = Watchdog(timeout, lambda extra: out.emit({**extra, "elapsed_s": round(time.monotonic() - t0, 3)}))
+    dog.start()
+    # Backstop that needs no GIL: should the engine hold it past the deadline, faulthandler's
+    # C thread dumps the stacks to stderr and ends the process (no JSON then, but no hang).
+    faulthandler.dump_traceback_later(timeout + 10, exit=True)
+    saved_argv = list(sys.argv)
+    try:
+        if engine == "vllm":
+            read_vllm(out.doc, form, engine_argv)
+        else:
+            read_sglang(out.doc, form, engine_argv)
+    except BaseException as exc:  # noqa: BLE001 - the reader's own bug: still one JSON object
+        out.doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage="reader")
+    finally:
+        sys.argv = saved_argv
+    dog.cancel()
+    faulthandler.cancel_dump_traceback_later()
+    out.doc["elapsed_s"] = round(time.monotonic() - t0, 3)
+    out.emit()
+
+
 def main(argv: list[str] | None = None) -> int:
+    """One line after ``--``; or ``--batch``: one JSON array (an argv) per stdin line, one
+    JSON document per stdout line, in order, all in one process (the engine imported once).
+    ``--timeout`` is per line."""
     words = list(sys.argv[1:] if argv is None else argv)
     head, rest = (words[: words.index("--")], words[words.index("--") + 1 :]) if "--" in words else (words, [])
     opts = argparse.ArgumentParser(prog="engine_reader.py", add_help=True)
     opts.add_argument("engine", choices=["vllm", "sglang"])
     opts.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
+    opts.add_argument("--batch", action="store_true")
     try:
         with captured_stderr() as err:
             ns = opts.parse_args(head)
-            if "--" not in words:
-                opts.error("the launch line goes after '--'")
+            if "--" not in words and not ns.batch:
+                opts.error("the launch line goes after '--' (or give --batch and argvs on stdin)")
     except SystemExit as exc:  # the reader's own usage: still one JSON object
         print(
             json.dumps(
@@ -566,38 +622,23 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-    t0 = time.monotonic()
     out = Output()
-    form, engine_argv, env_words = split_command(ns.engine, rest)
-    out.doc = {
-        "reader": "engine",
-        "reader_version": READER_VERSION,
-        "engine": ns.engine,
-        "engine_version": None,
-        "python": sys.version.split()[0],
-        "form": form,
-        "engine_argv": engine_argv,
-        "env_words": env_words,
-        "error": None,
-        "error_stage": None,
-        **{key: None for key in CANONICAL},  # the same keys whether or not the engine accepts the line
-    }
-    dog = Watchdog(ns.timeout, lambda extra: out.emit({**extra, "elapsed_s": round(time.monotonic() - t0, 3)}))
-    dog.start()
-    # Backstop that needs no GIL: should the engine hold it past the deadline, faulthandler's
-    # C thread dumps the stacks to stderr and ends the process (no JSON then, but no hang).
-    faulthandler.dump_traceback_later(ns.timeout + 10, exit=True)
-    try:
-        if ns.engine == "vllm":
-            read_vllm(out.doc, form, engine_argv)
-        else:
-            read_sglang(out.doc, form, engine_argv)
-    except BaseException as exc:  # noqa: BLE001 - the reader's own bug: still one JSON object
-        out.doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage="reader")
-    dog.cancel()
-    faulthandler.cancel_dump_traceback_later()
-    out.doc["elapsed_s"] = round(time.monotonic() - t0, 3)
-    out.emit()
+    if ns.batch:
+        lines = sys.stdin.read().splitlines()
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+                if not (isinstance(item, list) and all(isinstance(w, str) for w in item)):
+                    raise ValueError("expected a JSON array of strings")
+            except ValueError as exc:
+                out.begin({"reader": "engine", "reader_version": READER_VERSION})
+                out.emit({"error": one_line(f"batch line: {exc}"), "error_stage": "usage"})
+                continue
+            read_one(out, ns.engine, item, ns.timeout)
+    else:
+        read_one(out, ns.engine, rest, ns.timeout)
     sys.stderr.flush()
     # Engine imports may leave non-daemon threads behind: do not wait for them.
     os._exit(0)

@@ -30,6 +30,7 @@ _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 #: ``python -m MODULE`` -> (engine, form, the module expects a subcommand first)
 _MODULES = {
     "vllm.entrypoints.openai.api_server": ("vllm", "vllm-api-server", False),
+    "vllm.entrypoints.launchers.api_server.entry": ("vllm", "vllm-api-server", False),
     "vllm.entrypoints.cli.main": ("vllm", "vllm-cli", True),
     "sglang.launch_server": ("sglang", "sglang-launch-server", False),
     "sglang.cli.main": ("sglang", "sglang-cli", True),
@@ -45,6 +46,7 @@ class EngineCommand:
     engine: str | None = None  # None: not recognised
     form: str = "unknown"
     start: int = 0  # index in argv of the first engine argument (after ``serve`` / the module)
+    at: int = 0  # index in argv where the engine invocation starts (``vllm`` / ``python``)
     env_prefix: dict[str, str | None] = field(default_factory=dict)  # from ``env``: None = unset (-u)
     env_clear: bool = False  # ``env -i``
     env_end: int = 0  # index in argv of the command ``env`` runs (0: no ``env`` prefix)
@@ -154,7 +156,7 @@ def parse_command(argv: list[str], env: dict[str, str] | None = None) -> EngineC
             unparsed=[f"not a vLLM or SGLang launch: {' '.join(argv[:3])}{' ...' if len(argv) > 3 else ''}"]
         )
         return cmd
-    cmd.engine, cmd.form, cmd.start = engine, form, start
+    cmd.engine, cmd.form, cmd.start, cmd.at = engine, form, start, at
     from flightcheck._launch.intent_read import read_intent
 
     read_intent(cmd)

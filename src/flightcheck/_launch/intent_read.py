@@ -1,8 +1,12 @@
-"""From tokenised engine arguments (and its ``--config`` file) to the launch's Intent.
+"""From the engine arguments (and its ``--config`` file) to the launch's Intent.
 
-Precedence is the engines': the command line over the config file over defaults. A value
-that cannot be read (``-tp eight``, a ``--kv-cache-dtype`` flightcheck does not know) is
-reported in ``Intent.unparsed`` and left at its default; the engine gets it untouched.
+The built-in reader parses the way the engine's own parser does (:mod:`.engine_args`:
+argparse built from the engine's generated option table, with the engine's
+pre-processing). A line that parser refuses is one the engine refuses: the reason goes to
+``Intent.refused`` (FC703), and the Intent is then read leniently, token by token, so the
+other checks still see the layout. Precedence is the engines': the command line over the
+config file over defaults. A value flightcheck cannot use (a ``--kv-cache-dtype`` it does
+not know) is reported in ``Intent.unparsed`` and left at its default.
 """
 
 from __future__ import annotations
@@ -54,7 +58,136 @@ def engine_opts(cmd: EngineCommand) -> tuple[list[Opt], list[tuple[int, str]], l
 
 
 def read_intent(cmd: EngineCommand) -> None:
-    """Fill ``cmd.intent`` from its arguments."""
+    """Fill ``cmd.intent`` from its arguments, as the engine's own parser reads them."""
+    from flightcheck._launch import engine_args
+
+    assert cmd.engine is not None
+    unparsed: list[str] = []
+
+    def load_config(path: str) -> list[str]:
+        cmd.config = path
+        try:
+            tokens, data = config_tokens(path)
+        except UsageError as exc:
+            raise engine_args.Refused(str(exc)) from None
+        cmd.config_data = data
+        return tokens
+
+    try:
+        parsed = engine_args.parse(
+            cmd.engine, cmd.argv[cmd.start :], serve=cmd.form.endswith("-cli"), load_config=load_config
+        )
+    except engine_args.Refused as exc:
+        read_intent_leniently(cmd)
+        cmd.intent.refused = [str(exc)]
+        cmd.intent.reader = "built-in"
+        return
+    fields = intent_fields(cmd.engine, cmd.form, parsed.values, {d for d, _, _ in parsed.given}, unparsed)
+    fields["engine_flags"] = _rendered(cmd.engine, parsed.given)
+    fields["unparsed"] = unparsed
+    fields["reader"] = "built-in"
+    cmd.intent = Intent(**fields)
+
+
+def _rendered(engine: str, given: list[tuple[str, str, Any]]) -> list[str]:
+    """The options the line set, canonically spelled (``--tensor-parallel-size=8``)."""
+    import json
+    import re
+
+    secret = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
+    out: list[str] = []
+    for dest, option, value in given:
+        if not option:
+            continue
+        flag = F.canonical(option, engine)
+        if secret.search(dest) and not isinstance(value, bool):
+            text = f"{flag}=<redacted>"  # never a secret value in the report
+        elif isinstance(value, bool):
+            text = flag
+        elif isinstance(value, (dict, list)) and not all(isinstance(v, str) for v in value):
+            text = f"{flag}={json.dumps(value)}"
+        elif isinstance(value, list):
+            text = f"{flag}={' '.join(value)}"
+        else:
+            text = f"{flag}={value}"
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def _set(fields: dict[str, Any], name: str, value: Any, where: str, unparsed: list[str]) -> None:
+    why = _valid(name, value)
+    if name == "hf_overrides" and not isinstance(value, dict):
+        why = "not a JSON object"
+    if why:
+        if why.startswith("--"):
+            why = why.split(": ", 1)[1] if ": " in why else why.split(" ", 1)[-1]
+        unparsed.append(f"{where} {value!r}: {why}")
+        fields.pop(name, None)
+        return
+    fields[name] = value
+
+
+def intent_fields(
+    engine: str, form: str, values: dict[str, Any], given: set[str], unparsed: list[str]
+) -> dict[str, Any]:
+    """Intent fields from the engine's parsed values (``given``: the settings the line set).
+
+    Shared by the built-in reader and the reading of the engine's own answer."""
+    from flightcheck._launch import engine_args
+
+    fields: dict[str, Any] = {"engine": engine}
+    mod = vllm if engine == "vllm" else sglang
+    table: dict[str, str] = mod.READER_FIELDS
+    for dest, name in table.items():
+        if dest not in given or dest not in values:
+            continue
+        value = values[dest]
+        if value is None:
+            continue
+        if engine == "vllm" and dest in vllm.READER_LOOSE_NUMBERS and isinstance(value, str):
+            try:
+                value = engine_args.convert(vllm.READER_LOOSE_NUMBERS[dest], value)
+            except ValueError:
+                unparsed.append(f"{dest} {value!r}: not a number")
+                continue
+        if name == "kv_cache_dtype" and engine == "sglang":
+            value = {"bf16": "bfloat16", "fp16": "float16"}.get(value, value)
+        if name == "hf_overrides" and isinstance(value, str):
+            import json
+
+            try:
+                value = json.loads(value)
+            except ValueError:
+                pass
+            if value == {}:
+                continue
+        if name == "cpu_offload_gb":
+            value = float(value)
+        _set(fields, name, value, dest, unparsed)
+    if engine == "vllm":
+        # ServeSubcommand.cmd: the positional model_tag wins over --model; the api_server
+        # entry point never copies it (vllm/entrypoints/launchers/api_server/entry.py).
+        # A line that names no model leaves it None (the engine's default model; checks
+        # that need the model then skip, as before).
+        tag = values.get("model_tag") if form.endswith("-cli") else None
+        model = tag if tag is not None else (values.get("model") if "model" in given else None)
+        if model is not None:
+            fields["model"] = model
+    else:
+        if values.get("enable_dp_attention") and values.get("attn_dp_size", 1) == 1:
+            # the deprecated spelling: DP attention splits the TP group (attn_dp_size),
+            # dp_size no longer counts replicas (arg_groups/parallel_hook.py)
+            fields["data_parallel_size"] = 1
+        ep = values.get("ep_size") or 1
+        tp = values.get("tp_size") or 1
+        if ep > 1 or (values.get("moe_a2a_backend") in sglang.A2A_EP_SPANNING_BACKENDS and tp > 1):
+            fields["enable_expert_parallel"] = True
+    return fields
+
+
+def read_intent_leniently(cmd: EngineCommand) -> None:
+    """Fill ``cmd.intent`` token by token (for a line the engine's parser refuses)."""
     opts, positionals, unparsed = engine_opts(cmd)
     table = F.fields_for(cmd.engine)
     fields: dict[str, Any] = {"engine": cmd.engine}

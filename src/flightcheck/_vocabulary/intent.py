@@ -16,7 +16,36 @@ from typing import Any
 from flightcheck._vocabulary.errors import UsageError
 
 ENGINES = ("vllm", "sglang")
-KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16", "half", "fp8_ds_mla", "nvfp4")
+KV_CACHE_DTYPES = (
+    "auto",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "bfloat16",
+    "float16",
+    "half",
+    "fp8_ds_mla",
+    "nvfp4",
+    # vLLM 0.33 (vllm/config/cache.py KV_CACHE_DTYPES) and SGLang 0.5.23 additions
+    "fp8_inc",
+    "nvfp4_ds_mla",
+    "turboquant_k8v4",
+    "turboquant_4bit_nc",
+    "turboquant_k3v4_nc",
+    "turboquant_3bit_nc",
+    "octave_k3v4",
+    "octave_k3v3",
+    "octave_k3v3_compact",
+    "ultraquant_4bit",
+    "int4_per_token_head",
+    "int8_per_token_head",
+    "fp8_per_token_head",
+    "nvfp4_4over6",
+    "mxfp8",
+    "fp4_mx_block16",
+)
+#: Who read the engine command: the engine's own parser in a child, or flightcheck's.
+READERS = ("engine", "built-in")
 
 #: max_model_len meaning "let the engine fit it" (vLLM's -1 / auto).
 AUTO = -1
@@ -73,18 +102,23 @@ class Intent:
     python: str | None = None  # the engine's interpreter
     reserve_gib: float | None = None  # override of the documented per-GPU reserve
     nnodes: int = 1
-    deep: bool = False
-    download_dir: str | None = None
-    distributed_executor_backend: str | None = None  # "ray" changes how env reaches workers
+    #: GPUs of the data-parallel group on this node (vLLM --data-parallel-size-local);
+    #: None: all of it (DP / nnodes).
+    data_parallel_size_local: int | None = None
+    prefill_context_parallel_size: int = 1  # vLLM -pcp: multiplies the GPUs
+    decode_context_parallel_size: int = 1  # inside the TP group: no extra GPUs
     # batch limits and memory options (None: the engine's default)
+    dtype: str | None = None
+    enforce_eager: bool | None = None
+    load_format: str | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     kv_cache_memory_bytes: int | None = None  # bypasses gpu_memory_utilization (vLLM)
     cpu_offload_gb: float | None = None  # GiB of weights per GPU kept in CPU memory
-    enforce_eager: bool | None = None
-    dtype: str | None = None
     hf_overrides: dict[str, Any] | None = None
-    data_parallel_size_local: int | None = None
+    deep: bool = False
+    download_dir: str | None = None
+    distributed_executor_backend: str | None = None  # "ray" changes how env reaches workers
     #: flags of the real engine command that checks or the plan care about (e.g. SGLang's
     #: --enable-symm-mem); empty for plain ``check``.
     engine_flags: list[str] = field(default_factory=list)
@@ -93,11 +127,23 @@ class Intent:
     #: the engine command's ``--config`` file could not be read (missing, not YAML, not a
     #: mapping, too large): the engine would refuse to start, so FC711 blocks the launch.
     config_problem: str | None = None
+    #: why the engine's own parser or validation refuses the command (FC703); empty: it accepts it.
+    refused: list[str] = field(default_factory=list)
+    #: who read the command: "engine" (its own parser, in a child) or "built-in"; None for
+    #: an intent built from ``check``'s own flags.
+    reader: str | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
-        for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "nnodes"):
+        for name in (
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "data_parallel_size",
+            "nnodes",
+            "prefill_context_parallel_size",
+            "decode_context_parallel_size",
+        ):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be >= 1")
         if self.gpu_memory_utilization is not None and not 0 < self.gpu_memory_utilization <= 1:  # nan too
@@ -110,13 +156,22 @@ class Intent:
             raise UsageError(f"--kv-cache-dtype {self.kv_cache_dtype!r}: expected one of {', '.join(KV_CACHE_DTYPES)}")
 
     @property
+    def replica_size(self) -> int:
+        """GPUs of one data-parallel rank: TP x PP x PCP (decode CP shares the TP group)."""
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.prefill_context_parallel_size
+
+    @property
     def world_size(self) -> int:
-        """GPUs one launch uses across all nodes: TP x PP x DP."""
-        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+        """GPUs one launch uses across all nodes: TP x PP x PCP x DP."""
+        return self.replica_size * self.data_parallel_size
 
     @property
     def gpus_per_node(self) -> int:
-        """GPUs this node contributes: TP x PP (x DP) spread over ``nnodes``."""
+        """GPUs this node contributes: TP x PP x PCP x the local DP ranks when the command
+        says how many run here (``--data-parallel-size-local``), else the world spread over
+        ``nnodes``."""
+        if self.data_parallel_size_local is not None:
+            return max(1, self.replica_size * self.data_parallel_size_local)
         return max(1, -(-self.world_size // self.nnodes))
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,4 +183,8 @@ class Intent:
             del out["unparsed"]
         if out["config_problem"] is None:
             del out["config_problem"]
+        if not out["refused"]:
+            del out["refused"]
+        out["world_size"] = self.world_size
+        out["gpus_per_node"] = self.gpus_per_node
         return out

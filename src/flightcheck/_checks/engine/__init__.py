@@ -3,6 +3,6 @@
 Importing the package registers every check of the family.
 """
 
-from flightcheck._checks.engine import versions
+from flightcheck._checks.engine import command, versions
 
-__all__ = ["versions"]
+__all__ = ["command", "versions"]

@@ -1,0 +1,426 @@
+"""The engines' own parsing, rebuilt from their generated tables: the built-in reader.
+
+vLLM and SGLang parse with the standard library's argparse. This module builds an argparse
+parser from ``_knowledge/data/<engine>_<version>_args.json`` (every option the installed
+engine declared: option strings, nargs, choices, action kind, type, default) and applies
+the engine's own pre-processing in front of it:
+
+* vLLM (``FlexibleArgumentParser.parse_args``, vllm/utils/argparse_utils.py): ``--model X``
+  moved to the positional slot for ``serve``; a served name without a positional model
+  refused; the bare ``--config FILE`` token expanded between the model and the rest (so the
+  command line wins); ``_`` -> ``-`` in option names up to the first dot; ``-O3`` / ``-O 3``
+  -> ``--optimization-level``; ``--a.b v`` merged into a JSON ``--a``.
+* SGLang (sglang/cli/serve.py, ``prepare_server_args``): ``--model-type X`` dropped and a
+  leading positional made ``--model-path`` for ``sglang serve``; the bare ``--config FILE``
+  expanded in front (``--config=FILE`` is an ordinary option the merger never sees).
+
+argparse then does what it does for the engine: unique-prefix abbreviations
+(``--tensor-parallel 8``, ``--mem-frac``), ``nargs``, ``choices``, types, and the errors
+the engine would print. Values are converted the way the engine's type functions convert
+them where the table names a type flightcheck knows; other types are kept as text.
+
+This is the engine's behaviour at the table's version; when the engine itself is at hand,
+:mod:`flightcheck._launch.engine_ask` asks it instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from flightcheck._knowledge import argtables, sglang, vllm
+from flightcheck._vocabulary.intent import parse_len
+
+_SUPPRESS = "==SUPPRESS=="
+
+
+class Refused(Exception):
+    """The engine's parser would refuse the command line (the message it would print)."""
+
+
+# --------------------------------------------------------------------------- value types
+
+
+def _hr_int(text: str) -> int:
+    """vLLM's human_readable_int: ``1k`` = 1000, ``1K`` = 1024, decimals with k/m/g/t only."""
+    value = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
+    if m:
+        number, suffix = m.groups()
+        if suffix.islower():
+            return int(float(number) * {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}[suffix])
+        if "." in number:
+            raise argparse.ArgumentTypeError(f"Decimals are not allowed with binary suffixes like {suffix}.")
+        return int(number) * {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[suffix]
+    return int(value)
+
+
+def _hr_int_or_auto(text: str) -> int:
+    if text.strip().lower() in ("auto", "-1"):
+        return -1
+    return parse_len(text) if re.search(r"[kKmMgGtT]$", text.strip()) else int(text)
+
+
+def _si_int(text: str) -> int:
+    """SGLang's human_readable_int: SI ``k M G T`` (x1000), IEC ``Ki Mi Gi Ti``; case-sensitive."""
+    value = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", value)
+    if m:
+        number, suffix = m.groups()
+        iec = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+        if suffix in iec:
+            if "." in number:
+                raise argparse.ArgumentTypeError(f"Decimals are not allowed with IEC suffixes like '{suffix}'.")
+            return int(number) * iec[suffix]
+        try:
+            return int(Decimal(number) * {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}[suffix])
+        except InvalidOperation:
+            raise argparse.ArgumentTypeError(f"Invalid integer value: '{value}'.") from None
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"Invalid integer value: '{value}'.") from None
+
+
+def _dict_or_str(text: str) -> Any:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
+
+
+def _json(text: str) -> Any:
+    return json.loads(text)
+
+
+_CONVERT: dict[str, Any] = {
+    "int": int,
+    "float": float,
+    "str": str,
+    "json": _json,
+    "hr_int": _hr_int,
+    "hr_int_or_auto": _hr_int_or_auto,
+    "si_int": _si_int,
+    "dict_or_str": _dict_or_str,
+}
+for _name, _fn in _CONVERT.items():
+    if _name not in ("int", "float", "str"):
+        _fn.__name__ = _name.replace("_", " ") if _name != "json" else "loads"
+
+
+def convert(kind: str, text: str) -> Any:
+    """Convert ``text`` as the engine's type function of ``kind`` would."""
+    return _CONVERT[kind](text)
+
+
+# --------------------------------------------------------------------------- actions
+
+
+class _Given:
+    """What the command line set, in order: (dest, option as written, value)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, str, Any]] = []
+
+
+def _note(namespace: argparse.Namespace, dest: str, option: str | None, value: Any) -> None:
+    given: _Given = namespace._given_
+    given.items.append((dest, option or "", value))
+
+
+class _Store(argparse.Action):
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        setattr(namespace, self.dest, values)
+        if option_string is not None or values is not self.default:
+            _note(namespace, self.dest, option_string, values)
+
+
+class _Append(argparse.Action):
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        items = list(getattr(namespace, self.dest, None) or [])
+        items.append(values)
+        setattr(namespace, self.dest, items)
+        _note(namespace, self.dest, option_string, values)
+
+
+class _Const(argparse.Action):
+    def __init__(self, *args: Any, negatives: frozenset[str] = frozenset(), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.negatives = negatives
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        value = self.const if option_string not in self.negatives else (not self.const)
+        setattr(namespace, self.dest, value)
+        _note(namespace, self.dest, option_string, value)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:
+        raise Refused(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> Any:
+        raise Refused(message or f"the engine's parser exited with status {status}")
+
+
+def _bool_strings(strings: list[str]) -> tuple[list[str], frozenset[str]]:
+    """All strings of a BooleanOptionalAction / vLLM EnableDisableAction, and the negatives."""
+    positives = [s for s in strings if not s.startswith("--no-")]
+    if positives and positives[0].startswith("--enable-"):
+        positives = [s for s in positives if not s.startswith("--disable-")]
+    elif positives and positives[0].startswith("--disable-"):
+        positives = [s for s in positives if not s.startswith("--enable-")]
+    negatives = {s for s in strings if s not in positives}
+    for s in positives:
+        if s.startswith("--"):
+            negatives.add("--no-" + s[2:])
+        for prefix, inverse in (("--enable-", "--disable-"), ("--disable-", "--enable-")):
+            if s.startswith(prefix):
+                negatives.add(inverse + s.removeprefix(prefix))
+    return positives, frozenset(negatives)
+
+
+def build_parser(engine: str) -> argparse.ArgumentParser:
+    """An argparse parser with every option of the engine's generated table."""
+    types: dict[str, str] = (vllm if engine == "vllm" else sglang).READER_TYPES
+    allow_abbrev = bool(argtables.table(engine).get("allow_abbrev", True))
+    parser = _Parser(prog=f"{engine} serve", add_help=False, allow_abbrev=allow_abbrev)
+    for opt in argtables.options(engine):
+        strings, dest, action, nargs = opt["option_strings"], opt["dest"], opt["action"], opt["nargs"]
+        if action == "help" or not dest:
+            continue
+        default = argparse.SUPPRESS if opt["default"] == _SUPPRESS else opt["default"]
+        kind = types.get(opt["type"] or "", "str")
+        kwargs: dict[str, Any] = {"dest": dest, "default": default}
+        if not strings:  # a positional (vLLM's model_tag)
+            parser.add_argument(dest, nargs=nargs, action=_Store, default=default)
+            continue
+        if action == "BooleanOptionalAction":
+            positives, negatives = _bool_strings(strings)
+            parser.add_argument(
+                *positives, *sorted(negatives), action=_Const, nargs=0, const=True, negatives=negatives, **kwargs
+            )
+            continue
+        if nargs == 0 or action in ("store_true", "store_false", "store_const", "count"):
+            const = {"store_true": True, "store_false": False}.get(action, opt.get("const"))
+            parser.add_argument(*strings, action=_Const, nargs=0, const=const, **kwargs)
+            continue
+        if nargs is not None:
+            kwargs["nargs"] = nargs
+        if opt["choices"] is not None:
+            kwargs["choices"] = opt["choices"]
+        parser.add_argument(
+            *strings,
+            action=_Append if action == "append" else _Store,
+            type=_CONVERT[kind],
+            required=bool(opt["required"]),
+            **kwargs,
+        )
+    return parser
+
+
+_PARSERS: dict[str, argparse.ArgumentParser] = {}
+
+
+def parser_for(engine: str) -> argparse.ArgumentParser:
+    if engine not in _PARSERS:
+        _PARSERS[engine] = build_parser(engine)
+    return _PARSERS[engine]
+
+
+# --------------------------------------------------------------------------- pre-processing
+
+
+@dataclass
+class Parsed:
+    """One command line as the engine's parser reads it."""
+
+    values: dict[str, Any] = field(default_factory=dict)  # dest -> value (defaults included)
+    given: list[tuple[str, str, Any]] = field(default_factory=list)  # (dest, option as written, value)
+    argv: list[str] = field(default_factory=list)  # what the parser was handed
+    config: str | None = None  # the --config file the engine expands
+
+
+ConfigLoader = Any  # Callable[[str], list[str]]: a --config file as flag tokens
+
+
+def _vllm_args(args: list[str], serve: bool, load_config: ConfigLoader, parsed: Parsed) -> list[str]:
+    """FlexibleArgumentParser.parse_args before argparse (vllm/utils/argparse_utils.py)."""
+    args = list(args)
+    if serve:
+        idx = next((i for i, a in enumerate(args) if re.match(r"^--model(=.+|$)", a)), None)
+        if idx is not None:
+            if args[idx] == "--model":
+                if idx + 1 >= len(args):
+                    raise Refused("argument --model: expected one argument")
+                tag, rest = args[idx + 1], idx + 2
+            else:
+                tag, rest = args[idx].removeprefix("--model="), idx + 1
+            args = [tag, *args[:idx], *args[rest:]]
+        if (
+            args
+            and args[0].startswith("-")
+            and not any(re.match(r"^--config(=.+|$)", a) for a in args)
+            and any(re.match(vllm.READER_SERVED_NAME, a) for a in args)
+        ):
+            raise Refused("ValueError: `model` should be provided as the first positional argument")
+    if "--config" in args:
+        if args.count("--config") > 1:
+            raise Refused("AssertionError: More than one config file specified!")
+        index = args.index("--config")
+        if index == len(args) - 1:
+            raise Refused("ValueError: No config file specified!")
+        parsed.config = args[index + 1]
+        config_args = load_config(parsed.config)
+        if not serve:
+            args = config_args + args[:index] + args[index + 2 :]
+        else:
+            model_in_cli = bool(args) and not args[0].startswith("-")
+            if not model_in_cli and "--model" not in config_args:
+                raise Refused(
+                    "ValueError: No model specified! Please specify model either as a positional argument "
+                    "or in a config file."
+                )
+            at = 1 if model_in_cli else 0
+            args = args[:at] + config_args + args[at:index] + args[index + 2 :]
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if arg.startswith("--"):
+            key, eq, text = arg.partition("=")
+            name, dot, tail = key[2:].partition(".")
+            out.append("--" + name.replace("_", "-") + dot + tail + eq + text)
+        elif arg.startswith(vllm.READER_OPT_SHORT) and arg != vllm.READER_OPT_SHORT:
+            out += [vllm.READER_OPT_LEVEL, arg[3:] if arg[2:3] == "=" else arg[2:]]
+        elif arg == vllm.READER_OPT_SHORT and i + 1 < len(args) and args[i + 1] in {"0", "1", "2", "3"}:
+            out.append(vllm.READER_OPT_LEVEL)
+        else:
+            out.append(arg)
+    # --a.b v (and --a.b=v): merged into one JSON --a
+    dicts: dict[str, dict[str, Any]] = {}
+    keep: list[str] = []
+    skip = False
+    for i, arg in enumerate(out):
+        if skip:
+            skip = False
+            continue
+        if not (arg.startswith("-") and "." in arg):
+            keep.append(arg)
+            continue
+        name, eq, text = arg.partition("=")
+        if eq and "." not in name:  # the dot was in the value
+            keep.append(arg)
+            continue
+        if not eq:
+            if i + 1 >= len(out):
+                raise Refused(f"IndexError: {arg} without a value")
+            text, skip = out[i + 1], True
+        if name.endswith("+"):
+            name, text = name[:-1], json.dumps(text.split(","))
+        key, *keys = name.split(".")
+        try:
+            value: Any = json.loads(text)
+        except ValueError:
+            try:
+                value = _hr_int(text)
+            except ValueError:
+                value = text
+        node = dicts.setdefault(key, {})
+        for k in keys[:-1]:
+            nxt = node.get(k)
+            if not isinstance(nxt, dict):
+                nxt = node[k] = {}
+            node = nxt
+        if keys:
+            node[keys[-1]] = value
+    for key, value in dicts.items():
+        keep += [key, json.dumps(value)]
+    return keep
+
+
+def _sglang_args(args: list[str], serve: bool, load_config: ConfigLoader, parsed: Parsed) -> list[str]:
+    """sglang/cli/serve.py then prepare_server_args' config merge."""
+    args = list(args)
+    if serve:
+        out: list[str] = []
+        i = 0
+        while i < len(args):  # _extract_model_type_override
+            if args[i] == sglang.READER_MODEL_TYPE and i + 1 < len(args):
+                i += 2
+                continue
+            if args[i].startswith(sglang.READER_MODEL_TYPE + "="):
+                i += 1
+                continue
+            out.append(args[i])
+            i += 1
+        args = out
+        if args and not args[0].startswith("-"):  # _normalize_positional_model_path
+            args = [sglang.READER_MODEL_PATH, args[0], *args[1:]]
+    if "--config" in args:
+        if args.count("--config") > 1:
+            raise Refused("ValueError: Multiple config files specified! Only one allowed.")
+        index = args.index("--config")
+        if index == len(args) - 1:
+            raise Refused("ValueError: No config file specified")
+        parsed.config = args[index + 1]
+        args = load_config(parsed.config) + args[:index] + args[index + 2 :]
+    return args
+
+
+def _vllm_validate(ns: argparse.Namespace) -> None:
+    """What vLLM checks right after parsing: config records (pydantic, unknown keys
+    forbidden), strict JSON options, a path-like chat template that does not exist."""
+    dataclass_defaults = {
+        opt["dest"]: opt["default"]
+        for opt in argtables.options("vllm")
+        if isinstance(opt["default"], dict) and "__class__" in opt["default"]
+    }
+    for dest, _option, value in ns._given_.items:
+        if dest in dataclass_defaults and isinstance(value, str):
+            try:
+                doc = json.loads(value)
+            except ValueError:
+                continue  # vLLM expands human-readable numbers first: not ours to judge
+            known = set(dataclass_defaults[dest]) - {"__class__"}
+            if isinstance(doc, dict) and known and set(doc) - known:
+                name = dataclass_defaults[dest]["__class__"]
+                raise Refused(f"argument {_option}: validation error for {name}: unknown {sorted(set(doc) - known)}")
+        if dest in vllm.READER_JSON_STRICT and isinstance(value, str):
+            try:
+                json.loads(value)
+            except ValueError:
+                raise Refused(f"argument {_option}: not valid JSON") from None
+    template = getattr(ns, "chat_template", None)
+    if isinstance(template, str) and not any(c in template for c in "{}\n"):
+        from pathlib import Path
+
+        if not Path(template).exists() and template not in vllm.READER_BUILTIN_CHAT_TEMPLATES:
+            raise Refused(f"VLLMValidationError: the chat template {template} appears path-like, but doesn't exist")
+
+
+def parse(engine: str, args: list[str], *, serve: bool, load_config: ConfigLoader) -> Parsed:
+    """Read ``args`` (what follows ``serve`` / the module) as the engine's parser would.
+
+    Raises:
+        Refused: the engine would refuse the line (argparse's message, or the engine's).
+    """
+    parsed = Parsed()
+    if engine == "vllm":
+        argv = _vllm_args(args, serve, load_config, parsed)
+    else:
+        argv = _sglang_args(args, serve, load_config, parsed)
+    parsed.argv = argv
+    namespace = argparse.Namespace()
+    given = _Given()
+    namespace._given_ = given
+    ns = parser_for(engine).parse_args(argv, namespace)
+    if engine == "vllm":
+        _vllm_validate(ns)
+    values = dict(vars(ns))
+    values.pop("_given_", None)
+    parsed.values = values
+    parsed.given = given.items
+    return parsed

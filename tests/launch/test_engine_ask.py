@@ -1,0 +1,71 @@
+"""Asking the engine for its reading, and falling back to the built-in reader."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from flightcheck._launch import parse_command
+from flightcheck._launch.engine_ask import apply_engine_reading, ask_engine
+
+
+def test_an_interpreter_without_the_engine_keeps_the_builtin_reading() -> None:
+    cmd = parse_command([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "M", "-tp", "2"])
+    assert cmd.intent.python
+    assert ask_engine(cmd, dict(os.environ)) is False
+    assert (cmd.intent.reader, cmd.intent.tensor_parallel_size) == ("built-in", 2)
+
+
+def test_asking_can_be_turned_off() -> None:
+    cmd = parse_command([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "M"])
+    assert ask_engine(cmd, {**os.environ, "FLIGHTCHECK_ENGINE_READ": "0"}) is False
+
+
+def test_the_engine_answer_replaces_the_builtin_reading() -> None:
+    cmd = parse_command(["sglang", "serve", "M", "--tp", "8"], env={"PATH": "/nonexistent"})
+    doc = {
+        "reader": "engine",
+        "error": None,
+        "model": "M",
+        "tensor_parallel_size": 8,
+        "data_parallel_size": 8,
+        "expert_parallel_size": 1,
+        "max_model_len": 1000000,
+        "kv_cache_dtype": "bf16",
+        "hf_overrides": "{}",
+        "engine_fields": {"enable_dp_attention": True, "attn_dp_size": 1, "moe_a2a_backend": "deepep"},
+    }
+    apply_engine_reading(cmd, doc)
+    it = cmd.intent
+    assert (it.reader, it.max_model_len, it.kv_cache_dtype, it.hf_overrides) == ("engine", 10**6, "bfloat16", None)
+    assert (it.data_parallel_size, it.enable_expert_parallel, it.world_size) == (1, True, 8)
+
+
+def test_an_engine_refusal_is_kept_with_the_builtin_fields() -> None:
+    cmd = parse_command(["vllm", "serve", "M", "-tp", "4", "--new-flag"], env={"PATH": "/nonexistent"})
+    apply_engine_reading(cmd, {"reader": "engine", "error": "unrecognized arguments: --new-flag"})
+    assert cmd.intent.refused == ["unrecognized arguments: --new-flag"]
+    assert (cmd.intent.reader, cmd.intent.tensor_parallel_size) == ("engine", 4)
+
+
+def test_engine_reader_batch_answers_every_line_in_order() -> None:
+    import json
+    import subprocess
+
+    from flightcheck._launch.engine_ask import READER_SCRIPT
+
+    lines = ['["vllm", "serve", "A"]', "not json", '["vllm", "serve", "B"]']
+    proc = subprocess.run(
+        [sys.executable, str(READER_SCRIPT), "vllm", "--batch", "--timeout", "30"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    docs = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert len(docs) == 3
+    assert docs[0]["engine_argv"] == ["A"] and docs[2]["engine_argv"] == ["B"]
+    assert docs[1]["error_stage"] == "usage"
+    # this interpreter has no vLLM: an import error, which run/check treat as "not asked"
+    assert docs[0]["error_stage"] == "import"
