@@ -261,14 +261,6 @@ def test_fc509_index_path_escape(tmp_path: Path) -> None:
     assert r.severity.value == "error" and r.subject == "shard:../../../../etc/passwd"
     assert "a path outside the model directory: refused, never opened" in r.message
     assert "do not run this checkpoint" in r.fix
-    # a shard that is a symlink resolving outside the directory is refused too
-    root = healthy(tmp_path / "link")
-    s1 = root / shard_name(0, 3)
-    elsewhere = tmp_path / "elsewhere.safetensors"
-    os.replace(s1, elsewhere)
-    s1.symlink_to(elsewhere)
-    (r,) = failing("FC509", root)
-    assert r.severity.value == "error" and str(elsewhere) in r.message and "cp --remove-destination" in r.fix
     ok = passing("FC509", healthy(tmp_path / "ok"))
     assert ok.message == "every file the index names is inside the model directory"
 

@@ -19,6 +19,7 @@ from flightcheck._checkpoint.validate import ShardScan, scan_file
 
 if TYPE_CHECKING:
     from flightcheck._checkpoint.cache import ScanCache
+    from flightcheck._checkpoint.guard import Guard
     from flightcheck._checkpoint.model import Checkpoint, Shard
 
 #: A shard whose allocated blocks cover less than this share of its size is sparse (FC511);
@@ -37,8 +38,12 @@ def assemble(
     stats: dict[str, os.stat_result],
     raw_index: bytes | None,
     cache: ScanCache,
+    *,
+    guard: Guard | None = None,
+    withheld: dict[str, str] | None = None,
 ) -> None:
-    """Fill ``ck.shards`` and ``ck.findings`` (FC502/503/504/506/508/509/511)."""
+    """Fill ``ck.shards`` and ``ck.findings`` (FC502/503/504/506/508/509/511). ``withheld``:
+    shards not read for the directory's owner (:mod:`.guard`), by name."""
     from flightcheck._checkpoint.model import Finding, Shard
 
     index_subject = f"file:{idx.INDEX_NAME}"
@@ -67,9 +72,7 @@ def assemble(
             )
         )
         return
-    roots = [os.path.realpath(root)]
-    if ck.resolved.repo_dir is not None:
-        roots.append(os.path.realpath(ck.resolved.repo_dir / "blobs"))
+    withheld = dict(withheld or {})
     for name in names:
         shard = Shard(name, root / name)
         ck.shards.append(shard)
@@ -84,22 +87,26 @@ def assemble(
                 )
             )
             continue
+        # A symlink is followed as the OS (and the engine) follows it: a symlink farm onto
+        # shared storage is a common layout. Only a target the directory's owner could
+        # not read is withheld when root reads it (guard), without content or size.
+        why = withheld.get(name) or (guard.withheld(shard.path) if guard is not None and name not in stats else None)
+        if why:
+            ck.findings.append(
+                Finding(
+                    Kind.UNREADABLE,
+                    shard.subject,
+                    f"{name}: {why}",
+                    fix=f"make the link point at a file the directory's owner can read: ls -l {shard.path}",
+                )
+            )
+            continue
         try:
             st = stats.get(name) or os.stat(shard.path)
         except OSError as exc:
             _missing(ck, shard, exc)
             continue
         real = os.path.realpath(shard.path)
-        if not idx.within(real, roots):
-            ck.findings.append(
-                Finding(
-                    Kind.ESCAPES,
-                    shard.subject,
-                    f"{name} is a symlink to {real}, outside the model directory",
-                    fix=f"replace the link with the real file (cp --remove-destination {real} {shard.path}), "
-                    f"or point --model at a directory that holds the weights",
-                )
-            )
         shard.size = st.st_size
         shard.allocated = st.st_blocks * 512 if hasattr(st, "st_blocks") else None
         scan = scans.get(name)

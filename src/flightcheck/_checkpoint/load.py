@@ -9,6 +9,7 @@ those the index names, or every ``*.safetensors`` of the directory when there is
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import time
 from collections.abc import Mapping
@@ -19,12 +20,14 @@ import msgspec
 
 from flightcheck._checkpoint import index as idx
 from flightcheck._checkpoint.cache import FileKey, IndexScan, ScanCache, file_key
+from flightcheck._checkpoint.guard import Guard
 from flightcheck._checkpoint.model import Checkpoint, Finding
 from flightcheck._checkpoint.problems import Kind
-from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete_downloads, resolve
+from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete_downloads, offline, resolve
 from flightcheck._checkpoint.scan import scan_paths
 from flightcheck._checkpoint.shardio import TooLarge, read_small
 from flightcheck._checkpoint.validate import ShardScan
+from flightcheck._knowledge.units import si_bytes
 
 MAX_CONFIG = 64 << 20
 
@@ -38,36 +41,60 @@ def load(
     cache_env: Mapping[str, str] | None = None,
     workers: int | None = None,
     sha: bool = False,
+    engine: str | None = None,
+    load_format: str | None = None,
 ) -> Checkpoint:
     """Resolve and read ``model``; see the module docstring. ``sha``: every scan also
-    carries its header's sha256 (for ``collect``; cached scans without one are redone)."""
+    carries its header's sha256 (for ``collect``; cached scans without one are redone).
+    ``engine`` and ``load_format`` say which files the engine loads (``None``: its default)."""
     t0 = time.perf_counter()
     res = resolve(model, revision=revision, envs=envs, download_dir=download_dir)
     ck = Checkpoint(res)
     if res.path is None:
-        ck.findings.append(
-            Finding(Kind.NOT_FOUND, f"model:{model}", res.problem or f"{model} not found", fix=_not_found_fix(res))
-        )
+        _not_found(ck, model, envs)
         ck.seconds = time.perf_counter() - t0
         return ck
     root = res.path
-    _read_config(ck, root)
+    try:
+        with os.scandir(root) as it:
+            next(it, None)
+    except OSError as exc:
+        why = f"the model directory {root} cannot be read: {exc.strerror or exc}"
+        ck.blocked = ck.unread = why
+        ck.findings.append(
+            Finding(Kind.UNREADABLE, f"model:{model}", why, fix=f"check permissions and the filesystem: ls -ld {root}")
+        )
+        ck.seconds = time.perf_counter() - t0
+        return ck
+    roots = [os.path.realpath(root)]
+    if res.repo_dir is not None:
+        roots.append(os.path.realpath(res.repo_dir / "blobs"))
+    guard = Guard(root, roots)
+    _read_config(ck, root, guard)
+    if _other_format(ck, root, engine, load_format):
+        _hf_cache_checks(ck, guard)
+        ck.seconds = time.perf_counter() - t0
+        return ck
     cache = ScanCache(root.resolve(), env=cache_env)
     ck.cache = "off" if not cache.enabled else "cold"
     on_disk = _safetensors_in(root)
+    withheld: dict[str, str] = {}
     index_path = root / idx.INDEX_NAME
     raw_index: bytes | None = None
     index_key = None
     index_cost = 0  # header bytes' worth of parsing it, when not cached
     if index_path.exists() or index_path.is_symlink():
         ck.index_name = idx.INDEX_NAME
+        index_withheld = guard.withheld(index_path)
         try:
             st = index_path.stat()
         except OSError:
             pass  # a dangling link: reading it says why
         else:
+            if index_withheld:
+                ck.index = IndexScan(problem=index_withheld)
             index_key = file_key(st)
-            ck.index = cache.index(index_key)
+            ck.index = ck.index or cache.index(index_key)
             index_cost = st.st_size // 2 if ck.index is None else 0
     # Scan what is on disk now, while (if needed) this process parses the index: for a
     # 390k-tensor model both take ~0.2 s and they overlap.
@@ -77,6 +104,10 @@ def load(
     for name in on_disk:
         if name.startswith("consolidated") and ck.index_name:
             continue  # Mistral's duplicate single file: the index's shards are loaded instead
+        refused = guard.withheld(root / name)
+        if refused:
+            withheld[name] = refused
+            continue
         try:
             st = os.stat(root / name)
         except OSError:
@@ -95,7 +126,8 @@ def load(
         if ck.index_name is None or ck.index is not None:
             return
         raw_index, why = idx.read_bytes(index_path)
-        ck.index = IndexScan(problem=why) if raw_index is None else idx.parse(raw_index, on_disk)
+        spelled = [n for n in on_disk if _utf8(n)]  # an index (JSON) cannot name the others
+        ck.index = IndexScan(problem=why) if raw_index is None else idx.parse(raw_index, spelled)
         if index_key is not None and ck.index.problem is None:
             cache.put_index(index_key, ck.index)
 
@@ -111,8 +143,8 @@ def load(
         ck.cache = "warm" if not todo else ("partial" if ck.stats.cached else "cold")
     from flightcheck._checkpoint.crosscheck import assemble
 
-    assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache)
-    _hf_cache_checks(ck)
+    assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache, guard=guard, withheld=withheld)
+    _hf_cache_checks(ck, guard)
     cache.prune({os.path.realpath(s.path) for s in ck.shards})
     cache.save()
     ck.seconds = time.perf_counter() - t0
@@ -126,7 +158,11 @@ def _safetensors_in(root: Path) -> list[str]:
         return []
 
 
-def _read_config(ck: Checkpoint, root: Path) -> None:
+def _read_config(ck: Checkpoint, root: Path, guard: Guard) -> None:
+    why = guard.withheld(root / "config.json")
+    if why:
+        ck.config_error = f"config.json cannot be read: {why}"
+        return
     try:
         raw = read_small(root / "config.json", MAX_CONFIG)
     except FileNotFoundError:
@@ -147,7 +183,7 @@ def _read_config(ck: Checkpoint, root: Path) -> None:
         ck.config_error = f"config.json holds a JSON {type(doc).__name__}, not an object"
         return
     ck.config = doc
-    if not doc.get("quantization_config"):
+    if not doc.get("quantization_config") and not guard.withheld(root / "hf_quant_config.json"):
         ck.hf_quant = _read_json_object(root / "hf_quant_config.json")
 
 
@@ -169,7 +205,7 @@ def _not_found_fix(res: Resolved) -> str:
     return "pass the directory that holds config.json and the *.safetensors files"
 
 
-def _hf_cache_checks(ck: Checkpoint) -> None:
+def _hf_cache_checks(ck: Checkpoint, guard: Guard) -> None:
     """FC505: interrupted downloads, and files whose size differs from the cache's record."""
     res = ck.resolved
     expected = expected_files(res)
@@ -191,6 +227,8 @@ def _hf_cache_checks(ck: Checkpoint) -> None:
         return
     for name, (size, _blob) in sorted(expected.items()):
         p = res.path / name
+        if guard.withheld(p):
+            continue  # FC508 says it cannot be read; its size is not ours to tell
         try:
             actual = p.stat().st_size
         except OSError:
@@ -215,3 +253,88 @@ def _redownload_fix(res: Resolved, name: str | None, path: Path) -> str:
     if res.repo_id:
         return f"rm -f {path}; hf download {res.repo_id}" + (f" --revision {res.commit}" if res.commit else "")
     return f"rm -f {path}; re-run the download that was interrupted"
+
+
+def _not_found(ck: Checkpoint, model: str, envs: tuple[Mapping[str, str | None], ...]) -> None:
+    """FC501. An error when the launch will fail; a warning when the engine can still get
+    the model: a repo id the engine downloads (it is not offline), or a single ``.gguf``
+    file (flightcheck reads model directories only)."""
+    res = ck.resolved
+    message = res.problem or f"{model} not found"
+    fix: str | None = _not_found_fix(res)
+    severity = None
+    if res.kind == "file" and model.lower().endswith(".gguf"):
+        ck.unread = f"{model} is a GGUF file: flightcheck reads model directories (config.json, safetensors) only"
+        message = f"{ck.unread}; its header is not read, nothing of it is checked"
+        severity, fix = "warning", None
+    elif res.repo_id and not offline(envs[0] if envs else os.environ):
+        ck.unread = f"{model} is not downloaded yet: its weights are unknown until the engine downloads them"
+        message += (
+            "; the engine downloads it at launch (HF_HUB_OFFLINE is not set), "
+            "so only this download's time and disk are at stake"
+        )
+        severity = "warning"
+        fix = f"{fix}; or let the engine download it"
+    ck.findings.append(Finding(Kind.NOT_FOUND, f"model:{model}", message, fix=fix, severity=severity))
+
+
+def _other_format(ck: Checkpoint, root: Path, engine: str | None, load_format: str | None) -> bool:
+    """True when the engine will not read ``*.safetensors`` from ``root``: a load format
+    that reads no weights (``dummy``), one with a loader of its own, or the default
+    loader's ``*.bin`` / ``*.pt`` fallback (and ``*.gguf`` for models that read it). Sets
+    ``ck.unread`` (why) and ``ck.other_weights`` (the files and sizes flightcheck can tell)."""
+    from flightcheck._knowledge import engines
+
+    knowledge = engines.module(engine)
+    fmt = (load_format or "auto").lower()
+    flag = engines.flag(engine, "load_format")
+    if fmt in knowledge.NO_WEIGHT_LOAD_FORMATS:
+        ck.unread = f"{flag} {fmt}: the engine reads no weight file (random weights)"
+        return True
+    patterns = knowledge.LOAD_FORMAT_FILES.get(fmt)
+    if patterns is None:
+        ck.unread = f"{flag} {fmt}: flightcheck reads safetensors only; this format's files are not checked"
+        return True
+    try:
+        names = sorted(e.name for e in os.scandir(root) if e.is_file())
+    except OSError:
+        return False
+    for pattern in patterns:
+        hits = [n for n in names if fnmatch.fnmatchcase(n, pattern) and n not in knowledge.NOT_WEIGHT_FILES]
+        if not hits:
+            continue
+        if pattern.endswith(".safetensors"):
+            return False
+        _list_other(ck, root, hits)
+        ck.unread = (
+            f"the engine loads {len(hits)} {pattern} file{'s' if len(hits) != 1 else ''} "
+            f"({si_bytes(sum(ck.other_weights.values()))}): flightcheck reads safetensors headers only, "
+            "so only their presence and sizes are checked"
+        )
+        return True
+    gguf = [n for n in names if n.endswith(".gguf")]
+    if gguf:  # a model that reads GGUF weights from its directory
+        _list_other(ck, root, gguf)
+        ck.unread = (
+            f"{len(gguf)} *.gguf file{'s' if len(gguf) != 1 else ''} and no *.safetensors: "
+            "flightcheck does not read GGUF, so only their presence and sizes are checked"
+        )
+        return True
+    return False
+
+
+def _list_other(ck: Checkpoint, root: Path, names: list[str]) -> None:
+    for n in names:
+        try:
+            ck.other_weights[n] = os.stat(root / n).st_size
+        except OSError:
+            ck.other_weights[n] = 0
+
+
+def _utf8(name: str) -> bool:
+    """A file name an index (JSON, UTF-8) can spell: not one with undecodable bytes."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

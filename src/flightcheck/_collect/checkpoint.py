@@ -56,6 +56,8 @@ def read_checkpoint(intent: Intent, facts: Facts) -> Checkpoint | None:
             revision=intent.revision,
             envs=tuple(env_views(facts.env)),
             download_dir=intent.download_dir,
+            engine=intent.engine,
+            load_format=intent.load_format,
         )
     except Exception as exc:  # noqa: BLE001 - a bug here must become one "unknown", not a crash
         return Checkpoint(Resolved(model=intent.model), crash=f"{type(exc).__name__}: {exc}")

@@ -74,6 +74,7 @@ class Intent:
     nnodes: int = 1
     deep: bool = False
     download_dir: str | None = None
+    load_format: str | None = None  # None: the engine's default ("auto")
     distributed_executor_backend: str | None = None  # "ray" changes how env reaches workers
     #: flags of the real engine command that checks or the plan care about (e.g. SGLang's
     #: --enable-symm-mem); empty for plain ``check``.

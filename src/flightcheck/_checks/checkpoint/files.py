@@ -66,6 +66,8 @@ def config_invalid(ctx: Context) -> Iterator[Outcome]:
         if ck.resolved.repo_id
         else f"restore {ck.path}/config.json from the model's source"
     )
+    if ck.blocked:
+        raise Skip(ck.blocked)
     if ck.config_error:
         yield fail(ck.config_error, fix=fix, subject=subject)
         return
@@ -143,6 +145,8 @@ def load_time_estimate(ctx: Context) -> Iterator[Outcome]:
     the orchestrator above the expected load time.
     """
     ck = _checkpoint(ctx)
+    if ck.unread and not ck.other_weights:
+        raise Skip(ck.unread)
     m = ctx.memory
     read = m.load_bytes if m is not None and m.load_bytes else ck.total_bytes
     msg = f"reads {si_bytes(read)} per node"

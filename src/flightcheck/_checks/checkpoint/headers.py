@@ -25,12 +25,15 @@ def _checkpoint(ctx: Context, *, found: bool = True) -> Any:
     if ck.crash:
         raise RuntimeError(f"reading the checkpoint failed: {ck.crash}")
     if found and not ck.found:
-        raise Skip("the model was not found (FC501)")
+        raise Skip(ck.unread or "the model was not found (FC501)")
     return ck
 
 
 def _report(ck: Any, code: str, passed: str) -> Iterator[Outcome]:
     findings = ck.of(KIND_OF[code])
+    if ck.unread and not findings:
+        # what flightcheck cannot read it does not judge (docs/what-stops-a-launch.md)
+        raise Skip(ck.unread)
     for f in findings[:LIMIT]:
         sev = Severity(f.severity) if f.severity else None
         yield fail(f.message, fix=f.fix, subject=f.subject, evidence=f.evidence, severity=sev)
