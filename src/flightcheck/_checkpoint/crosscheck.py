@@ -106,16 +106,21 @@ def assemble(
         except OSError as exc:
             _missing(ck, shard, exc)
             continue
+        except ValueError:  # a name no file system can hold (a lone surrogate from the JSON)
+            _missing(ck, shard, FileNotFoundError(errno.ENOENT, "no such file"))
+            continue
         real = os.path.realpath(shard.path)
         shard.size = st.st_size
         shard.allocated = st.st_blocks * 512 if hasattr(st, "st_blocks") else None
         scan = scans.get(name)
         if scan is None:  # named by the index but outside the first listing (a subdirectory)
             key = file_key(st)
-            scan = cache.shard(real, key)
+            cached = _utf8(real)  # the cache (msgpack) keeps UTF-8 paths only
+            scan = cache.shard(real, key) if cached else None
             if scan is None:
                 scan = scan_file(str(shard.path))
-                cache.put_shard(real, key, scan)
+                if cached:
+                    cache.put_shard(real, key, scan)
         shard.scan = scan
         for p in scan.problems:
             ck.findings.append(Finding(p.kind, shard.subject, p.message, fix=_problem_fix(ck, shard, p.kind)))
@@ -287,3 +292,11 @@ def _refetch_fix(ck: Checkpoint, name: str | None) -> str:
         return f"hf download {res.repo_id}{rev}"
     where = f" {name}" if name else " the weights"
     return f"re-copy{where} from the source into {res.path} (compare its size and sha256 with the source)"
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

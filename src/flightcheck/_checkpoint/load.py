@@ -9,6 +9,7 @@ those the index names, or every ``*.safetensors`` of the directory when there is
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import time
@@ -46,7 +47,36 @@ def load(
 ) -> Checkpoint:
     """Resolve and read ``model``; see the module docstring. ``sha``: every scan also
     carries its header's sha256 (for ``collect``; cached scans without one are redone).
-    ``engine`` and ``load_format`` say which files the engine loads (``None``: its default)."""
+    ``engine`` and ``load_format`` say which files the engine loads (``None``: its default).
+    A file name that is not valid UTF-8 is spelled with ``\\xff`` escapes in the findings,
+    so that every report format can print it."""
+    ck = _load(
+        model,
+        revision=revision,
+        envs=envs,
+        download_dir=download_dir,
+        cache_env=cache_env,
+        workers=workers,
+        sha=sha,
+        engine=engine,
+        load_format=load_format,
+    )
+    ck.findings = [_printable(f) for f in ck.findings]
+    return ck
+
+
+def _load(
+    model: str,
+    *,
+    revision: str | None = None,
+    envs: tuple[Mapping[str, str | None], ...] = (),
+    download_dir: str | None = None,
+    cache_env: Mapping[str, str] | None = None,
+    workers: int | None = None,
+    sha: bool = False,
+    engine: str | None = None,
+    load_format: str | None = None,
+) -> Checkpoint:
     t0 = time.perf_counter()
     res = resolve(model, revision=revision, envs=envs, download_dir=download_dir)
     ck = Checkpoint(res)
@@ -115,7 +145,7 @@ def load(
         stats_by_name[name] = st
         real = os.path.realpath(root / name)
         key = file_key(st)
-        hit = cache.shard(real, key)
+        hit = cache.shard(real, key) if _utf8(real) else None
         if hit is not None and (not sha or hit.header_sha256 or not hit.ok):
             scans[name] = hit
         else:
@@ -136,7 +166,8 @@ def load(
     )
     for (name, real, key), scan in zip(todo, fresh):
         scans[name] = scan
-        cache.put_shard(real, key, scan)
+        if _utf8(real):  # the cache (msgpack) keeps UTF-8 paths only
+            cache.put_shard(real, key, scan)
     ck.stats.shards = len(scans)
     ck.stats.cached = len(scans) - len(fresh)
     if cache.enabled:
@@ -210,17 +241,24 @@ def _hf_cache_checks(ck: Checkpoint, guard: Guard) -> None:
     res = ck.resolved
     expected = expected_files(res)
     by_blob = {blob: name for name, (_size, blob) in expected.items() if blob}
+    # An error only for what the engine reads (weights, config, index, tokenizer, ...): an
+    # interrupted download of a README or of original/*.pth does not stop the launch.
+    needed = {s.name for s in ck.shards} | set(ck.other_weights) | {"config.json", idx.INDEX_NAME}
+    needed |= {n for n in expected if "/" not in n and n.endswith((".json", ".model", ".tiktoken", ".txt"))}
     for path, size in incomplete_downloads(res):
         etag = path.name.split(".", 1)[0]
         name = by_blob.get(etag) or next((n for b, n in by_blob.items() if b.startswith(etag)), None)
         what = f" ({name}, {size:,} of {expected[name][0]:,} bytes)" if name else f" ({size:,} bytes so far)"
+        loaded = name is not None and name in needed
         ck.findings.append(
             Finding(
                 Kind.INCOMPLETE_DOWNLOAD,
-                f"shard:{name}" if name else f"file:{path.name}",
-                f"an interrupted download: {path}{what}",
+                f"shard:{name}" if name and name.endswith(".safetensors") else f"file:{name or path.name}",
+                f"an interrupted download: {path}{what}"
+                + ("" if loaded else "; not a file the engine loads" if name else "; which file is unknown"),
                 fix=_redownload_fix(res, name, path),
                 evidence={"path": str(path), "bytes": size},
+                severity=None if loaded else "warning",
             )
         )
     if res.path is None:
@@ -234,14 +272,17 @@ def _hf_cache_checks(ck: Checkpoint, guard: Guard) -> None:
         except OSError:
             continue  # not downloaded: FC502 speaks for the files the engine needs
         if actual != size:
+            loaded = name in needed
             ck.findings.append(
                 Finding(
                     Kind.INCOMPLETE_DOWNLOAD,
                     f"shard:{name}" if name.endswith(".safetensors") else f"file:{name}",
                     f"{name} is {actual:,} bytes but the cache's record of commit "
-                    f"{res.commit[:12] if res.commit else '?'} says {size:,}",
+                    f"{res.commit[:12] if res.commit else '?'} says {size:,}"
+                    + ("" if loaded else "; not a file the engine loads"),
                     fix=_redownload_fix(res, name, p),
                     evidence={"bytes": actual, "expected": size},
+                    severity=None if loaded else "warning",
                 )
             )
 
@@ -338,3 +379,30 @@ def _utf8(name: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _text(s: str) -> str:
+    """``s`` with lone surrogates (undecodable bytes of a file name) as ``\\xNN`` escapes."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        pass
+    try:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _printable(f: Finding) -> Finding:
+    evidence = {k: _text(v) if isinstance(v, str) else v for k, v in f.evidence.items()}
+    if (_text(f.subject), _text(f.message), _text(f.fix) if f.fix else f.fix, evidence) == (
+        f.subject,
+        f.message,
+        f.fix,
+        f.evidence,
+    ):
+        return f
+    return dataclasses.replace(
+        f, subject=_text(f.subject), message=_text(f.message), fix=_text(f.fix) if f.fix else f.fix, evidence=evidence
+    )

@@ -50,6 +50,8 @@ def config_invalid(ctx: Context) -> Iterator[Outcome]:
     ## What it checks
     ``config.json`` exists, is a JSON object, and has ``num_hidden_layers``,
     ``hidden_size`` and ``num_attention_heads`` (in ``text_config`` for multimodal models).
+    A missing field is a warning, not a stop: transformers maps other spellings onto these
+    (``n_layer``, ``d_model``), so the engine may build the model that flightcheck cannot size.
 
     ## Why the launch dies
     The engine reads config.json first to pick the architecture; a truncated or missing
@@ -75,8 +77,15 @@ def config_invalid(ctx: Context) -> Iterator[Outcome]:
 
     cfg = parse(ck.config)
     if cfg.missing:
+        # Not a stop: transformers maps other spellings onto these (GPT-2's n_layer, MPT's
+        # d_model: PretrainedConfig.attribute_map), so the engine may well build the model;
+        # flightcheck only cannot size it (the memory fit skips).
         yield fail(
-            f"config.json has no {', '.join(cfg.missing)}: the architecture cannot be built", fix=fix, subject=subject
+            f"config.json has no {', '.join(cfg.missing)}: flightcheck cannot size the model "
+            "(the engine may still build it from other field names)",
+            fix=fix,
+            subject=subject,
+            severity=WARNING,
         )
         return
     arch = cfg.architectures[0] if cfg.architectures else cfg.model_type or "unknown architecture"
