@@ -28,9 +28,11 @@ def gpus(name: str = "hgx-b300", **fields: Any) -> list[dict[str, Any]]:
 
 
 def driver_minor_behind() -> dict[str, Any]:
-    """torch cu130 on a driver that supports CUDA 13.0 exactly: same major, served."""
+    """torch cu131 on a driver that supports CUDA 13.0: same major, served through minor
+    version compatibility (FC203 warns)."""
     d = host("hgx-b300")
     d["driver"]["cuda_version"] = "13.0"
+    d["python"]["torch_cuda"] = "13.1"
     return d
 
 
