@@ -442,15 +442,7 @@ def test_fc502_does_not_stop_gguf_weights_in_a_model_directory(tmp_path: Path) -
     assert r.status.value == "skip" and "GGUF" in r.message
 
 
-@pytest.mark.parametrize(
-    ("code", "how"),
-    [
-        ("FC503", "truncate"),  # a stray truncated copy the index does not name
-        ("FC504", "not-json"),  # a stray file that is no safetensors at all
-        ("FC508", "unreadable"),  # a stray file nobody may read
-    ],
-)
-def test_fc503_fc504_fc508_do_not_stop_on_a_file_the_index_does_not_name(tmp_path: Path, code: str, how: str) -> None:
+def stray_file_stops(tmp_path: Path, code: str, how: str) -> list:
     """vLLM loads only the files the index names (filter_duplicate_safetensors_files): a
     stray *.safetensors next to them, broken or not, is never opened."""
     root = healthy(tmp_path)
@@ -462,7 +454,19 @@ def test_fc503_fc504_fc508_do_not_stop_on_a_file_the_index_does_not_name(tmp_pat
     else:
         stray.write_bytes(b"\0" * 64)
         stray.chmod(0)
-    assert stops(code, root) == []
+    return stops(code, root)
+
+
+def test_fc503_does_not_stop_a_truncated_stray_file_the_index_does_not_name(tmp_path: Path) -> None:
+    assert stray_file_stops(tmp_path, "FC503", "truncate") == []
+
+
+def test_fc504_does_not_stop_a_stray_file_that_is_no_safetensors(tmp_path: Path) -> None:
+    assert stray_file_stops(tmp_path, "FC504", "not-json") == []
+
+
+def test_fc508_does_not_stop_an_unreadable_stray_file_the_index_does_not_name(tmp_path: Path) -> None:
+    assert stray_file_stops(tmp_path, "FC508", "unreadable") == []
 
 
 def test_fc505_does_not_stop_an_interrupted_download_of_a_file_the_engine_does_not_load(tmp_path: Path) -> None:
@@ -612,3 +616,16 @@ def test_fc508_root_does_not_read_for_a_directory_owner_what_they_cannot(public:
     # the owner may read it: followed as the OS follows it
     secret.chmod(0o644)
     assert not load(str(hostile)).of(KIND_OF["FC508"])
+
+
+def test_a_partial_checkpoints_memory_fit_counts_the_index_total_size(tmp_path: Path) -> None:
+    """Two of three shards present: FC502 stops the launch, and the memory fit counts the
+    index's total_size (and says so) rather than the shards present."""
+    root = healthy(tmp_path)
+    full = results(node(), model=str(root))["FC401"][0].evidence["weights_bytes"]
+    (root / shard_name(2, 3)).unlink()
+    res = results(node(), model=str(root))
+    assert {r.status.value for r in res["FC502"]} == {"fail"}
+    (r,) = res["FC401"]
+    assert "the index's total_size" in r.message
+    assert abs(r.evidence["weights_bytes"] - full) <= full * 0.01
