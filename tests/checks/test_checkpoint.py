@@ -444,9 +444,11 @@ def test_fc502_does_not_stop_gguf_weights_in_a_model_directory(tmp_path: Path) -
 
 def stray_file_stops(tmp_path: Path, code: str, how: str) -> list:
     """vLLM loads only the files the index names (filter_duplicate_safetensors_files): a
-    stray *.safetensors next to them, broken or not, is never opened."""
+    stray *.safetensors next to them (a leftover single-file export), broken or not, is
+    never opened. (Not consolidated*.safetensors: with those, "auto" loads the Mistral
+    format, default_loader.py.)"""
     root = healthy(tmp_path)
-    stray = root / "consolidated.safetensors"
+    stray = root / "model.safetensors"
     if how == "truncate":
         stray.write_bytes((root / shard_name(0, 3)).read_bytes()[:-10])
     elif how == "not-json":
@@ -479,14 +481,16 @@ def test_fc505_does_not_stop_an_interrupted_download_of_a_file_the_engine_does_n
     assert r.severity.value == "warning" and "which file is unknown" in r.message
 
 
-def test_fc506_does_not_stop_mistral_consolidated_next_to_an_index(tmp_path: Path) -> None:
-    """Mistral repos ship the sharded weights and consolidated.safetensors with the same
-    tensors; the loader keeps the index's files only."""
+def test_fc506_does_not_stop_an_index_whose_total_size_is_off(tmp_path: Path) -> None:
+    """vLLM never reads metadata.total_size: a wrong one (a hand-edited index) is a warning."""
     root = healthy(tmp_path)
-    import shutil
-
-    shutil.copy(root / shard_name(0, 3), root / "consolidated.safetensors")
+    index = root / "model.safetensors.index.json"
+    doc = json.loads(index.read_text())
+    doc["metadata"]["total_size"] += 4096
+    index.write_text(json.dumps(doc))
     assert stops("FC506", root) == []
+    (r,) = results(node(), model=str(root))["FC506"]
+    assert r.severity.value == "warning"
 
 
 def test_fc507_does_not_stop_a_config_with_other_field_names(tmp_path: Path) -> None:

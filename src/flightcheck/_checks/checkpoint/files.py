@@ -101,7 +101,10 @@ def shard_unreadable(ctx: Context) -> Iterator[Outcome]:
 
     ## What it checks
     Each shard opens for reading and its header can be read: permissions, a symlink loop,
-    a file that is not a regular file, an I/O error or a read that hangs past its timeout.
+    a file that is not a regular file, an I/O error or a read that hangs past its timeout;
+    and the model directory itself can be listed (one line when it cannot). Run as root on
+    a directory owned by another user, a link to a file outside it that the owner could
+    not read is reported unreadable for that owner and not read (no content, no size).
 
     ## Why the launch dies
     The engine's workers (often another user, in a container) fail with "Permission
@@ -121,9 +124,9 @@ def index_path_escape(ctx: Context) -> Iterator[Outcome]:
 
     ## What it checks
     Every file name in the index stays inside the model directory: no absolute path, no
-    ``..``; refused outright, never opened. A shard that is a symlink resolving outside the
-    directory fails too (symlinks into the Hugging Face cache's blobs are how the cache
-    stores files, and are fine).
+    ``..``; refused outright, never opened. A shard that is a symlink is followed as the
+    OS follows it for the engine (symlink farms onto shared storage are a common layout);
+    see FC508 for a link that root must not follow for the directory's owner.
 
     ## Why the launch dies
     A crafted index makes the loader open arbitrary files (``../../etc/passwd``); at best

@@ -78,12 +78,15 @@ def model_not_found(ctx: Context) -> Iterator[Outcome]:
     ``--model`` is a directory, or a repo id (``org/name``, ``--revision``) present in the
     local Hugging Face cache: ``HF_HUB_CACHE``, ``HUGGINGFACE_HUB_CACHE``, ``$HF_HOME/hub``
     or ``~/.cache/huggingface/hub`` (and ``--download-dir``), with ``refs/<revision>``
-    pointing at a snapshot that exists. flightcheck never downloads anything.
+    pointing at a snapshot that exists. flightcheck never downloads anything. A repo id
+    that is not cached is an error only when the engine runs offline (``HF_HUB_OFFLINE`` or
+    ``TRANSFORMERS_OFFLINE`` in its environment); otherwise a warning, since the engine
+    downloads it. A single ``.gguf`` file is a warning: flightcheck does not read it.
 
     ## Why the launch dies
     With ``HF_HUB_OFFLINE=1`` the engine fails at once; without it, every node starts
     downloading a checkpoint of hundreds of gigabytes at launch time, or fails on a gated
-    or private repo after minutes.
+    or private repo after minutes (a warning: the launch may still work).
 
     ## How to fix
     Download it before the launch on every node (``hf download org/name``, with
@@ -102,7 +105,10 @@ def shard_missing(ctx: Context) -> Iterator[Outcome]:
 
     ## What it checks
     Every file ``model.safetensors.index.json`` maps a tensor to exists (a symlink into the
-    cache's blobs must not dangle); with no index, that the directory has ``*.safetensors``.
+    cache's blobs must not dangle); with no index, that the directory has the weight files
+    the engine's loader globs for its ``--load-format`` (``auto``: ``*.safetensors``, else
+    ``*.bin``, else ``*.pt``). Weights flightcheck does not read (``*.bin``, ``*.pt``,
+    GGUF, ``dummy`` and the other load formats) make the shard checks skip and say so.
 
     ## Why the launch dies
     vLLM checks this only when it starts loading ("Weight files referenced in index but
