@@ -633,3 +633,29 @@ def test_a_partial_checkpoints_memory_fit_counts_the_index_total_size(tmp_path: 
     (r,) = res["FC401"]
     assert "the index's total_size" in r.message
     assert abs(r.evidence["weights_bytes"] - full) <= full * 0.01
+
+
+def test_fc502_does_not_stop_a_mistral_download_of_the_consolidated_files_only(tmp_path: Path) -> None:
+    """`hf download mistralai/... --include "consolidated*" "*.json"`: model.safetensors.index.json
+    without its shards. vLLM's "auto" sees consolidated*.safetensors and loads the Mistral
+    format (only those files, default_loader.py), so the launch is served; SGLang's "auto"
+    reads the index's shards and fails, so it stops."""
+    src = write_checkpoint(
+        tmp_path / "src", TINY, shards=2, dense=True, namer=lambda i, n: f"consolidated-{i:02d}.safetensors"
+    )
+    index = json.loads((src / "model.safetensors.index.json").read_text())
+    root = healthy(tmp_path)
+    for i in range(3):
+        (root / shard_name(i, 3)).unlink()
+    for i in range(2):
+        os.replace(src / f"consolidated-{i:02d}.safetensors", root / f"consolidated-{i:02d}.safetensors")
+    (root / "consolidated.safetensors.index.json").write_text(json.dumps(index))
+    res = results(node(), model=str(root))
+    for code in FC5:
+        assert [r for r in res[code] if r.status.value == "fail" and r.severity.value == "error"] == [], code
+    assert "2 headers valid" in res["FC504"][0].message
+    assert stops("FC502", root, engine="sglang")
+    # a broken consolidated file is what vLLM reads: that stops
+    with open(root / "consolidated-01.safetensors", "r+b") as fh:
+        fh.truncate(100)
+    assert stops("FC503", root) or stops("FC504", root)

@@ -46,14 +46,15 @@ def assemble(
     shards not read for the directory's owner (:mod:`.guard`), by name."""
     from flightcheck._checkpoint.model import Finding, Shard
 
-    index_subject = f"file:{idx.INDEX_NAME}"
+    index_name = ck.index_name or idx.INDEX_NAME
+    index_subject = f"file:{index_name}"
     if ck.index is not None and ck.index.problem:
         ck.findings.append(
             Finding(
                 Kind.INDEX_MISMATCH,
                 index_subject,
-                f"{idx.INDEX_NAME} {ck.index.problem}",
-                fix=_refetch_fix(ck, idx.INDEX_NAME),
+                f"{index_name} {ck.index.problem}",
+                fix=_refetch_fix(ck, index_name),
             )
         )
     if ck.index is not None and ck.index.problem is None:
@@ -82,7 +83,7 @@ def assemble(
                     Kind.ESCAPES,
                     shard.subject,
                     f"the index names {name!r}, a path outside the model directory: refused, never opened",
-                    fix=f"the index is corrupt or hostile: re-download {idx.INDEX_NAME} and "
+                    fix=f"the index is corrupt or hostile: re-download {index_name} and "
                     f"do not run this checkpoint until it names only files inside {root}",
                 )
             )
@@ -177,7 +178,11 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
     def index_names() -> dict[str, list[str]]:
         nonlocal full
         if full is None:
-            raw = raw_index if raw_index is not None else idx.read_bytes(root / idx.INDEX_NAME)[0] or b""
+            raw = (
+                raw_index
+                if raw_index is not None
+                else idx.read_bytes(root / (ck.index_name or idx.INDEX_NAME))[0] or b""
+            )
             full = idx.names_by_file(raw)
         return full
 
@@ -230,7 +235,7 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
                     shard.subject,
                     f"{shard.name} holds {strays} tensor(s) the index does not list: {', '.join(listed)}",
                     severity="warning",
-                    fix=_refetch_fix(ck, idx.INDEX_NAME),
+                    fix=_refetch_fix(ck, ck.index_name or idx.INDEX_NAME),
                     evidence={"unlisted": strays},
                 )
             )
@@ -239,7 +244,7 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
         ck.findings.append(
             Finding(
                 Kind.INDEX_MISMATCH,
-                f"file:{idx.INDEX_NAME}",
+                f"file:{ck.index_name or idx.INDEX_NAME}",
                 f"metadata.total_size says {total:,} bytes but the headers add up to {data_total:,}",
                 severity="warning",
                 fix="harmless on its own if every shard checks out; otherwise re-download the index",

@@ -108,13 +108,16 @@ def _load(
     cache = ScanCache(root.resolve(), env=cache_env)
     ck.cache = "off" if not cache.enabled else "cold"
     on_disk = _safetensors_in(root)
+    mistral = _mistral_format(engine, load_format, on_disk)
+    if mistral:
+        on_disk = [n for n in on_disk if fnmatch.fnmatchcase(n, mistral[0])]
     withheld: dict[str, str] = {}
-    index_path = root / idx.INDEX_NAME
+    index_path = root / (mistral[1] if mistral else idx.INDEX_NAME)
     raw_index: bytes | None = None
     index_key = None
     index_cost = 0  # header bytes' worth of parsing it, when not cached
     if index_path.exists() or index_path.is_symlink():
-        ck.index_name = idx.INDEX_NAME
+        ck.index_name = index_path.name
         index_withheld = guard.withheld(index_path)
         try:
             st = index_path.stat()
@@ -132,7 +135,7 @@ def _load(
     scans: dict[str, ShardScan] = {}
     stats_by_name: dict[str, os.stat_result] = {}
     for name in on_disk:
-        if name.startswith("consolidated") and ck.index_name:
+        if name.startswith("consolidated") and ck.index_name and not mistral:
             continue  # Mistral's duplicate single file: the index's shards are loaded instead
         refused = guard.withheld(root / name)
         if refused:
@@ -243,7 +246,7 @@ def _hf_cache_checks(ck: Checkpoint, guard: Guard) -> None:
     by_blob = {blob: name for name, (_size, blob) in expected.items() if blob}
     # An error only for what the engine reads (weights, config, index, tokenizer, ...): an
     # interrupted download of a README or of original/*.pth does not stop the launch.
-    needed = {s.name for s in ck.shards} | set(ck.other_weights) | {"config.json", idx.INDEX_NAME}
+    needed = {s.name for s in ck.shards} | set(ck.other_weights) | {"config.json", ck.index_name or idx.INDEX_NAME}
     needed |= {n for n in expected if "/" not in n and n.endswith((".json", ".model", ".tiktoken", ".txt"))}
     for path, size in incomplete_downloads(res):
         etag = path.name.split(".", 1)[0]
@@ -406,3 +409,18 @@ def _printable(f: Finding) -> Finding:
     return dataclasses.replace(
         f, subject=_text(f.subject), message=_text(f.message), fix=_text(f.fix) if f.fix else f.fix, evidence=evidence
     )
+
+
+def _mistral_format(engine: str | None, load_format: str | None, on_disk: list[str]) -> tuple[str, str] | None:
+    """(file pattern, index name) when the engine loads the Mistral format: ``mistral``, or
+    vLLM's ``auto`` with a consolidated*.safetensors on disk; None otherwise."""
+    from flightcheck._knowledge import engines
+
+    knowledge = engines.module(engine)
+    fmt = (load_format or "auto").lower()
+    pattern: str = knowledge.MISTRAL_FILES
+    if fmt == "mistral" or (
+        fmt == "auto" and knowledge.AUTO_MISTRAL and any(fnmatch.fnmatchcase(n, pattern) for n in on_disk)
+    ):
+        return pattern, knowledge.MISTRAL_INDEX
+    return None

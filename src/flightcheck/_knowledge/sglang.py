@@ -136,3 +136,9 @@ NO_WEIGHT_LOAD_FORMATS: frozenset[str] = frozenset({"dummy"})
 NOT_WEIGHT_FILES: frozenset[str] = frozenset(
     {"training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt"}
 )
+
+#: "auto" never switches to the Mistral format (loader.py _prepare_weights: *.safetensors,
+#: *.bin, filtered by model.safetensors.index.json); "mistral" loads consolidated*.safetensors.
+AUTO_MISTRAL: bool = False
+MISTRAL_FILES = "consolidated*.safetensors"
+MISTRAL_INDEX = "consolidated.safetensors.index.json"

@@ -162,3 +162,9 @@ NO_WEIGHT_LOAD_FORMATS: frozenset[str] = frozenset({"dummy"})
 NOT_WEIGHT_FILES: frozenset[str] = frozenset(
     {"training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt"}
 )
+
+#: "auto" loads the Mistral format when any consolidated*.safetensors exists: only those
+#: files, filtered by consolidated.safetensors.index.json (default_loader.py _prepare_weights).
+AUTO_MISTRAL: bool = True
+MISTRAL_FILES = "consolidated*.safetensors"
+MISTRAL_INDEX = "consolidated.safetensors.index.json"
