@@ -87,3 +87,29 @@ def test_engine_headline():
     assert (
         rep.summaries["FC7"] == "vllm 0.33.0, flashinfer 0.7.2.post1, torch 2.14.0+cu130 (/opt/serve/venv/bin/python3)"
     )
+
+
+def _pinned(**packages: str) -> dict:
+    doc = sections("healthy-cu131")
+    # vLLM 0.33.0's own Requires-Dist (read from its METADATA in the conformance venv)
+    doc["python"]["engine_pins"] = {"transformers": "<5.21.0,>=5.16.1", "torch": "==2.14.0"}
+    doc["python"]["packages"].update(transformers="5.20.2", torch="2.14.0+cu130")
+    doc["python"]["packages"].update(packages)
+    return doc
+
+
+def test_fc710_transformers_outside_the_engines_range_is_a_warning_with_the_pip_line():
+    (r,) = assert_fires("FC710", facts("b300", **_pinned(transformers="5.22.0")), **TP8)
+    assert r.severity.value == "warning"
+    assert "transformers 5.22.0 (needs <5.21.0,>=5.16.1)" in r.message
+    assert r.fix == "/opt/serve/venv/bin/python3 -m pip install 'transformers<5.21.0,>=5.16.1'"
+
+
+def test_fc710_silent_within_the_ranges_and_a_local_build_tag_is_the_release():
+    assert statuses(facts("b300", **_pinned()), "FC710", **TP8) == {"pass"}  # torch 2.14.0+cu130 meets ==2.14.0
+    (r,) = assert_fires("FC710", facts("b300", **_pinned(torch="2.13.1")), **TP8)
+    assert "torch 2.13.1 (needs ==2.14.0)" in r.message
+
+
+def test_fc710_skips_a_snapshot_recorded_without_the_engines_pins():
+    assert statuses(facts("b300", **sections("healthy-cu131")), "FC710", **TP8) == {"skip"}

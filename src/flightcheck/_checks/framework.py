@@ -27,7 +27,7 @@ import inspect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from flightcheck._knowledge.derived import visible_gpus
 from flightcheck._vocabulary import facts
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from flightcheck._memory import MemoryModel
 
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 DOC_SECTIONS = ("## What it checks", "## Why the launch dies", "## How to fix")
@@ -157,6 +158,18 @@ def summary(prefix: str) -> Callable[[Callable[[Context], str]], Callable[[Conte
     return register
 
 
+class _Section(Generic[S]):
+    """A facts section as a typed attribute of :class:`Context`: the collected struct, or an
+    empty one (every field None) when the section was not collected."""
+
+    def __init__(self, name: str, empty: Callable[[], S]) -> None:
+        self.name, self.empty = name, empty
+
+    def __get__(self, ctx: Context, owner: type | None = None) -> S:
+        value: S | None = getattr(ctx.facts, self.name)
+        return value if value is not None else self.empty()
+
+
 class Context:
     """What a check may read: the facts (as typed sections), the intent, the checkpoint
     read for this launch and the memory model built from it.
@@ -179,44 +192,21 @@ class Context:
             raise Missing(path, self.facts.reason(path))
         return value
 
-    # ---- typed sections ------------------------------------------------------------------
+    # ---- typed sections (an uncollected one reads as empty) --------------------------------
 
-    @cached_property
-    def host(self) -> facts.Host:
-        return self.facts.host or facts.Host()
-
-    @cached_property
-    def driver(self) -> facts.Driver:
-        return self.facts.driver or facts.Driver()
-
-    @cached_property
-    def fabric_manager(self) -> facts.FabricManager:
-        return self.facts.fabric_manager or facts.FabricManager()
-
-    @cached_property
-    def imex(self) -> facts.Imex:
-        return self.facts.imex or facts.Imex()
-
-    @cached_property
-    def multicast_probe(self) -> facts.MulticastProbe:
-        return self.facts.multicast_probe or facts.MulticastProbe()
-
-    @cached_property
-    def toolchain(self) -> facts.Toolchain:
-        return self.facts.toolchain or facts.Toolchain()
+    host = _Section("host", facts.Host)
+    driver = _Section("driver", facts.Driver)
+    fabric_manager = _Section("fabric_manager", facts.FabricManager)
+    imex = _Section("imex", facts.Imex)
+    multicast_probe = _Section("multicast_probe", facts.MulticastProbe)
+    toolchain = _Section("toolchain", facts.Toolchain)
+    python = _Section("python", facts.Python)
+    jit_cache = _Section("jit_cache", facts.JitCache)
 
     @cached_property
     def nvcc(self) -> facts.Nvcc:
         """``toolchain.nvcc`` (empty when no nvcc was found)."""
         return self.toolchain.nvcc or facts.Nvcc()
-
-    @cached_property
-    def python(self) -> facts.Python:
-        return self.facts.python or facts.Python()
-
-    @cached_property
-    def jit_cache(self) -> facts.JitCache:
-        return self.facts.jit_cache or facts.JitCache()
 
     @cached_property
     def env(self) -> dict[str, str | None]:

@@ -36,6 +36,13 @@ PACKAGES = (
     "sglang-kernel",
     "apache-tvm-ffi",
     "nvidia-cutlass-dsl",
+    # what `vllm collect-env` shows that decides a verdict: the engine pins a range of these
+    "transformers",
+    "tokenizers",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-runtime",
+    "nvidia-cudnn-cu12",
+    "nvidia-cudnn-cu13",
 )
 #: Import names whose directories the collectors read files from (as text, never imported).
 PACKAGE_DIRS = ("torch", "vllm", "sglang", "flashinfer", "flashinfer_jit_cache")

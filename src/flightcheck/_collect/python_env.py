@@ -73,22 +73,28 @@ def torch_arch_list(python: str, env: dict[str, str]) -> tuple[list[str] | None,
     return None, "torch printed no arch list"
 
 
-def requirement_on(requires: list[str] | None, wanted: str = "flashinfer-python") -> str | None:
-    """The unconditional requirement on ``wanted`` among a distribution's Requires-Dist
-    lines, as ``flashinfer-python==0.7.2.post1`` (requirements behind an extra are ignored)."""
+def requirements(requires: list[str] | None) -> dict[str, str]:
+    """A distribution's unconditional Requires-Dist lines as {normalised name: specifier}
+    (requirements behind an extra are ignored; a bare name has the specifier "")."""
     from packaging.requirements import InvalidRequirement, Requirement
 
+    out: dict[str, str] = {}
     for line in requires or ():
         try:
             req = Requirement(line)
         except InvalidRequirement:
             continue
-        if re.sub(r"[-_.]+", "-", req.name).lower() != wanted:
-            continue
         if req.marker is not None and "extra" in str(req.marker):
             continue
-        return f"{wanted}{req.specifier}"
-    return None
+        out.setdefault(re.sub(r"[-_.]+", "-", req.name).lower(), str(req.specifier))
+    return out
+
+
+def requirement_on(requires: list[str] | None, wanted: str = "flashinfer-python") -> str | None:
+    """The unconditional requirement on ``wanted`` among a distribution's Requires-Dist
+    lines, as ``flashinfer-python==0.7.2.post1`` (requirements behind an extra are ignored)."""
+    spec = requirements(requires).get(wanted)
+    return None if spec is None else f"{wanted}{spec}"
 
 
 _VLLM_NAMES = (re.compile(r"""["'](VLLM_[A-Z0-9_]+)["']"""), re.compile(r"^\s*(VLLM_[A-Z0-9_]+)\s*:", re.MULTILINE))
@@ -142,7 +148,15 @@ def collect_python(cctx: CollectContext) -> dict[str, Any]:
     info = engine_info(cctx.python, cctx.env)
     python: dict[str, Any] = {"executable": cctx.python, "engine": engine}
     if "error" in info:
-        for key in ("version", "packages", "torch_cuda", "jit_cache_archs", "engine_requires", "engine_env_vars"):
+        for key in (
+            "version",
+            "packages",
+            "torch_cuda",
+            "jit_cache_archs",
+            "engine_requires",
+            "engine_env_vars",
+            "engine_pins",
+        ):
             python[key] = None
             unavailable[f"python.{key}"] = info["error"]
         return {"python": python, "unavailable": unavailable}
@@ -177,9 +191,11 @@ def collect_python(cctx: CollectContext) -> dict[str, Any]:
     else:
         unavailable["python.jit_cache_archs"] = "flashinfer-jit-cache is not installed"
 
-    python["engine_requires"] = python["engine_env_vars"] = None
+    python["engine_requires"] = python["engine_env_vars"] = python["engine_pins"] = None
     if packages.get(engine):
-        python["engine_requires"] = requirement_on((info.get("requires") or {}).get(engine))
+        declared = (info.get("requires") or {}).get(engine)
+        python["engine_requires"] = requirement_on(declared)
+        python["engine_pins"] = {d: spec for d, spec in requirements(declared).items() if d in packages and spec}
         if dirs.get(engine):
             python["engine_env_vars"], why = engine_env_vars(engine, str(dirs[engine]))
             if why:

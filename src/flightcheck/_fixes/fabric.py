@@ -85,3 +85,36 @@ def probe_hint(probe: dict[str, Any] | Any, **host: bool) -> str:
         fallback = f"{get('cuda_error_name') or get('detail')}: reset the fabric"
         first = ERROR_HINTS.get(code, fallback) if code is not None else fallback
     return first + "\nTo restore multicast:\n" + reset_sequence(**host)
+
+
+def fabric_manager_install(driver_version: str) -> str:
+    """How to install the fabric manager of the driver's exact version (Ubuntu, and RHEL)."""
+    branch = driver_version.split(".")[0]
+    return (
+        f"sudo apt-get install nvidia-fabricmanager-{branch}={driver_version}-*  "
+        f"(RHEL: `sudo dnf install nvidia-fabric-manager-{driver_version}`; HGX B200/B300 also need nvlsm)"
+    )
+
+
+def imex_channel(service: str | None, driver_version: str | None) -> str:
+    """Create IMEX channel 0 and make the IMEX service run (installed for the driver's branch
+    when it is missing); containers get the channel from the runtime instead."""
+    lines = [
+        "major=$(awk '$2==\"nvidia-caps-imex-channels\" {print $1}' /proc/devices)",
+        "sudo mkdir -p /dev/nvidia-caps-imex-channels && sudo mknod /dev/nvidia-caps-imex-channels/channel0 c $major 0",
+    ]
+    if service == "not-installed":
+        branch = (driver_version or "").split(".")[0] or "<driver branch>"
+        lines.append(
+            f"sudo apt-get install -y nvidia-imex-{branch} && sudo systemctl enable --now nvidia-imex"
+            "   # the IMEX package of the node's driver branch; /etc/nvidia-imex/nodes_config.cfg lists every node's IP"
+        )
+    elif service == "active":
+        lines.append("sudo systemctl restart nvidia-imex  # it picks up the new channel")
+    else:
+        lines.append(
+            "sudo systemctl enable --now nvidia-imex && sudo systemctl restart nvidia-imex"
+            "  # /etc/nvidia-imex/nodes_config.cfg lists every node's IP"
+        )
+    lines.append("containers: NVIDIA_IMEX_CHANNELS=0 (or the CDI device nvidia.com/imex-channel=0)")
+    return "\n".join(lines)

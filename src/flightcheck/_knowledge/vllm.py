@@ -123,7 +123,9 @@ KIMI_K3_TAIL_SINCE, KIMI_K3_TAIL_TP = "0.33.0", (8, 16)
 
 # ---- pins (the wheel's metadata) ---------------------------------------------------------
 
-#: vLLM release -> the flashinfer-python it pins (for snapshots recorded without metadata).
+#: vLLM release -> the flashinfer-python it pins (requirements/cuda.txt at the tag), for
+#: snapshots recorded before ``engine_requires`` existed. Collected facts carry the real
+#: requirement from the installed distribution's metadata, which always wins.
 FLASHINFER_PIN: dict[str, str] = {
     "0.12.0": "0.5.3",
     "0.24.0": "0.6.12",

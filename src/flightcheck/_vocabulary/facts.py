@@ -186,6 +186,9 @@ class Python(_S):
     engine: str | None = None  # the engine the two fields below describe (vllm | sglang)
     engine_requires: str | None = None  # its declared requirement on flashinfer-python
     engine_env_vars: list[str] | None = None  # VLLM_* / SGLANG_* names the installed engine reads
+    # extension: the engine's own unconditional requirements on the distributions recorded in
+    # ``packages`` (its Requires-Dist), e.g. {"transformers": ">=5.16.1,<5.21.0"}
+    engine_pins: dict[str, str] | None = None
 
 
 class JitCache(_S):

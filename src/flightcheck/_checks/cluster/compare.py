@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from flightcheck._checks.cluster.context import groups, names_text
 from flightcheck._checks.framework import Outcome, Skip, fail, ok, unknown
+from flightcheck._fixes.fabric import imex_channel
 from flightcheck._knowledge.derived import multi_node_nvlink_member, nvlink_domain, package
 from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.results import ERROR, WARNING
@@ -119,20 +120,7 @@ def _domain_text(key: tuple[str, int | None]) -> str:
 
 
 def _imex_fix(facts: Facts) -> str:
-    fix = (
-        "sudo mkdir -p /dev/nvidia-caps-imex-channels && sudo mknod /dev/nvidia-caps-imex-channels/channel0 c "
-        "$(grep nvidia-caps-imex-channels /proc/devices | cut -d' ' -f1) 0"
-    )
-    service = facts.imex.service if facts.imex else None
-    if service == "not-installed":
-        branch = (facts.driver.version or "").split(".")[0] if facts.driver else ""
-        fix += (
-            f"\nsudo apt-get install -y nvidia-imex-{branch or '<driver branch>'} "
-            "&& sudo systemctl enable --now nvidia-imex   # the IMEX package of the node's driver branch"
-        )
-    elif service != "active":
-        fix += "\nsudo systemctl restart nvidia-imex"
-    return fix + "\n(in a container: pass NVIDIA_IMEX_CHANNELS=0)"
+    return imex_channel(facts.imex.service if facts.imex else None, facts.driver.version if facts.driver else None)
 
 
 def nvlink_domain_findings(ctx: ClusterContext) -> Iterator[Outcome]:

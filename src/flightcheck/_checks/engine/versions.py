@@ -12,9 +12,6 @@ from flightcheck._knowledge.units import version
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 
-#: flashinfer-python each vLLM release pins (requirements/cuda.txt at the tag), for
-#: snapshots recorded before ``engine_requires`` existed. Collected facts carry the real
-#: requirement from the installed distribution's metadata, which always wins.
 @summary("FC7")
 def _headline(ctx: Context) -> str:
     py = ctx.facts.python
@@ -131,4 +128,60 @@ def flashinfer_version_unexpected(ctx: Context) -> Iterator[Outcome]:
         f"{engine} {packages[engine]} declares flashinfer-python{spec} ({source})",
         fix=fix,
         evidence={"installed": fi, "declared": spec, "source": source},
+    )
+
+
+@check("FC710", "engine-pin-unmet", WARNING)
+def engine_pin_unmet(ctx: Context) -> Iterator[Outcome]:
+    """A package the engine pins (transformers, torch, FlashInfer, ...) is installed outside
+    the range the engine's own metadata declares.
+
+    ## What it checks
+    The engine distribution's unconditional ``Requires-Dist`` lines (read from its
+    ``METADATA`` in the engine's interpreter, e.g. vLLM 0.33.0's ``transformers>=5.16.1,
+    <5.21.0`` and ``torch==2.14.0``) against the versions installed beside it: what
+    ``pip check`` would say, for the packages that decide a verdict (``vllm collect-env``
+    shows the same ones).
+
+    ## Why the launch dies
+    vLLM's compiled ops are built against one torch: another one fails to load them
+    (``undefined symbol``) or mis-computes; a transformers outside the range lacks the
+    config classes or keyword arguments the engine calls when it builds the model, which
+    fails after the weights start loading. It is a warning: a patch release outside a pin
+    often works.
+
+    ## How to fix
+    Install the versions the engine declares, in the engine's interpreter:
+    ``python -m pip install 'transformers>=5.16.1,<5.21.0'`` (the failure prints the exact
+    line), or reinstall the engine so pip resolves them: ``python -m pip install
+    --force-reinstall vllm==<version>``.
+    """
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    py = ctx.python
+    pins = py.engine_pins
+    if pins is None:
+        raise Skip(ctx.facts.reason("python.engine_pins") or "the engine's declared requirements were not recorded")
+    packages = py.packages or {}
+    bad: list[str] = []
+    for dist, spec in sorted(pins.items()):
+        installed = packages.get(dist)
+        v = version(installed)
+        try:
+            wanted = SpecifierSet(spec)
+        except InvalidSpecifier:
+            continue
+        if installed is None or v is None:
+            continue  # not installed: the engine's import names it; not ours to guess
+        # a local build tag (+cu130) is the same release for the engine's pin
+        if not wanted.contains(v.public, prereleases=True):
+            bad.append(f"{dist} {installed} (needs {spec})")
+    if not bad:
+        yield ok(f"{len(pins)} pinned package(s) within {ctx.intent.engine}'s declared ranges")
+        return
+    lines = " ".join(f"'{b.split(' ', 1)[0]}{pins[b.split(' ', 1)[0]]}'" for b in bad)
+    yield fail(
+        f"{ctx.intent.engine} {packages.get(ctx.intent.engine)} declares other versions: {', '.join(bad)}",
+        fix=_jit.pip(ctx, lines),
+        evidence={"unmet": bad, "pins": pins},
     )

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Missing, Outcome, Skip, check, fail, ok, summary
 from flightcheck._checks.shared.gpus import subject, used_gpus
-from flightcheck._fixes.fabric import reset_sequence
+from flightcheck._fixes.fabric import fabric_manager_install, imex_channel, reset_sequence
 from flightcheck._knowledge.derived import ZERO_UUID, multi_node_nvlink_member, nvlink_domain
 from flightcheck._vocabulary.facts import Gpu
 from flightcheck._vocabulary.results import ERROR, WARNING
@@ -57,7 +57,6 @@ def _fm_fix(ctx: Context, states: set[str]) -> str:
     fm = ctx.facts.fabric_manager
     service = fm.service if fm else None
     ver = ctx.driver.version or "<driver version>"
-    branch = ver.split(".")[0]
     if service in ("inactive", "failed") or "not_started" in states:
         return (
             "sudo systemctl start nvidia-fabricmanager  # if it fails: `journalctl -u nvidia-fabricmanager -n 50`; "
@@ -66,8 +65,7 @@ def _fm_fix(ctx: Context, states: set[str]) -> str:
         )
     if service == "not-installed":
         return (
-            f"install the fabric manager of the driver's exact version {ver} (Ubuntu: `sudo apt-get install "
-            f"nvidia-fabricmanager-{branch}={ver}-*`, plus nvlsm on HGX B200/B300), "
+            f"install the fabric manager of the driver's exact version {ver}: {fabric_manager_install(ver)}; "
             "then `sudo systemctl enable --now nvidia-fabricmanager`"
         )
     if service == "unknown":
@@ -207,13 +205,7 @@ def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
         yield ok(f"IMEX channel(s) present: {', '.join(channels)}")
         return
     service = ctx.imex.service
-    fix = (
-        "major=$(awk '$2==\"nvidia-caps-imex-channels\" {print $1}' /proc/devices)\n"
-        "sudo mkdir -p /dev/nvidia-caps-imex-channels "
-        "&& sudo mknod /dev/nvidia-caps-imex-channels/channel0 c $major 0\n"
-        "sudo systemctl enable --now nvidia-imex  # /etc/nvidia-imex/nodes_config.cfg lists every node's IP\n"
-        "containers: NVIDIA_IMEX_CHANNELS=0 (or the CDI device nvidia.com/imex-channel=0)"
-    )
+    fix = imex_channel(service, ctx.driver.version)
     yield fail(
         "multi-node NVLink domain "
         f"(cluster {domain[0].fabric.cluster_uuid if domain and domain[0].fabric else '?'}) and no IMEX channel "
@@ -285,10 +277,7 @@ def fabric_manager_version_mismatch(ctx: Context) -> Iterator[Outcome]:
         return
     yield fail(
         f"fabric manager {fm_version} != driver {drv}",
-        fix=(
-            f"sudo apt-get install nvidia-fabricmanager-{drv.split('.')[0]}={drv}-*  (RHEL: `sudo dnf install "
-            f"nvidia-fabric-manager-{drv}`), then `sudo systemctl restart nvidia-fabricmanager`"
-        ),
+        fix=f"{fabric_manager_install(drv)}, then `sudo systemctl restart nvidia-fabricmanager`",
         evidence={"fabric_manager": fm_version, "driver": drv},
     )
 
