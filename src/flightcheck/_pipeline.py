@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flightcheck._checkpoint import Checkpoint
 from flightcheck._checks.evaluate import evaluate
 from flightcheck._collect import collect
 from flightcheck._collect.checkpoint import read_checkpoint
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.intent import Intent
 from flightcheck._vocabulary.report import Report
+
+if TYPE_CHECKING:
+    # the checkpoint reader (msgspec structs, the scan) is imported only when a model is read
+    from flightcheck._checkpoint import Checkpoint
 
 
 def assess(

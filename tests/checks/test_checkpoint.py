@@ -121,7 +121,7 @@ def test_fc501_a_bug_while_reading_is_unknown_once(tmp_path: Path, monkeypatch: 
     """An exception inside the reader makes FC4xx/FC5xx 'unknown' (exit 3), read once, no traceback."""
     import importlib
 
-    load_mod = importlib.import_module("flightcheck._checkpoint.load")  # the module, not the function
+    load_mod = importlib.import_module("flightcheck._checkpoint.reader")
     calls: list = []
     monkeypatch.setattr(load_mod, "resolve", counting_bug(calls))
     res = results(facts("b300"), model=str(tmp_path))

@@ -31,10 +31,20 @@ RAY = str(Path(sys.executable).with_name("ray"))
 HOOK_DELAY = "FLIGHTCHECK_TEST_COLLECT_DELAY_S"
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port never handed out before in this run: the kernel may give a just-closed
+    port again, and Ray refuses two of its components on one port (a CI run once got the
+    GCS and the dashboard on the same one)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 class RayNode:

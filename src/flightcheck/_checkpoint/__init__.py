@@ -6,7 +6,8 @@ cross-check and the problems found, by kind (:mod:`.problems`). ``checkpoint_sec
 is the facts snapshot's ``checkpoint`` section (``flightcheck collect --model``), which the
 cross-node checks compare.
 
-Submodules: ``resolve`` (path or HF cache), ``shardio`` (reading the directory's files,
+Submodules: ``reader`` (``load``: resolve, scan, cross-check), ``model`` (what it returns),
+``problems`` (the kinds), ``resolve`` (path or HF cache), ``shardio`` (reading the directory's files,
 never blocking), ``validate`` (one header, also the workers' body), ``scan`` (many
 headers, parallel), ``index`` / ``crosscheck`` (the index against the
 headers), ``cache`` (per-shard summaries), ``section`` (the facts section). The read for
@@ -16,11 +17,33 @@ a launch (with the engine's environment, and ``--deep``'s throughput) is
 
 from __future__ import annotations
 
-from flightcheck._checkpoint.load import load
-from flightcheck._checkpoint.model import Checkpoint, Finding, Shard
-from flightcheck._checkpoint.section import checkpoint_section
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flightcheck._checkpoint.model import Checkpoint, Finding, Shard
+    from flightcheck._checkpoint.reader import load
+    from flightcheck._checkpoint.section import checkpoint_section
 
 __all__ = ["Checkpoint", "Finding", "Shard", "checkpoint_section", "load"]
+
+# Resolved on first use (PEP 562): the checks import this package's small modules
+# (``problems``) on every run, the reader (msgspec structs, the scan) only when a model is read.
+_LAZY = {
+    "Checkpoint": "model",
+    "Finding": "model",
+    "Shard": "model",
+    "load": "reader",
+    "checkpoint_section": "section",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def summary_line(ck: Checkpoint) -> str:

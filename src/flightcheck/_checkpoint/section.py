@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def checkpoint_section(intent: Intent) -> dict[str, Any]:
     """{model, path, files {name: size}, header_sha256 {name: sha256}, commit, config_sha256}."""
-    from flightcheck._checkpoint.load import load
+    from flightcheck._checkpoint.reader import load
 
     model = intent.model or ""
     ck = load(model, revision=intent.revision, envs=(os.environ,), download_dir=intent.download_dir, sha=True)

@@ -7,13 +7,17 @@ pipeline that collects, reads and evaluates is ``flightcheck._pipeline.assess``.
 
 from __future__ import annotations
 
-from flightcheck._checkpoint import Checkpoint
+from typing import TYPE_CHECKING
+
 from flightcheck._checks.framework import SUMMARIES, Context, iter_checks, run_check
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.intent import Intent
 from flightcheck._vocabulary.plan import build_plan
 from flightcheck._vocabulary.report import Report, verdict_of
 from flightcheck._vocabulary.results import CheckResult
+
+if TYPE_CHECKING:
+    from flightcheck._checkpoint import Checkpoint
 
 
 def evaluate(

@@ -8,13 +8,15 @@ It runs when asked for (``collect --model``, the Ray node task), never for ``che
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flightcheck._checkpoint import Checkpoint, load
 from flightcheck._collect import CollectContext, probe
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.intent import Intent
+
+if TYPE_CHECKING:
+    from flightcheck._checkpoint import Checkpoint
 
 
 # The checkpoint is always read from disk, never taken from a snapshot (the contract): a
@@ -48,6 +50,7 @@ def read_checkpoint(intent: Intent, facts: Facts) -> Checkpoint | None:
     then every memory and checkpoint check says "unknown" from it)."""
     if not intent.model:
         return None
+    from flightcheck._checkpoint import Checkpoint, load
     from flightcheck._checkpoint.resolve import Resolved, env_views
 
     try:
