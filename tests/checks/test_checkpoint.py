@@ -397,6 +397,7 @@ def test_fc502_does_not_stop_a_pytorch_bin_checkpoint(tmp_path: Path) -> None:
         assert [r for r in res[code] if r.status.value == "fail" and r.severity.value == "error"] == [], code
     (r,) = res["FC502"]
     assert r.status.value == "skip" and "1 *.bin file" in r.message and "presence and sizes" in r.message
+    assert {x.status.value for x in res["FC501"]} == {"pass"}  # found, only not read
     (r,) = res["FC510"]
     assert r.evidence["load_bytes"] == 4100  # what can still be told: the files and their sizes
     (r,) = res["FC401"]

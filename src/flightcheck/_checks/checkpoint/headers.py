@@ -29,9 +29,9 @@ def _checkpoint(ctx: Context, *, found: bool = True) -> Any:
     return ck
 
 
-def _report(ck: Any, code: str, passed: str) -> Iterator[Outcome]:
+def _report(ck: Any, code: str, passed: str, *, judges_weights: bool = True) -> Iterator[Outcome]:
     findings = ck.of(KIND_OF[code])
-    if ck.unread and not findings:
+    if ck.unread and not findings and judges_weights:
         # what flightcheck cannot read it does not judge (docs/what-stops-a-launch.md)
         raise Skip(ck.unread)
     for f in findings[:LIMIT]:
@@ -95,7 +95,10 @@ def model_not_found(ctx: Context) -> Iterator[Outcome]:
     """
     ck = _checkpoint(ctx, found=False)
     yield from _report(
-        ck, "FC501", f"{ck.resolved.model} -> {ck.path}" + (f" ({ck.resolved.note})" if ck.resolved.note else "")
+        ck,
+        "FC501",
+        f"{ck.resolved.model} -> {ck.path}" + (f" ({ck.resolved.note})" if ck.resolved.note else ""),
+        judges_weights=False,
     )
 
 
