@@ -214,8 +214,12 @@ def test_fc110_companion_versions():
         "flashinfer-cubin==0.7.2.post1" in r.fix
         and "flashinfer-jit-cache==0.7.2.post1 --index-url https://flashinfer.ai/whl/cu130" in r.fix
     )
-    assert r.severity.value == "error"
     doc = sections("companion-mismatch")
+    old = copy.deepcopy(doc)  # before 0.7.2 the mismatch fails the import
+    old["python"]["packages"].update({"flashinfer-python": "0.6.12", "flashinfer-cubin": "0.6.11"})
+    old["python"]["packages"]["flashinfer-jit-cache"] = None
+    (r,) = assert_fires("FC110", facts("b300", **old), **TP8)
+    assert "import flashinfer raises" in r.message and r.severity.value == "error"
     doc["env"]["FLASHINFER_DISABLE_VERSION_CHECK"] = "1"
     (r,) = assert_fires("FC110", facts("b300", **doc), **TP8)
     assert r.severity.value == "warning"
@@ -316,3 +320,326 @@ def test_fc108_arch_list_without_gpu_facts_is_skipped_with_the_reason():
     f = facts("b300", **doc, driver={"loaded": False}, gpus=None)
     (r,) = assert_fires("FC108", f, **TP8)
     assert r.fix == "unset FLASHINFER_CUDA_ARCH_LIST"
+
+
+# ---- FC114–FC120: the other runtime compilers (Triton, DeepGEMM, FlashInfer's lookups) ------
+
+RUNTIME = [
+    "FC114",
+    "FC115",
+    "FC116",
+    "FC117",
+    "FC118",
+    "FC119",
+    "FC120",
+    "FC122",
+    "FC123",
+    "FC124",
+    "FC125",
+    "FC126",
+    "FC127",
+]
+
+
+def healthy(**env):
+    """The healthy node with ``env`` added to its environment (None removes a variable)."""
+    doc = sections("healthy-cu131")
+    for k, v in env.items():
+        if v is None:
+            doc["env"].pop(k, None)
+        else:
+            doc["env"][k] = v
+    return doc
+
+
+@pytest.mark.parametrize("code", RUNTIME)
+def test_fc114_to_fc120_are_silent_on_the_healthy_node(code):
+    doc = healthy(CC="gcc", CXX="g++")
+    assert_silent(code, facts("b300", **doc), **TP8)
+    assert_silent(code, node("healthy-cu131"), **TP8)
+
+
+def test_fc114_ccache_in_cc_breaks_triton_and_flashinfer_and_moves_to_the_launchers():
+    doc = healthy(CC="ccache gcc")
+    doc["toolchain"]["cc"] = {"path": "/usr/bin/gcc", "version": "13.3.0"}
+    (r,) = assert_fires("FC114", facts("b300", **doc), **TP8)
+    assert "Triton runs 'ccache gcc' as one file" in r.message
+    assert "-ccbin ccache gcc" in r.message
+    assert r.fix == "export CC=/usr/bin/gcc FLASHINFER_CXX_LAUNCHER=ccache FLASHINFER_NVCC_LAUNCHER=ccache"
+
+
+def test_fc114_two_word_cxx_matters_only_to_tilelang():
+    doc = healthy(CXX="ccache g++")
+    assert_silent("FC114", facts("b300", **doc), **TP8)  # FlashInfer's ninja runs $cxx through a shell
+    doc["python"]["packages"]["tilelang"] = "0.1.12"
+    (r,) = assert_fires("FC114", facts("b300", **doc), **TP8)
+    assert "Failed to preprocess host compiler properties" in r.message
+    assert r.fix.startswith("export CXX=/usr/bin/c++ ")
+
+
+def test_fc115_a_host_with_only_cc_fails_triton():
+    doc = healthy()
+    doc["toolchain"]["host_tools"].update(gcc=None, clang=None)
+    (r,) = assert_fires("FC115", facts("b300", **doc), **TP8)
+    assert "Failed to find C compiler" in r.message and "never tries /usr/bin/cc" in r.message
+    assert r.fix == "export CC=/usr/bin/cc"
+    doc["env"]["CC"] = "/usr/bin/cc"
+    assert_silent("FC115", facts("b300", **doc), **TP8)
+    doc["env"].pop("CC")
+    doc["toolchain"]["host_tools"]["clang"] = "/usr/bin/clang"
+    assert_silent("FC115", facts("b300", **doc), **TP8)
+
+
+def test_fc116_ptxas_variable_at_a_directory_fails_for_the_arch_it_serves():
+    doc = healthy(TRITON_PTXAS_BLACKWELL_PATH="/usr/local/cuda/bin", TRITON_PTXAS_PATH="/opt/ptxas")
+    doc["toolchain"]["env_paths"].update(
+        TRITON_PTXAS_BLACKWELL_PATH={"path": "/usr/local/cuda/bin", "kind": "dir"},
+        TRITON_PTXAS_PATH={"path": "/opt/ptxas", "kind": "file"},
+    )
+    # B300 is SM 10.3: only the Blackwell variable is read
+    (r,) = assert_fires("FC116", facts("b300", **doc), **TP8)
+    assert "TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda/bin is a directory" in r.message
+    assert "PermissionError" in r.message
+    assert r.fix.startswith("export TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda/bin/ptxas")
+    # on Hopper the other one is, and it lacks the execute bit
+    h100 = {**{k: v for k, v in doc.items() if k in ("toolchain", "python", "env", "jit_cache")}}
+    (r,) = assert_fires("FC116", facts("hgx-h100", **h100), **TP8)
+    assert r.fix.startswith("chmod +x /opt/ptxas")
+    doc["toolchain"]["env_paths"]["TRITON_PTXAS_BLACKWELL_PATH"]["kind"] = "missing"
+    assert_silent("FC116", facts("b300", **doc), **TP8)  # Triton falls back to its bundled ptxas
+
+
+def test_fc117_unwritable_triton_cache():
+    doc = healthy()
+    doc["toolchain"]["env_paths"]["TRITON_CACHE_DIR"].update(
+        writable=False, problem="cannot create a file in /home/serve: Read-only file system"
+    )
+    (r,) = assert_fires("FC117", facts("b300", **doc), **TP8)
+    assert "Read-only file system" in r.message
+    assert r.fix.startswith("export TRITON_CACHE_DIR=/var/tmp/triton-cache")
+
+
+def test_fc118_no_which_and_no_cuda_home_names_the_toolkit_nvcc_belongs_to():
+    doc = healthy(CUDA_HOME=None)
+    doc["toolchain"]["cuda_home"] = {"path": "/usr/local/cuda-13.1", "source": "nvcc-on-path", "exists": True}
+    doc["toolchain"]["host_tools"]["which"] = None
+    (r,) = assert_fires("FC118", facts("b300", **doc), **TP8)
+    assert "FileNotFoundError: 'which'" in r.message
+    assert r.fix.startswith("export CUDA_HOME=/usr/local/cuda-13.1")
+    assert "apt-get install -y debianutils" in r.fix
+    doc["env"]["CUDA_HOME"] = "/usr/local/cuda-13.1"
+    assert_silent("FC118", facts("b300", **doc), **TP8)
+
+
+def hopper(nvcc: str, **env):
+    doc = healthy(**env)
+    doc["toolchain"]["nvcc"] = {"path": f"/usr/local/cuda-{nvcc}/bin/nvcc", "version": nvcc, "archs": None}
+    doc["toolchain"]["cuda_home"] = {"path": f"/usr/local/cuda-{nvcc}", "source": "CUDA_HOME", "exists": True}
+    doc["toolchain"]["alternatives"] = [{"path": f"/usr/local/cuda-{nvcc}/bin/nvcc", "version": nvcc}]
+    doc["env"]["CUDA_HOME"] = f"/usr/local/cuda-{nvcc}"
+    return facts("hgx-h100", **doc)
+
+
+def test_fc119_deepgemm_needs_12_9_on_hopper_where_fc102_is_content_with_12_6():
+    f = hopper("12.6")
+    assert_silent("FC102", f, **TP8)
+    (r,) = assert_fires("FC119", f, **TP8)
+    assert "NVCC version must be at least 12.9" in r.message and "nvcc 12.6" in r.message
+    assert r.severity.value == "warning"  # no model given: it depends on the weights
+    assert "cuda-toolkit-" in r.fix and "export VLLM_USE_DEEP_GEMM=0" in r.fix
+    assert_silent("FC119", hopper("12.9"), **TP8)
+    assert_silent("FC119", hopper("12.6", VLLM_USE_DEEP_GEMM="0"), **TP8)
+
+
+def test_fc119_dg_nvcc_compiler_override_is_what_counts():
+    doc = healthy(DG_JIT_NVCC_COMPILER="/opt/cuda-12.8/bin/nvcc")
+    doc["toolchain"]["env_paths"]["DG_JIT_NVCC_COMPILER"] = {
+        "path": "/opt/cuda-12.8/bin/nvcc",
+        "kind": "executable",
+        "version": "12.8",
+    }
+    (r,) = assert_fires("FC119", facts("b300", **doc), **TP8)
+    assert "/opt/cuda-12.8/bin/nvcc" in r.message
+    assert r.fix.startswith("unset DG_JIT_NVCC_COMPILER  (DeepGEMM then uses /usr/local/cuda-13.1/bin/nvcc, nvcc 13.1)")
+    doc["python"]["packages"]["vllm"] = "0.24.0"
+    assert_silent("FC119", facts("b300", **doc), **TP8)
+    assert_silent("FC119", facts("b300", **doc), engine="sglang", **TP8)
+
+
+def test_fc120_empty_workspace_base():
+    (r,) = assert_fires("FC120", facts("b300", **healthy(FLASHINFER_WORKSPACE_BASE="")), **TP8)
+    assert "./.cache/flashinfer" in r.message
+    assert r.fix.startswith("unset FLASHINFER_WORKSPACE_BASE")
+    assert_silent("FC120", facts("b300", **healthy(FLASHINFER_WORKSPACE_BASE="/var/tmp/fi")), **TP8)
+
+
+def test_fc110_flashinfer_0_7_2_ignores_a_mismatched_companion_and_downloads_or_compiles():
+    (r,) = assert_fires("FC110", node("companion-mismatch"), **TP8)
+    assert "ignores the mismatched package" in r.message
+    assert "downloads every cubin on demand" in r.message and "JIT-compiles every kernel" in r.message
+    assert r.severity.value == "warning"
+
+
+def test_fc101_fc103_vllm_0_33_without_cubin_disables_flashinfer_instead_of_failing():
+    doc = sections("driver-only")
+    doc["python"]["packages"]["flashinfer-cubin"] = None
+    f = facts("b300", **doc)
+    for code in ("FC101", "FC103"):
+        (r,) = assert_fires(code, f, **TP8)
+        assert "disables FlashInfer at startup" in r.message
+        assert r.severity.value == "warning"
+
+
+def test_fc121_triton_ptxas_that_does_not_know_the_arch():
+    doc = healthy(TRITON_PTXAS_BLACKWELL_PATH="/opt/cuda-12.8/bin/ptxas")
+    bad = {
+        "ok": False,
+        "ptxas": "/opt/cuda-12.8/bin/ptxas",
+        "version": "12.8",
+        "source": "TRITON_PTXAS_BLACKWELL_PATH",
+        "output": "ptxas fatal   : Value 'sm_103a' is not defined for option 'gpu-name'",
+    }
+    f = facts("b300", **doc, compile_smoke={"triton_ptxas": {"sm_103a": bad}})
+    (r,) = assert_fires("FC121", f, deep=True, **TP8)
+    assert "Value 'sm_103a' is not defined" in r.message
+    assert r.fix.startswith("export TRITON_PTXAS_BLACKWELL_PATH=/usr/local/cuda-13.1/bin/ptxas")
+    good = dict(
+        bad, ok=True, ptxas="/venv/triton/backends/nvidia/bin/ptxas-blackwell", version="13.3", source="bundled"
+    )
+    assert_silent("FC121", facts("b300", **doc, compile_smoke={"triton_ptxas": {"sm_103a": good}}), deep=True, **TP8)
+    assert statuses(node("healthy-cu131"), "FC121", **TP8) == {"skip"}  # no --deep
+
+
+def cubinless(**env):
+    """B300 node with FlashInfer's cubins neither installed nor cached."""
+    doc = healthy(**env)
+    doc["python"]["packages"]["flashinfer-cubin"] = None
+    doc["toolchain"]["flashinfer_cubins"] = {
+        "dir": "/home/serve/.cache/flashinfer/cubins",
+        "source": "cache",
+        "repository": "https://edge.urm.nvidia.com/artifactory/x/",
+        "artifacts": {"TRTLLM_GEN_FMHA": "missing", "TRTLLM_GEN_BMM": "missing", "TRTLLM_GEN_GEMM": "ok"},
+        "urls": ["https://edge.urm.nvidia.com/artifactory/x/abc/fmha/trtllm-gen/checksums.txt"],
+    }
+    return doc
+
+
+def test_fc122_cubins_missing_on_blackwell_download_at_first_use():
+    (r,) = assert_fires("FC122", facts("b300", **cubinless()), **TP8)
+    assert r.severity.value == "warning" and "TRTLLM_GEN_FMHA, TRTLLM_GEN_BMM not in" in r.message
+    assert r.fix.startswith("/opt/serve/venv/bin/python3 -m pip install flashinfer-cubin==0.7.2.post1")
+    (r,) = assert_fires("FC122", facts("b300", **cubinless(FLASHINFER_NO_DOWNLOAD="1")), **TP8)
+    assert "Artifact not found locally" in r.message and r.severity.value == "error"
+    unreachable = {"cubin_repository_ok": False, "cubin_repository_error": "Connection refused"}
+    (r,) = assert_fires("FC122", facts("b300", **cubinless(), compile_smoke=unreachable), deep=True, **TP8)
+    assert "Failed to get checksums.txt" in r.message and r.severity.value == "error"
+    reachable = {"cubin_repository_ok": True}
+    assert_silent("FC122", facts("b300", **cubinless(), compile_smoke=reachable), deep=True, **TP8)
+
+
+def test_fc122_silent_with_the_cubins_or_off_blackwell():
+    doc = cubinless()
+    doc["toolchain"]["flashinfer_cubins"]["artifacts"] = dict.fromkeys(("TRTLLM_GEN_FMHA", "TRTLLM_GEN_BMM"), "ok")
+    assert_silent("FC122", facts("b300", **doc), **TP8)
+    h100 = {k: v for k, v in cubinless().items() if k in ("toolchain", "python", "env", "jit_cache")}
+    assert statuses(facts("hgx-h100", **h100), "FC122", **TP8) == {"skip"}
+
+
+def test_fc123_gcc_newer_than_the_toolkits_host_config_allows():
+    doc = healthy()
+    doc["toolchain"]["nvcc_host"] = {"path": "/usr/bin/gcc", "version": "16.1.0"}
+    (r,) = assert_fires("FC123", facts("b300", **doc), **TP8)
+    assert "unsupported GNU version! gcc versions later than 15" in r.message
+    assert r.fix == "apt-get install -y gcc-15 g++-15 && export CC=/usr/bin/gcc-15 CXX=/usr/bin/g++-15"
+    doc["env"]["NVCC_APPEND_FLAGS"] = "-allow-unsupported-compiler"
+    assert_silent("FC123", facts("b300", **doc), **TP8)
+    doc = healthy()
+    doc["toolchain"].update(nvcc_host={"path": "/usr/bin/clang-21", "version": "21.0.1"}, nvcc_host_kind="clang")
+    (r,) = assert_fires("FC123", facts("b300", **doc), **TP8)
+    assert "clang version must be less than 21" in r.message
+
+
+def test_fc124_triton_cannot_find_libcuda():
+    doc = healthy()
+    doc["toolchain"]["libcuda_lookup"] = {"ldconfig": "none", "ld_library_path": [], "known": ["/usr/lib64"]}
+    (r,) = assert_fires("FC124", facts("b300", **doc), **TP8)
+    assert "libcuda.so cannot found!" in r.message and r.fix == "export TRITON_LIBCUDA_PATH=/usr/lib64"
+    doc["toolchain"]["libcuda_lookup"]["ldconfig"] = "missing"
+    (r,) = assert_fires("FC124", facts("b300", **doc), **TP8)
+    assert "FileNotFoundError: '/sbin/ldconfig'" in r.message
+    doc["toolchain"]["libcuda_lookup"] = {"ldconfig": "none", "ld_library_path": ["/drv"], "known": []}
+    assert_silent("FC124", facts("b300", **doc), **TP8)
+    doc["toolchain"]["libcuda_lookup"]["ldconfig"] = "stale"  # Triton then never reads LD_LIBRARY_PATH
+    assert_fires("FC124", facts("b300", **doc), **TP8)
+    doc["env"]["TRITON_LIBCUDA_PATH"] = "/drv"
+    assert_silent("FC124", facts("b300", **doc), **TP8)
+
+
+def test_fc125_link_without_stubs_or_binutils():
+    doc = healthy()
+    doc["python"]["packages"]["flashinfer-cubin"] = None  # JIT needed either way; keep FlashInfer on
+    doc["toolchain"]["link_libcuda"] = []
+    doc["toolchain"]["host_tools"]["objcopy"] = None
+    (r,) = assert_fires("FC125", facts("b300", **doc), **TP8)
+    assert "no objcopy on the engine's PATH" in r.message and "cannot find -lcuda" in r.message
+    assert r.fix == "apt-get install -y binutils && apt-get install -y cuda-driver-dev-13-1"
+
+
+def test_fc126_tokenspeed_triton_uses_triton_ptxas_path_on_blackwell_too():
+    doc = healthy(TRITON_PTXAS_PATH="/usr/local/cuda-12.8/bin/ptxas")
+    doc["python"]["packages"].update({"tokenspeed-mla": "2.0.3", "tokenspeed-triton": "3.9.10"})
+    doc["toolchain"]["env_paths"]["TRITON_PTXAS_PATH"] = {
+        "path": "/usr/local/cuda-12.8/bin/ptxas",
+        "kind": "executable",
+        "version": "12.8",
+    }
+    (r,) = assert_fires("FC126", facts("b300", **doc), **TP8)
+    assert "tokenspeed_triton uses for 103a" in r.message and "needs CUDA >= 12.9" in r.message
+    assert r.fix.startswith("export TRITON_PTXAS_PATH=/usr/local/cuda-13.1/bin/ptxas")
+    assert_silent("FC116", facts("b300", **doc), **TP8)  # upstream Triton reads the Blackwell variable there
+    doc["toolchain"]["env_paths"]["TRITON_PTXAS_PATH"]["version"] = "13.0"
+    assert_silent("FC126", facts("b300", **doc), **TP8)
+    doc["python"]["packages"]["tokenspeed-mla"] = None
+    assert statuses(facts("b300", **doc), "FC126", **TP8) == {"skip"}
+
+
+def test_fc127_cute_dsl_with_only_a_newer_flavor_than_the_driver():
+    doc = healthy()
+    doc["python"]["packages"]["nvidia-cutlass-dsl"] = "4.8.0"
+    doc["toolchain"]["cute_dsl_flavors"] = [13]
+    driver = {"loaded": True, "version": "575.57.08", "cuda_version": "12.9"}
+    (r,) = assert_fires("FC127", facts("b300", **doc, driver=driver), **TP8)
+    assert "cu13 builds only" in r.message and "None of the installed toolkit flavors" in r.message
+    assert r.fix.startswith("/opt/serve/venv/bin/python3 -m pip install nvidia-cutlass-dsl-libs-cu12==4.8.0")
+    doc["toolchain"]["cute_dsl_flavors"] = [12, 13]
+    assert_silent("FC127", facts("b300", **doc, driver=driver), **TP8)
+
+
+def test_fc102_b200_with_a_cu129_or_newer_torch_gets_compute_100f_which_needs_12_9():
+    doc = sections("cuda-12-8-home")
+    gpus = facts("b300").to_dict()["gpus"]
+    for g in gpus:
+        g["compute_capability"], g["name"] = "10.0", "NVIDIA B200"
+    doc["python"]["torch_cuda"] = "12.9"
+    (r, *_) = assert_fires("FC102", facts("b300", **doc, gpus=gpus), **TP8)
+    assert "gets compute_100f code too (torch CUDA 12.9)" in r.message and r.evidence["min_nvcc"] == "12.9"
+    doc["python"]["torch_cuda"] = "12.8"  # FlashInfer then builds 100a only, which 12.8 compiles
+    assert_silent("FC102", facts("b300", **doc, gpus=gpus), **TP8)
+
+
+def test_fc128_cute_dsl_ptxas_path():
+    doc = healthy(CUTE_DSL_PTXAS_PATH="/usr/local/cuda-12.8/bin")
+    doc["python"]["packages"]["nvidia-cutlass-dsl"] = "4.8.0"
+    doc["toolchain"]["env_paths"]["CUTE_DSL_PTXAS_PATH"] = {"path": "/usr/local/cuda-12.8/bin", "kind": "dir"}
+    (r,) = assert_fires("FC128", facts("b300", **doc), **TP8)
+    assert "is a directory" in r.message and "ptxas not found" in r.message
+    assert r.fix.startswith("export CUTE_DSL_PTXAS_PATH=/usr/local/cuda-13.1/bin/ptxas")
+    doc["toolchain"]["env_paths"]["CUTE_DSL_PTXAS_PATH"] = {
+        "path": "/usr/local/cuda-12.8/bin/ptxas",
+        "kind": "executable",
+        "version": "12.8",
+    }
+    (r,) = assert_fires("FC128", facts("b300", **doc), **TP8)
+    assert "is CUDA 12.8; 103a needs 12.9" in r.message
+    doc["toolchain"]["env_paths"]["CUTE_DSL_PTXAS_PATH"]["version"] = "13.0"
+    assert_silent("FC128", facts("b300", **doc), **TP8)

@@ -178,3 +178,53 @@ def test_targets_follow_flashinfers_reading_of_its_arch_list():
         ["103a"],
         "GPUs used",
     )
+
+
+# --- Triton's ptxas on a ten-line PTX (FC121), with the real ptxas Triton bundles -------------
+
+CONF_PY = "/work/.conformance-venv/bin/python"
+
+
+def _triton_bin() -> str | None:
+    import glob
+
+    found = glob.glob("/work/.conformance-venv/lib/python3*/site-packages/triton/backends/nvidia/bin")
+    return found[0] if found and os.path.exists(CONF_PY) else None
+
+
+@pytest.mark.skipif(_triton_bin() is None, reason="no Triton with its bundled ptxas here")
+@pytest.mark.parametrize(
+    ("cc", "override", "ok"),
+    [
+        ("10.3", None, True),  # bundled ptxas-blackwell
+        ("9.0", None, True),  # bundled ptxas
+        ("11.0", "ptxas", False),  # a CUDA 12.9 ptxas does not know sm_110a
+        ("11.0", "missing", True),  # a variable naming nothing: Triton falls back to its own
+    ],
+)
+def test_triton_ptxas_assembles_a_small_kernel_with_the_ptxas_triton_uses(tmp_path, cc, override, ok):
+    from flightcheck._collect import CollectContext
+    from flightcheck._collect.compile_smoke import triton_ptxas
+    from flightcheck._vocabulary.facts import from_dict
+
+    doc = gpu_doc()
+    for g in doc["gpus"]:
+        g["compute_capability"] = cc
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}
+    if override:
+        env["TRITON_PTXAS_BLACKWELL_PATH"] = (
+            str(tmp_path / "nope") if override == "missing" else f"{_triton_bin()}/ptxas"
+        )
+    got = triton_ptxas(CollectContext(Intent(tensor_parallel_size=8), env, CONF_PY), from_dict(doc))
+    assert got is not None
+    sm = "sm_" + cc.replace(".", "") + "a"
+    assert list(got) == [sm]
+    assert got[sm]["ok"] is ok, got[sm]
+    if override == "ptxas":
+        assert got[sm]["source"] == "TRITON_PTXAS_BLACKWELL_PATH" and got[sm]["version"] == "12.9"
+        assert "not defined for option 'gpu-name'" in got[sm]["output"]
+        f = from_dict({**doc, "compile_smoke": {"triton_ptxas": got}})
+        (r,) = [x for x in evaluate(f, Intent(tensor_parallel_size=8, deep=True)).checks if x.code == "FC121"]
+        assert r.status.value == "fail" and r.fix.startswith("unset TRITON_PTXAS_BLACKWELL_PATH")
+    elif override is None:
+        assert got[sm]["source"] == "bundled"

@@ -213,3 +213,245 @@ def test_jit_cache_blocked_by_a_file_and_by_an_unwritable_filesystem(tmp_path):
     if sys.platform.startswith("linux"):  # /proc refuses new files even to root
         out = collect_jit_cache(ctx({"FLASHINFER_WORKSPACE_BASE": "/proc"}))["jit_cache"]
         assert out["writable"] is False and out["problem"].startswith("cannot create a file in /proc")
+
+
+# --- what the other runtime compilers read (Triton, DeepGEMM, FlashInfer's which lookup) ----
+
+
+def test_env_paths_record_what_tool_variables_name(tmp_path):
+    from flightcheck._collect.toolchain import env_paths
+
+    ptxas_dir = tmp_path / "cuda" / "bin"
+    ptxas_dir.mkdir(parents=True)
+    not_exec = tmp_path / "ptxas"
+    not_exec.write_text("#!/bin/sh\n")
+    dg = fake_nvcc(tmp_path / "dg" / "bin" / "nvcc", release="12.8")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    env = {
+        "PATH": clean_path(),
+        "TRITON_PTXAS_PATH": str(ptxas_dir),
+        "TRITON_PTXAS_BLACKWELL_PATH": str(not_exec),
+        "DG_JIT_NVCC_COMPILER": str(dg),
+        "TRITON_CACHE_DIR": str(blocker / "cache"),  # its nearest existing parent is a file
+    }
+    got = env_paths(env)
+    assert got["TRITON_PTXAS_PATH"]["kind"] == "dir"
+    assert got["TRITON_PTXAS_BLACKWELL_PATH"]["kind"] == "file"
+    assert got["DG_JIT_NVCC_COMPILER"]["kind"] == "executable" and got["DG_JIT_NVCC_COMPILER"]["version"] == "12.8"
+    assert got["TRITON_CACHE_DIR"]["writable"] is False and "not a directory" in got["TRITON_CACHE_DIR"]["problem"]
+    # unset: Triton's default under $TRITON_HOME (else $HOME), written to for real
+    got = env_paths({"PATH": clean_path(), "HOME": str(tmp_path)})
+    assert got == {
+        "TRITON_CACHE_DIR": {
+            "path": str(tmp_path / ".triton" / "cache"),
+            "kind": "missing",
+            "writable": True,
+            "problem": None,
+        }
+    }
+    got = env_paths({"PATH": clean_path(), "HOME": "/nonexistent", "TRITON_HOME": str(tmp_path)})
+    assert got["TRITON_CACHE_DIR"]["path"] == str(tmp_path / ".triton" / "cache")
+
+
+def test_host_tools_are_looked_up_on_the_engines_path(tmp_path):
+    bindir = tmp_path / "bin"
+    script(bindir / "cc", "exit 0")
+    tc, _ = collect({"PATH": str(bindir), "HOME": str(tmp_path)})
+    assert tc["host_tools"] == {"which": None, "gcc": None, "clang": None, "ld": None, "objcopy": None}
+    assert tc["cc"]["path"] == str(bindir / "cc")  # FC104 is content; Triton (FC115) is not
+
+
+@pytest.mark.skipif(shutil.which("which") is None or shutil.which("gcc") is None, reason="no which/gcc here")
+def test_host_tools_of_this_machine():
+    tc, _ = collect({"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root")})
+    assert tc["host_tools"]["which"] == shutil.which("which")
+    assert tc["host_tools"]["gcc"] == shutil.which("gcc")
+
+
+def test_an_empty_workspace_base_is_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert workspace_dir({"FLASHINFER_WORKSPACE_BASE": "", "HOME": "/home/x"}) == str(
+        tmp_path / ".cache" / "flashinfer"
+    )
+    assert workspace_dir({"HOME": "/home/x"}) == "/home/x/.cache/flashinfer"
+
+
+def test_env_snapshot_records_the_runtime_compilers_variables_and_never_secrets():
+    from flightcheck._collect.env import snapshot
+
+    env = {
+        "TRITON_PTXAS_PATH": "/x",
+        "TRITON_CACHE_DIR": "/c",
+        "DG_JIT_NVCC_COMPILER": "/n",
+        "TILELANG_CACHE_DIR": "/t",
+        "CUTE_DSL_PTXAS_PATH": "/p",
+        "HUMMING_X": "1",
+        "TORCHINDUCTOR_CACHE_DIR": "/i",
+        "FLASH_ATTENTION_CUTE_DSL_X": "1",
+        "CC": "gcc",
+        "CXX": "g++",
+        "LD_LIBRARY_PATH": "/l",
+        "HOME": "/h",
+        "USER": "u",
+        "TMPDIR": "/tmp",
+        "TRITON_REMOTE_CACHE_TOKEN": "s3cr3t",
+        "DG_API_KEY": "s3cr3t",
+        "HF_TOKEN": "s3cr3t",
+        "UNRELATED": "x",
+    }
+    snap = snapshot(env)
+    for name in list(env)[:14]:
+        assert snap[name] == env[name]
+    assert "s3cr3t" not in snap.values() and "UNRELATED" not in snap
+
+
+# --- FlashInfer's trtllm-gen cubins: the directory and checksums.txt as FlashInfer reads them --
+
+
+def _fake_flashinfer(root, manifest: bytes) -> str:
+    import hashlib
+
+    fdir = root / "flashinfer"
+    fdir.mkdir(parents=True)
+    sha = hashlib.sha256(manifest).hexdigest()
+    (fdir / "artifacts.py").write_text(
+        "class ArtifactPath:\n"
+        '    TRTLLM_GEN_FMHA: str = "p1/fmha/trtllm-gen/"\n'
+        "    TRTLLM_GEN_BMM: str = (\n"
+        '        "p2/batched_gemm/"\n'
+        "    )\n"
+        "class CheckSumHash:\n"
+        f'    TRTLLM_GEN_FMHA: str = "{sha}"\n'
+        f'    TRTLLM_GEN_BMM: str = (\n        "{sha}"\n    )\n'
+    )
+    return str(fdir)
+
+
+def test_flashinfer_cubins_resolved_and_checked_like_flashinfer(tmp_path):
+    from flightcheck._collect.toolchain import flashinfer_cubins
+
+    manifest = b"abc  kernel.cubin\n"
+    fdir = _fake_flashinfer(tmp_path, manifest)
+    py = {"dirs": {"flashinfer": fdir}, "packages": {"flashinfer-python": "0.7.2.post1", "flashinfer-cubin": None}}
+    cache = tmp_path / "home" / ".cache" / "flashinfer" / "cubins"
+    (cache / "p1" / "fmha" / "trtllm-gen").mkdir(parents=True)
+    (cache / "p1" / "fmha" / "trtllm-gen" / "checksums.txt").write_bytes(manifest)
+    (cache / "p2" / "batched_gemm").mkdir(parents=True)
+    (cache / "p2" / "batched_gemm" / "checksums.txt").write_bytes(b"stale")
+    got = flashinfer_cubins({"HOME": str(tmp_path / "home")}, py)
+    assert got["source"] == "cache" and got["dir"] == str(cache)
+    assert got["artifacts"] == {"TRTLLM_GEN_FMHA": "ok", "TRTLLM_GEN_BMM": "checksum-mismatch"}
+    assert got["urls"] == [got["repository"] + "p2/batched_gemm/checksums.txt"]
+    got = flashinfer_cubins({"HOME": "/x", "FLASHINFER_CUBIN_DIR": str(tmp_path / "empty")}, py)
+    assert got["source"] == "FLASHINFER_CUBIN_DIR" and set(got["artifacts"].values()) == {"missing"}
+    py["packages"]["flashinfer-cubin"] = "0.7.2.post1"
+    assert flashinfer_cubins({"HOME": "/x"}, py)["source"] == "flashinfer-cubin"
+    py["packages"]["flashinfer-cubin"] = "0.7.1"  # ignored by FlashInfer 0.7.2: the cache is used
+    assert flashinfer_cubins({"HOME": "/x"}, py)["source"] == "cache"
+
+
+def test_the_installed_flashinfers_artifact_pins_parse():
+    import glob
+
+    from flightcheck._knowledge.flashinfer import TRTLLM_GEN, parse_artifacts
+
+    found = glob.glob("/work/.conformance-venv/lib/python3*/site-packages/flashinfer/artifacts.py")
+    if not found:
+        pytest.skip("no installed FlashInfer here")
+    from pathlib import Path
+
+    pins = parse_artifacts(Path(found[0]).read_text(encoding="utf-8"))
+    assert set(pins) == set(TRTLLM_GEN)
+    assert all(re.fullmatch(r"[0-9a-f]{64}", sha) and path.endswith("/") for path, sha in pins.values())
+
+
+def test_deep_asks_the_configured_repository_for_one_checksums_txt(tmp_path):
+    import functools
+    import http.server
+    import socket
+    import threading
+
+    from flightcheck._collect.compile_smoke import cubin_repository
+    from flightcheck._vocabulary.facts import from_dict
+
+    (tmp_path / "p1").mkdir()
+    (tmp_path / "p1" / "checksums.txt").write_text("x")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+
+        def facts_for(url):
+            return from_dict({"toolchain": {"flashinfer_cubins": {"urls": [url]}}})
+
+        assert cubin_repository(facts_for(base + "p1/checksums.txt")) == (True, None)
+        ok, why = cubin_repository(facts_for(base + "p2/checksums.txt"))
+        assert ok is False and "HTTP 404" in why
+    finally:
+        server.shutdown()
+        server.server_close()
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ok, why = cubin_repository(
+        from_dict({"toolchain": {"flashinfer_cubins": {"urls": [f"http://127.0.0.1:{port}/x"]}}})
+    )
+    assert ok is False and why
+    assert cubin_repository(from_dict({"toolchain": {}})) == (None, None)
+
+
+def test_host_compiler_bounds_read_from_the_toolkits_header(tmp_path):
+    home = fake_toolkit(tmp_path / "cuda-13.0", "13.0")
+    (home / "include" / "crt").mkdir(parents=True, exist_ok=True)
+    (home / "include" / "crt" / "host_config.h").write_text(
+        "#if __GNUC__ > 15\n#error -- unsupported GNU version!\n#endif\n"
+        "#if (__clang_major__ >= 21) || (__clang_major__ < 3)\n#error -- unsupported clang version!\n#endif\n"
+    )
+    script(tmp_path / "bin" / "gcc", "echo 16.1.0")
+    tc, _ = collect({"PATH": clean_path(tmp_path / "bin"), "CUDA_HOME": str(home), "HOME": str(tmp_path)})
+    assert tc["host_compiler_bounds"] == {"gcc_max": 15, "clang_below": 21}
+    assert tc["nvcc_host"] == {"path": str(tmp_path / "bin" / "gcc"), "version": "16.1.0"}
+    assert tc["nvcc_host_kind"] == "gcc"
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/local/cuda/include/crt/host_config.h"), reason="no CUDA toolkit here")
+def test_host_compiler_bounds_of_the_real_toolkit():
+    from flightcheck._knowledge.cuda import host_compiler_bounds
+
+    text = open("/usr/local/cuda/include/crt/host_config.h", encoding="utf-8", errors="replace").read()  # noqa: SIM115
+    got = host_compiler_bounds(text)
+    assert got["gcc_max"] >= 12 and got["clang_below"] >= 16
+
+
+def test_libcuda_lookup_replays_tritons_order(tmp_path):
+    from flightcheck._collect.toolchain import libcuda_lookup
+
+    drv = tmp_path / "drv"
+    drv.mkdir()
+    (drv / "libcuda.so.1").write_bytes(b"")
+    got = libcuda_lookup({"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": f"/nonexistent:{drv}"})
+    assert got["ld_library_path"] == [str(drv)]
+    assert got["ldconfig"] in ({"missing"} if not os.path.exists("/sbin/ldconfig") else {"found", "none", "stale"})
+
+
+def test_link_libcuda_finds_the_toolkit_stub(tmp_path):
+    from flightcheck._collect.toolchain import link_libcuda
+
+    home = tmp_path / "cuda"
+    (home / "lib64" / "stubs").mkdir(parents=True)
+    assert all(not p.startswith(str(home)) for p in link_libcuda(str(home), {}))
+    (home / "lib64" / "stubs" / "libcuda.so").write_bytes(b"")
+    assert link_libcuda(str(home), {})[0] == str(home / "lib64" / "stubs" / "libcuda.so")
+
+
+def test_cute_dsl_flavors_from_the_installed_builds(tmp_path):
+    from flightcheck._collect.toolchain import cute_dsl_flavors
+
+    libs = tmp_path / "nvidia_cutlass_dsl" / "dsl_packages" / "cutlass" / "_mlir" / "_mlir_libs"
+    libs.mkdir(parents=True)
+    for name in ("_cutlass_ir.cu13.cpython-312-x86_64-linux-gnu.so", "_cutlass_ir_version_cu13.py", "_cutlass_ir"):
+        (libs / name).write_text("")
+    assert cute_dsl_flavors({"dirs": {"nvidia_cutlass_dsl": str(tmp_path / "nvidia_cutlass_dsl")}}) == [13]
+    assert cute_dsl_flavors({"dirs": {}}) is None

@@ -112,10 +112,11 @@ def test_fc105_cuda_home_nonexistent_fails(node):
 
 def test_fc103_path_without_ninja_fails(node, tmp_path):
     bindir = tool_bin(tmp_path / "bin", "nvcc", "c++", "cc", "gcc", "g++", "as", "ld")
-    rc, report = check(node, PATH=str(bindir), CUDA_HOME=CUDA)
-    assert rc == 1
+    _rc, report = check(node, PATH=str(bindir), CUDA_HOME=CUDA)
     (fc103,) = by_code(report)["FC103"]
     assert fc103["status"] == "fail" and fc103["message"].startswith("no ninja on the engine's PATH")
+    # the fake engine is vLLM 0.33 without flashinfer-cubin: vLLM disables FlashInfer instead
+    assert "disables FlashInfer at startup" in fc103["message"] and fc103["severity"] == "warning"
     assert fc103["fix"].startswith("apt-get install -y ninja-build")
     assert by_code(report)["FC101"][0]["status"] == "pass"
 

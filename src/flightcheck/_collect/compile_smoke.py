@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -171,6 +172,96 @@ def driver_installed() -> bool:
     return os.path.exists("/proc/driver/nvidia/version")
 
 
+PTXAS_TIMEOUT = 30.0
+
+
+def _ptxas_release(path: str, env: dict[str, str]) -> str | None:
+    """The ``release X.Y`` of ``path --version`` the way Triton's ``NvidiaTool.from_path``
+    reads it; None when it cannot run (Triton then tries the next candidate)."""
+    try:
+        proc = run([path, "--version"], timeout=10.0, env=env)
+    except OSError:
+        return None
+    m = re.search(r".*release (\d+\.\d+).*", proc.out) if proc.ok else None
+    return m.group(1) if m else None
+
+
+def triton_ptxas(cctx: CollectContext, facts: Facts) -> dict[str, dict[str, Any]] | None:
+    """For each GPU arch used: resolve the ptxas Triton will use (its variable, else the
+    bundled one; ``triton/knobs.py``) and assemble a ten-line PTX kernel with it, as Triton
+    does (``--gpu-name=sm_103a``). None when Triton is not installed for the engine."""
+    from flightcheck._collect.pyinfo import engine_info
+    from flightcheck._knowledge import triton as _triton
+    from flightcheck._knowledge.derived import visible_gpus
+    from flightcheck._knowledge.units import major_minor
+
+    env = cctx.env
+    tdir = (engine_info(cctx.python, env).get("dirs") or {}).get("triton")
+    if not tdir:
+        return None
+    caps = dict.fromkeys(
+        mm for mm in (major_minor(g.compute_capability) for g in visible_gpus(facts)[: cctx.intent.gpus_per_node]) if mm
+    )
+    out: dict[str, dict[str, Any]] = {}
+    tmp = tempfile.mkdtemp(prefix="flightcheck-ptxas-")
+    try:
+        for major, minor in caps:
+            sm = _triton.sm_arch(major, minor)
+            var = _triton.ptxas_var(major)
+            candidates = [(env[var], var)] if env.get(var) else []
+            candidates.append((_triton.bundled_ptxas(str(tdir), major), "bundled"))
+            chosen = next(((p, src, v) for p, src in candidates if (v := _ptxas_release(p, env))), None)
+            if chosen is None:
+                out[sm] = {"ok": False, "output": f"Cannot find {os.path.basename(candidates[-1][0])}"}
+                continue
+            path, source, release = chosen
+            src = os.path.join(tmp, f"{sm}.ptx")
+            with open(src, "w", encoding="utf-8") as fh:
+                fh.write(_triton.PTX_TEMPLATE.format(version=_triton.ptx_version(release) or "8.0", sm=sm))
+            proc = run(
+                [path, "-v", f"--gpu-name={sm}", src, "-o", os.path.join(tmp, f"{sm}.cubin")],
+                timeout=PTXAS_TIMEOUT,
+                env=env,
+            )
+            out[sm] = {
+                "ok": proc.ok,
+                "ptxas": path,
+                "version": release,
+                "source": source,
+                "output": (proc.out + proc.err).strip()[-4000:] or proc.why(),
+            }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+REPO_TIMEOUT = 3.0
+
+
+def cubin_repository(facts: Facts) -> tuple[bool | None, str | None]:
+    """Ask FlashInfer's cubin repository for the first checksums.txt a first use would fetch
+    (one GET, ``REPO_TIMEOUT`` seconds): (answered, why not); (None, None) when nothing
+    would be fetched."""
+    import urllib.error
+    import urllib.request
+
+    cubins = facts.toolchain.flashinfer_cubins if facts.toolchain else None
+    url = cubins.urls[0] if cubins and cubins.urls else None
+    if not url:
+        return None, None
+    if not url.startswith(("http://", "https://")):
+        return os.path.exists(url), None if os.path.exists(url) else f"{url} does not exist"
+    try:
+        with urllib.request.urlopen(url, timeout=REPO_TIMEOUT) as resp:
+            resp.read(1 << 16)
+        return True, None
+    except urllib.error.HTTPError as exc:
+        return False, f"{url}: HTTP {exc.code}"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return False, f"{url}: {reason}"
+
+
 @probe("compile_smoke", "compile_smoke", timeout=TIMEOUT + 10, wanted=_wanted)
 def probe_compile_smoke(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     """The ``compile_smoke`` section."""
@@ -178,6 +269,8 @@ def probe_compile_smoke(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     nvcc = tc.nvcc.path if tc and tc.nvcc else None
     ninja = tc.ninja.path if tc and tc.ninja else None
     section: dict[str, Any] = {"nvcc": nvcc, "ninja": ninja, "archs": None, "error": None}
+    section["triton_ptxas"] = triton_ptxas(cctx, facts)
+    section["cubin_repository_ok"], section["cubin_repository_error"] = cubin_repository(facts)
     archs, origin = target_archs(cctx, facts)
     home = tc.cuda_home.path if tc and tc.cuda_home else None
     cxx = cctx.env.get("CXX") or (tc.cxx.path if tc and tc.cxx else None)

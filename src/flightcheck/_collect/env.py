@@ -38,9 +38,33 @@ EXTRA = (
     "TRTLLM_DG_ENABLED",
     "NVIDIA_IMEX_CHANNELS",
     "PYTORCH_CUDA_ALLOC_CONF",
+    # what runtime compilers read (Triton, tilelang, FlashInfer's CUDA-home lookup)
+    "HOME",
+    "USER",
+    "TMPDIR",
+    "LIBRARY_PATH",
+    "NVCC_APPEND_FLAGS",
+    "NVCC_PREPEND_FLAGS",
 )
 #: Prefixes recorded when set.
-PREFIXES = ("FLASHINFER_", "VLLM_", "NCCL_", "TORCH_SYMM_MEM_", "TORCH_SYMMMEM", "SGLANG_", "CUDA_", "FLIGHTCHECK_")
+PREFIXES = (
+    "FLASHINFER_",
+    "VLLM_",
+    "NCCL_",
+    "TORCH_SYMM_MEM_",
+    "TORCH_SYMMMEM",
+    "SGLANG_",
+    "CUDA_",
+    "FLIGHTCHECK_",
+    # runtime compilers: Triton, DeepGEMM, tilelang, CuTe DSL (FA4, quack), humming, Inductor
+    "TRITON_",
+    "DG_",
+    "TILELANG_",
+    "CUTE_DSL_",
+    "HUMMING_",
+    "TORCHINDUCTOR_",
+    "FLASH_ATTENTION_CUTE_DSL_",
+)
 
 _SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 

@@ -22,6 +22,9 @@ from flightcheck._collect import CollectContext, collector
 def workspace_dir(env: Mapping[str, str]) -> str | None:
     """FlashInfer's cache dir for this environment (``Path.home()`` semantics for $HOME)."""
     base = env.get("FLASHINFER_WORKSPACE_BASE")
+    if base == "":
+        # Path(os.getenv(..., home)) of an empty value: the engine's working directory
+        return os.path.join(os.path.abspath("."), ".cache", "flashinfer")
     if not base:
         base = env.get("HOME")
         if not base:

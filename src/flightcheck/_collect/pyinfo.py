@@ -43,9 +43,13 @@ PACKAGES = (
     "nvidia-cuda-runtime",
     "nvidia-cudnn-cu12",
     "nvidia-cudnn-cu13",
+    # runtime compilers the JIT checks gate on (FC114, FC126)
+    "tilelang",
+    "tokenspeed-mla",
+    "tokenspeed-triton",
 )
 #: Import names whose directories the collectors read files from (as text, never imported).
-PACKAGE_DIRS = ("torch", "vllm", "sglang", "flashinfer", "flashinfer_jit_cache")
+PACKAGE_DIRS = ("torch", "vllm", "sglang", "flashinfer", "flashinfer_jit_cache", "triton", "nvidia_cutlass_dsl")
 ENGINES = ("vllm", "sglang")
 #: Distributions worth a slow importlib.metadata lookup when no dist-info names them
 #: (their import name, to tell whether they are there at all).

@@ -8,13 +8,60 @@ run concurrently; a missing tool is a null field with its reason in ``unavailabl
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from typing import Any
 
 from flightcheck._collect import CollectContext, collector, run_parallel
 from flightcheck._collect import cuda as _cuda
+from flightcheck._collect.jit_cache import nearest_existing, workspace_dir, write_test
 from flightcheck._collect.pyinfo import engine_info
+from flightcheck._knowledge import flashinfer as _fi
+from flightcheck._knowledge import triton as _triton
+from flightcheck._knowledge import vllm as _vllm
+from flightcheck._knowledge.cuda import host_compiler_bounds
+
+#: tools looked up on the engine's PATH besides nvcc/ninja/cc/c++: ``which`` (FlashInfer's
+#: CUDA-home lookup runs it), the C compilers Triton tries, the binutils FlashInfer links with.
+HOST_TOOLS = ("which", *_triton.C_COMPILERS, "ld", "objcopy")
+#: variables naming a tool a runtime compiler executes (``--version`` is read for nvcc ones).
+TOOL_VARS = (_triton.PTXAS, _triton.PTXAS_BLACKWELL, _vllm.DG_NVCC_VAR, _fi.CUTE_DSL_PTXAS)
+
+
+def path_state(path: str, *, directory: bool = False) -> dict[str, Any]:
+    """What ``path`` is: executable | file | dir | missing; for a directory that is to hold
+    files, whether one can be created in it (or in its nearest existing parent)."""
+    if os.path.isdir(path):
+        kind = "dir"
+    elif os.path.isfile(path):
+        kind = "executable" if os.access(path, os.X_OK) else "file"
+    else:
+        kind = "missing"
+    out: dict[str, Any] = {"path": path, "kind": kind}
+    if directory:
+        tested = nearest_existing(path)
+        why = write_test(tested)
+        out["writable"] = why is None
+        out["problem"] = why
+    return out
+
+
+def env_paths(env: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """The state of every tool variable that is set, and of Triton's cache directory."""
+    out: dict[str, dict[str, Any]] = {}
+    for var in TOOL_VARS:
+        value = env.get(var)
+        if not value:
+            continue
+        st = path_state(value)
+        if st["kind"] == "executable":  # nvcc and ptxas both print "release X.Y,"
+            st["version"], st["problem"] = _cuda.nvcc_version(value, env)
+        out[var] = st
+    triton_cache = _triton.cache_dir(dict(env))
+    if triton_cache:
+        out[_triton.CACHE_DIR] = path_state(os.path.abspath(triton_cache), directory=True)
+    return out
 
 
 def venv_ninja(python: str, env: dict[str, str]) -> str | None:
@@ -31,6 +78,94 @@ def venv_ninja(python: str, env: dict[str, str]) -> str | None:
     return None if os.path.realpath(bindir) in path_dirs else candidate
 
 
+def libcuda_lookup(env: dict[str, str]) -> dict[str, Any]:
+    """Triton's ``libcuda_dirs`` (backends/nvidia/driver.py) replayed: ``/sbin/ldconfig -p``
+    lines naming libcuda.so.1, else LD_LIBRARY_PATH entries holding it."""
+    from flightcheck._collect.proc import run
+
+    if not os.path.exists(_triton.LDCONFIG):
+        state = "missing"
+    else:
+        proc = run([_triton.LDCONFIG, "-p"], timeout=5.0, env=env)
+        locs = [ln.split()[-1] for ln in proc.out.splitlines() if _triton.LIBCUDA in ln] if proc.ok else []
+        state = "none" if not locs else ("found" if any(os.path.exists(p) for p in locs) else "stale")
+    ld = [
+        d
+        for d in (env.get("LD_LIBRARY_PATH") or "").split(":")
+        if d and os.path.exists(os.path.join(d, _triton.LIBCUDA))
+    ]
+    known = [d for d in _triton.LIBCUDA_DIRS if os.path.exists(os.path.join(d, _triton.LIBCUDA))]
+    return {"ldconfig": state, "ld_library_path": ld, "known": known}
+
+
+def link_libcuda(home: str | None, env: dict[str, str]) -> list[str]:
+    """The unversioned libcuda.so files ``-lcuda`` can resolve to in FlashInfer's link line:
+    under the CUDA home's lib64 and lib64/stubs, LIBRARY_PATH, and the linker's usual dirs."""
+    dirs = [os.path.join(home, sub) for sub in _fi.LINK_SUBDIRS] if home else []
+    dirs += [d for d in (env.get("LIBRARY_PATH") or "").split(":") if d]
+    dirs += list(_fi.LINKER_DEFAULT_DIRS)
+    return [p for p in (os.path.join(d, "libcuda.so") for d in dict.fromkeys(dirs)) if os.path.exists(p)]
+
+
+def cute_dsl_flavors(py: dict[str, Any]) -> list[int] | None:
+    """The CUDA majors nvidia-cutlass-dsl has a ``_cutlass_ir.cu{N}`` build for (None when it
+    is not installed)."""
+    import re
+
+    root = (py.get("dirs") or {}).get("nvidia_cutlass_dsl")
+    if not root:
+        return None
+    try:
+        names = os.listdir(os.path.join(str(root), _fi.CUTE_DSL_LIBS))
+    except OSError:
+        return []
+    return sorted({int(m.group(1)) for n in names if (m := re.match(_fi.CUTE_DSL_FLAVOR, n))})
+
+
+def _sha256(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read(1 << 24)).hexdigest()
+    except OSError:
+        return None
+
+
+def flashinfer_cubins(env: dict[str, str], py: dict[str, Any]) -> dict[str, Any] | None:
+    """FlashInfer's cubin directory resolved as ``jit/env.py`` ``_get_cubin_dir`` does, and
+    whether each trtllm-gen ``checksums.txt`` is there with the hash ``artifacts.py`` pins
+    (read as text from the engine's FlashInfer). None without flashinfer-python."""
+    fdir = (py.get("dirs") or {}).get("flashinfer")
+    packages = py.get("packages") or {}
+    fi = packages.get("flashinfer-python")
+    if not fdir or not fi:
+        return None
+    try:
+        with open(os.path.join(str(fdir), "artifacts.py"), encoding="utf-8") as fh:
+            pins = _fi.parse_artifacts(fh.read())
+    except OSError:
+        pins = {}
+    cubin = packages.get("flashinfer-cubin")
+    repo = env.get(_fi.CUBINS_REPOSITORY) or _fi.DEFAULT_CUBINS_REPOSITORY
+    out: dict[str, Any] = {"repository": repo, "dir": None, "artifacts": None}
+    if env.get(_fi.CUBIN_DIR):
+        out.update(dir=env[_fi.CUBIN_DIR], source=_fi.CUBIN_DIR)
+    elif cubin and (cubin == fi or cubin == "0.0.0+unknown"):
+        out.update(source="flashinfer-cubin")  # the wheel carries every published cubin
+        return out
+    else:
+        ws = workspace_dir(env)
+        out.update(dir=os.path.join(ws, "cubins") if ws else None, source="cache")
+    if out["dir"] and pins:
+        arts = {}
+        for name, (sub, sha) in pins.items():
+            got = _sha256(os.path.join(out["dir"], sub, "checksums.txt"))
+            arts[name] = "ok" if got == sha else ("missing" if got is None else "checksum-mismatch")
+        out["artifacts"] = arts
+        base = repo if repo.endswith("/") else repo + "/"
+        out["urls"] = [base + pins[n][0].rstrip("/") + "/checksums.txt" for n, st in arts.items() if st != "ok"]
+    return out
+
+
 @collector("toolchain", sections=("toolchain",), timeout=30.0)  # > the engine interpreter query (20 s)
 def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
     """The ``toolchain`` section."""
@@ -43,8 +178,11 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         "ninja": lambda: _cuda.ninja(env),
         "cxx": lambda: _cuda.compiler("CXX", "c++", env),
         "cc": lambda: _cuda.compiler("CC", "cc", env),
+        "nvcc_host": lambda: _cuda.compiler("CC", "gcc", env),
         "alternatives": lambda: _cuda.alternatives(env),
         "py": lambda: engine_info(cctx.python, env),
+        "env_paths": lambda: env_paths(env),
+        "libcuda": lambda: libcuda_lookup(env),
     }
     if has_nvcc:
         assert nvcc_path is not None
@@ -83,6 +221,30 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         unavailable["toolchain.python_headers"] = py["error"]
         headers = None
 
+    if not os.path.exists("/proc/driver/nvidia/version"):
+        unavailable["toolchain.link_libcuda"] = "no NVIDIA driver on this host: -lcuda not judged"
+    host, _why = got.get("nvcc_host") or (None, None)
+    bounds = None
+    # nvcc includes the crt/host_config.h of the toolkit it lives in (a /usr/local/bin wrapper
+    # resolves to it), else the CUDA home's
+    roots = [_cuda.toolkit_root(os.path.realpath(nvcc_path))] if has_nvcc and nvcc_path else []
+    version = (got.get("nvcc_version") or (None, None))[0]
+    roots += [  # a shell wrapper: the toolkit of the same version found on this host
+        _cuda.toolkit_root(str(a["path"]))
+        for a in got.get("alternatives") or ()
+        if version and a.get("path") and a.get("version") == version
+    ]
+    for root in [*roots, home]:
+        if bounds is None and root:
+            try:
+                header = os.path.join(root, "include", "crt", "host_config.h")
+                with open(header, encoding="utf-8", errors="replace") as fh:
+                    bounds = host_compiler_bounds(fh.read()) or None
+            except OSError:
+                continue
+    kind = None
+    if host and host.get("path"):
+        kind = "clang" if "clang" in os.path.basename(os.path.realpath(str(host["path"]))) else "gcc"
     libcudart = os.path.exists(os.path.join(home, "lib64", "libcudart.so")) if home else False
     toolchain = {
         "cuda_home": {"path": home, "source": source, "exists": bool(home and os.path.isdir(home))},
@@ -95,5 +257,15 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         "ninja_in_venv": venv_ninja(cctx.python, env),
         "alternatives": got.get("alternatives"),
         "python_include": py.get("include"),
+        "host_tools": {name: _cuda.which(name, env) for name in HOST_TOOLS},
+        "env_paths": got.get("env_paths"),
+        "flashinfer_cubins": None if "error" in py else flashinfer_cubins(env, py),
+        "nvcc_host": host,
+        "nvcc_host_kind": kind,
+        "host_compiler_bounds": bounds,
+        "libcuda_lookup": got.get("libcuda"),
+        # judged where a driver is installed, as the compile smoke test links -lcuda only there
+        "link_libcuda": link_libcuda(home, env) if os.path.exists("/proc/driver/nvidia/version") else None,
+        "cute_dsl_flavors": None if "error" in py else cute_dsl_flavors(py),
     }
     return {"toolchain": toolchain, "unavailable": unavailable}

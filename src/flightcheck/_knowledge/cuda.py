@@ -75,3 +75,25 @@ def torch_cuda_can_build(cc: str, torch_cuda: tuple[int, int]) -> bool | None:
         return False  # CUDA 13 dropped Maxwell, Pascal and Volta
     need = MAJOR_MIN_CUDA.get(major)
     return None if need is None else torch_cuda >= need
+
+
+# ---- nvcc's host-compiler bounds (``$CUDA_HOME/include/crt/host_config.h``) ----------------
+
+#: nvcc flags that lift the host-compiler bound, and the variables nvcc reads extra flags from.
+ALLOW_UNSUPPORTED = "-allow-unsupported-compiler"
+NVCC_FLAG_VARS = ("NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS")
+
+
+def host_compiler_bounds(text: str) -> dict[str, int]:
+    """``crt/host_config.h`` as text -> ``{"gcc_max": 15, "clang_below": 21}``: the newest
+    GCC major nvcc accepts (``#if __GNUC__ > 15`` ... ``#error -- unsupported GNU version!``)
+    and the first clang major it rejects (``#if (__clang_major__ >= 21) ...``), as the
+    header of the installed toolkit spells them (13.0: gcc <= 15, clang < 21)."""
+    out: dict[str, int] = {}
+    gcc = re.search(r"#if\s+__GNUC__\s*>\s*(\d+)", text)
+    if gcc:
+        out["gcc_max"] = int(gcc.group(1))
+    clang = re.findall(r"__clang_major__\s*>=\s*(\d+)\)", text)
+    if clang:
+        out["clang_below"] = max(int(c) for c in clang)
+    return out

@@ -121,3 +121,106 @@ def tag_for(torch_cuda: str | None) -> str | None:
 def index_url(tag: str) -> str:
     """``https://flashinfer.ai/whl/cu130``."""
     return f"{INDEX}/{tag}"
+
+
+# ---- what FlashInfer's JIT reads from the host (flashinfer/jit/cpp_ext.py, jit/env.py of
+# 0.7.2.post1, the version vLLM 0.33.0 pins) ------------------------------------------------
+
+#: ``jit/env.py`` ``_get_cubin_dir`` / ``_get_aot_providers``: a flashinfer-cubin or
+#: flashinfer-jit-cache whose version does not match is ignored with a warning ("Ignoring
+#: incompatible flashinfer-cubin package (cubins will be downloaded on demand ...)") instead
+#: of failing the import (read in 0.7.2.post1, the release vLLM 0.33.0 pins; older releases
+#: raised at import; 0.7.0 and 0.7.1 were not read, so the gate is the release read).
+MISMATCH_IGNORED_SINCE = "0.7.2"
+#: ``jit/cpp_ext.py`` ``get_cuda_path``: with CUDA_HOME and CUDA_PATH unset (or empty) it
+#: runs ``subprocess.run(["which", "nvcc"])`` (no ``which`` binary: FileNotFoundError).
+WHICH_LOOKUP = "which"
+#: ``jit/cpp_ext.py`` ``build_cuda_cflags``: ``-ccbin $CC`` written unquoted into build.ninja;
+#: ``generate_ninja_build_for_op``: ``cxx = $CXX`` (default c++). Launchers go in these:
+CXX_LAUNCHER = "FLASHINFER_CXX_LAUNCHER"
+NVCC_LAUNCHER = "FLASHINFER_NVCC_LAUNCHER"
+#: ``jit/env.py``: ``Path(os.getenv("FLASHINFER_WORKSPACE_BASE", home))``: a set but empty
+#: value is ``Path("")``, the engine's working directory.
+WORKSPACE_BASE = "FLASHINFER_WORKSPACE_BASE"
+
+
+def at_least(version: str | None, first: str) -> bool:
+    """Whether ``version`` (a package version, maybe with a local tag) is ``first`` or newer."""
+    v = _v((version or "").split("+", 1)[0])
+    return v is not None and v >= Version(first)
+
+
+# ---- trtllm-gen cubins (flashinfer/artifacts.py, jit/cubin_loader.py, jit/env.py) ---------
+
+#: ``jit/cubin_loader.py``: where ``get_artifact`` downloads from, and the switch that makes a
+#: missing artifact an error ("Artifact not found locally") instead of a download.
+CUBINS_REPOSITORY = "FLASHINFER_CUBINS_REPOSITORY"
+DEFAULT_CUBINS_REPOSITORY = "https://edge.urm.nvidia.com/artifactory/sw-kernelinferencelibrary-public-generic-local/"
+NO_DOWNLOAD = "FLASHINFER_NO_DOWNLOAD"
+CUBIN_DIR = "FLASHINFER_CUBIN_DIR"
+#: The trtllm-gen packages whose ``checksums.txt`` every FMHA / batched-GEMM (MoE) / GEMM
+#: module fetches first (``jit/attention/modules.py``, ``jit/fused_moe.py``,
+#: ``jit/gemm/core.py``: ``assert checksum, "Failed to get checksums.txt from ..."``).
+TRTLLM_GEN = ("TRTLLM_GEN_FMHA", "TRTLLM_GEN_BMM", "TRTLLM_GEN_GEMM")
+#: Compute capability majors these trtllm-gen kernels are published for ("sm100f/sm103a and
+#: Rubin sm107a", the comment on ``ArtifactPath``): the 10.x family.
+TRTLLM_GEN_CC_MAJORS = frozenset({10})
+#: ``download_file``: 4 tries of 10 s timeout, sleeping 5-10, 10-20, 20-40 s between them:
+#: 35 to 110 s per artifact on a host that cannot reach the repository.
+DOWNLOAD_STALL_S = (35, 110)
+
+
+def parse_artifacts(text: str) -> dict[str, tuple[str, str]]:
+    """``artifacts.py`` as text -> {``TRTLLM_GEN_FMHA``: (ArtifactPath, CheckSumHash)} for the
+    trtllm-gen packages, the way ``get_artifact`` addresses their ``checksums.txt``."""
+    head, _, tail = text.partition("class CheckSumHash")
+
+    def consts(part: str) -> dict[str, str]:
+        return dict(re.findall(r"^\s+(TRTLLM_GEN_\w+)\s*:\s*str\s*=\s*\(?\s*\"([^\"]+)\"", part, re.MULTILINE))
+
+    paths, sums = consts(head), consts(tail)
+    return {k: (paths[k], sums[k]) for k in TRTLLM_GEN if k in paths and k in sums}
+
+
+#: ``jit/cpp_ext.py`` ``generate_ninja_build_for_op``: every module links with
+#: ``-L$cuda_home/lib64 -L$cuda_home/lib64/stubs -lcudart -lcuda``; ``-lcuda`` needs an
+#: unversioned ``libcuda.so`` there or in the linker's default directories (a driver's
+#: ``libcuda.so.1`` alone does not do). Modules with embedded cubins also run ``ld -r -b
+#: binary`` and ``objcopy`` (tvm_ffi/utils/embed_cubin.py).
+LINK_SUBDIRS = ("lib64", "lib64/stubs")
+LINKER_DEFAULT_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/lib64",
+    "/usr/lib",
+    "/usr/local/lib",
+)
+BINUTILS = ("ld", "objcopy")
+
+
+# ---- CuTe DSL (nvidia-cutlass-dsl 4.8: dsl_packages/cutlass/_mlir/_mlir_libs/__init__.py) ---
+
+#: where the per-CUDA-major builds live, and their file names (``_cutlass_ir.cu13.<abi>.so``);
+#: the loader keeps the flavours whose major the driver supports (``cuDriverGetVersion``
+#: major >= N) and raises "None of the installed toolkit flavors (...) are compatible with
+#: the CUDA driver" when none is left.
+CUTE_DSL_LIBS = "dsl_packages/cutlass/_mlir/_mlir_libs"
+CUTE_DSL_FLAVOR = r"^_cutlass_ir\.cu(\d+)\..*\.so$"
+
+
+#: ``utils.py`` ``is_sm100f_supported``: SM 10.x with ``torch.version.cuda`` >= 12.9 (torch's
+#: CUDA, not nvcc's); ``gemm/gemm_base.py`` then builds its TGV BF16 GEMM with
+#: ``sm100f_nvcc_flags`` (``-gencode=arch=compute_100f``, ``jit/core.py``), which needs an
+#: nvcc of 12.9 or later even where the arch itself (100a) needs only 12.8.
+FAMILY_TARGET_TORCH_CUDA = (12, 9)
+FAMILY_TARGET_MAJORS = frozenset({10})
+FAMILY_TARGET_NVCC = (12, 9)
+
+#: ``CUTE_DSL_PTXAS_PATH`` (quack/__init__.py, vllm/vllm_flash_attn/cute/interface.py,
+#: vllm/third_party/tml_fa4): when set, importing them runs ``cute_dsl_ptxas.patch()``, which
+#: raises "ptxas not found: <path>" unless it is an executable file, and then assembles every
+#: CuTe DSL kernel with ``<path> -arch=sm_100a`` instead of the embedded ptxas library.
+CUTE_DSL_PTXAS = "CUTE_DSL_PTXAS_PATH"

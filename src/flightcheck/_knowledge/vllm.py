@@ -141,6 +141,42 @@ def layout(tp: int, pp: int = 1, dp: int = 1, ep: bool = False, moe_size: int | 
     return " ".join(parts + ([FLAG["ep"]] if ep else []))
 
 
+# ---- runtime compilers vLLM brings (vllm/utils/deep_gemm.py, vllm/platforms/cuda.py,
+# vllm/third_party/deep_gemm, vllm/utils/flashinfer.py) ------------------------------------
+
+#: ``VLLM_USE_DEEP_GEMM`` (vllm/envs.py: ``bool(int(os.getenv(..., "1")))``, on by default).
+USE_DEEP_GEMM = "VLLM_USE_DEEP_GEMM"
+#: First release that vendors DeepGEMM as ``vllm/third_party/deep_gemm`` (read in 0.33.0).
+DEEP_GEMM_VENDORED_SINCE = "0.33.0"
+#: ``CudaPlatform.support_deep_gemm``: capability 9.0 exactly, families 10.x and 12.x.
+DEEP_GEMM_CC_EXACT = frozenset({(9, 0)})
+DEEP_GEMM_CC_FAMILIES = frozenset({10, 12})
+#: DeepGEMM's JIT compiler: ``DG_JIT_NVCC_COMPILER`` else ``$CUDA_HOME/bin/nvcc``; its
+#: ``_C_extension`` refuses older ones ("NVCC version must be at least 12.9", the string in
+#: vllm/third_party/deep_gemm/_C_extension.abi3.so of 0.33.0).
+DG_NVCC_VAR = "DG_JIT_NVCC_COMPILER"
+DEEP_GEMM_MIN_NVCC = (12, 9)
+#: vllm/utils/flashinfer.py ``has_flashinfer``: without flashinfer-cubin and with no nvcc
+#: (CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda) or no ninja on PATH, vLLM disables
+#: FlashInfer with a warning and takes its fallbacks instead of failing a JIT build.
+FLASHINFER_GATED_ON_TOOLS_SINCE = "0.33.0"
+
+
+def deep_gemm_arch(cc: str | None) -> bool:
+    """Whether vLLM's ``support_deep_gemm`` is true on a GPU of compute capability ``cc``."""
+    try:
+        major, minor = (int(x) for x in (cc or "").split(".")[:2])
+    except ValueError:
+        return False
+    return (major, minor) in DEEP_GEMM_CC_EXACT or major in DEEP_GEMM_CC_FAMILIES
+
+
+#: checkpoint weight formats (the memory model's ``Quant.method``) whose vLLM kernels call
+#: DeepGEMM: block-scaled FP8 linear and MoE (quantization/utils/fp8_utils.py), and the MoE
+#: fallbacks for MXFP4 / NVFP4 (the vendored sm100_fp4_fp4_mega_moe, sm90 paths).
+DEEP_GEMM_QUANTS = frozenset({"fp8-block", "mxfp4", "nvfp4"})
+
+
 # ---- weight files by load format (DefaultModelLoader._prepare_weights in
 # vllm/model_executor/model_loader/default_loader.py) ----
 

@@ -143,6 +143,34 @@ class Nvcc(Tool):
     archs: list[str] | None = None
 
 
+class PathState(_S):
+    """What a path-valued variable of the engine's environment names (extension)."""
+
+    path: str | None = None
+    kind: str | None = None  # executable | file | dir | missing
+    writable: bool | None = None  # dirs: a file could be created in it (or its nearest existing parent)
+    version: str | None = None  # tools: the "release X.Y" their --version prints
+    problem: str | None = None  # why the write test or --version failed
+
+
+class FlashinferCubins(_S):
+    """Where FlashInfer will look for its trtllm-gen cubins, and what is there (extension)."""
+
+    dir: str | None = None  # FLASHINFER_CUBIN_DIR, else a matching flashinfer-cubin, else the cache
+    source: str | None = None  # FLASHINFER_CUBIN_DIR | flashinfer-cubin | cache
+    repository: str | None = None  # where get_artifact downloads a missing one from
+    artifacts: dict[str, str] | None = None  # TRTLLM_GEN_FMHA -> ok | missing | checksum-mismatch
+    urls: list[str] | None = None  # the checksums.txt a first use would fetch, missing ones only
+
+
+class LibcudaLookup(_S):
+    """How Triton's ``libcuda_dirs`` would find libcuda.so.1 (extension)."""
+
+    ldconfig: str | None = None  # found | none | stale (listed, file gone) | missing (no /sbin/ldconfig)
+    ld_library_path: list[str] | None = None  # LD_LIBRARY_PATH entries holding libcuda.so.1
+    known: list[str] | None = None  # other directories of this host holding it (for the fix)
+
+
 class Toolchain(_S):
     cuda_home: CudaHome | None = None
     nvcc: Nvcc | None = None
@@ -155,12 +183,34 @@ class Toolchain(_S):
     ninja_in_venv: str | None = None  # a ninja in the engine's venv bin that PATH misses
     alternatives: list[Tool] | None = None  # other CUDA toolkits found on this host (nvcc path, version)
     python_include: str | None = None  # the include dir searched for Python.h
+    # what runtime compilers resolve besides nvcc (Triton, DeepGEMM, FlashInfer's lookups)
+    host_tools: dict[str, str | None] | None = None  # which / gcc / clang / ... -> path on the engine's PATH
+    env_paths: dict[str, PathState] | None = None  # TRITON_PTXAS_PATH, triton cache, DG nvcc -> state
+    flashinfer_cubins: FlashinferCubins | None = None
+    # nvcc's host compiler (``-ccbin $CC`` in FlashInfer, else gcc on PATH) and the bounds its
+    # crt/host_config.h enforces ({"gcc_max": 15, "clang_below": 21})
+    nvcc_host: Tool | None = None
+    nvcc_host_kind: str | None = None  # gcc | clang (by the resolved file name)
+    host_compiler_bounds: dict[str, int] | None = None
+    libcuda_lookup: LibcudaLookup | None = None
+    cute_dsl_flavors: list[int] | None = None  # CUDA majors of nvidia-cutlass-dsl's _cutlass_ir.cu{N} builds
+    link_libcuda: list[str] | None = None  # unversioned libcuda.so files FlashInfer's -lcuda can link
 
 
 class CompileSmokeArch(_S):
     ok: bool | None = None
     cached: bool | None = None
     duration_s: float | None = None
+    output: str | None = None
+
+
+class PtxasSmokeArch(_S):
+    """``--deep``: a small PTX kernel assembled by the ptxas Triton will use (extension)."""
+
+    ok: bool | None = None
+    ptxas: str | None = None
+    version: str | None = None  # its CUDA release
+    source: str | None = None  # the variable that chose it, or "bundled"
     output: str | None = None
 
 
@@ -171,6 +221,9 @@ class CompileSmoke(_S):
     ninja: str | None = None
     archs: dict[str, CompileSmokeArch] | None = None
     error: str | None = None  # the test could not run at all (no nvcc, timeout, ...)
+    triton_ptxas: dict[str, PtxasSmokeArch] | None = None  # sm_103a -> Triton's ptxas on a tiny PTX
+    cubin_repository_ok: bool | None = None  # --deep: FlashInfer's cubin repository served a checksums.txt
+    cubin_repository_error: str | None = None
 
 
 class Python(_S):

@@ -24,10 +24,13 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
     (``0.7.2.post1+cu130`` matches ``0.7.2.post1``). FlashInfer compares both at import.
 
     ## Why the launch dies
-    ``import flashinfer`` raises "flashinfer-cubin version (X) does not match flashinfer
-    version (Y)" (or the jit-cache equivalent), so every FlashInfer path in the engine is
-    gone; with FLASHINFER_DISABLE_VERSION_CHECK set it imports, and mismatched prebuilt
-    kernels fail later instead (a warning then).
+    Before 0.7.2 ``import flashinfer`` raises "flashinfer-cubin version (X) does not match
+    flashinfer version (Y)" (or the jit-cache equivalent), so every FlashInfer path in the
+    engine is gone. From 0.7.2 (``flashinfer/jit/env.py``) the mismatched package is ignored
+    with a warning: cubins are downloaded on demand (~60 s of retries per artifact, then an
+    AssertionError, on an air-gapped host) and jit-cache kernels are compiled with nvcc
+    after the weight load (a warning then). With FLASHINFER_DISABLE_VERSION_CHECK set it
+    imports, and mismatched prebuilt kernels fail later instead (a warning).
 
     ## How to fix
     Install the companions at flashinfer-python's version, with the engine's interpreter:
@@ -52,15 +55,23 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
         yield ok(f"flashinfer-python {fi}" + (f" with {', '.join(have)}" if have else ", no companion packages"))
         return
     disabled = bool(ctx.env.get("FLASHINFER_DISABLE_VERSION_CHECK"))
+    ignored = _fi_wheels.at_least(fi, _fi_wheels.MISMATCH_IGNORED_SINCE)
+    if disabled:
+        effect = "FLASHINFER_DISABLE_VERSION_CHECK hides it at import; the prebuilt kernels still do not match"
+    elif ignored:
+        what = []
+        if any(b.startswith("flashinfer-cubin") for b in bad):
+            where = f"{ctx.jit_cache.dir}/cubins" if ctx.jit_cache.dir else "its cache"
+            what.append(f"downloads every cubin on demand to {where} (fails air-gapped)")
+        if any(b.startswith("flashinfer-jit-cache") for b in bad):
+            what.append("JIT-compiles every kernel with nvcc after the weight load")
+        effect = f"FlashInfer {fi} ignores the mismatched package with a warning and " + " and ".join(what)
+    else:
+        effect = "import flashinfer raises"
     yield fail(
-        f"{' and '.join(bad)} with flashinfer-python {fi}: "
-        + (
-            "FLASHINFER_DISABLE_VERSION_CHECK hides it at import; the prebuilt kernels still do not match"
-            if disabled
-            else "import flashinfer raises"
-        ),
+        f"{' and '.join(bad)} with flashinfer-python {fi}: {effect}",
         fix=" && ".join(fixes),
-        severity=WARNING if disabled else None,
+        severity=WARNING if disabled or ignored else None,
         evidence={"flashinfer-python": fi, "flashinfer-cubin": cubin, "flashinfer-jit-cache": jc},
     )
 

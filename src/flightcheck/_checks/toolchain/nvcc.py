@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
 from flightcheck._checks.shared import jit as _jit
+from flightcheck._knowledge import flashinfer as _fi
+from flightcheck._knowledge import vllm as _vllm
 from flightcheck._knowledge.derived import gpu_subject
 from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.results import ERROR, WARNING
@@ -39,6 +41,21 @@ def _headline(ctx: Context) -> str:
     return ", ".join(parts)
 
 
+def _vllm_disables_flashinfer(ctx: Context) -> str | None:
+    """Why vLLM will switch FlashInfer off instead of failing its JIT build (its
+    ``has_flashinfer`` gate: no flashinfer-cubin and no nvcc or ninja), or None."""
+    if ctx.intent.engine != _vllm.NAME:
+        return None
+    packages = ctx.python.packages or {}
+    version = packages.get("vllm")
+    if not _fi.at_least(version, _vllm.FLASHINFER_GATED_ON_TOOLS_SINCE) or packages.get("flashinfer-cubin"):
+        return None
+    return (
+        f"vLLM {version} sees no flashinfer-cubin and disables FlashInfer at startup (vllm/utils/flashinfer.py), "
+        "falling back to its other kernels: slower, and MXFP4 MoE goes to DeepGEMM (FC119)"
+    )
+
+
 def _needed_or_skip(ctx: Context) -> tuple[bool | None, str]:
     needed, why = _jit.jit_needed(ctx)
     if needed is False:
@@ -60,7 +77,8 @@ def nvcc_missing(ctx: Context) -> Iterator[Outcome]:
     vLLM imports FlashInfer happily and loads every weight first. The first FlashInfer
     kernel (the FP4 weight shuffle right after loading, the sampler, the MoE) is compiled
     then, and the build fails with "Could not find nvcc" or "nvcc: not found": after a
-    15-minute load, with no fallback.
+    15-minute load, with no fallback. vLLM 0.33 and later check first when flashinfer-cubin
+    is absent: they disable FlashInfer and take slower fallbacks (a warning then).
 
     ## How to fix
     Install the CUDA toolkit matching the driver (``apt-get install cuda-toolkit-13-1``) and
@@ -91,7 +109,13 @@ def nvcc_missing(ctx: Context) -> Iterator[Outcome]:
         if home is not None and home.path
         else "no CUDA_HOME, no nvcc on PATH, no /usr/local/cuda"
     )
-    yield fail(f"no nvcc ({where}); {why}", fix=fix, evidence={"cuda_home": home.path if home else None, "jit": why})
+    gated = _vllm_disables_flashinfer(ctx)
+    yield fail(
+        f"no nvcc ({where}); {why}" + (f"; {gated}" if gated else ""),
+        fix=fix,
+        severity=WARNING if gated else None,
+        evidence={"cuda_home": home.path if home else None, "jit": why},
+    )
 
 
 @check("FC102", "nvcc-too-old-for-gpu", ERROR)
@@ -101,7 +125,9 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     ## What it checks
     When JIT is needed, the version of the nvcc FlashInfer will call is at least the minimum
     for every GPU's arch (90a 12.3, 100a 12.8, 103a 12.9, 110a 13.0, 120f 12.9, 121a 12.9),
-    and, where ``nvcc --list-gpu-arch`` was read, that it lists the arch.
+    and, where ``nvcc --list-gpu-arch`` was read, that it lists the arch. On SM 10.x with
+    torch built for CUDA 12.9 or later, FlashInfer also builds ``compute_100f`` family code
+    (its TGV GEMM; ``is_sm100f_supported`` reads torch's CUDA, not nvcc's): 12.9 there.
 
     ## Why the launch dies
     FlashInfer never checks nvcc against the GPU: the first kernel build after the weight
@@ -125,17 +151,38 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     listed = ctx.nvcc.archs
     path = ctx.nvcc.path
     bad: list[tuple[str, tuple[int, int] | None, list[Gpu], str]] = []
+    torch = major_minor(ctx.python.torch_cuda)
+    family = torch is not None and torch >= _fi.FAMILY_TARGET_TORCH_CUDA
     for arch, gpus in archs.items():
         need = _jit.MIN_NVCC.get(arch)
         base = "sm_" + arch.rstrip("af")
-        if need and version < need:
+        cc = major_minor(gpus[0].compute_capability)
+        if (
+            family
+            and cc
+            and cc[0] in _fi.FAMILY_TARGET_MAJORS
+            and version < _fi.FAMILY_TARGET_NVCC
+            and (need is None or need < _fi.FAMILY_TARGET_NVCC)
+        ):
+            # FlashInfer decides by torch's CUDA, not nvcc's: compute_100f needs 12.9
+            need = max(need or _fi.FAMILY_TARGET_NVCC, _fi.FAMILY_TARGET_NVCC)
+            fam = f"compute_{cc[0]}0f"
+            bad.append(
+                (
+                    arch,
+                    need,
+                    gpus,
+                    f"gets {fam} code too (torch CUDA {ctx.python.torch_cuda}), which needs nvcc >= 12.9",
+                )
+            )
+        elif need and version < need:
             bad.append((arch, need, gpus, f"needs nvcc >= {_jit.fmt(need)}"))
         elif listed and base not in listed and base + arch[-1] not in listed:
             bad.append((arch, need, gpus, f"{base} is not in its --list-gpu-arch"))
     if not bad:
         yield ok(f"nvcc {_jit.fmt(version)} targets {' '.join(archs)}")
         return
-    need_all = max(_jit.need_for([b[0] for b in bad]), version)
+    need_all = max([_jit.need_for([b[0] for b in bad]), version] + [b[1] for b in bad if b[1]])
     for arch, need, gpus, why_too_old in bad:
         yield fail(
             f"nvcc {_jit.fmt(version)} ({path}) cannot compile for {arch} ({gpus[0].name or 'GPU'}): "
@@ -163,7 +210,8 @@ def ninja_missing(ctx: Context) -> Iterator[Outcome]:
     ## Why the launch dies
     FlashInfer runs ``ninja -C <build dir>`` from PATH for every module that is not
     prebuilt, even with a warm cache; without it the first kernel after the weight load
-    raises "FileNotFoundError: [Errno 2] No such file or directory: 'ninja'".
+    raises "FileNotFoundError: [Errno 2] No such file or directory: 'ninja'". vLLM 0.33 and
+    later without flashinfer-cubin disable FlashInfer instead (a warning then).
 
     ## How to fix
     ``export PATH=<venv>/bin:$PATH`` when the venv has one, else ``apt-get install ninja-build``
@@ -183,15 +231,20 @@ def ninja_missing(ctx: Context) -> Iterator[Outcome]:
         return
     if in_venv:
         bindir = in_venv.rsplit("/", 1)[0]
+        gated = _vllm_disables_flashinfer(ctx)
         yield fail(
-            f"no ninja on the engine's PATH, but {in_venv} exists (the venv is not activated); {why}",
+            f"no ninja on the engine's PATH, but {in_venv} exists (the venv is not activated); {why}"
+            + (f"; {gated}" if gated else ""),
             fix=f"export PATH={bindir}:$PATH",
+            severity=WARNING if gated else None,
             evidence={"ninja_in_venv": in_venv},
         )
         return
+    gated = _vllm_disables_flashinfer(ctx)
     yield fail(
-        f"no ninja on the engine's PATH; {why}",
+        f"no ninja on the engine's PATH; {why}" + (f"; {gated}" if gated else ""),
         fix=f"{_jit.install(ctx, 'ninja-build')}  (or: {_jit.pip(ctx, 'ninja')} and put that venv's bin on PATH)",
+        severity=WARNING if gated else None,
         evidence={"PATH": ctx.env.get("PATH")},
     )
 
