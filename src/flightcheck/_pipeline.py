@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from flightcheck._checks.evaluate import evaluate
 from flightcheck._collect import collect
-from flightcheck._collect.checkpoint import read_checkpoint
+from flightcheck._collect.checkpoint import read_checkpoint, start_reading
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.intent import Intent
 from flightcheck._vocabulary.report import Report
@@ -36,8 +36,9 @@ def assess(
     """Collect the facts (files over live collection), read ``intent.model``'s checkpoint
     with the engine's environment, and evaluate; ``report.timings`` has each stage."""
     t0 = time.perf_counter()
+    early = start_reading(intent)  # a model directory is read while the facts are collected
     facts = collect(intent, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs)
-    checkpoint = read_checkpoint(intent, facts)
+    checkpoint = read_checkpoint(intent, facts, early)
     t1 = time.perf_counter()
     report = evaluate(facts, intent, checkpoint, strict=strict)
     t2 = time.perf_counter()

@@ -309,8 +309,8 @@ def _recording_spawn(monkeypatch: pytest.MonkeyPatch) -> list:
     spawned: list = []
     real = scan_mod._spawn
 
-    def spawn(paths, sha):
-        proc = real(paths, sha)
+    def spawn(paths, sha, seconds):
+        proc = real(paths, sha, seconds)
         spawned.append(proc)
         return proc
 
@@ -325,7 +325,7 @@ def test_a_hung_worker_is_killed_and_reaped(tmp_path: Path, monkeypatch: pytest.
     spawned = _recording_spawn(monkeypatch)
     monkeypatch.setattr(scan_mod, "_BOOT", "import time; time.sleep(600)  # {msgspec_dir}{here}")
     scans, stats = scan_paths(paths, workers=1, timeout=1.0)
-    assert stats.workers == 1 and any("took over 1 s" in p.message for s in scans for p in s.problems)
+    assert stats.workers == 1 and any("did not answer within 1 s" in p.message for s in scans for p in s.problems)
     assert spawned and all(p.returncode is not None for p in spawned)  # waited for, not a zombie
 
 

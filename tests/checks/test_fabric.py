@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from flightcheck import Intent, evaluate
-from flightcheck._checks.fabric.fallback import kimi_k3_tail, multicast_fallback
+from flightcheck._checks.fabric.fallback import beam_allreduce, kimi_k3_tail, multicast_fallback
 from flightcheck._checks.framework import Context
 from flightcheck._collect.checkpoint import read_checkpoint
 from flightcheck._vocabulary.facts import from_dict
@@ -139,7 +139,7 @@ def test_fc304_the_warm_reboot_401_story():
     assert all(s.why for s in report.plan.steps) and report.plan.reasons == ["FC304"]
 
 
-def test_fc304_tp1_has_nothing_to_fall_back_from():
+def test_fc304_one_gpu_has_nothing_to_fall_back_from():
     report = evaluate(from_dict(host(multicast_probe=PROBE_401)), Intent(tensor_parallel_size=1))
     assert {r.status.value for r in report.checks if r.code == "FC304"} == {"skip"} and not report.plan
 
@@ -191,7 +191,19 @@ def test_fc305_nccl_nvls_off_while_symm_mem_is_on():
     )
     assert evaluate(from_dict(d), Intent(tensor_parallel_size=8)).exit_code == 0
     d["env"].update(TORCH_SYMM_MEM_DISABLE_MULTICAST="1")
+    # FlashInfer's mnnvl workspace binds through cuda-python, not torch: still on
+    [r] = assert_fires("FC305", from_dict(d), tensor_parallel_size=8)
+    assert "FlashInfer mnnvl" in r.message and "CustomAllreduce" not in r.message
+    d["env"].update(VLLM_FLASHINFER_ALLREDUCE_BACKEND="trtllm")
     assert_silent("FC305", from_dict(d), tensor_parallel_size=8)
+
+
+def test_fc305_lists_custom_allreduce_mnnvl_buffers_and_nvshmem():
+    d = host()
+    d["env"]["NCCL_NVLS_ENABLE"] = "0"
+    flags = ["--all2all-backend=deepep_low_latency"]
+    [r] = assert_fires("FC305", from_dict(d), tensor_parallel_size=8, engine_flags=flags)
+    assert "CustomAllreduce's MNNVL buffers" in r.message and "--all2all-backend deepep_low_latency" in r.message
 
 
 def test_fc306_multi_node_domain_without_imex_channel():
@@ -283,7 +295,7 @@ def test_bundled_examples(example, verdict, code):
 K3_CONFIG = {
     "architectures": ["KimiK3ForConditionalGeneration"],
     "model_type": "kimi_k3",
-    "text_config": {"n_shared_experts": 1, "hidden_size": 7168},
+    "text_config": {"num_shared_experts": 1, "routed_expert_hidden_size": 2048, "hidden_size": 7168},
 }
 
 
@@ -357,9 +369,18 @@ def test_unknown_versions_still_get_the_switches_and_say_so():
 
 
 def test_ray_forwards_the_torch_switch_keeping_what_was_there():
-    env = env_of(ctx_for(distributed_executor_backend="ray", env={"VLLM_RAY_EXTRA_ENV_VARS_TO_COPY": "MY_FLAG"}))
+    env = env_of(
+        ctx_for("0.32.0", distributed_executor_backend="ray", env={"VLLM_RAY_EXTRA_ENV_VARS_TO_COPY": "MY_FLAG"})
+    )
     assert env["VLLM_RAY_EXTRA_ENV_VARS_TO_COPY"] == "MY_FLAG,TORCH_SYMM_MEM_DISABLE_MULTICAST"
-    assert "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY" not in env_of(ctx_for())
+    assert "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY" not in env_of(ctx_for("0.32.0"))
+
+
+def test_ray_from_0_33_copies_the_driver_environment():
+    # vllm/v1/executor/ray_env_utils.py get_driver_env_vars: every driver variable, setdefault
+    fb = multicast_fallback(ctx_for("0.33.0", distributed_executor_backend="ray"))
+    assert "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY" not in {s.name for s in fb.steps}
+    assert any("copies this environment" in n for n in fb.notes)
 
 
 def test_ray_with_an_old_vllm_says_to_export_before_ray_start():
@@ -370,31 +391,190 @@ def test_ray_with_an_old_vllm_says_to_export_before_ray_start():
     )
 
 
-def test_sglang_drops_the_flags_it_has_and_pins_the_fusion_backend():
-    d = host_doc("hgx-b300")
-    d["python"]["packages"].update(vllm=None, sglang="0.5.23")
-    ctx = Context(from_dict(d), Intent(engine="sglang", tensor_parallel_size=8, engine_flags=["--enable-symm-mem"]))
-    fb = multicast_fallback(ctx)
-    kinds = [(s.kind, s.name, s.value) for s in fb.steps]
-    assert ("drop_arg", "--enable-symm-mem", None) in kinds and ("drop_arg", "--enable-nccl-nvls", None) not in kinds
+def sglang_ctx(
+    version: str | None = "0.5.23",
+    flags: list[str] | None = None,
+    model: str | None = None,
+    name: str = "hgx-b300",
+    **intent: Any,
+) -> Context:
+    d = host_doc(name)
+    d["python"]["packages"].update(vllm=None, sglang=version)
+    d["multicast_probe"] = PROBE_401
+    intent.setdefault("tensor_parallel_size", 8)
+    facts, it = from_dict(d), Intent(engine="sglang", model=model, engine_flags=flags or [], **intent)
+    return Context(facts, it, read_checkpoint(it, facts))
+
+
+def steps_of(ctx: Context) -> list[tuple[str, str, str | None]]:
+    return [(s.kind, s.name, s.value) for s in multicast_fallback(ctx).steps]
+
+
+@pytest.fixture
+def dsv3_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "dsv3"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168}))
+    return d
+
+
+def test_sglang_drops_the_multicast_flags_the_command_has():
+    flags = ["--enable-symm-mem", "--enable-mscclpp", "--enable-layernorm-sp", "--enable-megamoe-for-layernorm-sp"]
+    kinds = steps_of(sglang_ctx(flags=flags))
+    drops = {n for k, n, _ in kinds if k == "drop_arg"}
+    assert drops == set(flags)  # megamoe-for-layernorm-sp raises without layernorm-sp: both go
+    assert ("env", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "1") in kinds and ("env", "NCCL_NVLS_ENABLE", "0") in kinds
+
+
+def test_sglang_pins_trtllm_only_where_sglang_turns_the_fusion_on(dsv3_dir):
+    # overrides.py _flashinfer_allreduce_fusion_auto_enable: DeepseekV3 on SM100, TP 8, one node
+    assert ("add_arg", "--flashinfer-allreduce-fusion-backend", "trtllm") in steps_of(sglang_ctx(model=str(dsv3_dir)))
+    for flags in (["--enable-dp-attention"], ["--moe-a2a-backend=deepep"], ["--attn-dp-size=8"]):
+        kinds = steps_of(sglang_ctx(model=str(dsv3_dir), flags=flags))
+        assert not any(k == "add_arg" for k, _, _ in kinds), flags
+    # a model outside SGLang's list: the fusion stays off, no fusion flag
+    (dsv3_dir / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
+    assert not any(k == "add_arg" for k, _, _ in steps_of(sglang_ctx(model=str(dsv3_dir))))
+    # SM89 (L40S): SGLang never enables it (and _resolve_backend raises there)
+    (dsv3_dir / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
+    assert not any(k == "add_arg" for k, _, _ in steps_of(sglang_ctx(model=str(dsv3_dir), name="pcie-l40s")))
+
+
+def test_sglang_unknown_model_gets_the_enforce_disable_flag_not_a_backend():
+    kinds = steps_of(sglang_ctx())
+    assert ("add_arg", "--enforce-disable-flashinfer-allreduce-fusion", None) in kinds
+    assert not any(n == "--flashinfer-allreduce-fusion-backend" for _, n, _ in kinds)
+
+
+def test_sglang_multi_node_uses_enforce_disable_never_trtllm(dsv3_dir):
+    # flashinfer_comm_fusion.py _resolve_backend: trtllm with a multi-node group raises ValueError
+    for flags in ([], ["--flashinfer-allreduce-fusion-backend=auto"]):
+        kinds = steps_of(sglang_ctx(model=str(dsv3_dir), flags=flags, tensor_parallel_size=16, nnodes=2))
+        assert ("add_arg", "--enforce-disable-flashinfer-allreduce-fusion", None) in kinds
+        assert not any(v == "trtllm" for _, _, v in kinds)
+
+
+def test_sglang_user_asked_backend_is_pinned_to_trtllm():
+    kinds = steps_of(sglang_ctx(flags=["--flashinfer-allreduce-fusion-backend=mnnvl"]))
     assert ("add_arg", "--flashinfer-allreduce-fusion-backend", "trtllm") in kinds
-    d["python"]["packages"]["sglang"] = "0.5.2"
-    fb = multicast_fallback(Context(from_dict(d), Intent(engine="sglang", tensor_parallel_size=8)))
-    assert not any(s.kind == "add_arg" for s in fb.steps) and fb.notes
-    assert {s.name for s in fb.steps if s.kind == "drop_arg"} == {
-        "--enable-nccl-nvls",
-        "--enable-symm-mem",
-        "--enable-torch-symm-mem",
-    }
 
 
-def test_sglang_plan_in_the_report():
+@pytest.mark.parametrize("version", ["0.5.5", "0.5.6", "0.5.9", "0.5.10", "0.5.13"])
+def test_sglang_before_0_5_14_gets_no_fusion_flag(version, dsv3_dir):
+    # those wheels reject --flashinfer-allreduce-fusion-backend, and their fusion only builds
+    # FlashInfer's trtllm (CUDA IPC) workspace: nothing to turn off, nothing to stop
+    kinds = steps_of(sglang_ctx(version, model=str(dsv3_dir)))
+    assert not any(k == "add_arg" for k, _, _ in kinds)
+    fb = multicast_fallback(sglang_ctx(version, model=str(dsv3_dir)))
+    assert fb.blocker is None and fb.steps
+
+
+def test_sglang_deepep_turns_nvshmem_nvls_off():
+    kinds = steps_of(sglang_ctx(flags=["--moe-a2a-backend=deepep"]))
+    assert ("env", "NVSHMEM_DISABLE_NVLS", "1") in kinds
+    assert ("env", "NVSHMEM_DISABLE_NVLS", "1") not in steps_of(sglang_ctx())
+
+
+def test_sglang_plan_in_the_report(dsv3_dir):
     d = host_doc("hgx-b300")
     d["python"]["packages"].update(vllm=None, sglang="0.5.23")
     d["multicast_probe"] = PROBE_401
-    report = evaluate(from_dict(d), Intent(engine="sglang", tensor_parallel_size=8))
+    report = evaluate(from_dict(d), Intent(engine="sglang", model=str(dsv3_dir), tensor_parallel_size=8))
     assert report.plan.add_args == ["--flashinfer-allreduce-fusion-backend", "trtllm"]
-    assert "--enable-torch-symm-mem" in report.plan.drop_args and report.verdict == "ready-with-fallbacks"
+    [r] = [c for c in report.checks if c.code == "FC304"]
+    assert (
+        r.status.value == "fail"
+        and r.severity.value == "warning"
+        and "--enable-torch-symm-mem" in report.plan.drop_args
+    )
+
+
+# ---- vLLM 0.33.0: one test per multicast path (vllm._knowledge.MULTICAST_PATHS)
+
+
+def test_vllm_033_symm_mem_custom_allreduce_nccl_flashinfer_paths_are_switched_off():
+    env = env_of(ctx_for("0.33.0"))
+    assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"  # symm-mem AR, CustomAllreduce MNNVL buffers
+    assert env["VLLM_ALLREDUCE_USE_SYMM_MEM"] == "0"
+    assert env["VLLM_FLASHINFER_ALLREDUCE_BACKEND"] == "trtllm"  # one node: CUDA IPC
+    assert env["NCCL_NVLS_ENABLE"] == "0" and env["VLLM_USE_NCCL_SYMM_MEM"] == "0"
+
+
+def test_vllm_tp_across_nodes_turns_the_fusion_off_instead_of_trtllm():
+    # flashinfer_all_reduce.py get_fi_ar_workspace: trtllm + _node_count > 1 raises ValueError
+    ctx = ctx_for("0.33.0", tensor_parallel_size=16, nnodes=2, env={"VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm"})
+    fb = multicast_fallback(ctx)
+    env = {s.name: s.value for s in fb.steps if s.kind == "env"}
+    assert env["VLLM_FLASHINFER_ALLREDUCE_BACKEND"] == "auto" and env["VLLM_ALLREDUCE_USE_FLASHINFER"] == "0"
+    assert ("add_arg", "--compilation-config.pass_config.fuse_allreduce_rms", "false") in [
+        (s.kind, s.name, s.value) for s in fb.steps
+    ]
+    # TP inside one node, PP across nodes: trtllm is fine there
+    assert (
+        env_of(ctx_for("0.33.0", tensor_parallel_size=8, pipeline_parallel_size=2, nnodes=2))[
+            "VLLM_FLASHINFER_ALLREDUCE_BACKEND"
+        ]
+        == "trtllm"
+    )
+
+
+def test_vllm_fusion_off_merges_the_users_compilation_config():
+    flags = ['--compilation-config={"mode": 3, "pass_config": {"fuse_norm_quant": true}}']
+    ctx = ctx_for("0.33.0", tensor_parallel_size=16, nnodes=2, engine_flags=flags)
+    [step] = [s for s in multicast_fallback(ctx).steps if s.kind == "add_arg"]
+    assert step.name == "--compilation-config"
+    assert json.loads(step.value or "") == {
+        "mode": 3,
+        "pass_config": {"fuse_norm_quant": True, "fuse_allreduce_rms": False},
+    }
+
+
+def test_vllm_direct_dcp_gathers_are_turned_off_with_dcp():
+    assert "VLLM_USE_DIRECT_DCP_Q_GATHER" not in env_of(ctx_for("0.33.0"))
+    env = env_of(ctx_for("0.33.0", engine_flags=["-dcp=4"]))
+    assert env["VLLM_USE_DIRECT_DCP_Q_GATHER"] == "0" and env["VLLM_USE_DIRECT_DCP_KV_GATHER"] == "0"
+    env = env_of(ctx_for("0.33.0", env={"VLLM_USE_DIRECT_DCP_Q_GATHER": "1"}))
+    assert env["VLLM_USE_DIRECT_DCP_Q_GATHER"] == "0"
+
+
+def test_vllm_moonep_is_replaced_and_deepep_gets_nvshmem_off():
+    fb = multicast_fallback(
+        ctx_for("0.33.0", tensor_parallel_size=1, data_parallel_size=8, engine_flags=["--all2all-backend=moonep"])
+    )
+    assert ("add_arg", "--all2all-backend", "allgather_reducescatter") in [(s.kind, s.name, s.value) for s in fb.steps]
+    env = env_of(ctx_for("0.33.0", engine_flags=["--all2all-backend=deepep_low_latency"]))
+    assert env["NVSHMEM_DISABLE_NVLS"] == "1"
+
+
+def test_vllm_gemm_rs_opt_in_and_inkling_lamport_are_turned_off(tmp_path):
+    assert env_of(ctx_for("0.33.0", env={"VLLM_ENABLE_GEMM_RS": "1"}))["VLLM_ENABLE_GEMM_RS"] == "0"
+    assert "VLLM_ENABLE_GEMM_RS" not in env_of(ctx_for("0.33.0"))
+    d = tmp_path / "inkling"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"architectures": ["InklingForCausalLM"]}))
+    assert env_of(ctx_for("0.33.0", model=str(d)))["LAMPORT_RS_SCONV"] == "0"
+
+
+def test_deepseek_v41_specialised_decode_is_dropped_too(tmp_path):
+    # specialized_decode/__init__.py raises ValueError when the multicast check fails
+    d = tmp_path / "dsv41"
+    d.mkdir()
+    (d / "config.json").write_text(
+        json.dumps({"architectures": ["DeepseekV41ForCausalLM"], "model_type": "deepseek_v41"})
+    )
+    flags = ['--additional-config={"decode_backend": "latency_specialized"}']
+    fb = multicast_fallback(ctx_for("0.33.0", model=str(d), engine_flags=flags))
+    assert [(s.kind, s.name, s.value) for s in fb.steps if s.kind == "add_arg"] == [
+        ("add_arg", "--additional-config", "{}")
+    ]
+
+
+def test_tp1_expert_parallel_launch_is_checked_for_multicast():
+    # -tp 1 -dp 8 -ep: the EP group runs NCCL across 8 NVSwitch GPUs
+    d = host(multicast_probe=PROBE_401)
+    report = evaluate(from_dict(d), Intent(tensor_parallel_size=1, data_parallel_size=8, enable_expert_parallel=True))
+    [r] = [c for c in report.checks if c.code == "FC304"]
+    assert r.status.value == "fail" and report.plan.env["NCCL_NVLS_ENABLE"] == "0"
 
 
 @pytest.fixture
@@ -408,7 +588,7 @@ def k3_dir(tmp_path: Path) -> Path:
 def test_fc304_kimi_k3_latent_tail_blocks_the_fallback_and_names_a_layout(k3_dir):
     ctx = ctx_for(model=str(k3_dir))
     msg = kimi_k3_tail(ctx)
-    assert msg and "TP 8" in msg and "-tp 4 -pp 2" in msg and "--enable-expert-parallel" in msg
+    assert msg and "MoE TP 8" in msg and "`-tp 8 --enable-expert-parallel`" in msg
     report = evaluate(ctx.facts, ctx.intent)
     [r] = [c for c in report.checks if c.code == "FC304"]
     assert r.status.value == "fail" and r.severity.value == "error" and "latent MoE tail" in r.message
@@ -421,6 +601,8 @@ def test_fc304_kimi_k3_latent_tail_blocks_the_fallback_and_names_a_layout(k3_dir
         {"tensor_parallel_size": 4},
         {"vllm": "0.32.0"},
         {"name": "hgx-h100"},
+        {"enable_expert_parallel": True},  # EP: MoE TP size 1, _use_fused_path is False
+        {"quantization": "fp8"},  # the routed up-projection is quantised
     ],
 )
 def test_kimi_k3_tail_only_where_it_runs(k3_dir, change):
@@ -437,11 +619,85 @@ def test_kimi_k3_tail_switch_where_the_installed_vllm_declares_it(k3_dir):
     assert env["VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION"] == "0" and env["VLLM_KIMI_K3_GEMM_AR"] == "0"
 
 
-def test_kimi_k3_without_shared_expert_has_no_tail(tmp_path):
-    d = tmp_path / "k3-noshared"
+@pytest.mark.parametrize("drop", ["num_shared_experts", "routed_expert_hidden_size"])
+def test_kimi_k3_gates_of_the_config(tmp_path, drop):
+    d = tmp_path / "k3"
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({**K3_CONFIG, "text_config": {"n_shared_experts": 0}}))
+    text = {k: v for k, v in K3_CONFIG["text_config"].items() if k != drop}  # type: ignore[attr-defined]
+    (d / "config.json").write_text(json.dumps({**K3_CONFIG, "text_config": text}))
     assert kimi_k3_tail(ctx_for(model=str(d))) is None
+
+
+def test_kimi_k3_moe_tp_is_tp_times_dp_without_ep(k3_dir):
+    assert kimi_k3_tail(ctx_for(model=str(k3_dir), tensor_parallel_size=4, data_parallel_size=2))
+
+
+def test_kimi_k3_quantised_checkpoint_that_keeps_the_up_projection_in_bf16(tmp_path):
+    d = tmp_path / "k3q"
+    d.mkdir()
+    qc = {"quant_method": "fp8", "ignore": ["model.layers.1.block_sparse_moe.routed_expert_up_proj"]}
+    (d / "config.json").write_text(json.dumps({**K3_CONFIG, "quantization_config": qc}))
+    assert kimi_k3_tail(ctx_for(model=str(d)))
+    qc["ignore"] = []
+    (d / "config.json").write_text(json.dumps({**K3_CONFIG, "quantization_config": qc}))
+    assert kimi_k3_tail(ctx_for(model=str(d))) is None
+
+
+def test_kimi_k3_specialised_decode_goes_back_to_the_stock_decode(k3_dir):
+    flags = ['--additional-config={"decode_backend": "latency_specialized", "mla_core": "auto"}']
+    fb = multicast_fallback(ctx_for("0.33.0", model=str(k3_dir), enable_expert_parallel=True, engine_flags=flags))
+    [step] = [s for s in fb.steps if s.kind == "add_arg"]
+    assert step.name == "--additional-config" and json.loads(step.value or "") == {"mla_core": "auto"}
+    env = {s.name: s.value for s in fb.steps if s.kind == "env"}
+    assert env["VLLM_KIMI_K3_GEMM_AR"] == "0" and fb.blocker is None
+
+
+BEAM_CONFIG = {"architectures": ["BeamForCausalLM"], "hidden_size": 4096, "torch_dtype": "bfloat16"}
+
+
+@pytest.fixture
+def beam_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "Beam"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(BEAM_CONFIG))
+    return d
+
+
+def test_fc304_beam_allreduce_stops_the_launch_with_a_pipeline_layout(beam_dir):
+    ctx = ctx_for("0.33.0", model=str(beam_dir), tensor_parallel_size=8)
+    msg = beam_allreduce(ctx)
+    assert msg and "McastGPUBuffer" in msg and "`-tp 1 -pp 8`" in msg
+    report = evaluate(ctx.facts, ctx.intent)
+    [r] = [c for c in report.checks if c.code == "FC304"]
+    assert r.status.value == "fail" and r.severity.value == "error" and "Beam" in r.message
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"tensor_parallel_size": 1, "pipeline_parallel_size": 8},
+        {"engine_flags": ["--dtype=float16"]},
+        {"vllm": "0.32.0"},
+        {"name": "pcie-l40s"},
+    ],
+)
+def test_beam_allreduce_only_where_it_runs(beam_dir, change):
+    kwargs: dict[str, Any] = {"vllm": "0.33.0", "model": str(beam_dir), **change}
+    assert beam_allreduce(ctx_for(**kwargs)) is None
+
+
+@pytest.mark.parametrize("hidden", [512, 1536, 9216])
+def test_beam_allreduce_hidden_size_gate(tmp_path, hidden):
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({**BEAM_CONFIG, "hidden_size": hidden}))
+    assert beam_allreduce(ctx_for("0.33.0", model=str(d))) is None
+
+
+def test_beam_steps_aside_when_the_attribute_is_off(beam_dir):
+    # allreduce.py create(): is_multicast_supported on every rank, else no workspace
+    fb = multicast_fallback(ctx_for("0.33.0", model=str(beam_dir)), attribute_off=True)
+    assert fb.blocker is None
 
 
 def test_kimi_k3_repo_id_from_the_local_hf_cache(tmp_path):

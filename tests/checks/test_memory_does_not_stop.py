@@ -1,4 +1,4 @@
-"""FC401–FC405: for each error check, a launch the engine serves that it must not stop
+"""FC401–FC406: for each error check, a launch the engine serves that it must not stop
 (docs/what-stops-a-launch.md), on checkpoints generated from published configs."""
 
 from __future__ import annotations
@@ -58,6 +58,15 @@ def test_fc404_does_not_stop_tp_over_the_kv_heads(ckpts) -> None:
 
 def test_fc404_does_not_stop_qwen2_7b_at_tp4(ckpts) -> None:
     assert stops("FC404", facts("b300"), model=ckpts["qwen2-7b"], tensor_parallel_size=4) == []
+
+
+def test_fc406_does_not_stop_a_gpu_another_process_leaves_room_on(ckpts) -> None:
+    """8 GiB in use by another process on each B300 (268 GiB): at the default 0.92 the
+    ~21 GiB outside vLLM's share still holds it, the CUDA context and TP 4's buffers."""
+    doc = host_doc("b300")
+    gpus = [{**g, "memory_used_bytes": 8 << 30} for g in doc["gpus"]]
+    node = facts("b300", gpus=gpus)
+    assert stops("FC406", node, model=ckpts["qwen2-7b"], tensor_parallel_size=4) == []
 
 
 def test_fc405_does_not_stop_a_longer_len_with_the_engine_override(ckpts) -> None:

@@ -163,7 +163,8 @@ def test_sglang_fallback_drops_and_adds_arguments(tmp_path, tiny_model):
     assert r.rc == 0, r.stderr
     final = r.stdout.splitlines()[-1]
     assert "--enable-symm-mem" not in final and "--enable-nccl-nvls" not in final
-    assert final.endswith("--flashinfer-allreduce-fusion-backend trtllm")
+    # a Llama is outside SGLang's FlashInfer fusion list: SGLang keeps the fusion off, no flag added
+    assert "flashinfer-allreduce-fusion" not in final
     assert f"--model-path {tiny_model} --tp 8" in final and "--port 30000" in final
 
 

@@ -189,11 +189,17 @@ def test_budget_defaults() -> None:
     assert default_utilization("vllm", "0.33.0", B300, Layout(8))[0] == 0.92
     assert default_utilization("vllm", "0.19.1", B300, Layout(8))[0] == 0.9
     assert default_utilization("vllm", None, B300, Layout(8))[0] == 0.9  # unknown: the conservative one
-    # SGLang: (GPU MiB - reserved) / GPU MiB with its chunked-prefill and CUDA-graph sizes
-    mib = B300 / (1 << 20)
-    assert sglang_fraction(B300, Layout(8)) == round((mib - (512 + 16384 * 1.5 + 512 * 2 + 1024)) / mib, 3)
-    h100 = 85520809984 / (1 << 20)  # 80 GB class: 8k chunks, CUDA graphs to batch 256 at TP 1
-    assert sglang_fraction(85520809984, Layout(1)) == round((h100 - (512 + 8192 * 1.5 + 256 * 2 + 1024 / 8)) / h100, 3)
+    # SGLang 0.5.23: (GPU MiB - reserved) / GPU MiB with its chunked-prefill size, decode
+    # CUDA graphs (max_bs x 2 MiB) and prefill graphs (8 MiB a captured size; 1.5 GiB MLA)
+    mib = B300 / (1 << 20)  # 16k chunks: 74 prefill sizes
+    reserved = 512 + 16384 * 1.5 + 1024 + 512 * 2 + 74 * 8
+    assert sglang_fraction(B300, Layout(8)) == round((mib - reserved) / mib, 3)
+    assert sglang_fraction(B300, Layout(8), mla=True) == round((mib - (reserved - 74 * 8 + 1536)) / mib, 3)
+    h100 = 85520809984 / (1 << 20)  # 80 GB class: 8k chunks (58 prefill sizes), decode graphs to 256 at TP 1
+    reserved = 512 + 8192 * 1.5 + 1024 / 8 + 256 * 2 + 58 * 8
+    assert sglang_fraction(85520809984, Layout(1)) == round((h100 - reserved) / h100, 3)
+    rtx = 24 * 1024  # 24 GB class: 4k chunks (50 sizes), decode graphs to 48 below TP 4 (was 2k / 24)
+    assert sglang_fraction(rtx << 20, Layout(2)) == round((rtx - (512 + 4096 * 1.5 + 256 + 96 + 400)) / rtx, 3)
 
 
 def test_reserve_override_and_fit_rounding(models) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,12 +39,14 @@ def assemble(
     stats: dict[str, os.stat_result],
     raw_index: bytes | None,
     cache: ScanCache,
+    reals: Mapping[str, str] | None = None,
     *,
     guard: Guard | None = None,
     withheld: dict[str, str] | None = None,
 ) -> None:
-    """Fill ``ck.shards`` and ``ck.findings`` (FC502/503/504/506/508/509/511). ``withheld``:
-    shards not read for the directory's owner (:mod:`.guard`), by name."""
+    """Fill ``ck.shards`` and ``ck.findings`` (FC502/503/504/506/508/509/511). ``reals``:
+    real paths already known (each costs a round trip per component on a slow mount).
+    ``withheld``: shards not read for the directory's owner (:mod:`.guard`), by name."""
     from flightcheck._checkpoint.model import Finding, Shard
 
     index_name = ck.index_name or idx.INDEX_NAME
@@ -91,7 +94,10 @@ def assemble(
         # A symlink is followed as the OS (and the engine) follows it: a symlink farm onto
         # shared storage is a common layout. Only a target the directory's owner could
         # not read is withheld when root reads it (guard), without content or size.
-        why = withheld.get(name) or (guard.withheld(shard.path) if guard is not None and name not in stats else None)
+        st = stats.get(name)
+        why = withheld.get(name) or (
+            guard.withheld(shard.path) if guard is not None and st is None and name not in scans else None
+        )
         if why:
             ck.findings.append(
                 Finding(
@@ -102,15 +108,20 @@ def assemble(
                 )
             )
             continue
+        if st is None and name in scans:  # its stat did not answer in time: the scan says so
+            shard.scan = scans[name]
+            for p in shard.scan.problems:
+                ck.findings.append(Finding(p.kind, shard.subject, p.message, fix=_problem_fix(ck, shard, p.kind)))
+            continue
         try:
-            st = stats.get(name) or os.stat(shard.path)
+            st = st or os.stat(shard.path)
         except OSError as exc:
             _missing(ck, shard, exc)
             continue
         except ValueError:  # a name no file system can hold (a lone surrogate from the JSON)
             _missing(ck, shard, FileNotFoundError(errno.ENOENT, "no such file"))
             continue
-        real = os.path.realpath(shard.path)
+        real = (reals or {}).get(name) or os.path.realpath(shard.path)
         shard.size = st.st_size
         shard.allocated = st.st_blocks * 512 if hasattr(st, "st_blocks") else None
         scan = scans.get(name)

@@ -10,8 +10,8 @@ which tensor is missing where.
 
 from __future__ import annotations
 
-import os
 import posixpath
+from itertools import groupby
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,15 +68,32 @@ def parse(raw: bytes, on_disk: list[str]) -> IndexScan:
                 problem=f"does not have the index's shape ({{'weight_map': {{tensor: file}}}}): {str(exc)[:200]}"
             )
         weight_map, metadata = doc2.weight_map, doc2.metadata
-    by_file: dict[str, list[str]] = {}
-    for name, file in weight_map.items():
-        bucket = by_file.get(file)
-        if bucket is None:
-            bucket = by_file[file] = []
-        bucket.append(name)
-    files = {f: (len(names), names_digest(sorted(names))) for f, names in by_file.items()}
+    files = {f: (len(names), names_digest(sorted(names))) for f, names in _by_file(weight_map).items()}
     total = (metadata or {}).get("total_size")
     return IndexScan(total_size=total if isinstance(total, int) and not isinstance(total, bool) else None, files=files)
+
+
+def _by_file(weight_map: dict[str, str]) -> dict[str, list[str]]:
+    """file -> its tensor names, in C-level passes: an index lists names sorted, so one
+    shard's names come in a few long runs (one Python step a run, not a tensor)."""
+    names = list(weight_map)
+    pos = 0
+    runs: dict[str, list[tuple[int, int]]] = {}
+    for file, run in groupby(weight_map.values()):
+        k = len(list(run))
+        spans = runs.get(file)
+        if spans is None:
+            runs[file] = [(pos, pos + k)]
+        else:
+            spans.append((pos, pos + k))
+        pos += k
+    out: dict[str, list[str]] = {}
+    for file, spans in runs.items():
+        if len(spans) == 1:
+            out[file] = names[spans[0][0] : spans[0][1]]
+        else:
+            out[file] = [n for a, b in spans for n in names[a:b]]
+    return out
 
 
 def names_by_file(raw: bytes) -> dict[str, list[str]]:
@@ -110,11 +127,6 @@ def escapes(name: str) -> bool:
         return True
     norm = posixpath.normpath(name.replace("\\", "/"))
     return norm == ".." or norm.startswith("../") or norm == "."
-
-
-def within(path: str, roots: list[str]) -> bool:
-    """Is the real path ``path`` inside one of the real directories ``roots``?"""
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 def diff_names(expected: list[str], actual: list[str], limit: int = 5) -> tuple[list[str], list[str], int, int]:

@@ -13,21 +13,22 @@ import dataclasses
 import fnmatch
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from flightcheck._checkpoint import bounded
 from flightcheck._checkpoint import index as idx
 from flightcheck._checkpoint.cache import FileKey, IndexScan, ScanCache, file_key
 from flightcheck._checkpoint.guard import Guard
 from flightcheck._checkpoint.model import Checkpoint, Finding
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete_downloads, offline, resolve
-from flightcheck._checkpoint.scan import scan_paths
+from flightcheck._checkpoint.scan import TIMEOUT_S, scan_paths
 from flightcheck._checkpoint.shardio import TooLarge, read_small
-from flightcheck._checkpoint.validate import ShardScan
+from flightcheck._checkpoint.validate import ShardScan, scan_read
 from flightcheck._knowledge.units import si_bytes
 
 MAX_CONFIG = 64 << 20
@@ -42,6 +43,7 @@ def load(
     cache_env: Mapping[str, str] | None = None,
     workers: int | None = None,
     sha: bool = False,
+    timeout: float | None = None,
     engine: str | None = None,
     load_format: str | None = None,
 ) -> Checkpoint:
@@ -49,31 +51,72 @@ def load(
     carries its header's sha256 (for ``collect``; cached scans without one are redone).
     ``engine`` and ``load_format`` say which files the engine loads (``None``: its default).
     A file name that is not valid UTF-8 is spelled with ``\\xff`` escapes in the findings,
-    so that every report format can print it."""
-    ck = _load(
-        model,
-        revision=revision,
-        envs=envs,
-        download_dir=download_dir,
-        cache_env=cache_env,
-        workers=workers,
-        sha=sha,
-        engine=engine,
-        load_format=load_format,
-    )
+    so that every report format can print it.
+
+    Bounded by ``timeout``: every touch of the model's files runs on a thread or in a
+    worker and is given up on at the deadline (a shard that has not answered is FC508,
+    "did not answer within N s"); whatever else would still hang (a dead mount under the
+    directory itself) ends the read a moment later with the model unreadable. Default:
+    ``$FLIGHTCHECK_CHECKPOINT_TIMEOUT`` seconds, else ``scan.TIMEOUT_S``."""
+    t0 = time.perf_counter()
+    if timeout is None:
+        timeout = _env_timeout()
+    deadline = time.monotonic() + timeout
+    try:
+        ck = bounded.call(
+            lambda: _load(
+                model,
+                revision,
+                envs,
+                download_dir,
+                cache_env,
+                workers,
+                sha,
+                deadline,
+                timeout,
+                engine=engine,
+                load_format=load_format,
+            ),
+            deadline=deadline + GRACE_S,
+            budget=timeout,
+        )
+    except bounded.Hung as exc:
+        ck = Checkpoint(Resolved(model=model))
+        ck.findings.append(
+            Finding(
+                Kind.UNREADABLE,
+                f"model:{model}",
+                f"reading {model} {exc} (a hung or very slow filesystem?)",
+                fix=f"check the mount that holds it: ls -l {model}",
+            )
+        )
+        ck.seconds = time.perf_counter() - t0
     ck.findings = [_printable(f) for f in ck.findings]
     return ck
 
 
+GRACE_S = 2.0  # past the scan's deadline, for the steps after it
+
+
+def _env_timeout() -> float:
+    try:
+        value = float(os.environ.get("FLIGHTCHECK_CHECKPOINT_TIMEOUT") or TIMEOUT_S)
+    except ValueError:
+        return TIMEOUT_S
+    return value if 0 < value < 86400 else TIMEOUT_S
+
+
 def _load(
     model: str,
+    revision: str | None,
+    envs: tuple[Mapping[str, str | None], ...],
+    download_dir: str | None,
+    cache_env: Mapping[str, str] | None,
+    workers: int | None,
+    sha: bool,
+    deadline: float,
+    timeout: float,
     *,
-    revision: str | None = None,
-    envs: tuple[Mapping[str, str | None], ...] = (),
-    download_dir: str | None = None,
-    cache_env: Mapping[str, str] | None = None,
-    workers: int | None = None,
-    sha: bool = False,
     engine: str | None = None,
     load_format: str | None = None,
 ) -> Checkpoint:
@@ -100,53 +143,78 @@ def _load(
     if res.repo_dir is not None:
         roots.append(os.path.realpath(res.repo_dir / "blobs"))
     guard = Guard(root, roots)
-    _read_config(ck, root, guard)
+    from flightcheck._knowledge import engines
+
+    index_paths = [root / idx.INDEX_NAME, root / engines.module(engine).MISTRAL_INDEX]
+    # The independent reads of the directory at once, on threads: on a network filesystem
+    # each costs a round trip or several, and they need not wait for each other. The guard
+    # looks at each file inside its task, before it is read: a hung mount still cannot hang.
+    tasks: list[Callable[[], Any]] = [
+        lambda: _config_raw(root, guard),
+        lambda: _safetensors_in(root),
+        lambda: _index_stat(index_paths[0], guard),
+        root.resolve,
+        lambda: _index_stat(index_paths[1], guard),
+    ]
+    first = dict(bounded.imap(lambda f: f(), tasks, deadline=deadline, budget=timeout))
+    _read_config(ck, root, guard, first[0])
     if _other_format(ck, root, engine, load_format):
         _hf_cache_checks(ck, guard)
         ck.seconds = time.perf_counter() - t0
         return ck
-    cache = ScanCache(root.resolve(), env=cache_env)
+    cache = ScanCache(first[3] if isinstance(first[3], Path) else root, env=cache_env)
     ck.cache = "off" if not cache.enabled else "cold"
-    on_disk = _safetensors_in(root)
+    on_disk = first[1] if isinstance(first[1], list) else []
     mistral = _mistral_format(engine, load_format, on_disk)
     if mistral:
         on_disk = [n for n in on_disk if fnmatch.fnmatchcase(n, mistral[0])]
     withheld: dict[str, str] = {}
-    index_path = root / (mistral[1] if mistral else idx.INDEX_NAME)
+    index_path, index_got = (index_paths[1], first[4]) if mistral else (index_paths[0], first[2])
     raw_index: bytes | None = None
     index_key = None
     index_cost = 0  # header bytes' worth of parsing it, when not cached
-    if index_path.exists() or index_path.is_symlink():
+    index_read = None
+    if isinstance(index_got, bounded.Hung):
         ck.index_name = index_path.name
-        index_withheld = guard.withheld(index_path)
-        try:
-            st = index_path.stat()
-        except OSError:
-            pass  # a dangling link: reading it says why
-        else:
-            if index_withheld:
-                ck.index = IndexScan(problem=index_withheld)
+        ck.index = IndexScan(problem=f"cannot be read: it {index_got}")
+    elif isinstance(index_got, tuple):
+        index_withheld, st = index_got
+        ck.index_name = index_path.name
+        if index_withheld:
+            ck.index = IndexScan(problem=index_withheld)
+        if isinstance(st, os.stat_result):
             index_key = file_key(st)
             ck.index = ck.index or cache.index(index_key)
             index_cost = st.st_size // 2 if ck.index is None else 0
+        if ck.index is None:  # read it now, meanwhile: parse_index waits for it (to the deadline)
+            index_read = bounded.imap(idx.read_bytes, [index_path], deadline=deadline, budget=timeout)
     # Scan what is on disk now, while (if needed) this process parses the index: for a
     # 390k-tensor model both take ~0.2 s and they overlap.
     todo: list[tuple[str, str, FileKey]] = []  # (name, real path, key)
     scans: dict[str, ShardScan] = {}
     stats_by_name: dict[str, os.stat_result] = {}
-    for name in on_disk:
-        if name.startswith("consolidated") and ck.index_name and not mistral:
-            continue  # Mistral's duplicate single file: the index's shards are loaded instead
-        refused = guard.withheld(root / name)
-        if refused:
-            withheld[name] = refused
+    reals: dict[str, str] = {}
+    names = [n for n in on_disk if not (n.startswith("consolidated") and ck.index_name and not mistral)]
+    # (Mistral's duplicate consolidated file: the index's shards are loaded instead)
+    # Half the time for the stats at most: a shard whose stat hangs must leave the other
+    # shards the rest of it to be read.
+    hung: set[str] = set()
+    half = time.monotonic() + (deadline - time.monotonic()) / 2
+    paths = [str(root / n) for n in names]
+    for i, got in bounded.imap(lambda p: _stat_real(p, guard), paths, deadline=half, budget=timeout / 2):
+        name = names[i]
+        if isinstance(got, bounded.Hung):
+            scans[name] = scan_read(got)  # FC508: its stat did not answer
+            hung.add(name)
             continue
-        try:
-            st = os.stat(root / name)
-        except OSError:
+        if isinstance(got, str):  # not read for the directory's owner (guard)
+            withheld[name] = got
             continue
+        if isinstance(got, BaseException):
+            continue
+        st, real = got
         stats_by_name[name] = st
-        real = os.path.realpath(root / name)
+        reals[name] = real
         key = file_key(st)
         hit = cache.shard(real, key) if _utf8(real) else None
         if hit is not None and (not sha or hit.header_sha256 or not hit.ok):
@@ -158,31 +226,75 @@ def _load(
         nonlocal raw_index
         if ck.index_name is None or ck.index is not None:
             return
-        raw_index, why = idx.read_bytes(index_path)
+        assert index_read is not None
+        got = next(index_read)[1]
+        raw_index, why = got if isinstance(got, tuple) else (None, f"cannot be read: {got}")
         spelled = [n for n in on_disk if _utf8(n)]  # an index (JSON) cannot name the others
         ck.index = IndexScan(problem=why) if raw_index is None else idx.parse(raw_index, spelled)
         if index_key is not None and ck.index.problem is None:
             cache.put_index(index_key, ck.index)
 
     fresh, ck.stats = scan_paths(
-        [r for _, r, _ in todo], parent_extra=index_cost, parent_work=parse_index, workers=workers, sha=sha
+        [r for _, r, _ in todo],
+        parent_extra=index_cost,
+        parent_work=parse_index,
+        workers=workers,
+        sha=sha,
+        timeout=max(0.1, deadline - time.monotonic()),
+        header_bytes=index_cost * 3 if index_cost else None,  # a header entry is ~1.4x the index's
     )
     for (name, real, key), scan in zip(todo, fresh):
         scans[name] = scan
         if _utf8(real):  # the cache (msgpack) keeps UTF-8 paths only
             cache.put_shard(real, key, scan)
     ck.stats.shards = len(scans)
-    ck.stats.cached = len(scans) - len(fresh)
+    ck.stats.cached = len(scans) - len(fresh) - len(hung)  # (a stat that hung is no cache hit)
     if cache.enabled:
         ck.cache = "warm" if not todo else ("partial" if ck.stats.cached else "cold")
     from flightcheck._checkpoint.crosscheck import assemble
 
-    assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache, guard=guard, withheld=withheld)
-    _hf_cache_checks(ck, guard)
-    cache.prune({os.path.realpath(s.path) for s in ck.shards})
+    assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache, reals=reals, guard=guard, withheld=withheld)
+    _hf_cache_checks(ck, guard, stats_by_name, hung)
+    cache.prune(
+        set(reals.values())
+        | {os.path.realpath(s.path) for s in ck.shards if s.name not in reals and s.name not in hung}
+    )
     cache.save()
     ck.seconds = time.perf_counter() - t0
     return ck
+
+
+def _stat_real(path: str, guard: Guard) -> tuple[os.stat_result, str] | str:
+    """A shard's stat and real path; or why it is withheld (:mod:`.guard`), not read."""
+    why = guard.withheld(path)
+    if why:
+        return why
+    return os.stat(path), os.path.realpath(path)
+
+
+def _index_stat(path: Path, guard: Guard) -> tuple[str | None, os.stat_result | str] | None:
+    """(why it is withheld or None, its stat); the stat is "dangling" for a link to nothing,
+    "unreadable" for a loop or permissions (reading it says why); None: no index."""
+    try:
+        st: os.stat_result | str = path.stat()
+    except FileNotFoundError:
+        if not path.is_symlink():
+            return None
+        st = "dangling"
+    except OSError:
+        st = "unreadable"
+    return guard.withheld(path), st
+
+
+def _config_raw(root: Path, guard: Guard) -> bytes | OSError | str:
+    """config.json's bytes, the error reading it, or why it is withheld (:mod:`.guard`)."""
+    why = guard.withheld(root / "config.json")
+    if why:
+        return why
+    try:
+        return read_small(root / "config.json", MAX_CONFIG)
+    except OSError as exc:
+        return exc
 
 
 def _safetensors_in(root: Path) -> list[str]:
@@ -192,13 +304,16 @@ def _safetensors_in(root: Path) -> list[str]:
         return []
 
 
-def _read_config(ck: Checkpoint, root: Path, guard: Guard) -> None:
-    why = guard.withheld(root / "config.json")
+def _read_config(ck: Checkpoint, root: Path, guard: Guard, got: Any = None) -> None:
+    """``got``: what :func:`_config_raw` gave (read on a thread), else it is read here."""
+    why = got if isinstance(got, str) else (guard.withheld(root / "config.json") if got is None else None)
     if why:
         ck.config_error = f"config.json cannot be read: {why}"
         return
     try:
-        raw = read_small(root / "config.json", MAX_CONFIG)
+        if isinstance(got, BaseException):
+            raise got
+        raw = got if isinstance(got, bytes) else read_small(root / "config.json", MAX_CONFIG)
     except FileNotFoundError:
         ck.config_error = "config.json is missing: the engine cannot tell the architecture"
         return
@@ -207,6 +322,9 @@ def _read_config(ck: Checkpoint, root: Path, guard: Guard) -> None:
         return
     except OSError as exc:
         ck.config_error = f"config.json cannot be read: {exc.strerror or exc}"
+        return
+    except bounded.Hung as exc:
+        ck.config_error = f"config.json {exc}: a hung or very slow filesystem?"
         return
     try:
         doc = msgspec.json.decode(raw)
@@ -239,7 +357,12 @@ def _not_found_fix(res: Resolved) -> str:
     return "pass the directory that holds config.json and the *.safetensors files"
 
 
-def _hf_cache_checks(ck: Checkpoint, guard: Guard) -> None:
+def _hf_cache_checks(
+    ck: Checkpoint,
+    guard: Guard,
+    stats: Mapping[str, os.stat_result] | None = None,
+    hung: set[str] | None = None,
+) -> None:
     """FC505: interrupted downloads, and files whose size differs from the cache's record."""
     res = ck.resolved
     expected = expected_files(res)
@@ -266,12 +389,15 @@ def _hf_cache_checks(ck: Checkpoint, guard: Guard) -> None:
         )
     if res.path is None:
         return
+    stats, hung = stats or {}, hung or set()
     for name, (size, _blob) in sorted(expected.items()):
+        if name in hung:
+            continue  # its stat did not answer: FC508 says so
         p = res.path / name
-        if guard.withheld(p):
+        if name not in stats and guard.withheld(p):
             continue  # FC508 says it cannot be read; its size is not ours to tell
         try:
-            actual = p.stat().st_size
+            actual = stats[name].st_size if name in stats else p.stat().st_size
         except OSError:
             continue  # not downloaded: FC502 speaks for the files the engine needs
         if actual != size:

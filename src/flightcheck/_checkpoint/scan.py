@@ -6,9 +6,13 @@ imports flightcheck, torch or anything CUDA. Workers only pay
 when there is enough header to parse: a handful of shards is scanned in this process.
 Work is split by header length (read first, 8 bytes a shard) so the processes finish
 together; this process takes a share too, after the extra work it was given (the index).
-A worker that dies or times out costs only its own shards, which are rescanned here (a
-timeout marks them unreadable instead: the filesystem is hanging). Every worker is waited
-for before the scan returns or raises, and killed first if its results are not wanted.
+Nothing here waits on the filesystem without a deadline: every process reads its headers
+on threads (concurrently: latency-bound storage costs a few round trips, not one per
+shard), a worker sends each shard's scan as soon as it is done, and a shard that has not
+answered by the deadline is unreadable ("did not answer within N s") while the rest are
+kept. A worker that dies costs only the shards it had not sent, which are rescanned here
+(still under the deadline). Every worker is killed and waited for before the scan
+returns or raises.
 """
 
 from __future__ import annotations
@@ -18,24 +22,26 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from queue import Empty, SimpleQueue
 from typing import Any
 
 import msgspec
 
 from flightcheck._checkpoint import validate
-from flightcheck._checkpoint.problems import Kind
+from flightcheck._checkpoint.bounded import Hung, imap
 from flightcheck._checkpoint.shardio import MAX_HEADER, read_header
-from flightcheck._checkpoint.validate import Problem, ShardScan
+from flightcheck._checkpoint.validate import ShardScan, scan_many, scan_read
 
 #: Below this much header to parse (bytes), workers cost more than they save.
 PARALLEL_MIN_BYTES = 6 << 20
 #: What starting one worker costs, in header bytes parsed meanwhile (~25 ms).
 WORKER_START_BYTES = 3 << 20
 MAX_WORKERS = 16
-TIMEOUT_S = 120.0
+TIMEOUT_S = 30.0  # the whole scan: past it, a shard that has not answered is unreadable
 REAP_S = 2.0  # after SIGKILL: a process stuck in the kernel (dead NFS) is left to the OS
 
 # this directory first: the site-packages that holds msgspec may hold a `validate` of its
@@ -74,6 +80,18 @@ def header_length(path: str) -> int:
     return n if n <= MAX_HEADER else 0
 
 
+def header_lengths(paths: list[str], deadline: float) -> list[int]:
+    """:func:`header_length` of every path, concurrently, for balancing the split only: a
+    length not read by ``deadline`` counts as the largest one read (it may be slow)."""
+    out: list[int | None] = [None] * len(paths)
+    for i, n in imap(header_length, paths, deadline=deadline):
+        if isinstance(n, int):
+            out[i] = n
+    known = [n for n in out if n is not None]
+    guess = max(known) if known else 1
+    return [guess if n is None else n for n in out]
+
+
 def _partition(costs: list[tuple[int, int]], bins: list[int]) -> list[list[int]]:
     """Longest-processing-time-first: indices of ``costs`` into bins with starting loads."""
     loads = list(bins)
@@ -85,7 +103,7 @@ def _partition(costs: list[tuple[int, int]], bins: list[int]) -> list[list[int]]
     return out
 
 
-def _spawn(paths: list[str], sha: bool) -> subprocess.Popen[bytes]:
+def _spawn(paths: list[str], sha: bool, seconds: float = TIMEOUT_S) -> subprocess.Popen[bytes]:
     boot = _BOOT.format(
         msgspec_dir=os.path.dirname(os.path.dirname(msgspec.__file__)),
         here=os.path.dirname(os.path.abspath(validate.__file__)),
@@ -99,12 +117,12 @@ def _spawn(paths: list[str], sha: bool) -> subprocess.Popen[bytes]:
     )
     assert proc.stdin is not None
     try:
-        proc.stdin.write(msgspec.msgpack.encode([paths, sha]))
+        proc.stdin.write(msgspec.msgpack.encode([paths, sha, seconds]))
         proc.stdin.close()
     except OSError:  # it died before reading its work: reap it, the caller does the share
         _kill(proc)
         raise
-    proc.stdin = None  # written and closed: communicate() must not touch it again
+    proc.stdin = None  # written and closed: must not be touched again
     return proc
 
 
@@ -121,25 +139,36 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     except OSError:
         pass
     try:
-        proc.communicate(timeout=REAP_S)
+        proc.wait(timeout=REAP_S)
     except subprocess.TimeoutExpired:
         pass  # uninterruptible (D state): Popen reaps it on a later call once it can die
+    if proc.stdout is not None:
+        try:
+            proc.stdout.close()
+        except OSError:
+            pass
 
 
-def _collect(proc: subprocess.Popen[bytes], n: int, deadline: float) -> list[ShardScan] | None:
-    """A worker's results, or None (died, garbled, or past the deadline: then killed)."""
+_DONE = -1  # a worker's stream ended (all sent, died, or garbled)
+
+
+def _pump(w: int, proc: subprocess.Popen[bytes], share: list[int], sink: SimpleQueue[tuple[int, int, Any]]) -> None:
+    """Forward a worker's frames to ``sink`` as (worker, index into paths, scan) until its
+    stream ends, then (worker, _DONE, None). Runs on a daemon thread."""
+    out = proc.stdout
+    assert out is not None
+    dec = msgspec.msgpack.Decoder(tuple[int, ShardScan])
     try:
-        out, _ = proc.communicate(timeout=max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        return None
-    if proc.returncode != 0:
-        return None
-    try:
-        scans = msgspec.msgpack.decode(out, type=list[ShardScan])
-    except (msgspec.MsgspecError, RecursionError):
-        return None
-    return scans if len(scans) == n else None
+        while True:
+            head = out.read(4)
+            if len(head) < 4:
+                break
+            frame = out.read(int.from_bytes(head, "little"))
+            j, scan = dec.decode(frame)
+            sink.put((w, share[j], scan))
+    except (OSError, ValueError, IndexError, msgspec.MsgspecError, RecursionError):
+        pass  # garbled or closed: what it did not send is rescanned or marked
+    sink.put((w, _DONE, None))
 
 
 def scan_paths(
@@ -150,28 +179,40 @@ def scan_paths(
     workers: int | None = None,
     timeout: float = TIMEOUT_S,
     sha: bool = False,
+    header_bytes: int | None = None,
 ) -> tuple[list[ShardScan], ScanStats]:
-    """Scan every path (a shard file) and return their scans in order.
+    """Scan every path (a shard file) and return their scans in order, within ``timeout``.
 
     ``parent_work`` (e.g. parsing the index) runs in this process while the workers scan;
     ``parent_extra`` is its cost in header bytes, so the split accounts for it. ``workers``
     forces the number of worker processes (0: none); ``sha`` also hashes each header.
+    ``header_bytes``: the headers' total length when the caller can estimate it (from the
+    index's size): then no header length is read up front, which on latency-bound
+    storage costs a round trip per shard; the shards are split evenly instead.
     """
     t0 = time.perf_counter()
+    deadline = time.monotonic() + timeout
     stats = ScanStats(shards=len(paths), scanned=len(paths))
     results: list[ShardScan | None] = [None] * len(paths)
-    costs = [(i, header_length(p)) for i, p in enumerate(paths)] if paths else []
+    if header_bytes is not None and paths:
+        per = max(1, header_bytes // len(paths))
+        costs = [(i, per) for i in range(len(paths))]
+    else:
+        # the lengths only balance the split: a slow one must not eat the scan's time
+        soon = min(deadline, time.monotonic() + min(2.0, timeout / 4))
+        costs = list(enumerate(header_lengths(paths, soon))) if paths else []
     total = sum(c for _, c in costs)
     penalty = 0  # forced worker counts get an even split (tests, benchmarks)
     if workers is None:
         workers, penalty = 0, WORKER_START_BYTES
         if total >= PARALLEL_MIN_BYTES and len(paths) > 1:
             workers = min(MAX_WORKERS, len(paths) - 1, max(1, cpus() - 1), max(1, total // (2 * WORKER_START_BYTES)))
-    procs: list[tuple[subprocess.Popen[bytes], list[int]]] = []
-    collected = 0  # procs[:collected] have been waited for
+    procs: list[subprocess.Popen[bytes]] = []
+    shares: list[list[int]] = []
     mine = list(range(len(paths)))
     was_enabled = gc.isenabled()
     error: BaseException | None = None
+    sink: SimpleQueue[tuple[int, int, Any]] = SimpleQueue()
     try:
         if workers > 0:
             bins = _partition(costs, [parent_extra] + [penalty] * workers)
@@ -180,45 +221,47 @@ def scan_paths(
                 if not share:
                     continue
                 try:
-                    procs.append((_spawn([paths[i] for i in share], sha), share))
+                    proc = _spawn([paths[i] for i in share], sha, max(0.1, deadline - time.monotonic()))
                 except OSError:
                     mine.extend(share)  # cannot start a process here: do it ourselves
+                    continue
+                threading.Thread(target=_pump, args=(len(procs), proc, share, sink), daemon=True).start()
+                procs.append(proc)
+                shares.append(share)
         stats.workers = len(procs)
-        deadline = time.monotonic() + timeout
         gc.disable()  # header parsing makes many containers and no cycles
+        mine_paths = [paths[i] for i in mine]
+        # this process's reads start now, on threads, while it does the parent work
+        local = scan_many(mine_paths, deadline, sha)
         if parent_work is not None:
             try:
                 parent_work()
             except Exception as exc:  # noqa: BLE001 - collect the workers first, then re-raise it
                 error = exc
-        for i in mine:
-            results[i] = validate.scan_file(paths[i], sha)
-        for proc, share in procs:
-            got = _collect(proc, len(share), deadline)
-            collected += 1
-            for j, i in enumerate(share):
-                if got is not None:
-                    results[i] = got[j]
-                elif time.monotonic() >= deadline:
-                    results[i] = ShardScan(
-                        problems=[
-                            Problem(
-                                Kind.UNREADABLE,
-                                f"reading the header took over {timeout:.0f} s (a hung or very slow filesystem?)",
-                            )
-                        ]
-                    )
-                else:
-                    stats.fallbacks += 1
-                    results[i] = validate.scan_file(paths[i], sha)  # the worker died: do it here
+        for j, scan in local:
+            results[mine[j]] = scan
+        open_streams = len(procs)
+        while open_streams:
+            try:
+                _w, i, scan = sink.get(timeout=max(0.0, deadline - time.monotonic()))
+            except Empty:
+                break  # the deadline: what has not come is marked below
+            if i == _DONE:
+                open_streams -= 1
+            else:
+                results[i] = scan
+        orphans = [i for share in shares for i in share if results[i] is None]
+        if orphans and time.monotonic() < deadline:  # a worker died: redo its shards here
+            stats.fallbacks = len(orphans)
+            for j, scan in scan_many([paths[i] for i in orphans], deadline, sha):
+                results[orphans[j]] = scan
     finally:
         if was_enabled:
             gc.enable()
-        for proc, _share in procs[collected:]:  # interrupted (^C, a bug): leave no orphan behind
+        for proc in procs:  # done, past the deadline or interrupted (^C, a bug): no orphan left
             _kill(proc)
     if error is not None:
         raise error
     stats.seconds = time.perf_counter() - t0
-    return [
-        r if r is not None else ShardScan(problems=[Problem(Kind.UNREADABLE, "not scanned")]) for r in results
-    ], stats
+    hung = scan_read(Hung(timeout))
+    return [r if r is not None else hung for r in results], stats

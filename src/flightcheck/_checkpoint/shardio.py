@@ -36,40 +36,54 @@ class TooLarge(OSError):
 
 def open_regular(path: str | os.PathLike[str]) -> int:
     """A read-only descriptor of a regular file. Raises OSError (NotRegular included)."""
+    return _open_regular(path)[0]
+
+
+def _open_regular(path: str | os.PathLike[str]) -> tuple[int, os.stat_result]:
+    """(descriptor, its fstat): each file operation may be a network round trip."""
     if not stat.S_ISREG(os.stat(path).st_mode):
         raise NotRegular(os.fspath(path))
     fd = os.open(path, _FLAGS)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped after the stat: refuse all the same
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped after the stat: refuse all the same
             raise NotRegular(os.fspath(path))
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, st
 
 
-def pread_all(fd: int, size: int, offset: int) -> bytes:
-    """Up to ``size`` bytes from ``offset`` (fewer only at the end of the file)."""
+def pread_all(fd: int, size: int, offset: int, expect: int | None = None) -> bytes:
+    """Up to ``size`` bytes from ``offset`` (fewer only at the end of the file).
+
+    ``expect``: the bytes the file is known to hold (its fstat): the first read asks for
+    one more, so one short read proves the end without a second round trip."""
     parts = []
     while size > 0:
-        chunk = os.pread(fd, min(size, 1 << 26), offset)
+        want = min(size, 1 << 26) if expect is None else min(size, expect + 1 - offset, 1 << 26)
+        chunk = os.pread(fd, max(1, want), offset)
         if not chunk:
             break
         parts.append(chunk)
         size -= len(chunk)
         offset += len(chunk)
+        if expect is not None:
+            if len(chunk) < want:
+                break  # short: the end of the file
+            expect = None  # it grew since: read on until the end or ``size``
     return b"".join(parts)
 
 
 def read_small(path: str | os.PathLike[str], limit: int) -> bytes:
     """The whole of a regular file of at most ``limit`` bytes. Raises OSError (NotRegular,
     TooLarge included)."""
-    fd = open_regular(path)
+    fd, st = _open_regular(path)
     try:
-        size = os.fstat(fd).st_size
+        size = st.st_size
         if size > limit:
             raise TooLarge(os.fspath(path), size, limit)
-        data = pread_all(fd, limit + 1, 0)  # it may have grown since the fstat
+        data = pread_all(fd, limit + 1, 0, expect=size)  # it may have grown since the fstat
     finally:
         os.close(fd)
     if len(data) > limit:
@@ -84,9 +98,9 @@ def read_header(path: str | os.PathLike[str], *, body: bool = True) -> tuple[int
     of the file, or ``body`` is False; fewer when the file is shorter than that. Raises
     OSError (NotRegular included).
     """
-    fd = open_regular(path)
+    fd, st = _open_regular(path)
     try:
-        size = os.fstat(fd).st_size
+        size = st.st_size
         head = pread_all(fd, 8, 0)
         n = int.from_bytes(head, "little")
         if not body or len(head) < 8 or n > MAX_HEADER or 8 + n > size:

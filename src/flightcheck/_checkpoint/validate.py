@@ -22,22 +22,35 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
+from collections.abc import Iterator
 from itertools import pairwise, repeat
-from operator import itemgetter, lshift, mul, sub
+from operator import attrgetter, itemgetter, lshift, mul, sub
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
 try:
+    from flightcheck._checkpoint.bounded import Hung, imap
     from flightcheck._checkpoint.groups import Group, group_tensors
     from flightcheck._checkpoint.problems import Kind
     from flightcheck._checkpoint.shardio import MAX_HEADER, NotRegular, read_header
 except ImportError:  # a scan worker loads these files as top-level modules, never flightcheck
-    from groups import Group, group_tensors  # type: ignore[no-redef,import-not-found]  # the same files
+    from bounded import Hung, imap  # type: ignore[no-redef,import-not-found]  # the same files
+    from groups import Group, group_tensors  # type: ignore[no-redef,import-not-found]
     from problems import Kind  # type: ignore[no-redef,import-not-found]
     from shardio import MAX_HEADER, NotRegular, read_header  # type: ignore[no-redef,import-not-found]
 
-__all__ = ["DTYPE_BITS", "MAX_HEADER", "Group", "Problem", "ShardScan", "names_digest", "parse_header", "scan_file"]
+__all__ = [
+    "DTYPE_BITS",
+    "MAX_HEADER",
+    "Group",
+    "Problem",
+    "ShardScan",
+    "names_digest",
+    "parse_header",
+    "scan_file",
+    "scan_many",
+]
 
 MAX_DIMS = 64  # no real tensor has more; bounds the work a hostile shape can cause
 
@@ -132,15 +145,47 @@ def _n(x: int) -> str:
 
 def scan_file(path: str, sha: bool = False) -> ShardScan:
     """Scan one shard on disk (``sha``: also hash the header). Never raises; never reads
-    past the header; never opens anything but a regular file."""
-    scan = ShardScan()
+    past the header; never opens anything but a regular file. Blocks as long as the
+    filesystem does: :func:`scan_many` is the bounded, concurrent form."""
+    return scan_read(read_result(path), sha)
+
+
+def read_result(path: str) -> tuple[int, bytes] | BaseException:
+    """``read_header(path)``, or the exception it raised (for a thread to hand back)."""
     try:
-        scan.size, buf = read_header(path)
-    except NotRegular:
+        return read_header(path)
+    except Exception as exc:  # noqa: BLE001 - judged by scan_read
+        return exc
+
+
+def scan_read(got: tuple[int, bytes] | BaseException, sha: bool = False) -> ShardScan:
+    """The scan of one shard from what :func:`read_result` gave (or a :class:`Hung`)."""
+    scan = ShardScan()
+    if isinstance(got, NotRegular):
         return _fail(scan, Kind.UNREADABLE, "not a regular file")
-    except OSError as exc:
-        return _fail(scan, Kind.UNREADABLE, f"cannot read: {exc.strerror or exc}")
+    if isinstance(got, Hung):
+        return _fail(scan, Kind.UNREADABLE, f"reading the header {got} (a hung or very slow filesystem?)")
+    if isinstance(got, OSError):
+        return _fail(scan, Kind.UNREADABLE, f"cannot read: {got.strerror or got}")
+    if isinstance(got, BaseException):
+        return _fail(scan, Kind.UNREADABLE, f"scan crashed: {type(got).__name__}: {got}")
+    scan.size, buf = got
     return parse_header(buf, scan.size, scan, sha=sha)
+
+
+def scan_many(paths: list[str], deadline: float, sha: bool = False) -> Iterator[tuple[int, ShardScan]]:
+    """``(i, scan of paths[i])`` as the reads finish: all headers are read concurrently
+    (threads), parsed here one by one; a read unanswered at ``deadline``
+    (``time.monotonic()``) gives an unreadable scan instead of waiting."""
+    return _parse_as_read(imap(read_result, paths, deadline=deadline), sha)  # the reads start now
+
+
+def _parse_as_read(reads: Iterator[tuple[int, Any]], sha: bool) -> Iterator[tuple[int, ShardScan]]:
+    for i, got in reads:
+        try:
+            yield i, scan_read(got, sha)
+        except Exception as exc:  # noqa: BLE001 - a bug must cost one shard, not the batch
+            yield i, scan_read(exc)
 
 
 def parse_header(
@@ -212,9 +257,9 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
     names = sorted(header)
     entries = list(map(header.__getitem__, names))
     # Any: a missing field (None) is let through, for the C passes below to raise on
-    dtypes: list[Any] = [e.dtype for e in entries]
-    shapes: list[Any] = [e.shape for e in entries]
-    offsets: list[Any] = [e.data_offsets for e in entries]
+    dtypes: list[Any] = list(map(_DTYPE, entries))
+    shapes: list[Any] = list(map(_SHAPE, entries))
+    offsets: list[Any] = list(map(_OFFSETS, entries))
     scan.n_tensors = len(names)
     try:  # a missing field (None) makes one of these raise: then say which tensor
         starts = list(map(itemgetter(0), offsets))
@@ -258,6 +303,9 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
     return scan
 
 
+_DTYPE, _SHAPE, _OFFSETS = attrgetter("dtype"), attrgetter("shape"), attrgetter("data_offsets")
+
+
 def _tiled(starts: list[int], ends: list[int], spans: list[int]) -> bool:
     """Do the spans tile [0, end) with no hole or overlap, as safetensors requires?
 
@@ -266,6 +314,8 @@ def _tiled(starts: list[int], ends: list[int], spans: list[int]) -> bool:
     on the sorted lists means the sorted intervals abut. Empty tensors make the pairing
     ambiguous; then sort the (start, end) pairs as safetensors does.
     """
+    if starts[0] == 0 and starts[1:] == ends[:-1]:
+        return True  # already in data order (as most writers leave them): abutting from 0
     if 0 in spans:
         order = sorted(zip(starts, ends))
         o_starts = list(map(itemgetter(0), order))
@@ -320,20 +370,23 @@ def _explain_offsets(names: list[str], offsets: list[tuple[int, int]]) -> str:
 
 
 def main() -> int:
-    """Worker: read msgpack [paths, sha] on stdin, write a msgpack list of ShardScan."""
+    """Worker: read msgpack [paths, sha, seconds] on stdin; write each shard's scan as soon
+    as it is done, as a frame (4-byte little-endian length + msgpack [i, ShardScan]), so a
+    shard on a hung mount costs only itself; stop at the deadline (then exit at once: a
+    thread stuck in the kernel must not hold the process)."""
     import gc
+    import os
+    import time
 
     gc.disable()  # many short-lived containers, no cycles: collection only costs time
-    paths, sha = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=tuple[list[str], bool])
-    out = []
-    for p in paths:
-        try:
-            out.append(scan_file(p, sha))
-        except Exception as exc:  # noqa: BLE001 - a bug must cost one shard, not the batch
-            out.append(ShardScan(problems=[Problem(Kind.UNREADABLE, f"scan crashed: {type(exc).__name__}: {exc}")]))
-    sys.stdout.buffer.write(msgspec.msgpack.encode(out))
-    sys.stdout.flush()
-    return 0
+    paths, sha, seconds = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=tuple[list[str], bool, float])
+    out = sys.stdout.buffer
+    enc = msgspec.msgpack.Encoder()
+    for i, scan in scan_many(paths, time.monotonic() + seconds, sha):
+        frame = enc.encode((i, scan))
+        out.write(len(frame).to_bytes(4, "little") + frame)
+        out.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

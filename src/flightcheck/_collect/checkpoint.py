@@ -8,6 +8,7 @@ It runs when asked for (``collect --model``, the Ray node task), never for ``che
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from flightcheck._collect import CollectContext, probe
@@ -43,25 +44,74 @@ def collect_checkpoint(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
     return {"checkpoint": section, "unavailable": unavailable}
 
 
-def read_checkpoint(intent: Intent, facts: Facts) -> Checkpoint | None:
+Early = Callable[[], "dict[str, Any]"]
+
+
+def start_reading(intent: Intent) -> Early | None:
+    """Start reading a ``--model`` that is a path now, on a thread, while the facts are
+    collected: a directory needs no engine environment to be found, and the scan workers
+    then use the CPUs the collection leaves idle. :func:`read_checkpoint` takes the result
+    (``early``); a repo id (whose cache the engine's environment locates) waits for the facts."""
+    model = intent.model
+    if not model:
+        return None
+    from flightcheck._checkpoint.resolve import looks_like_repo_id
+
+    if looks_like_repo_id(model) and not model.startswith(("/", ".", "~")):
+        return None
+    import threading
+
+    from flightcheck._checkpoint import load
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["ck"] = load(
+                model,
+                revision=intent.revision,
+                download_dir=intent.download_dir,
+                engine=intent.engine,
+                load_format=intent.load_format,
+            )
+        except Exception as exc:  # noqa: BLE001 - handed to read_checkpoint, which reports it
+            box["exc"] = exc
+
+    thread = threading.Thread(target=run, daemon=True, name="fc-checkpoint")
+    thread.start()
+
+    def result() -> dict[str, Any]:
+        thread.join()  # load() is bounded by its own deadline
+        return box
+
+    return result
+
+
+def read_checkpoint(intent: Intent, facts: Facts, early: Early | None = None) -> Checkpoint | None:
     """The checkpoint of ``intent.model`` read once for a launch, with the engine's Hugging
     Face cache environment from ``facts``; with ``--deep`` also its read throughput. None
     without a model. Never raises: a bug while reading is kept in ``crash`` (computed once,
-    then every memory and checkpoint check says "unknown" from it)."""
+    then every memory and checkpoint check says "unknown" from it). ``early``: the read
+    :func:`start_reading` began, used when it found a directory."""
     if not intent.model:
         return None
     from flightcheck._checkpoint import Checkpoint, load
     from flightcheck._checkpoint.resolve import Resolved, env_views
 
+    got = early() if early is not None else {}
     try:
-        ck = load(
-            intent.model,
-            revision=intent.revision,
-            envs=tuple(env_views(facts.env)),
-            download_dir=intent.download_dir,
-            engine=intent.engine,
-            load_format=intent.load_format,
-        )
+        if "exc" in got:
+            raise got["exc"]
+        ck = got.get("ck")
+        if ck is None or ck.resolved.kind != "dir":
+            ck = load(
+                intent.model,
+                revision=intent.revision,
+                envs=tuple(env_views(facts.env)),
+                download_dir=intent.download_dir,
+                engine=intent.engine,
+                load_format=intent.load_format,
+            )
     except Exception as exc:  # noqa: BLE001 - a bug here must become one "unknown", not a crash
         return Checkpoint(Resolved(model=intent.model), crash=f"{type(exc).__name__}: {exc}")
     if intent.deep and ck.found and ck.shards:

@@ -140,6 +140,7 @@ class Gpu:
             self.unavailable[f"gpus[{self.index}].memory_used_bytes"] = self.unavailable[
                 f"gpus[{self.index}].memory_total_bytes"
             ]
+        out["memory_reserved_bytes"] = self._reserved(nv, h)
         out["mig_enabled"] = self._mig(h)
         pm = self.q("persistence_mode", "nvmlDeviceGetPersistenceMode", lambda: nv.nvmlDeviceGetPersistenceMode(h))
         out["persistence_mode"] = bool(pm) if pm is not None else None
@@ -158,6 +159,20 @@ class Gpu:
         out["remapped_rows"] = self._remap(h)
         if self.fatal:
             out["error"] = self.fatal
+
+    def _reserved(self, nv: Any, h: Any) -> int | None:
+        """The driver's reservation (NVML v2 memory info ``reserved``): memory CUDA never
+        shows torch, so vLLM's total_memory is memory_total minus it."""
+        key = f"gpus[{self.index}].memory_reserved_bytes"
+        v2 = getattr(nv, "nvmlMemory_v2", None)
+        if v2 is None:
+            self.unavailable[key] = "this pynvml has no nvmlMemory_v2 (the v2 memory info with 'reserved')"
+            return None
+        try:
+            return int(nv.nvmlDeviceGetMemoryInfo(h, version=v2).reserved)
+        except (nv.NVMLError, TypeError, AttributeError) as exc:
+            self.unavailable[key] = f"nvmlDeviceGetMemoryInfo(v2): {exc}"
+            return None
 
     def _mig(self, h: Any) -> bool | None:
         nv = self.nv

@@ -62,6 +62,8 @@ BOOL_FLAGS: frozenset[str] = frozenset(
         "--enable-mscclpp",
         "--enforce-disable-flashinfer-allreduce-fusion",
         "--enable-flashinfer-allreduce-fusion",
+        "--enable-layernorm-sp",
+        "--enable-megamoe-for-layernorm-sp",
         "--enable-dp-attention",
         "--disable-cuda-graph",
         "--disable-radix-cache",
@@ -87,19 +89,70 @@ FLAG: dict[str, str] = {
     "quantization": "--quantization",
 }
 
-# ---- multicast (server_args.py, flashinfer_comm_fusion.py) ------------------------------
+# ---- multicast (read in the wheels of 0.5.5, 0.5.6, 0.5.9, 0.5.10, 0.5.13, 0.5.14, 0.5.23) --
 
-#: opt-in flags whose path binds multicast memory, and why.
+#: opt-in flags whose path binds multicast memory, and why (dropped by the plan; SGLang's
+#: defaults are off for all of them).
 MULTICAST_FLAGS: dict[str, str] = {
     "--enable-nccl-nvls": "NCCL NVLS all-reduce binds multicast memory",
     "--enable-symm-mem": "NCCL symmetric memory registers NVLS windows",
     "--enable-torch-symm-mem": "torch symmetric-memory all-reduce (multimem) binds multicast memory",
+    # srt/distributed/device_communicators/pymscclpp.py: MSCCL++ NVLS all-reduce
+    "--enable-mscclpp": "MSCCL++ all-reduce uses NVLS multicast",
+    # srt/layers/communication/sp_collective_gemm_workspace.py: the CUTLASS GEMM + reduce-
+    # scatter workspace raises when its symmetric-memory multicast pointer is 0
+    "--enable-layernorm-sp": "layernorm sequence parallel's GEMM reduce-scatter needs a multicast workspace",
+    # srt/arg_groups/layernorm_sp_hook.py: raises ValueError without --enable-layernorm-sp
+    "--enable-megamoe-for-layernorm-sp": "requires --enable-layernorm-sp, which the plan drops",
 }
 TORCH_SYMM_MEM_FLAG = "--enable-torch-symm-mem"
+NCCL_NVLS_FLAG = "--enable-nccl-nvls"
+#: srt/layers/flashinfer_comm_fusion.py: up to 0.5.13 the all-reduce fusion only ever builds
+#: FlashInfer's trtllm (CUDA IPC) workspace (0.5.5-0.5.9 trtllm_create_ipc_workspace_for_all_
+#: reduce_fusion; 0.5.10/0.5.13 create_allreduce_fusion_workspace(backend="trtllm")): no
+#: multicast. 0.5.14 adds the backend choice; ``auto`` resolves to mnnvl (multicast) on SM100,
+#: and ``trtllm`` with a multi-node group raises ValueError (_resolve_backend).
 FI_FUSION_BACKEND_FLAG = "--flashinfer-allreduce-fusion-backend"
+FI_BACKEND_SINCE = "0.5.14"  # server_args.py: absent in 0.5.5/0.5.6/0.5.9/0.5.10/0.5.13
 FI_FUSION_DISABLE_FLAG = "--enforce-disable-flashinfer-allreduce-fusion"
-FI_BACKEND_SINCE = "0.5.6"
+FI_DISABLE_SINCE = "0.5.10"  # server_args.py: absent in 0.5.5/0.5.6/0.5.9; in 0.5.10..0.5.23
+FI_FUSION_ENABLE_FLAG = "--enable-flashinfer-allreduce-fusion"  # deprecated alias of backend auto
+FI_SAFE_BACKEND = "trtllm"
+#: srt/arg_groups/overrides.py _flashinfer_allreduce_fusion_auto_enable (0.5.23): SGLang turns
+#: the fusion on by itself only for these architectures (MiMo: its own cutedsl rules), on
+#: SM90/SM100, TP > 1, no attention DP, one node or SM100, and ``--moe-a2a-backend none``.
+FI_AUTO_READ_IN = "0.5.23"
+FI_AUTO_ARCHS = frozenset(
+    {
+        "DeepseekV3ForCausalLM",
+        "DeepseekV32ForCausalLM",
+        "DeepseekV4ForCausalLM",
+        "GptOssForCausalLM",
+        "GlmMoeDsaForCausalLM",
+        "Glm4MoeForCausalLM",
+        "Glm4MoeLiteForCausalLM",
+        "MistralLarge3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "Qwen3VLMoeForConditionalGeneration",
+        "Qwen3NextForCausalLM",
+        "Qwen4ExpForConditionalGeneration",
+        "KimiK25ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "InternS2PreviewForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "NemotronHForCausalLM",
+        "NemotronHPuzzleForCausalLM",
+        "NemotronH_Omni_Reasoning_V3",
+    }
+)
+FI_AUTO_OWN_RULES = frozenset({"MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM"})
+FI_AUTO_SM_MAJORS = ("9", "10")
 DP_ATTENTION_FLAG = "--enable-dp-attention"
+ATTN_DP_SIZE_FLAG = "--attn-dp-size"  # 0.5.23: attn_dp_enabled_of = attn_dp_size > 1
+MOE_A2A_BACKEND_FLAG = "--moe-a2a-backend"  # srt/arg_groups/fields/exec_.py, default "none"
+#: srt/layers/moe/token_dispatcher/deepep.py, pplx.py: NVSHMEM (its host library binds
+#: multicast; NVSHMEM_DISABLE_NVLS turns that off).
+NVSHMEM_A2A_BACKENDS = frozenset({"deepep", "pplx"})
 
 # ---- environment variables ----------------------------------------------------------------
 
@@ -142,3 +195,51 @@ NOT_WEIGHT_FILES: frozenset[str] = frozenset(
 AUTO_MISTRAL: bool = False
 MISTRAL_FILES = "consolidated*.safetensors"
 MISTRAL_INDEX = "consolidated.safetensors.index.json"
+
+
+# ---- memory: mem_fraction_static's default (sglang 0.5.23) -------------------------------
+#
+# python/sglang/srt/arg_groups/memory_hook.py ``handle_gpu_memory_settings``: the GPU's
+# memory (nvidia-smi memory.total, MiB) picks chunked_prefill_size and the decode CUDA-graph
+# max batch; then ``reserved = 512 + max(chunked_prefill_size, 2048) x 1.5 + tp x pp / 8 x
+# 1024 + reserve_for_graph_mb`` MiB, at least 10 GiB above 60 GiB of memory, and
+# ``mem_fraction_static = round((mem - reserved) / mem, 3)``. ``reserve_for_graph_mb``: the
+# decode graphs max_bs x 2, and the prefill graphs (on by default on CUDA,
+# cuda_graph_config.py ``default_prefill_backend``) 8 MiB a captured size
+# (arg_groups/cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes`` up to the
+# chunked-prefill size), or 1.5 GiB with an MLA backend. Post-capture KV sizing
+# (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default) is not modelled.
+
+#: (memory below MiB, chunked_prefill_size, decode max_bs with tp < 4, with tp >= 4)
+GPU_TIERS: tuple[tuple[float, int, int, int], ...] = (
+    (20 * 1024, 2048, 8, 8),
+    (35 * 1024, 4096, 48, 160),
+    (60 * 1024, 4096, 32, 160),
+    (90 * 1024, 8192, 256, 512),
+    (160 * 1024, 8192, 256, 512),
+    (float("inf"), 16384, 512, 512),
+)
+
+
+def prefill_graph_sizes(max_bs: int) -> list[int]:
+    """The token counts SGLang captures prefill graphs for, up to ``max_bs``."""
+    sizes = [
+        *range(4, 33, 4),
+        *range(48, 257, 16),
+        *range(288, 513, 32),
+        *range(576, 1025, 64),
+        *range(1280, 4097, 256),
+        *range(4608, max_bs + 1, 512),
+    ]
+    return [s for s in sizes if s <= max_bs]
+
+
+def mem_fraction_static(mem_mib: float, tp: int = 1, pp: int = 1, mla: bool = False) -> float:
+    """SGLang's default mem_fraction_static for a GPU of ``mem_mib`` MiB (see above)."""
+    chunk, small, large = next((c, s, lg) for below, c, s, lg in GPU_TIERS if mem_mib < below)
+    decode_bs = small if tp < 4 else large
+    graphs = decode_bs * 2 + (1.5 * 1024 if mla else len(prefill_graph_sizes(chunk)) * 8)
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graphs
+    if mem_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((mem_mib - reserved) / mem_mib, 3)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from flightcheck._knowledge import vllm
+from flightcheck._memory.budget import Batch, release
 from flightcheck._memory.config import ModelConfig, parse
 from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization
 from flightcheck._memory.weights import Layout, tally
@@ -34,8 +35,12 @@ def build(
     total: int | None,
     gpu_name: str | None = None,
     engine_version: str | None = None,
+    compute_capability: str | None = None,
+    env: dict[str, str | None] | None = None,
 ) -> MemoryModel:
-    """The memory model from a checkpoint and a launch (``total``: bytes of the smallest GPU used)."""
+    """The memory model from a checkpoint and a launch (``total``: bytes of the smallest GPU
+    used as CUDA reports them, the driver's reservation taken off)."""
+    eager = bool(intent.enforce_eager) or vllm.FLAG["eager"] in (intent.engine_flags or [])
     m = MemoryModel(
         engine=intent.engine,
         layout=Layout(
@@ -48,8 +53,11 @@ def build(
         requested_len=intent.max_model_len,
         total=total,
         gpu_name=gpu_name,
-        eager=vllm.FLAG["eager"] in (intent.engine_flags or []),
+        eager=eager,
         engine_version=engine_version,
+        batch=batch_for(intent, total, gpu_name, engine_version, compute_capability, env),
+        kv_cache_memory_bytes=intent.kv_cache_memory_bytes,
+        cpu_offload_bytes=int((intent.cpu_offload_gb or 0) * (1 << 30)),
     )
     if ck is not None and ck.crash:
         m.error = f"reading the checkpoint failed: {ck.crash}"
@@ -115,3 +123,25 @@ def _scale_to_index(m: MemoryModel, ck: Checkpoint) -> None:
         f"total_size ({total / 2**30:,.1f} GiB), not from the {present / 2**30:,.1f} GiB of headers present"
     )
     m.notes.append(m.weights_source)
+
+
+def batch_for(
+    intent: Intent,
+    total: int | None,
+    gpu_name: str | None,
+    engine_version: str | None,
+    compute_capability: str | None = None,
+    env: dict[str, str | None] | None = None,
+) -> Batch:
+    """The profiling run's size: the launch's batch limits, else vLLM's defaults for this
+    GPU and version; whether the CUDA-graph estimate comes off the KV budget."""
+    v = release(engine_version)
+    tokens, seqs = vllm.batch_defaults(v, total, gpu_name, compute_capability) if total else (None, None)
+    given = [n for n, x in (("tokens", intent.max_num_batched_tokens), ("seqs", intent.max_num_seqs)) if x]
+    source = "the launch's" if len(given) == 2 else ("vLLM's defaults for this GPU" if total else "assumed")
+    return Batch(
+        tokens=intent.max_num_batched_tokens or tokens or Batch.tokens,
+        seqs=intent.max_num_seqs or seqs or Batch.seqs,
+        cudagraphs=vllm.cudagraphs_in_budget(v, env),
+        source=source,
+    )

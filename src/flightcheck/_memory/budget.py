@@ -1,24 +1,39 @@
 """The per-GPU budget: what the engine may use, what it keeps back, what is left for KV.
 
-vLLM (0.33 semantics)::
+vLLM (the rules by version are in ``flightcheck._knowledge.vllm``)::
 
-    usable    = memory_total x gpu_memory_utilization   (default 0.92 from vLLM 0.33, 0.9 before)
-    reserve   = activation peak + CUDA graphs + non-torch + communication buffers
-    kv_budget = usable - weights_per_rank - reserve
+    total     = memory_total - the driver's reservation     (what CUDA/torch report)
+    requested = ceil(total x gpu_memory_utilization)        (0.92 from vLLM 0.20, 0.9 before)
+    kv_budget = requested - weights_per_rank - reserve
+    reserve   = transient activation peak + non-torch allocations after the snapshot
+                + the CUDA-graph estimate (from 0.20, unless --enforce-eager)
+
+``--kv-cache-memory-bytes`` replaces ``kv_budget`` outright (the utilization is ignored);
+``--cpu-offload-gb`` takes that many GiB of each rank's weights to CPU memory.
+
+What vLLM allocates *before* its baseline snapshot — the CUDA context and cuBLAS handles,
+NCCL communicators and custom all-reduce buffers — is not in the reserve: it must fit in
+the ``(1 - utilization) x total`` slack, or vLLM refuses to start (FC406,
+:func:`pre_snapshot`).
 
 SGLang: ``usable = memory_total x mem_fraction_static`` holds weights and the KV pool only
 (activations and graphs live outside it), so the reserve inside is 0; the default fraction
-is SGLang's own heuristic (server_args ``_handle_gpu_memory_settings``).
+is SGLang's own heuristic (0.5.23: arg_groups/memory_hook.py ``handle_gpu_memory_settings``,
+the rules in ``flightcheck._knowledge.sglang``).
 
-The default reserve (``--reserve-gib`` overrides it) is an estimate of vLLM's profiling run
-at its serving defaults (8192 batched tokens, 1024 sequences):
+The default reserve (``--reserve-gib`` overrides it) estimates vLLM's profiling run at the
+launch's batch limits (``--max-num-batched-tokens`` / ``--max-num-seqs``, else vLLM's
+defaults for the GPU, :func:`flightcheck._knowledge.vllm.batch_defaults`):
 
-- activations: the largest single layer's temporaries for 8192 tokens — the hidden state
-  x 6 copies, q/k/v for this rank, and the MLP's (dense: 3 x intermediate / TP; MoE: top_k
-  x (3 x moe_intermediate per rank + hidden), the fused-MoE caches) — plus fp32 logits for
-  1024 sequences over the whole vocabulary;
-- CUDA graphs 0.5 GiB (0 with ``--enforce-eager``), non-torch allocations 0.25 GiB, and
-  0.5 GiB of NCCL / custom all-reduce buffers when more than one rank.
+- activations: the largest single layer's temporaries for the batched tokens — the hidden
+  state x 6 copies, q/k/v for this rank, and the MLP's (dense: 3 x intermediate / TP; MoE:
+  top_k x (3 x moe_intermediate per rank + hidden), the fused-MoE caches) — plus the
+  sampler's dummy run for max_num_seqs sequences over the whole vocabulary (vLLM's
+  ``_dummy_sampler_run`` samples with top-k = vocab - 1: fp32 logits and what sorting
+  them keeps alive, counted as 3 fp32 copies — fitted on tests/fixtures/memory, see
+  bench/memory_accuracy.py);
+- CUDA graphs 0.5 GiB when vLLM subtracts its estimate (0 with ``--enforce-eager``),
+  non-torch allocations 0.25 GiB.
 """
 
 from __future__ import annotations
@@ -26,60 +41,63 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from flightcheck._knowledge import sglang, vllm
 from flightcheck._knowledge.units import GiB, version
 from flightcheck._memory.config import ModelConfig
 from flightcheck._memory.kv import KvShape
 from flightcheck._memory.weights import Layout
 
 MiB = 1 << 20
-BATCHED_TOKENS = 8192
+LOGIT_COPIES = 1
+BATCHED_TOKENS = 8192  # when neither the launch nor the GPU says (memory unknown)
 MAX_SEQS = 1024
 CUDA_GRAPHS = GiB // 2
 NON_TORCH = GiB // 4
-COMM = GiB // 2
 HEADROOM_MIN = 0.05  # FC403: under 5% of usable memory left over
+# before vLLM's snapshot (estimates): CUDA context + cuBLAS handles; NCCL communicators and
+# custom all-reduce buffers per interconnect when more than one rank.
+CONTEXT = 350 * MiB
+COMM_NVLINK = GiB // 2
+COMM_PCIE = 100 * MiB
 
 
-def default_utilization(engine: str, engine_version: str | None, total: int, layout: Layout) -> tuple[float, str]:
+def release(engine_version: str | None) -> tuple[int, ...] | None:
+    v = version(engine_version)
+    return tuple(v.release) if v is not None else None
+
+
+def default_utilization(
+    engine: str, engine_version: str | None, total: int, layout: Layout, *, mla: bool = False
+) -> tuple[float, str]:
     """(fraction, where it comes from) when the launch does not set one."""
     if engine == "sglang":
-        return sglang_fraction(total, layout), "SGLang's default mem_fraction_static for this GPU and layout"
-    v = version(engine_version)
+        return sglang_fraction(total, layout, mla), "SGLang's default mem_fraction_static for this GPU and layout"
+    v = release(engine_version)
+    util = vllm.default_utilization(v)
     if v is None:
-        return 0.9, "vLLM's default (0.9; 0.92 from vLLM 0.33 — the installed version is unknown)"
-    if v.release[:2] >= (0, 33):
-        return 0.92, f"vLLM {engine_version}'s default"
-    return 0.9, f"vLLM {engine_version}'s default"
+        return util, f"vLLM's default ({util}; 0.92 from vLLM 0.20 — the installed version is unknown)"
+    return util, f"vLLM {engine_version}'s default"
 
 
-def sglang_fraction(total: int, layout: Layout) -> float:
-    """SGLang's mem_fraction_static heuristic: GPU memory minus a reserve sized by the
-    chunked-prefill size and the CUDA-graph batch size it picks for the GPU (in MiB)."""
-    mem = total / MiB
-    tp = layout.tp
-    if mem < 20 * 1024:
-        chunk, graph_bs = 2048, 8
-    elif mem < 35 * 1024:
-        chunk, graph_bs = 2048, (24 if tp < 4 else 80)
-    elif mem < 60 * 1024:
-        chunk, graph_bs = 4096, (32 if tp < 4 else 160)
-    elif mem < 160 * 1024:
-        chunk, graph_bs = 8192, (256 if tp < 4 else 512)
-    else:
-        chunk, graph_bs = 16384, 512
-    reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + tp * layout.pp / 8 * 1024
-    if mem > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    return round((mem - reserved) / mem, 3)
+def sglang_fraction(total: int, layout: Layout, mla: bool = False) -> float:
+    """SGLang's default mem_fraction_static for this GPU and layout
+    (:func:`flightcheck._knowledge.sglang.mem_fraction_static`)."""
+    return sglang.mem_fraction_static(total / MiB, layout.tp, layout.pp, mla)
 
 
-def default_reserve(
-    cfg: ModelConfig, layout: Layout, engine: str, *, eager: bool = False
-) -> tuple[int, dict[str, int]]:
-    """(bytes, breakdown) kept back from the usable memory besides weights and KV."""
-    if engine == "sglang":
-        return 0, {}
-    t, tp = BATCHED_TOKENS, max(1, layout.tp)
+@dataclass(frozen=True)
+class Batch:
+    """The profiling run's size: batched tokens and sequences, whether CUDA graphs count."""
+
+    tokens: int = BATCHED_TOKENS
+    seqs: int = MAX_SEQS
+    cudagraphs: bool = True
+    source: str = "vLLM's serving defaults"
+
+
+def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int) -> int:
+    """The profile run's transient peak estimate (see the module docstring)."""
+    tp = max(1, layout.tp)
     hidden = cfg.hidden or 0
     if cfg.mla:
         qkv = (
@@ -94,15 +112,35 @@ def default_reserve(
     if cfg.moe and cfg.moe_intermediate:
         inter = cfg.moe_intermediate if layout.ep else cfg.moe_intermediate / layout.moe_size
         mlp = max(dense, max(1, cfg.top_k) * (3 * inter + hidden))
-    act = t * 2 * (6 * hidden + qkv + mlp)
-    logits = MAX_SEQS * (cfg.vocab or 0) * 4
+    act = tokens * 2 * (6 * hidden + qkv + mlp)
+    logits = seqs * (cfg.vocab or 0) * 4 * LOGIT_COPIES
+    return int(act + logits)
+
+
+def default_reserve(
+    cfg: ModelConfig, layout: Layout, engine: str, *, eager: bool = False, batch: Batch | None = None
+) -> tuple[int, dict[str, int]]:
+    """(bytes, breakdown) kept back from the requested memory besides weights and KV."""
+    if engine == "sglang":
+        return 0, {}
+    b = batch or Batch()
     parts = {
-        "activations": int(act + logits),
-        "cuda_graphs": 0 if eager else CUDA_GRAPHS,
+        "activations": activations(cfg, layout, b.tokens, b.seqs),
+        "cuda_graphs": 0 if (eager or not b.cudagraphs) else CUDA_GRAPHS,
         "non_torch": NON_TORCH,
-        "communication": COMM if layout.tp * layout.pp > 1 else 0,
     }
     return sum(parts.values()), parts
+
+
+def pre_snapshot(layout: Layout, nvlink: bool | None) -> dict[str, int]:
+    """What vLLM allocates before its baseline snapshot (estimates): the CUDA context and
+    cuBLAS handles, and with more than one rank NCCL's communicators and the custom
+    all-reduce buffers (larger over NVLink / NVSwitch, where custom all-reduce and NVLS run,
+    than over PCIe)."""
+    parts = {"cuda_context": CONTEXT}
+    if layout.tp * layout.pp > 1:
+        parts["communication"] = COMM_NVLINK if nvlink else COMM_PCIE
+    return parts
 
 
 _NO_KV = KvShape(0.0)
@@ -122,14 +160,19 @@ class Fit:
     max_model_len_fit: int
     stage: int = 0  # which PP stage
     shape: KvShape = _NO_KV  # that stage's KV demand
+    kv_override: int | None = None  # --kv-cache-memory-bytes: the KV budget, utilization ignored
 
     @property
     def kv_budget(self) -> float:
+        if self.kv_override is not None:
+            # that many bytes, as long as the GPU physically has them
+            return min(float(self.kv_override), self.total - self.weights - self.reserve)
         return self.usable - self.weights - self.reserve
 
     @property
     def weights_fit(self) -> bool:
-        return self.weights <= self.usable - self.reserve
+        room = self.total if self.kv_override is not None else self.usable
+        return self.weights <= room - self.reserve
 
     @property
     def kv_fits(self) -> bool:

@@ -153,7 +153,10 @@ def parse(doc: dict[str, Any], hf_quant: dict[str, Any] | None = None) -> ModelC
     c.v_head_dim = _int(d, "v_head_dim") or 0
     c.experts = _int(d, *_EXPERT_KEYS)
     c.moe_intermediate = _int(d, *_MOE_INTER_KEYS) or (c.intermediate if c.experts else None)
-    c.top_k = _int(d, "num_experts_per_tok", "experts_per_token", "moe_topk", "num_selected_experts") or 0
+    c.top_k = (
+        _int(d, "num_experts_per_tok", "num_experts_per_token", "experts_per_token", "moe_topk", "num_selected_experts")
+        or 0
+    )
     shared = _int(d, "n_shared_experts", "num_shared_experts")
     c.shared_intermediate = _int(d, "shared_expert_intermediate_size") or (
         shared * c.moe_intermediate if shared and c.moe_intermediate else None

@@ -42,6 +42,9 @@ class KvShape:
     sliding: float = 0.0  # bytes per token, sliding-window layers
     window: int = 0
     fixed: float = 0.0  # bytes per sequence (linear-attention state)
+    per_layer: float = 0.0  # bytes per token of one attention layer (full or sliding)
+    n_full: int = 0
+    n_sliding: int = 0
 
     def bytes_for(self, length: int) -> float:
         return self.full * length + self.sliding * min(length, self.window) + self.fixed
@@ -119,4 +122,52 @@ def kv_shape(cfg: ModelConfig, layers: range, tp: int, kv_cache_dtype: str) -> K
     full = sum(1 for k in kinds if k == "full")
     sliding = sum(1 for k in kinds if k == "sliding")
     linear = sum(1 for k in kinds if k == "linear")
-    return KvShape(full * per, sliding * per, cfg.sliding_window or 0, linear * linear_state(cfg, tp))
+    return KvShape(
+        full * per, sliding * per, cfg.sliding_window or 0, linear * linear_state(cfg, tp), per, full, sliding
+    )
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What vLLM logs once the KV cache is sized: blocks, "GPU KV cache size: N tokens" and
+    "Maximum concurrency for L tokens per request: Cx"."""
+
+    num_blocks: int
+    tokens: int
+    concurrency: float
+
+
+def capacity(
+    shape: KvShape,
+    budget: float,
+    max_len: int,
+    *,
+    block: int = 16,
+    batched_tokens: int = 8192,
+    by_concurrency: bool = True,
+) -> Capacity:
+    """vLLM's KV capacity for ``budget`` bytes (vllm/v1/core/kv_cache_planning.py,
+    kv_cache_utils.py): layers are grouped by kind (with full and sliding layers both
+    present, groups of ``min(n_full, n_sliding)`` layers sharing one block pool); a block
+    id costs ``block x per_layer x group_size`` bytes; a request of ``max_len`` takes
+    ``cdiv(max_len, block)`` blocks in each full group and ``cdiv(min(window - 1 +
+    batched_tokens, max_len), block) + 1`` in each sliding group. Tokens are
+    ``int(num_blocks / blocks_per_request x max_len)`` (``by_concurrency``, vLLM >= 0.21),
+    else ``num_blocks // groups x block``. One of the blocks is vLLM's null block."""
+    n_full, n_slide = shape.n_full, shape.n_sliding
+    if shape.per_layer <= 0 or (n_full + n_slide) == 0 or budget <= 0 or max_len <= 0:
+        return Capacity(0, 0, 0.0)
+    size = min(n_full, n_slide) if (n_full and n_slide) else (n_full or n_slide)
+    g_full, g_slide = _cdiv(n_full, size) if n_full else 0, _cdiv(n_slide, size) if n_slide else 0
+    per_block = block * shape.per_layer * size
+    blocks = int((budget - shape.fixed) // per_block) if budget > shape.fixed else 0
+    need = g_full * _cdiv(max_len, block)
+    if g_slide:
+        need += g_slide * (_cdiv(min(shape.window - 1 + batched_tokens, max_len), block) + 1)
+    conc = blocks / need if need else 0.0
+    tokens = int(conc * max_len) if by_concurrency else blocks // (g_full + g_slide) * block
+    return Capacity(blocks, tokens, conc)

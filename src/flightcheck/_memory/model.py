@@ -10,10 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from flightcheck._knowledge import engines
-from flightcheck._memory.budget import Fit, GiB, default_reserve, default_utilization, usable_bytes
+from flightcheck._knowledge import engines, vllm
+from flightcheck._memory.budget import (
+    Batch,
+    Fit,
+    GiB,
+    default_reserve,
+    default_utilization,
+    pre_snapshot,
+    release,
+    usable_bytes,
+)
 from flightcheck._memory.config import ModelConfig
-from flightcheck._memory.kv import KvShape, kv_bytes, kv_shape
+from flightcheck._memory.kv import Capacity, KvShape, capacity, kv_bytes, kv_shape
 from flightcheck._memory.weights import Layout, Tally, largest_stage, per_rank, stage_layers
 from flightcheck._vocabulary.intent import AUTO
 
@@ -28,7 +37,13 @@ class MemoryModel:
     requested_len: int | None = None  # the launch's --max-model-len (None: default, -1: auto)
     cfg: ModelConfig | None = None
     tally: Tally | None = None
-    total: int | None = None  # memory_total of the smallest GPU used
+    total: int | None = None  # what CUDA reports of the smallest GPU used (NVML total - reserved)
+    memory_reserved: int | None = None  # the driver's reservation taken off ``total``
+    used_by_others: int | None = None  # memory already in use on the busiest GPU used
+    nvlink: bool | None = None  # the GPUs used talk over NVLink / NVSwitch
+    batch: Batch = field(default_factory=Batch)
+    kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes (vLLM)
+    cpu_offload_bytes: int = 0  # --cpu-offload-gb, per rank
     gpu_name: str | None = None
     engine_version: str | None = None
     utilization: float | None = None
@@ -91,12 +106,13 @@ class MemoryModel:
         usable = usable_bytes(self.total, util)
         length = self.max_model_len if max_len is None else max_len
         worst: Fit | None = None
+        override = self.kv_cache_memory_bytes if self.engine == "vllm" else None
         for i, stage in enumerate(self.stages(lay)):
-            w = sum(stage.values())
+            w = max(0.0, sum(stage.values()) - self.cpu_offload_bytes)
             shape = self.kv(lay, kv_dtype, i)
-            budget = usable - w - reserve
             need = shape.bytes_for(length) if length else 0.0
-            f = Fit(self.total, util, usable, reserve, w, need, length, shape.max_len(budget), i, shape)
+            f = Fit(self.total, util, usable, reserve, w, need, length, 0, i, shape, override)
+            f = Fit(self.total, util, usable, reserve, w, need, length, shape.max_len(f.kv_budget), i, shape, override)
             if worst is None or (f.fits, f.max_model_len_fit, -f.weights) < (
                 worst.fits,
                 worst.max_model_len_fit,
@@ -115,12 +131,34 @@ class MemoryModel:
         util = (
             self.utilization
             if self.utilization_set
-            else default_utilization(self.engine, self.engine_version, self.total, layout)[0]
+            else default_utilization(self.engine, self.engine_version, self.total, layout, mla=self.cfg.mla)[0]
         )
         reserve = (
-            self.reserve if self.reserve_set else default_reserve(self.cfg, layout, self.engine, eager=self.eager)[0]
+            self.reserve
+            if self.reserve_set
+            else default_reserve(self.cfg, layout, self.engine, eager=self.eager, batch=self.batch)[0]
         )
         return util or 0.9, reserve or 0
+
+    def capacity(self, fit: Fit | None = None) -> Capacity | None:
+        """vLLM's "GPU KV cache size" and "Maximum concurrency" for this launch (None when
+        the length is automatic or the GPU memory unknown)."""
+        f = fit or self.fit()
+        if f is None or not f.max_model_len or self.engine != "vllm":
+            return None
+        v = release(self.engine_version)
+        return capacity(
+            f.shape,
+            f.kv_budget,
+            f.max_model_len,
+            block=vllm.BLOCK_SIZE,
+            batched_tokens=self.batch.tokens,
+            by_concurrency=v is None or v >= tuple(int(p) for p in vllm.KV_TOKENS_BY_CONCURRENCY_SINCE.split(".")),
+        )
+
+    def pre_snapshot(self) -> dict[str, int]:
+        """What vLLM allocates before its baseline snapshot (see ``budget.pre_snapshot``)."""
+        return pre_snapshot(self.layout, self.nvlink)
 
     # ------------------------------------------------------------------ report
 
@@ -156,6 +194,11 @@ class MemoryModel:
                 weights_bytes=int(fit.weights),
             )
             out["max_model_len_fit"] = fit.max_model_len_fit
+            cap = self.capacity(fit)
+            if cap is not None:
+                out["kv_tokens"] = cap.tokens
+                out["kv_blocks"] = cap.num_blocks
+                out["max_concurrency"] = round(cap.concurrency, 2)
         if self.throughput and self.throughput.get("bytes_per_s") and self.load_bytes:
             out["load_seconds_estimate"] = round(self.load_bytes / self.throughput["bytes_per_s"], 1)
             out["read_bytes_per_s"] = int(self.throughput["bytes_per_s"])
@@ -163,7 +206,24 @@ class MemoryModel:
             {
                 "engine": self.engine,
                 "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "dp": self.layout.dp, "ep": self.layout.ep},
-                "gpu": {"name": self.gpu_name, "memory_total_bytes": self.total} if self.total else None,
+                "gpu": {
+                    "name": self.gpu_name,
+                    "memory_total_bytes": self.total,
+                    "memory_reserved_bytes": self.memory_reserved,
+                }
+                if self.total
+                else None,
+                "batch": {
+                    "max_num_batched_tokens": self.batch.tokens,
+                    "max_num_seqs": self.batch.seqs,
+                    "source": self.batch.source,
+                    "cudagraphs_in_budget": self.batch.cudagraphs and not self.eager,
+                }
+                if self.engine == "vllm"
+                else None,
+                "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
+                "cpu_offload_bytes": self.cpu_offload_bytes or None,
+                "pre_snapshot_breakdown": self.pre_snapshot() if self.engine == "vllm" else None,
                 "gpu_memory_utilization": self.utilization,
                 "gpu_memory_utilization_source": self.utilization_source,
                 "reserve_breakdown": self.reserve_parts or None,
@@ -191,7 +251,7 @@ def resolve_reserve(m: MemoryModel, reserve_gib: float | None) -> None:
     if reserve_gib is not None:
         m.reserve, m.reserve_source, m.reserve_parts, m.reserve_set = int(reserve_gib * GiB), "--reserve-gib", {}, True
     else:
-        m.reserve, m.reserve_parts = default_reserve(m.cfg, m.layout, m.engine, eager=m.eager)
+        m.reserve, m.reserve_parts = default_reserve(m.cfg, m.layout, m.engine, eager=m.eager, batch=m.batch)
         m.reserve_source = (
             "default estimate (see `flightcheck explain FC402`)"
             if m.engine == "vllm"
@@ -205,4 +265,7 @@ def resolve_utilization(m: MemoryModel, given: float | None) -> None:
         m.utilization, m.utilization_set = given, True
         m.utilization_source = engines.flag(m.engine, "util")
     elif m.total is not None:
-        m.utilization, m.utilization_source = default_utilization(m.engine, m.engine_version, m.total, m.layout)
+        mla = bool(m.cfg and m.cfg.mla)
+        m.utilization, m.utilization_source = default_utilization(
+            m.engine, m.engine_version, m.total, m.layout, mla=mla
+        )

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from flightcheck._knowledge import engines
-from flightcheck._memory.classes import classify
+from flightcheck._memory.classes import classify_pattern, with_layer
 from flightcheck._memory.config import ModelConfig
 
 VOCAB_PAD = 64  # vLLM's pad_vocab_size
@@ -66,12 +66,13 @@ class Tally:
 def tally(groups: Iterable[tuple[str, int, str, tuple[int, ...], int, int, int]], cfg: ModelConfig) -> Tally:
     """Reduce (pattern, index, dtype, shape, nbytes, count, per_item) groups to a Tally."""
     t = Tally()
-    seen: dict[tuple[str, int, str], tuple[str, int | None]] = {}
+    seen: dict[tuple[str, str], tuple[str, bool]] = {}  # one classification a pattern, not a layer
     for pattern, index, dtype, shape, nbytes, count, per_item in groups:
-        key = (pattern, index, dtype)
-        if key not in seen:
-            seen[key] = classify(pattern, index, dtype, cfg)
-        cls, layer = seen[key]
+        key = (pattern, dtype)
+        got = seen.get(key)
+        if got is None:
+            got = seen[key] = classify_pattern(pattern, dtype, cfg)
+        cls, layer = with_layer(got[0], got[1], index, cfg)
         t.add(cls, layer, nbytes)
         if cls == "expert" and dtype == "":
             t.expert_tensors[layer] = t.expert_tensors.get(layer, 0) + count

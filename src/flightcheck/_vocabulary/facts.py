@@ -88,6 +88,8 @@ class Gpu(_S):
     compute_capability: str | None = None
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None
+    #: memory the driver reserves (NVML v2 ``reserved``): never visible to CUDA/torch
+    memory_reserved_bytes: int | None = None
     mig_enabled: bool | None = None
     persistence_mode: bool | None = None
     virtualization_mode: str | None = None

@@ -76,6 +76,15 @@ class Intent:
     download_dir: str | None = None
     load_format: str | None = None  # None: the engine's default ("auto")
     distributed_executor_backend: str | None = None  # "ray" changes how env reaches workers
+    # batch limits and memory options (None: the engine's default)
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    kv_cache_memory_bytes: int | None = None  # bypasses gpu_memory_utilization (vLLM)
+    cpu_offload_gb: float | None = None  # GiB of weights per GPU kept in CPU memory
+    enforce_eager: bool | None = None
+    dtype: str | None = None
+    hf_overrides: dict[str, Any] | None = None
+    data_parallel_size_local: int | None = None
     #: flags of the real engine command that checks or the plan care about (e.g. SGLang's
     #: --enable-symm-mem); empty for plain ``check``.
     engine_flags: list[str] = field(default_factory=list)

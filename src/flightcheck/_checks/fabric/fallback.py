@@ -15,14 +15,16 @@ Where each setting comes from (read in the projects' sources and pull requests):
   forwards ``VLLM_*``, ``NCCL_*``, ``HF_*``, ``UCX_*`` and ``LMCACHE_*`` plus the names
   listed; before it only vLLM's own variables reached Ray workers.
 * ``NCCL_NVLS_ENABLE=0``: NCCL's NVLS only (2.17+); it does not touch torch or FlashInfer.
-* Kimi-K3's latent MoE tail (``vllm/models/kimi_k3/nvidia/latent_moe_runner.py``, vLLM
-  0.33+): on when the GPU is SM100-family and TP is 8 or 16; it raises "routed NVLS
-  multicast mapping is unavailable" at model construction and has no switch in 0.33
-  (``VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION`` of PR #50088 is honoured where the installed
-  envs.py declares it).
-* SGLang: ``--enable-nccl-nvls``, ``--enable-symm-mem``, ``--enable-torch-symm-mem`` opt in
-  to multicast; ``--flashinfer-allreduce-fusion-backend trtllm`` (sglang #12787, 0.5.6)
-  keeps the auto-enabled all-reduce fusion off mnnvl.
+* vLLM 0.33.0: every multicast path of the installed wheel, its gate and how the plan
+  covers it is listed in ``_knowledge/vllm.py`` (``MULTICAST_PATHS``). Two have no switch
+  and stop the launch with a layout that avoids them: Kimi-K3's latent MoE tail and Beam's
+  all-reduce workspace (``VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION`` of PR #50088 is honoured
+  where the installed envs.py declares it; 0.33.0's does not).
+* SGLang (``_knowledge/sglang.py``, read in the wheels 0.5.5-0.5.23): the opt-in multicast
+  flags are dropped; the FlashInfer all-reduce fusion binds multicast only from 0.5.14
+  (mnnvl), where ``--flashinfer-allreduce-fusion-backend trtllm`` keeps it on CUDA IPC on
+  one node and ``--enforce-disable-flashinfer-allreduce-fusion`` turns it off across nodes
+  (trtllm raises there); no fusion flag is added where SGLang keeps the fusion off.
 
 The table gives the first release after each change was merged. When the python collector
 read the names the installed vLLM's envs.py declares (``python.engine_env_vars``), that list
@@ -31,6 +33,7 @@ decides instead of the table.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -92,8 +95,40 @@ def _env_step(ctx: Context, name: str, value: str, why: str, fb: Fallback) -> No
     fb.steps.append(PlanStep("env", name, value, why))
 
 
-def multicast_fallback(ctx: Context) -> Fallback:
-    """The plan steps that turn the multicast paths off for this engine and version."""
+def communicates(ctx: Context) -> bool:
+    """More than one GPU talks to another in this launch (TP, PP, DP or EP groups): NCCL and
+    the other collectives can then build multicast on an NVSwitch node, TP 1 included."""
+    return ctx.intent.world_size > 1
+
+
+def flag_values(ctx: Context) -> dict[str, str | None]:
+    """The engine command's flags as the reader saw them: name -> value (None: bare flag)."""
+    out: dict[str, str | None] = {}
+    for item in ctx.intent.engine_flags:
+        name, eq, value = item.partition("=")
+        out[name] = value if eq else None
+    return out
+
+
+def _sm_majors(ctx: Context) -> set[str] | None:
+    ccs = [g.compute_capability for g in ctx.gpus_used]
+    if not ccs or any(not cc for cc in ccs):
+        return None
+    return {str(cc).split(".")[0] for cc in ccs}
+
+
+def tp_spans_nodes(ctx: Context) -> bool:
+    """The tensor-parallel group runs on more than one node (vLLM's ``_node_count(group) > 1``)."""
+    i = ctx.intent
+    return i.nnodes > 1 and i.tensor_parallel_size > i.gpus_per_node
+
+
+def multicast_fallback(ctx: Context, attribute_off: bool = False) -> Fallback:
+    """The plan steps that turn the multicast paths off for this engine and version.
+
+    ``attribute_off``: a GPU reports no multicast support (FC303); paths that check the
+    attribute on every rank (Beam's workspace) then step aside by themselves.
+    """
     fb = Fallback()
     if ctx.intent.engine == "sglang":
         _sglang(ctx, fb)
@@ -110,32 +145,167 @@ def multicast_fallback(ctx: Context) -> Fallback:
         )
     elif k3:
         fb.blocker = k3
+    beam = None if attribute_off else beam_allreduce(ctx)
+    if beam:
+        fb.blocker = f"{fb.blocker} {beam}" if fb.blocker else beam
     _env_step(
         ctx,
         "TORCH_SYMM_MEM_DISABLE_MULTICAST",
         "1",
-        "torch symmetric memory skips every multicast call (rendezvous gives multicast_ptr 0)",
+        "torch symmetric memory skips every multicast call (rendezvous gives multicast_ptr 0): "
+        "vLLM's symm-mem all-reduce, CustomAllreduce's MNNVL buffers, direct DCP",
         fb,
     )
     _env_step(ctx, vllm.ALLREDUCE_USE_SYMM_MEM, "0", "vLLM's symmetric-memory all-reduce (multimem) is not created", fb)
-    _env_step(
-        ctx,
-        vllm.FLASHINFER_ALLREDUCE_BACKEND,
-        "trtllm",
-        "FlashInfer all-reduce (and its RMSNorm fusion) uses CUDA IPC instead of mnnvl multicast",
-        fb,
-    )
+    _flashinfer_allreduce(ctx, fb)
     _env_step(ctx, "NCCL_NVLS_ENABLE", "0", "NCCL does not build NVLS (multicast) channels", fb)
     _env_step(ctx, vllm.USE_NCCL_SYMM_MEM, "0", "no NCCL symmetric-memory (NVLS window) all-reduce", fb)
+    if _dcp(ctx):
+        for name in (vllm.USE_DIRECT_DCP_Q_GATHER, vllm.USE_DIRECT_DCP_KV_GATHER):
+            _env_step(ctx, name, "0", "decode context parallel gathers through NCCL, not NVLS multicast", fb)
     if kimi_k3(ctx):
         _env_step(ctx, vllm.KIMI_K3_GEMM_AR, "0", "Kimi-K3's fused GEMM + all-reduce uses multicast", fb)
+    if (ctx.facts.env or {}).get(vllm.ENABLE_GEMM_RS) not in (None, "0"):
+        _env_step(ctx, vllm.ENABLE_GEMM_RS, "0", "the fused GEMM + reduce-scatter binds multicast memory", fb)
+    if set(model_config(ctx).get("architectures") or []) & vllm.INKLING_ARCHS:
+        fb.steps.append(
+            PlanStep(
+                "env",
+                vllm.INKLING_LAMPORT_SWITCH,
+                "0",
+                "Inkling's Lamport reduce-scatter + short conv uses multicast buffers; NCCL instead",
+            )
+        )
+    _specialised_decode(ctx, fb)
+    _all2all(ctx, fb)
     if ctx.intent.distributed_executor_backend == "ray":
         _ray(ctx, fb)
     return fb
 
 
+def _dcp(ctx: Context) -> bool:
+    """Decode context parallel is on (-dcp > 1) or a direct DCP gather is forced by env."""
+    flags = flag_values(ctx)
+    env = ctx.facts.env or {}
+    if any(env.get(n) in ("1", "true", "True") for n in (vllm.USE_DIRECT_DCP_Q_GATHER, vllm.USE_DIRECT_DCP_KV_GATHER)):
+        return True
+    for name in vllm.DCP_FLAGS:
+        try:
+            if int(flags.get(name) or 1) > 1:
+                return True
+        except ValueError:
+            return True  # unreadable: assume on
+    return False
+
+
+def _flashinfer_allreduce(ctx: Context, fb: Fallback) -> None:
+    """FlashInfer all-reduce: trtllm (CUDA IPC) on one node; off where the TP group spans
+    nodes, since vLLM raises ValueError for trtllm there (flashinfer_all_reduce.py)."""
+    if not tp_spans_nodes(ctx):
+        _env_step(
+            ctx,
+            vllm.FLASHINFER_ALLREDUCE_BACKEND,
+            "trtllm",
+            "FlashInfer all-reduce (and its RMSNorm fusion) uses CUDA IPC instead of mnnvl multicast",
+            fb,
+        )
+        return
+    if (ctx.facts.env or {}).get(vllm.FLASHINFER_ALLREDUCE_BACKEND) == "trtllm":
+        _env_step(
+            ctx,
+            vllm.FLASHINFER_ALLREDUCE_BACKEND,
+            "auto",
+            "trtllm raises ValueError for a tensor-parallel group across nodes",
+            fb,
+        )
+    _env_step(
+        ctx,
+        vllm.ALLREDUCE_USE_FLASHINFER,
+        "0",
+        "the standalone FlashInfer all-reduce (mnnvl across nodes) is not created",
+        fb,
+    )
+    _fusion_pass_off(ctx, fb)
+
+
+def _fusion_pass_off(ctx: Context, fb: Fallback) -> None:
+    """Turn vLLM's all-reduce + RMSNorm fusion pass off, keeping the user's compilation config."""
+    flags = flag_values(ctx)
+    section, key = vllm.FUSE_ALLREDUCE_RMS_PATH
+    why = "the all-reduce + RMSNorm fusion pass (FlashInfer mnnvl across nodes) is off"
+    if not _at_least(package(ctx.facts, "vllm"), vllm.FUSE_ALLREDUCE_RMS_SINCE):
+        fb.notes.append(
+            f"turn vLLM's all-reduce + RMSNorm fusion pass off in {vllm.COMPILATION_CONFIG_FLAG} "
+            f"(this vLLM is older than {vllm.FUSE_ALLREDUCE_RMS_SINCE} or unknown: its field name is not known)"
+        )
+        return
+    given = next((flags[f] for f in vllm.COMPILATION_CONFIG_FLAGS if flags.get(f)), None)
+    if given is None:
+        fb.steps.append(PlanStep("add_arg", f"{vllm.COMPILATION_CONFIG_FLAG}.{section}.{key}", "false", why))
+        return
+    try:
+        cfg = json.loads(given)
+    except ValueError:
+        cfg = None
+    if not isinstance(cfg, dict):
+        fb.notes.append(
+            f'add "{section}": {{"{key}": false}} to {vllm.COMPILATION_CONFIG_FLAG} (flightcheck could not read it)'
+        )
+        return
+    sub = cfg.get(section)
+    cfg[section] = {**(sub if isinstance(sub, dict) else {}), key: False}
+    fb.steps.append(PlanStep("add_arg", vllm.COMPILATION_CONFIG_FLAG, json.dumps(cfg), why))
+
+
+def _specialised_decode(ctx: Context, fb: Fallback) -> None:
+    """A specialised decode (opt-in: Kimi-K3, DeepSeek-V4.1) maps multicast, and DeepSeek-V4.1's
+    raises ValueError once multicast is off: back to the stock decode."""
+    given = flag_values(ctx).get(vllm.ADDITIONAL_CONFIG_FLAG)
+    if not given:
+        return
+    try:
+        cfg = json.loads(given)
+    except ValueError:
+        return
+    if not isinstance(cfg, dict) or cfg.get(vllm.DECODE_BACKEND_KEY) != vllm.SPECIALIZED_DECODE:
+        return
+    rest = {k: v for k, v in cfg.items() if k != vllm.DECODE_BACKEND_KEY}
+    fb.steps.append(
+        PlanStep(
+            "add_arg",
+            vllm.ADDITIONAL_CONFIG_FLAG,
+            json.dumps(rest),
+            "the specialised decode binds NVLS multicast (and refuses to start without it); the stock decode does not",
+        )
+    )
+
+
+def _all2all(ctx: Context, fb: Fallback) -> None:
+    backend = flag_values(ctx).get(vllm.ALL2ALL_BACKEND_FLAG)
+    if backend in vllm.ALL2ALL_MULTICAST:
+        fb.steps.append(
+            PlanStep(
+                "add_arg",
+                vllm.ALL2ALL_BACKEND_FLAG,
+                vllm.ALL2ALL_DEFAULT,
+                f"{backend} requires NVSwitch multicast; {vllm.ALL2ALL_DEFAULT} runs on NCCL",
+            )
+        )
+    elif backend in vllm.ALL2ALL_NVSHMEM:
+        fb.steps.append(
+            PlanStep("env", vllm.DISABLE_NVLS_NVSHMEM, "1", f"{backend} runs on NVSHMEM, which binds NVLS multicast")
+        )
+
+
 def _ray(ctx: Context, fb: Fallback) -> None:
     """Ray workers start from the raylet, not from this shell: name what vLLM must forward."""
+    if _at_least(package(ctx.facts, "vllm"), vllm.RAY_COPIES_DRIVER_ENV_SINCE):
+        # 0.33's Ray executor gives the workers the whole driver environment (setdefault)
+        fb.notes.append(
+            "the Ray executor copies this environment to its workers, but a variable already set in a "
+            "worker node's raylet environment wins: do not set those there"
+        )
+        return
     extra = [s.name for s in fb.steps if s.kind == "env" and not s.name.startswith((vllm.ENV_PREFIX, "NCCL_"))]
     if engine_reads(ctx, vllm.RAY_EXTRA_ENV_VARS_TO_COPY) is False:
         names = extra + [s.name for s in fb.steps if s.name.startswith("NCCL_")]
@@ -159,25 +329,67 @@ def _ray(ctx: Context, fb: Fallback) -> None:
 
 
 def _sglang(ctx: Context, fb: Fallback) -> None:
-    flags = set(ctx.intent.engine_flags)
+    flags = flag_values(ctx)
     for flag, why in sglang.MULTICAST_FLAGS.items():
         if not flags or flag in flags:
             fb.steps.append(PlanStep("drop_arg", flag, None, why))
     _env_step(ctx, "TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", "torch symmetric memory skips every multicast call", fb)
     _env_step(ctx, "NCCL_NVLS_ENABLE", "0", "NCCL does not build NVLS (multicast) channels", fb)
-    have = _at_least(package(ctx.facts, "sglang"), sglang.FI_BACKEND_SINCE)
-    if have:
+    a2a = flags.get(sglang.MOE_A2A_BACKEND_FLAG)
+    if a2a in sglang.NVSHMEM_A2A_BACKENDS:
+        fb.steps.append(
+            PlanStep("env", vllm.DISABLE_NVLS_NVSHMEM, "1", f"{a2a} runs on NVSHMEM, which binds NVLS multicast")
+        )
+    _sglang_fusion(ctx, fb, flags)
+
+
+def sglang_fusion_auto(ctx: Context, flags: dict[str, str | None]) -> bool | None:
+    """SGLang turns the FlashInfer all-reduce fusion on by itself for this launch (True), keeps
+    it off (False), or flightcheck cannot tell (None): overrides.py's auto-enable gate."""
+    i = ctx.intent
+    majors = _sm_majors(ctx)
+    if i.tensor_parallel_size <= 1 or (majors is not None and not majors <= set(sglang.FI_AUTO_SM_MAJORS)):
+        return False
+    if sglang.DP_ATTENTION_FLAG in flags or (flags.get(sglang.ATTN_DP_SIZE_FLAG) or "1") not in ("0", "1"):
+        return False
+    if flags.get(sglang.MOE_A2A_BACKEND_FLAG) not in (None, "none"):
+        return False
+    archs = model_config(ctx).get("architectures") or []
+    if not archs or majors is None or not _at_least(package(ctx.facts, "sglang"), sglang.FI_AUTO_READ_IN):
+        return None
+    if archs[0] in sglang.FI_AUTO_OWN_RULES:
+        return None
+    return archs[0] in sglang.FI_AUTO_ARCHS
+
+
+def _sglang_fusion(ctx: Context, fb: Fallback, flags: dict[str, str | None]) -> None:
+    has_backend = _at_least(package(ctx.facts, "sglang"), sglang.FI_BACKEND_SINCE)
+    if has_backend is None:
+        fb.notes.append(
+            f"SGLang's version is unknown: from 0.5.14 add {sglang.FI_FUSION_BACKEND_FLAG} {sglang.FI_SAFE_BACKEND} "
+            f"on one node, {sglang.FI_FUSION_DISABLE_FLAG} across nodes"
+        )
+        return
+    if not has_backend:
+        return  # up to 0.5.13 the fusion only builds the trtllm (CUDA IPC) workspace
+    off_why = "the FlashInfer all-reduce fusion is off (trtllm raises across nodes; mnnvl binds multicast)"
+    if ctx.intent.nnodes > 1:
+        fb.steps.append(PlanStep("add_arg", sglang.FI_FUSION_DISABLE_FLAG, None, off_why))
+        return
+    asked = flags.get(sglang.FI_FUSION_BACKEND_FLAG)
+    if asked == sglang.FI_SAFE_BACKEND or sglang.FI_FUSION_DISABLE_FLAG in flags:
+        return
+    auto = True if (asked or sglang.FI_FUSION_ENABLE_FLAG in flags) else sglang_fusion_auto(ctx, flags)
+    if auto is None:
+        fb.steps.append(PlanStep("add_arg", sglang.FI_FUSION_DISABLE_FLAG, None, off_why))
+    elif auto:
         fb.steps.append(
             PlanStep(
                 "add_arg",
                 sglang.FI_FUSION_BACKEND_FLAG,
-                "trtllm",
-                "the auto-enabled FlashInfer all-reduce fusion uses CUDA IPC instead of mnnvl multicast",
+                sglang.FI_SAFE_BACKEND,
+                "the FlashInfer all-reduce fusion uses CUDA IPC instead of mnnvl multicast",
             )
-        )
-    else:
-        fb.notes.append(
-            f"this SGLang has no {sglang.FI_FUSION_BACKEND_FLAG}: add {sglang.FI_FUSION_DISABLE_FLAG} if it accepts it"
         )
 
 
@@ -190,40 +402,93 @@ def model_config(ctx: Context) -> dict[str, Any]:
     return cfg if isinstance(cfg, dict) else {}
 
 
+def _text(cfg: dict[str, Any]) -> dict[str, Any]:
+    raw = cfg.get("text_config")
+    return raw if isinstance(raw, dict) else {}
+
+
+def _cfg_get(cfg: dict[str, Any], key: str) -> Any:
+    return cfg[key] if key in cfg else _text(cfg).get(key)
+
+
 def kimi_k3(ctx: Context) -> bool:
-    """The model is Kimi-K3 (by its config.json architectures / model_type)."""
+    """The model is Kimi-K3 / Kimi-Linear (by its config.json architectures / model_type)."""
     cfg = model_config(ctx)
     archs = set(cfg.get("architectures") or [])
-    return bool(archs & vllm.KIMI_K3_ARCHS) or cfg.get("model_type") == vllm.KIMI_K3_MODEL_TYPE
+    return bool(archs & vllm.KIMI_K3_ARCHS) or cfg.get("model_type") in vllm.KIMI_K3_MODEL_TYPES
+
+
+def _k3_up_proj_unquantised(ctx: Context) -> bool:
+    """LatentMoERunner._use_fused_path: the routed up-projection's quant method is
+    UnquantizedLinearMethod (no quantisation, or the layer is in the quantisation's ignore list)."""
+    qc = _cfg_get(model_config(ctx), "quantization_config")
+    if not isinstance(qc, dict):
+        return ctx.intent.quantization is None
+    skipped = [qc.get(k) for k in ("ignore", "ignored_layers", "modules_to_not_convert", "exclude_modules")]
+    names = [str(x) for lst in skipped if isinstance(lst, list) for x in lst]
+    return any(vllm.KIMI_K3_UP_PROJ in n for n in names)
 
 
 def kimi_k3_tail(ctx: Context) -> str | None:
     """A message when this launch runs Kimi-K3's latent MoE tail (multicast, no off switch);
-    ``"switchable"`` when the installed vLLM declares the switch; None when not concerned."""
+    ``"switchable"`` when the installed vLLM declares the switch; None when not concerned.
+    The gates are LatentMoERunner's (vllm/models/kimi_k3/nvidia/latent_moe_runner.py)."""
     i = ctx.intent
-    if i.engine != "vllm" or i.tensor_parallel_size not in vllm.KIMI_K3_TAIL_TP or not kimi_k3(ctx):
+    if i.engine != "vllm" or not kimi_k3(ctx):
+        return None
+    # vllm/model_executor/layers/fused_moe/config.py: without EP the MoE TP group is TP x DP
+    # (flatten_tp_across_dp_and_pcp); with EP its TP size is 1 and the fused path is not taken
+    moe_tp = 1 if i.enable_expert_parallel else i.tensor_parallel_size * i.data_parallel_size
+    if moe_tp not in vllm.KIMI_K3_TAIL_TP:
         return None
     ver = package(ctx.facts, "vllm")
     if not _at_least(ver, vllm.KIMI_K3_TAIL_SINCE):
         return None
-    ccs = [g.compute_capability for g in ctx.gpus_used]
-    if not ccs or any(not cc or not cc.startswith("10.") for cc in ccs):
-        return None  # the runner's gate: is_device_capability_family(100)
+    if _sm_majors(ctx) != {"10"}:
+        return None  # is_device_capability_family(100)
     cfg = model_config(ctx)
-    raw_text = cfg.get("text_config")
-    text: dict[str, Any] = raw_text if isinstance(raw_text, dict) else {}
-    shared = cfg.get("n_shared_experts", text.get("n_shared_experts"))
-    if shared == 0:
-        return None  # the tail fuses the shared expert; without one it is not used
+    if _cfg_get(cfg, "routed_expert_hidden_size") is None or _cfg_get(cfg, "num_shared_experts") is None:
+        return None  # no latent MoE (LatentMoERunner unused) / no shared expert to fuse
+    if not _k3_up_proj_unquantised(ctx):
+        return None
     if engine_reads(ctx, vllm.KIMI_K3_TAIL_SWITCH):  # declared by the installed vLLM's envs.py
         return "switchable"
-    tp, pp = i.tensor_parallel_size, i.pipeline_parallel_size
-    alt_pp = max(1, tp * pp // 4)
+    tp, pp, dp = i.tensor_parallel_size, i.pipeline_parallel_size, i.data_parallel_size
     return (
-        f"vLLM {ver} runs Kimi-K3's latent MoE tail on SM100-family GPUs at TP {tp}: it maps NVLS multicast "
-        f"while the model is built and has no switch to turn it off, so no setting avoids multicast here. "
-        f"Use a layout with TP other than 8 or 16: `{vllm.layout(4, alt_pp)}` on the same GPUs, or expert parallel "
-        f"with data-parallel attention (`{vllm.layout(1, 1, tp * pp, ep=True)}`); check the weights fit (FC401)"
+        f"vLLM {ver} runs Kimi-K3's latent MoE tail on SM100-family GPUs at MoE TP {moe_tp}: it maps NVLS "
+        f"multicast while the model is built and has no switch to turn it off, so no setting avoids multicast "
+        f"here. Expert parallel makes the MoE TP size 1 and the tail is not used: "
+        f"`{vllm.layout(tp, pp, dp, ep=True)}` on the same GPUs"
+    )
+
+
+def beam_allreduce(ctx: Context) -> str | None:
+    """A message when Beam's all-reduce workspace binds multicast (FlashInfer McastGPUBuffer,
+    no switch, no try/except): vllm/models/beam/nvidia/allreduce.py BeamAllReduceWorkspace.create."""
+    i = ctx.intent
+    cfg = model_config(ctx)
+    if i.engine != "vllm" or not set(cfg.get("architectures") or []) & vllm.BEAM_ARCHS:
+        return None
+    if i.tensor_parallel_size not in vllm.BEAM_TP or not _at_least(package(ctx.facts, "vllm"), vllm.BEAM_SINCE):
+        return None
+    majors = _sm_majors(ctx)
+    if majors is None or not majors <= set(vllm.BEAM_SM_MAJORS):
+        return None
+    hidden = _cfg_get(cfg, "hidden_size")
+    if not isinstance(hidden, int) or hidden % vllm.BEAM_HIDDEN_STEP:
+        return None
+    if not vllm.BEAM_HIDDEN_MIN <= hidden <= vllm.BEAM_HIDDEN_MAX:
+        return None
+    dtype = flag_values(ctx).get(vllm.DTYPE_FLAG) or "auto"
+    if dtype == "auto":
+        dtype = str(_cfg_get(cfg, "dtype") or _cfg_get(cfg, "torch_dtype") or "bfloat16")
+    if dtype not in ("bfloat16", "bf16"):
+        return None
+    tp, pp = i.tensor_parallel_size, i.pipeline_parallel_size
+    return (
+        f"Beam's all-reduce at TP {tp} binds NVLS multicast through FlashInfer's McastGPUBuffer while the model "
+        f"is built, with no switch and no fallback. A layout whose TP is not 2, 4 or 8 avoids it: "
+        f"`{vllm.layout(1, tp * pp)}` on the same GPUs (pipeline parallel; check the weights fit, FC401)"
     )
 
 
@@ -231,23 +496,33 @@ def multicast_paths(ctx: Context) -> list[str]:
     """The non-NCCL multicast paths this launch enables (FC305)."""
     env = ctx.facts.env or {}
     paths: list[str] = []
+    flags = flag_values(ctx)
+    tp = ctx.intent.tensor_parallel_size
     if ctx.intent.engine == "sglang":
-        return [f for f in (sglang.TORCH_SYMM_MEM_FLAG,) if f in ctx.intent.engine_flags] + (
-            ["FlashInfer all-reduce fusion (mnnvl on Blackwell)"]
-            if _at_least(package(ctx.facts, "sglang"), sglang.FI_BACKEND_SINCE)
-            else []
-        )
-    if env.get("TORCH_SYMM_MEM_DISABLE_MULTICAST") in ("1", "true", "True"):
-        return []
-    if vllm_symm_mem_on(ctx):
-        paths.append(f"torch symmetric-memory all-reduce ({vllm.ALLREDUCE_USE_SYMM_MEM})")
+        paths = [f for f in sglang.MULTICAST_FLAGS if f in flags and f != sglang.NCCL_NVLS_FLAG]
+        if flags.get(sglang.MOE_A2A_BACKEND_FLAG) in sglang.NVSHMEM_A2A_BACKENDS:
+            paths.append(f"NVSHMEM ({sglang.MOE_A2A_BACKEND_FLAG} {flags[sglang.MOE_A2A_BACKEND_FLAG]})")
+        if _at_least(package(ctx.facts, "sglang"), sglang.FI_BACKEND_SINCE) and sglang_fusion_auto(ctx, flags):
+            paths.append("FlashInfer all-reduce fusion (mnnvl on Blackwell)")
+        return paths
+    if env.get("TORCH_SYMM_MEM_DISABLE_MULTICAST") not in ("1", "true", "True"):
+        if tp > 1 and vllm_symm_mem_on(ctx):
+            paths.append(f"torch symmetric-memory all-reduce ({vllm.ALLREDUCE_USE_SYMM_MEM})")
+        if tp > 1 and vllm.DISABLE_CUSTOM_AR_FLAG not in flags:
+            paths.append("CustomAllreduce's MNNVL buffers (torch symmetric memory)")
     backend = env.get(vllm.FLASHINFER_ALLREDUCE_BACKEND)
-    if backend == "mnnvl" or (
-        backend in (None, "auto") and _at_least(package(ctx.facts, "vllm"), vllm.MNNVL_AUTO_SINGLE_NODE)
+    if tp > 1 and (
+        backend == "mnnvl"
+        or (backend in (None, "auto") and _at_least(package(ctx.facts, "vllm"), vllm.MNNVL_AUTO_SINGLE_NODE))
     ):
         paths.append(f"FlashInfer mnnvl all-reduce ({vllm.FLASHINFER_ALLREDUCE_BACKEND})")
+    a2a = flags.get(vllm.ALL2ALL_BACKEND_FLAG)
+    if a2a in vllm.ALL2ALL_MULTICAST | vllm.ALL2ALL_NVSHMEM:
+        paths.append(f"{vllm.ALL2ALL_BACKEND_FLAG} {a2a}")
     if kimi_k3_tail(ctx):
         paths.append("Kimi-K3 latent MoE tail")
+    if beam_allreduce(ctx):
+        paths.append("Beam all-reduce workspace (FlashInfer McastGPUBuffer)")
     return paths
 
 

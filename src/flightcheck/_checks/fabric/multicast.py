@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from flightcheck._checks.fabric.fallback import Fallback, describe, multicast_fallback, multicast_paths
+from flightcheck._checks.fabric.fallback import Fallback, communicates, describe, multicast_fallback, multicast_paths
 from flightcheck._checks.fabric.nvswitch import host_flags, nvswitch
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
 from flightcheck._checks.shared.gpus import subject, used_gpus
@@ -20,9 +20,10 @@ from flightcheck._vocabulary.results import ERROR, INFO, WARNING
 HANG_MEANS_BROKEN = ("add_device", "bind", "map")
 
 
-def _tp_gt_1(ctx: Context) -> None:
-    if ctx.intent.tensor_parallel_size <= 1:
-        raise Skip("TP 1: no tensor-parallel all-reduce, no multicast to fall back from")
+def _communicates(ctx: Context) -> None:
+    """Multicast is built by any group of GPUs that talk (an EP group at TP 1 runs NCCL too)."""
+    if not communicates(ctx):
+        raise Skip("one GPU: no collective, no multicast to fall back from")
 
 
 def probe_state(p: Any) -> str:
@@ -65,11 +66,12 @@ def _attributes(ctx: Context, gpus: list[Any]) -> list[bool | None] | None:
 
 @check("FC303", "multicast-unsupported", WARNING)
 def multicast_unsupported(ctx: Context) -> Iterator[Outcome]:
-    """TP > 1 and a GPU used reports no multicast support: the plan turns multicast off.
+    """More than one GPU and a GPU used reports no multicast support: the plan turns multicast off.
 
     ## What it checks
     CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED on each GPU used (read by the multicast probe:
-    a driver attribute, not an NVML one), when the launch has a tensor-parallel group.
+    a driver attribute, not an NVML one), when more than one GPU communicates (TP, PP, DP or EP:
+    a TP-1 expert-parallel launch runs NCCL across its GPUs too).
 
     ## Why the launch dies
     Most multicast users check the attribute and step aside, but not all: FlashInfer's mnnvl
@@ -79,9 +81,10 @@ def multicast_unsupported(ctx: Context) -> Iterator[Outcome]:
     ## How to fix
     Nothing to repair on the node: keep the engine off the multicast paths. The fallback
     plan sets the switches the installed engine reads; ``flightcheck run`` applies it. Where
-    no switch exists (Kimi-K3's tail at TP 8/16 on SM100) use the layout the message names.
+    no switch exists (Kimi-K3's latent MoE tail, Beam's all-reduce workspace) use the layout the
+    message names.
     """
-    _tp_gt_1(ctx)
+    _communicates(ctx)
     gpus = used_gpus(ctx)
     attrs = _attributes(ctx, gpus)
     if attrs is None:
@@ -90,7 +93,7 @@ def multicast_unsupported(ctx: Context) -> Iterator[Outcome]:
     if not off:
         yield ok("multicast supported on every GPU used")
         return
-    fb = multicast_fallback(ctx)
+    fb = multicast_fallback(ctx, attribute_off=True)
     msg = f"multicast is not supported on {len(off)} of {len(gpus)} GPUs used"
     if fb.blocker:
         yield fail(
@@ -132,10 +135,11 @@ def multicast_bind_failed(ctx: Context) -> Iterator[Outcome]:
     applies it). For the node: stop CUDA work and DCGM, ``systemctl stop
     nvidia-fabricmanager``, ``nvidia-smi -r``, ``systemctl start nvidia-fabricmanager``
     (validated on bare metal). When the model needs multicast with no switch (Kimi-K3's
-    latent MoE tail at TP 8/16 on SM100 with vLLM >= 0.33) this is an error and the message
+    latent MoE tail at MoE TP 8/16 on SM100, Beam's all-reduce at TP 2/4/8, vLLM >= 0.33) this is
+    an error and the message
     names a layout that avoids it.
     """
-    _tp_gt_1(ctx)
+    _communicates(ctx)
     used_gpus(ctx)
     p = ctx.facts.multicast_probe
     if p is None:
@@ -186,8 +190,9 @@ def nccl_nvls_env_ineffective(ctx: Context) -> Iterator[Outcome]:
     """NCCL_NVLS_ENABLE=0 is set, but multicast paths outside NCCL are still on.
 
     ## What it checks
-    With NCCL_NVLS_ENABLE=0 in the engine's environment and TP > 1: torch symmetric memory,
-    FlashInfer's mnnvl all-reduce or Kimi-K3's latent MoE tail is still enabled.
+    With NCCL_NVLS_ENABLE=0 in the engine's environment and more than one GPU: torch symmetric
+    memory (vLLM's all-reduce, CustomAllreduce's MNNVL buffers), FlashInfer's mnnvl all-reduce,
+    an NVSHMEM or MoonEP all2all, Kimi-K3's latent MoE tail or Beam's all-reduce is still on.
 
     ## Why the launch dies
     NCCL_NVLS_ENABLE only steers NCCL. The other paths call the CUDA driver directly, so on
@@ -200,7 +205,7 @@ def nccl_nvls_env_ineffective(ctx: Context) -> Iterator[Outcome]:
     """
     if (ctx.facts.env or {}).get("NCCL_NVLS_ENABLE") != "0":
         raise Skip("NCCL_NVLS_ENABLE is not 0")
-    _tp_gt_1(ctx)
+    _communicates(ctx)
     paths = multicast_paths(ctx)
     if not paths:
         yield ok("no multicast path outside NCCL is on")
@@ -215,10 +220,10 @@ def nccl_nvls_env_ineffective(ctx: Context) -> Iterator[Outcome]:
 
 @check("FC309", "multicast-probe-unavailable", INFO)
 def multicast_probe_unavailable(ctx: Context) -> Iterator[Outcome]:
-    """TP > 1 on an NVSwitch system and the multicast probe has not run.
+    """More than one GPU on an NVSwitch system and the multicast probe has not run.
 
     ## What it checks
-    A multicast probe result exists for a launch with a tensor-parallel group on an
+    A multicast probe result exists for a launch whose GPUs communicate on an
     NVSwitch system (status ``unknown`` when it does not: not ``--deep``, no CUDA driver
     library, a timeout).
 
@@ -230,7 +235,7 @@ def multicast_probe_unavailable(ctx: Context) -> Iterator[Outcome]:
     ``flightcheck check --deep`` (or ``flightcheck probe multicast``); ``flightcheck run``
     always probes.
     """
-    _tp_gt_1(ctx)
+    _communicates(ctx)
     used_gpus(ctx)
     if nvswitch(ctx) is False:
         raise Skip("no NVSwitch: no NVLS multicast")

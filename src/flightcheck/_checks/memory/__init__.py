@@ -3,6 +3,6 @@
 Importing the package registers every check of the family.
 """
 
-from flightcheck._checks.memory import fit, layout
+from flightcheck._checks.memory import fit, layout, slack
 
-__all__ = ["fit", "layout"]
+__all__ = ["fit", "layout", "slack"]

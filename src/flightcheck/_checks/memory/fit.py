@@ -53,10 +53,14 @@ def _headline(ctx: Context) -> str:
     if f is None:
         return f"weights {_gib(m.weights())} per GPU; GPU memory unknown"
     length = f"{f.max_model_len:,} tokens" if f.max_model_len else "auto length"
-    return (
+    line = (
         f"weights {_gib(f.weights)} + KV {_gib(f.kv_need)} ({length}) "
         f"+ reserve {_gib(f.reserve)} of {_gib(f.usable)} usable per GPU"
     ) + (f" ({m.weights_source})" if m.weights_source else "")
+    cap = m.capacity(f) if f.fits else None
+    if cap is not None and cap.tokens > 0:
+        line += f"; KV cache {cap.tokens:,} tokens, max concurrency {cap.concurrency:.2f}x at max_model_len"
+    return line
 
 
 def _where(lf: Any) -> str:

@@ -26,7 +26,8 @@ def model_for_context(ctx: Context) -> MemoryModel:
 
 def _for_context(ctx: Context) -> MemoryModel:
     gpus = ctx.gpus_used
-    totals = [g.memory_total_bytes for g in gpus if g.memory_total_bytes]
+    # what CUDA reports: the board's memory less the driver's reservation (NVML v2)
+    totals = [g.memory_total_bytes - (g.memory_reserved_bytes or 0) for g in gpus if g.memory_total_bytes]
     gpu_error = None
     if not gpus:
         gpu_error = ctx.facts.reason("gpus") or "no GPU facts (no driver, or none visible)"
@@ -39,6 +40,16 @@ def _for_context(ctx: Context) -> MemoryModel:
         total=min(totals) if totals and gpu_error is None else None,
         gpu_name=gpus[0].name if gpus else None,
         engine_version=engine_version,
+        compute_capability=gpus[0].compute_capability if gpus else None,
+        env=ctx.facts.env,
     )
     m.gpu_error = gpu_error
+    reserved = [g.memory_reserved_bytes for g in gpus if g.memory_reserved_bytes is not None]
+    m.memory_reserved = max(reserved) if reserved and len(reserved) == len(gpus) else None
+    used = [
+        max(0, g.memory_used_bytes - (g.memory_reserved_bytes or 0)) for g in gpus if g.memory_used_bytes is not None
+    ]
+    m.used_by_others = max(used) if used and len(used) == len(gpus) else None
+    links = [g.nvlink.active for g in gpus if g.nvlink is not None]
+    m.nvlink = (all(bool(a) for a in links) if links and len(links) == len(gpus) else None) if len(gpus) > 1 else None
     return m

@@ -1,0 +1,59 @@
+"""The memory rules of _knowledge/vllm.py and sglang.py against the installed engines:
+vLLM's default gpu_memory_utilization, whether its CUDA-graph estimate comes off the KV
+budget, its batch defaults per GPU (``EngineArgs.get_batch_defaults`` with the platform
+stood in for), and SGLang's prefill CUDA-graph sizes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from flightcheck._knowledge import sglang, vllm
+
+PROBE = r"""
+import json, os
+os.environ.pop("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", None)
+from unittest import mock
+import vllm.envs as envs
+from vllm.config.cache import CacheConfig
+from vllm.engine import arg_utils
+from vllm.usage.usage_lib import UsageContext
+import dataclasses
+out = {"util": {f.name: f.default for f in dataclasses.fields(CacheConfig)}["gpu_memory_utilization"].default,
+       "estimate_cudagraphs": bool(envs.VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS)}
+tiers = {}
+GPUS = (
+    (268, "nvidia b300", (10, 3)), (140, "nvidia h200", (9, 0)), (79, "nvidia h100 80gb hbm3", (9, 0)),
+    (79, "nvidia a100-sxm4-80gb", (8, 0)), (119, "nvidia gb10", (12, 1)), (23, "nvidia geforce rtx 4090", (8, 9)),
+)
+for gib, name, cc in GPUS:
+    fake = mock.MagicMock()
+    fake.get_device_total_memory.return_value = gib << 30
+    fake.get_device_name.return_value = name
+    fake.is_device_capability.side_effect = lambda c, cc=cc: tuple(c) == cc
+    fake.is_tpu.return_value = False
+    fake.is_cpu.return_value = False
+    with mock.patch.object(arg_utils, "current_platform", fake):
+        t, s = arg_utils.EngineArgs.get_batch_defaults(1)
+    tiers[f"{gib}|{name}|{cc[0]}.{cc[1]}"] = [t[UsageContext.OPENAI_API_SERVER], s[UsageContext.OPENAI_API_SERVER]]
+out["tiers"] = tiers
+from sglang.srt.arg_groups.cuda_graph_hook import generate_prefill_cuda_graph_batch_sizes
+out["sglang_prefill"] = {str(n): generate_prefill_cuda_graph_batch_sizes(n) for n in (2048, 4096, 8192, 16384)}
+print(json.dumps(out))
+"""
+
+
+def test_memory_rules_match_the_installed_engines(conformance, engine_python: str, tmp_path) -> None:
+    run = subprocess.run(
+        [engine_python, "-c", PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
+    assert vllm.default_utilization(v) == got["util"]
+    assert vllm.cudagraphs_in_budget(v, {}) is got["estimate_cudagraphs"]
+    for key, (tokens, seqs) in got["tiers"].items():
+        gib, name, cc = key.split("|")
+        assert vllm.batch_defaults(v, int(gib) << 30, name, cc) == (tokens, seqs), key
+    for n, sizes in got["sglang_prefill"].items():
+        assert sglang.prefill_graph_sizes(int(n)) == sizes

@@ -1,0 +1,184 @@
+"""The memory model against real vLLM startup logs (tests/fixtures/memory/).
+
+Each point gives the launch (GPU, layout, utilization, length, batch limits, version) and
+what vLLM logged. The model's inputs come from the point — the logged "Model loading took
+N GiB" is the weights per rank (the question is the budget left for KV, not the weights) —
+and from ``model_configs.json`` (the architectures' config.json figures, each with its
+source). Points without a sourced config, a known GPU total or the weights are excluded
+with the reason. ``bench/memory_accuracy.py`` prints the table; tests/memory asserts on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from flightcheck._knowledge import vllm
+from flightcheck._memory.budget import Batch, default_reserve, release
+from flightcheck._memory.config import parse
+from flightcheck._memory.kv import capacity, kv_shape
+from flightcheck._memory.weights import Layout
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "memory"
+GiB = 1 << 30
+
+#: model id in the log -> model_configs.json key (same architecture)
+ARCH = {
+    "Qwen2-7B-Instruct": "qwen2-7b",
+    "meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3-8b",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3-8b",
+    "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
+    "meta-llama/Meta-Llama-3-8B": "llama-3-8b",
+    "gpt-oss-120b": "gpt-oss-120b",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "openai/gpt-oss-20b": "gpt-oss-20b",
+    "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+}
+#: the point's GPU -> the _gpu_totals_gib key
+GPU = {
+    "NVIDIA A100 80GB": "A100 80GB",
+    "NVIDIA A100 40GB": "A100 40GB",
+    "NVIDIA A100 (40GB inferred)": "A100 40GB",
+    "NVIDIA L4": "L4",
+    "NVIDIA H100 80GB HBM3": "H100 80GB",
+    "NVIDIA H100": "H100 80GB",
+    "NVIDIA H200": "H200",
+    "NVIDIA GeForce RTX 3090": "RTX 24GB",
+    "NVIDIA GeForce RTX 4090": "RTX 24GB",
+}
+#: the point's GPU name as vLLM's batch defaults see it
+TORCH_NAME = {"A100 80GB": "NVIDIA A100-SXM4-80GB", "A100 40GB": "NVIDIA A100-SXM4-40GB"}
+
+
+@dataclass
+class Row:
+    index: int
+    model: str
+    gpu: str
+    version: str | None
+    outcome: str
+    logged_gib: float | None
+    predicted_gib: float | None = None
+    logged_tokens: int | None = None
+    predicted_tokens: int | None = None
+    kv_need_gib: float | None = None  # one max_model_len sequence
+    excluded: str | None = None
+
+    @property
+    def error_gib(self) -> float | None:
+        if self.logged_gib is None or self.predicted_gib is None:
+            return None
+        return self.predicted_gib - self.logged_gib
+
+    @property
+    def within(self) -> bool | None:
+        """Within max(3 %, 0.5 GiB) of the logged available KV memory."""
+        e = self.error_gib
+        if e is None or self.logged_gib is None:
+            return None
+        return abs(e) <= max(0.03 * abs(self.logged_gib), 0.5)
+
+    @property
+    def predicted_fail(self) -> bool | None:
+        """FC402's verdict: one max-length sequence does not fit what is left."""
+        if self.predicted_gib is None or self.kv_need_gib is None:
+            return None
+        return self.kv_need_gib > self.predicted_gib
+
+
+def load() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    points = [json.loads(line) for line in (FIXTURES / "vllm_startup_logs.jsonl").read_text().splitlines() if line]
+    return points, json.loads((FIXTURES / "model_configs.json").read_text())
+
+
+def _config(entry: dict[str, Any]) -> dict[str, Any]:
+    doc = dict(entry["config"])
+    if doc.get("layer_types") == "alternate":  # as transformers' GptOssConfig fills it in
+        n = doc["num_hidden_layers"]
+        doc["layer_types"] = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
+    return doc
+
+
+def evaluate() -> list[Row]:
+    points, configs = load()
+    gpus = configs["_gpu_totals_gib"]
+    rows: list[Row] = []
+    weights_seen: dict[tuple[str, str, int], float] = {}
+    for p in points:  # the logged weights of a model, GPU and TP, for points that died before logging them
+        w = p["logged"].get("model_loading_gib")
+        if w:
+            weights_seen[(p["model"], GPU.get(p["gpu"] or "", ""), p["tp"] or 1)] = w
+    for i, p in enumerate(points):
+        lg = p["logged"]
+        row = Row(i, p["model"], p["gpu"] or "?", p["vllm_version"], p["outcome"], lg.get("available_kv_gib"))
+        row.logged_tokens = lg.get("kv_tokens")
+        rows.append(row)
+        arch = ARCH.get(p["model"])
+        gpu_key = GPU.get(p["gpu"] or "")
+        if arch is None:
+            row.excluded = "no sourced config.json figures for this architecture"
+            continue
+        if lg.get("total_gpu_memory_gib"):
+            total = lg["total_gpu_memory_gib"]
+        elif gpu_key:
+            total = gpus[gpu_key][0]
+        else:
+            row.excluded = "GPU total unknown"
+            continue
+        weights = lg.get("model_loading_gib") or weights_seen.get((p["model"], gpu_key or "", p["tp"] or 1))
+        if not weights:
+            row.excluded = "weights per rank not logged"
+            continue
+        if p["outcome"] not in ("ran", "failed-no-kv-room") or row.logged_gib is None and p["outcome"] == "ran":
+            row.excluded = f"outcome {p['outcome']} without a logged KV budget"
+            continue
+        cfg = parse(_config(configs[arch]))
+        tp, pp = p["tp"] or 1, p["pp"] or 1
+        layout = Layout(tp, pp)
+        v = release(p["vllm_version"])
+        tokens, seqs = vllm.batch_defaults(v, int(total * GiB), TORCH_NAME.get(gpu_key or "", p["gpu"]), None)
+        batch = Batch(
+            tokens=p["max_num_batched_tokens"] or tokens,
+            seqs=p["max_num_seqs"] or seqs,
+            cudagraphs=vllm.cudagraphs_in_budget(v),
+        )
+        reserve, _ = default_reserve(cfg, layout, "vllm", eager=bool(p["enforce_eager"]), batch=batch)
+        util = p["gpu_memory_utilization"] or vllm.default_utilization(v)
+        requested = math.ceil(total * GiB * util)
+        available = requested - weights * GiB - reserve
+        row.predicted_gib = available / GiB
+        length = p["max_model_len"] or cfg.max_position or 0
+        kv_dtype = p["kv_cache_dtype"] or "auto"
+        shape = kv_shape(cfg, range(cfg.layers), tp, kv_dtype)
+        row.kv_need_gib = shape.bytes_for(length) / GiB if length else None
+        if length and available > 0:
+            by_conc = v is None or v >= (0, 21)
+            row.predicted_tokens = capacity(
+                shape, available, length, batched_tokens=batch.tokens, by_concurrency=by_conc
+            ).tokens
+    return rows
+
+
+def summary(rows: list[Row]) -> dict[str, Any]:
+    scored = [r for r in rows if r.excluded is None and r.within is not None]
+    errors = [abs(r.error_gib) for r in scored if r.error_gib is not None]
+    tok = [
+        abs(r.predicted_tokens - r.logged_tokens) / r.logged_tokens
+        for r in scored
+        if r.predicted_tokens and r.logged_tokens
+    ]
+    return {
+        "median_token_error": statistics.median(tok) if tok else None,
+        "points": len(rows),
+        "scored": len(scored),
+        "within": sum(1 for r in scored if r.within),
+        "share_within": (sum(1 for r in scored if r.within) / len(scored)) if scored else 0.0,
+        "median_abs_error_gib": statistics.median(errors) if errors else None,
+        "max_abs_error_gib": max(errors) if errors else None,
+    }
