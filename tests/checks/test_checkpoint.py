@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from flightcheck import Intent, evaluate
+from flightcheck._checks.checkpoint.kinds import CODE_OF, KIND_OF
 from support.checkpoints import COMMIT, break_checkpoint
 from support.ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
 from support.evaluation import counting_bug, facts, host_doc, results, statuses
@@ -231,7 +232,8 @@ def test_fc507_config_invalid(tmp_path: Path) -> None:
     del config["num_hidden_layers"]
     (root / "config.json").write_text(json.dumps(config))
     (r,) = failing("FC507", root)
-    assert r.message == "config.json has no num_hidden_layers: the architecture cannot be built"
+    assert r.message.startswith("config.json has no num_hidden_layers: flightcheck cannot size the model")
+    assert r.severity.value == "warning"  # LlamaConfig defaults it: the engine builds the model
     ok = passing("FC507", healthy(tmp_path / "ok"))
     assert ok.message == "LlamaForCausalLM, 4 layers, hidden 64" and ok.subject == "file:config.json"
 
@@ -261,14 +263,6 @@ def test_fc509_index_path_escape(tmp_path: Path) -> None:
     assert r.severity.value == "error" and r.subject == "shard:../../../../etc/passwd"
     assert "a path outside the model directory: refused, never opened" in r.message
     assert "do not run this checkpoint" in r.fix
-    # a shard that is a symlink resolving outside the directory is refused too
-    root = healthy(tmp_path / "link")
-    s1 = root / shard_name(0, 3)
-    elsewhere = tmp_path / "elsewhere.safetensors"
-    os.replace(s1, elsewhere)
-    s1.symlink_to(elsewhere)
-    (r,) = failing("FC509", root)
-    assert r.severity.value == "error" and str(elsewhere) in r.message and "cp --remove-destination" in r.fix
     ok = passing("FC509", healthy(tmp_path / "ok"))
     assert ok.message == "every file the index names is inside the model directory"
 
@@ -327,3 +321,353 @@ def test_fc501_lists_whole_snapshot_ids_that_revision_accepts(tmp_path: Path) ->
     listed = r.message.split("(snapshots: ", 1)[1].split(")", 1)[0].split(", ")
     assert listed == ["1" * 40, "2" * 40]
     assert passing("FC501", "acme/two", hub, revision=listed[1]).message.endswith(listed[1])
+
+
+@pytest.fixture
+def public(tmp_path: Path):
+    """A directory every user can traverse (pytest's base directory is root's, mode 0700):
+    where another user's model directory and shared storage can live."""
+    import shutil
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="fc-public-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ launches that must not stop
+# (docs/what-stops-a-launch.md): each error check of the family, on a checkpoint the engine
+# loads and serves; what flightcheck cannot read it skips or warns about, never stops.
+
+
+def stops(code: str, model: Path | str, hub: Path | None = None, env: dict | None = None, **intent: Any) -> list:
+    """The error-severity failures ``code`` gives for a launch of ``model``."""
+    f = node(hub) if env is None else facts("b300", env=env)
+    got = results(f, model=str(model), **intent).get(code, [])
+    assert got, f"{code} was not evaluated"
+    return [(r.status.value, r.message) for r in got if r.status.value == "fail" and r.severity.value == "error"]
+
+
+def online_env(hub: Path) -> dict:
+    """The B300 engine environment without HF_HUB_OFFLINE: the engine downloads what is missing."""
+    env = host_doc("b300")["env"]
+    env["HF_HUB_CACHE"] = str(hub)
+    env.pop("HF_HUB_OFFLINE", None)
+    env.pop("TRANSFORMERS_OFFLINE", None)
+    return env
+
+
+def bin_checkpoint(tmp_path: Path) -> Path:
+    """A model directory with config.json and pytorch_model.bin only (vLLM's default loader
+    globs *.safetensors, then *.bin: default_loader.py _prepare_weights)."""
+    root = tmp_path / "bin"
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps(TINY))
+    (root / "pytorch_model.bin").write_bytes(b"PK\x03\x04" + b"\0" * 4096)
+    (root / "training_args.bin").write_bytes(b"\0" * 16)  # dropped by the loader
+    return root
+
+
+def test_fc501_does_not_stop_an_uncached_repo_id_the_engine_downloads(tmp_path: Path) -> None:
+    """vLLM's quick start (`vllm serve Qwen/Qwen3-0.6B`): without HF_HUB_OFFLINE the engine
+    downloads the repo, so FC501 warns; offline it fails at once, so FC501 stops it."""
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    assert stops("FC501", "Qwen/Qwen3-0.6B", env=online_env(hub)) == []
+    res = results(facts("b300", env=online_env(hub)), model="Qwen/Qwen3-0.6B")
+    (r,) = res["FC501"]
+    assert r.severity.value == "warning" and "the engine downloads it at launch" in r.message
+    (m,) = res["FC401"]
+    assert m.status.value == "skip" and "not downloaded yet" in m.message
+    # TRANSFORMERS_OFFLINE counts as HF_HUB_OFFLINE (huggingface_hub/constants.py)
+    env = online_env(hub) | {"TRANSFORMERS_OFFLINE": "1"}
+    assert stops("FC501", "Qwen/Qwen3-0.6B", env=env)
+    assert stops("FC501", "Qwen/Qwen3-0.6B", hub)  # the B300 example runs with HF_HUB_OFFLINE=1
+
+
+def test_fc501_does_not_stop_a_gguf_file(tmp_path: Path) -> None:
+    gguf = tmp_path / "qwen3-0.6b-q8_0.gguf"
+    gguf.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\0" * 64)
+    assert stops("FC501", gguf) == []
+    res = results(node(), model=str(gguf))
+    (r,) = res["FC501"]
+    assert r.severity.value == "warning" and "GGUF" in r.message and "not read" in r.message
+    for code in FC5[1:]:
+        assert {x.status.value for x in res[code]} == {"skip"}, code
+    # a file that is no model at all still stops
+    cfg = tmp_path / "config.json"
+    cfg.write_text("{}")
+    assert stops("FC501", cfg)
+
+
+def test_fc502_does_not_stop_a_pytorch_bin_checkpoint(tmp_path: Path) -> None:
+    root = bin_checkpoint(tmp_path)
+    res = results(node(), model=str(root))
+    for code in FC5:
+        assert [r for r in res[code] if r.status.value == "fail" and r.severity.value == "error"] == [], code
+    (r,) = res["FC502"]
+    assert r.status.value == "skip" and "1 *.bin file" in r.message and "presence and sizes" in r.message
+    assert {x.status.value for x in res["FC501"]} == {"pass"}  # found, only not read
+    (r,) = res["FC510"]
+    assert r.evidence["load_bytes"] == 4100  # what can still be told: the files and their sizes
+    (r,) = res["FC401"]
+    assert r.status.value == "skip" and "weights not counted" in r.message
+    # --load-format safetensors on the same directory fails in vLLM ("Cannot find any model
+    # weights"): that still stops
+    assert stops("FC502", root, load_format="safetensors")
+
+
+def test_fc502_does_not_stop_pt_weights_or_another_load_format(tmp_path: Path) -> None:
+    root = tmp_path / "pt"
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps(TINY))
+    (root / "model.pt").write_bytes(b"\0" * 100)
+    assert stops("FC502", root) == []  # auto falls back to *.pt
+    assert stops("FC502", root, load_format="pt") == []
+    for fmt in ("sharded_state", "tensorizer", "runai_streamer"):
+        (r,) = results(node(), model=str(root), load_format=fmt)["FC502"]
+        assert r.status.value == "skip" and fmt in r.message and "not checked" in r.message
+
+
+def test_fc502_does_not_stop_load_format_dummy(tmp_path: Path) -> None:
+    """--load-format dummy needs config.json and no weight file at all."""
+    root = tmp_path / "dummy"
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps(TINY))
+    res = results(node(), model=str(root), load_format="dummy")
+    for code in FC5:
+        assert [r for r in res[code] if r.status.value == "fail" and r.severity.value == "error"] == [], code
+    (r,) = res["FC502"]
+    assert r.status.value == "skip" and "dummy" in r.message and "reads no weight file" in r.message
+    assert {r.status.value for r in res["FC507"]} == {"pass"}  # the config is still read
+    # the same directory without --load-format dummy has no weights: vLLM fails, so it stops
+    assert stops("FC502", root)
+
+
+def test_fc502_does_not_stop_gguf_weights_in_a_model_directory(tmp_path: Path) -> None:
+    root = tmp_path / "flint"
+    root.mkdir()
+    (root / "config.json").write_text(json.dumps(TINY))
+    (root / "model-nvfp4.gguf").write_bytes(b"GGUF" + b"\0" * 60)
+    (r,) = results(node(), model=str(root))["FC502"]
+    assert r.status.value == "skip" and "GGUF" in r.message
+
+
+def stray_file_stops(tmp_path: Path, code: str, how: str) -> list:
+    """vLLM loads only the files the index names (filter_duplicate_safetensors_files): a
+    stray *.safetensors next to them (a leftover single-file export), broken or not, is
+    never opened. (Not consolidated*.safetensors: with those, "auto" loads the Mistral
+    format, default_loader.py.)"""
+    root = healthy(tmp_path)
+    stray = root / "model.safetensors"
+    if how == "truncate":
+        stray.write_bytes((root / shard_name(0, 3)).read_bytes()[:-10])
+    elif how == "not-json":
+        stray.write_bytes(b"\x10\0\0\0\0\0\0\0not json at all!")
+    else:
+        stray.write_bytes(b"\0" * 64)
+        stray.chmod(0)
+    return stops(code, root)
+
+
+def test_fc503_does_not_stop_a_truncated_stray_file_the_index_does_not_name(tmp_path: Path) -> None:
+    assert stray_file_stops(tmp_path, "FC503", "truncate") == []
+
+
+def test_fc504_does_not_stop_a_stray_file_that_is_no_safetensors(tmp_path: Path) -> None:
+    assert stray_file_stops(tmp_path, "FC504", "not-json") == []
+
+
+def test_fc508_does_not_stop_an_unreadable_stray_file_the_index_does_not_name(tmp_path: Path) -> None:
+    assert stray_file_stops(tmp_path, "FC508", "unreadable") == []
+
+
+def test_fc505_does_not_stop_an_interrupted_download_of_a_file_the_engine_does_not_load(tmp_path: Path) -> None:
+    hub = tmp_path / "hub"
+    snap = write_hf_cache(hub, "acme/tiny", TINY, shards=2)
+    blobs = snap.parents[1] / "blobs"
+    (blobs / ("f" * 64 + ".incomplete")).write_bytes(b"\0" * 10)  # original/consolidated.pth, say
+    assert stops("FC505", "acme/tiny", hub) == []
+    (r,) = results(node(hub), model="acme/tiny")["FC505"]
+    assert r.severity.value == "warning" and "which file is unknown" in r.message
+
+
+def test_fc506_does_not_stop_an_index_whose_total_size_is_off(tmp_path: Path) -> None:
+    """vLLM never reads metadata.total_size: a wrong one (a hand-edited index) is a warning."""
+    root = healthy(tmp_path)
+    index = root / "model.safetensors.index.json"
+    doc = json.loads(index.read_text())
+    doc["metadata"]["total_size"] += 4096
+    index.write_text(json.dumps(doc))
+    assert stops("FC506", root) == []
+    (r,) = results(node(), model=str(root))["FC506"]
+    assert r.severity.value == "warning"
+
+
+def test_fc507_does_not_stop_a_config_with_other_field_names(tmp_path: Path) -> None:
+    """GPT-2 spells the layer count n_layer (transformers' attribute_map): vLLM builds it,
+    flightcheck cannot size it, so FC507 warns."""
+    root = healthy(tmp_path)
+    config = json.loads((root / "config.json").read_text())
+    config["n_layer"] = config.pop("num_hidden_layers")
+    (root / "config.json").write_text(json.dumps(config))
+    assert stops("FC507", root) == []
+
+
+def test_fc508_does_not_stop_a_symlink_farm_of_another_user(public: Path) -> None:
+    """Root checking a directory that another user prepared, whose shards link to files on
+    shared storage that user can read: read as the OS reads them, no finding."""
+    root = healthy(public)
+    shared = public / "shared"
+    shared.mkdir()
+    for i in range(3):
+        s = root / shard_name(i, 3)
+        os.replace(s, shared / s.name)
+        s.symlink_to(shared / s.name)
+    if os.geteuid() == 0:
+        os.chown(root, 65534, 65534)
+    for code in ("FC508", "FC509"):
+        assert stops(code, root) == []
+    assert {r.status.value for r in results(node(), model=str(root))["FC504"]} == {"pass"}
+
+
+def test_fc509_does_not_stop_shards_linked_onto_shared_storage(tmp_path: Path) -> None:
+    root = healthy(tmp_path)
+    shared = tmp_path / "nfs" / "weights"
+    shared.mkdir(parents=True)
+    for i in range(3):
+        s = root / shard_name(i, 3)
+        os.replace(s, shared / s.name)
+        s.symlink_to(shared / s.name)
+    assert stops("FC509", root) == []
+    assert passing("FC509", root).message == "every file the index names is inside the model directory"
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_fc508_an_unreadable_model_directory_is_one_line(tmp_path: Path) -> None:
+    """A directory the user cannot list: one FC508 line, the rest of the family skips (not
+    eleven "check crashed" lines and exit 3)."""
+    from flightcheck._checkpoint import load
+
+    root = healthy(tmp_path)
+    real_scandir = os.scandir
+
+    def denied(path: Any = ".") -> Any:
+        if os.fspath(path) == str(root):
+            raise PermissionError(13, "Permission denied")
+        return real_scandir(path)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(os, "scandir", denied)
+    try:
+        ck = load(str(root))
+        res = results(node(), model=str(root))
+    finally:
+        mp.undo()
+    assert ck.blocked and "Permission denied" in ck.blocked
+    (r,) = res["FC508"]
+    assert r.status.value == "fail" and r.severity.value == "error" and "cannot be read" in r.message
+    for code in FC5:
+        if code != "FC508":
+            assert all(x.status.value in ("skip", "pass") for x in res[code]), (code, res[code])
+    assert "crashed" not in json.dumps([x.message for v in res.values() for x in v])
+
+
+def test_a_non_utf8_file_name_is_escaped_not_a_crash(tmp_path: Path) -> None:
+    from flightcheck._checkpoint import load
+
+    root = healthy(tmp_path)
+    (root / "model.safetensors.index.json").rename(root / "index.bak")  # no index: every file loads
+    bad = os.fsencode(root) + b"/stray\xff.safetensors"
+    with open(bad, "wb") as fh:
+        fh.write(b"\x10\0\0\0")
+    ck = load(str(root))
+    (f,) = ck.of(KIND_OF["FC503"]) or ck.of(KIND_OF["FC504"])
+    assert "stray\\xff.safetensors" in f.subject
+    json.dumps([(x.subject, x.message, x.fix) for x in ck.findings], ensure_ascii=False).encode("utf-8")
+    res = results(node(), model=str(root))
+    assert not any("crashed" in x.message for v in res.values() for x in v)
+    # with the index, the stray file is not loaded and changes nothing
+    (root / "index.bak").rename(root / "model.safetensors.index.json")
+    assert load(str(root)).findings == []
+
+
+# ------------------------------------------------------------------ reading as root for another user
+
+
+def test_fc508_root_does_not_read_for_a_directory_owner_what_they_cannot(public: Path) -> None:
+    """A hostile directory (made by uid 65534) whose shard links to a root-only file: root
+    reports it unreadable for that owner, with neither its bytes nor its size."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv")
+    from flightcheck._checkpoint import load
+
+    secret = public / "secret"
+    secret.write_bytes(b"\x41\x42\x43\x44\x45\x46\x47\x48" + b"s3cr3t" * 1000)
+    secret.chmod(0o600)
+    hostile = public / "hostile"
+    hostile.mkdir()
+    os.chown(hostile, 65534, 65534)
+    subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
+         f"cd {hostile} && ln -s {secret} model.safetensors && echo '{json.dumps(TINY)}' > config.json"],
+        check=True,
+    )  # fmt: skip
+    ck = load(str(hostile))
+    (f,) = ck.findings
+    assert CODE_OF[f.kind] == "FC508" and "cannot read" in f.message and "uid 65534" in f.message
+    text = json.dumps([(x.subject, x.message, x.fix, x.evidence) for x in ck.findings])
+    for leak in (str(0x4847464544434241), f"{secret.stat().st_size:,}", str(secret.stat().st_size)):
+        assert leak not in text
+    assert ck.total_bytes == 0
+    res = results(node(), model=str(hostile))
+    assert not [r for r in res["FC504"] if r.status.value == "fail"]
+    assert str(secret.stat().st_size) not in json.dumps([r.message for r in res["FC510"]])
+    # the owner may read it: followed as the OS follows it
+    secret.chmod(0o644)
+    assert not load(str(hostile)).of(KIND_OF["FC508"])
+
+
+def test_a_partial_checkpoints_memory_fit_counts_the_index_total_size(tmp_path: Path) -> None:
+    """Two of three shards present: FC502 stops the launch, and the memory fit counts the
+    index's total_size (and says so) rather than the shards present."""
+    root = healthy(tmp_path)
+    full = results(node(), model=str(root))["FC401"][0].evidence["weights_bytes"]
+    (root / shard_name(2, 3)).unlink()
+    res = results(node(), model=str(root))
+    assert {r.status.value for r in res["FC502"]} == {"fail"}
+    (r,) = res["FC401"]
+    assert "the index's total_size" in r.message
+    assert abs(r.evidence["weights_bytes"] - full) <= full * 0.01
+
+
+def test_fc502_does_not_stop_a_mistral_download_of_the_consolidated_files_only(tmp_path: Path) -> None:
+    """`hf download mistralai/... --include "consolidated*" "*.json"`: model.safetensors.index.json
+    without its shards. vLLM's "auto" sees consolidated*.safetensors and loads the Mistral
+    format (only those files, default_loader.py), so the launch is served; SGLang's "auto"
+    reads the index's shards and fails, so it stops."""
+    src = write_checkpoint(
+        tmp_path / "src", TINY, shards=2, dense=True, namer=lambda i, n: f"consolidated-{i:02d}.safetensors"
+    )
+    index = json.loads((src / "model.safetensors.index.json").read_text())
+    root = healthy(tmp_path)
+    for i in range(3):
+        (root / shard_name(i, 3)).unlink()
+    for i in range(2):
+        os.replace(src / f"consolidated-{i:02d}.safetensors", root / f"consolidated-{i:02d}.safetensors")
+    (root / "consolidated.safetensors.index.json").write_text(json.dumps(index))
+    res = results(node(), model=str(root))
+    for code in FC5:
+        assert [r for r in res[code] if r.status.value == "fail" and r.severity.value == "error"] == [], code
+    assert "2 headers valid" in res["FC504"][0].message
+    assert stops("FC502", root, engine="sglang")
+    # a broken consolidated file is what vLLM reads: that stops
+    with open(root / "consolidated-01.safetensors", "r+b") as fh:
+        fh.truncate(100)
+    assert stops("FC503", root) or stops("FC504", root)

@@ -152,3 +152,28 @@ def test_fc710_silent_within_the_ranges_and_a_local_build_tag_is_the_release():
 
 def test_fc710_skips_a_snapshot_recorded_without_the_engines_pins():
     assert statuses(facts("b300", **sections("healthy-cu131")), "FC710", **TP8) == {"skip"}
+
+
+def test_fc703_does_not_stop_a_command_vllm_accepts():
+    """A real line vLLM 0.33 serves (flags from its docs), read by the built-in reader:
+    nothing refused, so FC703 passes and the launch goes on."""
+    from flightcheck._launch import parse_command
+
+    line = "vllm serve Qwen/Qwen3-0.6B -tp 8 --max-model-len 32k --enable-expert-parallel --gpu-memory-utilization 0.9"
+    intent = parse_command(line.split()).intent
+    assert intent.refused == [] and intent.max_model_len == 32_000
+    f = facts("b300", **sections("healthy-cu131"))
+    assert statuses(f, "FC703", reader=intent.reader or "built-in", refused=intent.refused, **TP8) == {"pass"}
+
+
+def test_fc711_does_not_stop_a_launch_whose_config_file_the_engine_reads(tmp_path):
+    """``--config serve.yaml`` with flat keys, as vLLM's docs show it: read, no problem."""
+    from flightcheck._launch import parse_command
+
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text("tensor-parallel-size: 8\nmax-model-len: 32768\n")
+    intent = parse_command(["vllm", "serve", "Qwen/Qwen3-0.6B", "--config", str(cfg)]).intent
+    assert intent.config_problem is None and intent.tensor_parallel_size == 8
+    f = facts("b300", **sections("healthy-cu131"))
+    # nothing to judge: it skips (FC711 fails only on a --config the engine cannot read)
+    assert statuses(f, "FC711", config_problem=intent.config_problem, **TP8) == {"skip"}

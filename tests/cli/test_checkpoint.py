@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,16 @@ def test_repo_not_in_cache_and_interrupted_download(tmp_path: Path, env: dict[st
     blobs = tmp_path / "hub" / "models--acme--tiny" / "blobs"
     (blobs / ("f" * 64 + ".incomplete")).write_bytes(b"\0" * 10)
     rc, doc, _ = check_json("acme/tiny", env)
-    assert rc == 1 and "FC505" in failing(doc)
+    # a blob of no file the engine loads (README, original/*.pth): a warning, not a stop
+    assert rc == 0 and failing(doc)["FC505"][0]["severity"] == "warning"
+    # the interrupted blob of a shard: the launch would fail
+    snap = tmp_path / "hub" / "models--acme--tiny" / "snapshots" / COMMIT
+    shard = max(snap.glob("model-*.safetensors"))
+    blob = shard.resolve()
+    os.replace(blob, blob.with_name(blob.name + ".incomplete"))
+    shard.unlink()
+    rc, doc, _ = check_json("acme/tiny", env)
+    assert rc == 1 and "FC505" in failing(doc) and "FC502" in failing(doc)
 
 
 def test_healthy_dir_and_cached_repo_pass_fc5xx(tmp_path: Path, env: dict[str, str]) -> None:

@@ -272,3 +272,12 @@ def test_other_ways_to_start_vllm_serve():
     assert cmd.engine == "vllm" and cmd.intent.model == "org/m"
     # argparse takes the positional model between flags too
     assert intent("vllm", "serve", "-tp", "8", "--enforce-eager", "org/m", "--port", "1").model == "org/m"
+
+
+def test_load_format_is_read_for_both_engines():
+    """--load-format decides which weight files the engine reads (dummy: none)."""
+    assert intent("vllm", "serve", "m", "--load-format", "dummy").load_format == "dummy"
+    assert intent("vllm", "serve", "m", "--load_format=pt").load_format == "pt"
+    assert intent("vllm", "serve", "m").load_format is None
+    sg = intent("python", "-m", "sglang.launch_server", "--model-path", "m", "--load-format", "dummy")
+    assert sg.load_format == "dummy"

@@ -48,6 +48,8 @@ def __getattr__(name: str) -> Any:
 
 def summary_line(ck: Checkpoint) -> str:
     """'96 shards, 1.56 TB, 390,611 tensors (cache warm, 0.04 s)' for the report headline."""
+    if ck.unread:
+        return ck.unread
     if not ck.found:
         return "model not found"
     from flightcheck._knowledge.units import si_bytes

@@ -20,6 +20,7 @@ from flightcheck._checkpoint.validate import ShardScan, scan_file
 
 if TYPE_CHECKING:
     from flightcheck._checkpoint.cache import ScanCache
+    from flightcheck._checkpoint.guard import Guard
     from flightcheck._checkpoint.model import Checkpoint, Shard
 
 #: A shard whose allocated blocks cover less than this share of its size is sparse (FC511);
@@ -39,19 +40,24 @@ def assemble(
     raw_index: bytes | None,
     cache: ScanCache,
     reals: Mapping[str, str] | None = None,
+    *,
+    guard: Guard | None = None,
+    withheld: dict[str, str] | None = None,
 ) -> None:
     """Fill ``ck.shards`` and ``ck.findings`` (FC502/503/504/506/508/509/511). ``reals``:
-    real paths already known (each costs a round trip per component on a slow mount)."""
+    real paths already known (each costs a round trip per component on a slow mount).
+    ``withheld``: shards not read for the directory's owner (:mod:`.guard`), by name."""
     from flightcheck._checkpoint.model import Finding, Shard
 
-    index_subject = f"file:{idx.INDEX_NAME}"
+    index_name = ck.index_name or idx.INDEX_NAME
+    index_subject = f"file:{index_name}"
     if ck.index is not None and ck.index.problem:
         ck.findings.append(
             Finding(
                 Kind.INDEX_MISMATCH,
                 index_subject,
-                f"{idx.INDEX_NAME} {ck.index.problem}",
-                fix=_refetch_fix(ck, idx.INDEX_NAME),
+                f"{index_name} {ck.index.problem}",
+                fix=_refetch_fix(ck, index_name),
             )
         )
     if ck.index is not None and ck.index.problem is None:
@@ -70,9 +76,7 @@ def assemble(
             )
         )
         return
-    roots = [os.path.realpath(root)]
-    if ck.resolved.repo_dir is not None:
-        roots.append(os.path.realpath(ck.resolved.repo_dir / "blobs"))
+    withheld = dict(withheld or {})
     for name in names:
         shard = Shard(name, root / name)
         ck.shards.append(shard)
@@ -82,12 +86,28 @@ def assemble(
                     Kind.ESCAPES,
                     shard.subject,
                     f"the index names {name!r}, a path outside the model directory: refused, never opened",
-                    fix=f"the index is corrupt or hostile: re-download {idx.INDEX_NAME} and "
+                    fix=f"the index is corrupt or hostile: re-download {index_name} and "
                     f"do not run this checkpoint until it names only files inside {root}",
                 )
             )
             continue
+        # A symlink is followed as the OS (and the engine) follows it: a symlink farm onto
+        # shared storage is a common layout. Only a target the directory's owner could
+        # not read is withheld when root reads it (guard), without content or size.
         st = stats.get(name)
+        why = withheld.get(name) or (
+            guard.withheld(shard.path) if guard is not None and st is None and name not in scans else None
+        )
+        if why:
+            ck.findings.append(
+                Finding(
+                    Kind.UNREADABLE,
+                    shard.subject,
+                    f"{name}: {why}",
+                    fix=f"make the link point at a file the directory's owner can read: ls -l {shard.path}",
+                )
+            )
+            continue
         if st is None and name in scans:  # its stat did not answer in time: the scan says so
             shard.scan = scans[name]
             for p in shard.scan.problems:
@@ -98,26 +118,21 @@ def assemble(
         except OSError as exc:
             _missing(ck, shard, exc)
             continue
+        except ValueError:  # a name no file system can hold (a lone surrogate from the JSON)
+            _missing(ck, shard, FileNotFoundError(errno.ENOENT, "no such file"))
+            continue
         real = (reals or {}).get(name) or os.path.realpath(shard.path)
-        if not idx.within(real, roots):
-            ck.findings.append(
-                Finding(
-                    Kind.ESCAPES,
-                    shard.subject,
-                    f"{name} is a symlink to {real}, outside the model directory",
-                    fix=f"replace the link with the real file (cp --remove-destination {real} {shard.path}), "
-                    f"or point --model at a directory that holds the weights",
-                )
-            )
         shard.size = st.st_size
         shard.allocated = st.st_blocks * 512 if hasattr(st, "st_blocks") else None
         scan = scans.get(name)
         if scan is None:  # named by the index but outside the first listing (a subdirectory)
             key = file_key(st)
-            scan = cache.shard(real, key)
+            cached = _utf8(real)  # the cache (msgpack) keeps UTF-8 paths only
+            scan = cache.shard(real, key) if cached else None
             if scan is None:
                 scan = scan_file(str(shard.path))
-                cache.put_shard(real, key, scan)
+                if cached:
+                    cache.put_shard(real, key, scan)
         shard.scan = scan
         for p in scan.problems:
             ck.findings.append(Finding(p.kind, shard.subject, p.message, fix=_problem_fix(ck, shard, p.kind)))
@@ -174,7 +189,11 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
     def index_names() -> dict[str, list[str]]:
         nonlocal full
         if full is None:
-            raw = raw_index if raw_index is not None else idx.read_bytes(root / idx.INDEX_NAME)[0] or b""
+            raw = (
+                raw_index
+                if raw_index is not None
+                else idx.read_bytes(root / (ck.index_name or idx.INDEX_NAME))[0] or b""
+            )
             full = idx.names_by_file(raw)
         return full
 
@@ -227,7 +246,7 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
                     shard.subject,
                     f"{shard.name} holds {strays} tensor(s) the index does not list: {', '.join(listed)}",
                     severity="warning",
-                    fix=_refetch_fix(ck, idx.INDEX_NAME),
+                    fix=_refetch_fix(ck, ck.index_name or idx.INDEX_NAME),
                     evidence={"unlisted": strays},
                 )
             )
@@ -236,7 +255,7 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
         ck.findings.append(
             Finding(
                 Kind.INDEX_MISMATCH,
-                f"file:{idx.INDEX_NAME}",
+                f"file:{ck.index_name or idx.INDEX_NAME}",
                 f"metadata.total_size says {total:,} bytes but the headers add up to {data_total:,}",
                 severity="warning",
                 fix="harmless on its own if every shard checks out; otherwise re-download the index",
@@ -289,3 +308,11 @@ def _refetch_fix(ck: Checkpoint, name: str | None) -> str:
         return f"hf download {res.repo_id}{rev}"
     where = f" {name}" if name else " the weights"
     return f"re-copy{where} from the source into {res.path} (compare its size and sha256 with the source)"
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -10,7 +10,6 @@ which tensor is missing where.
 
 from __future__ import annotations
 
-import os
 import posixpath
 from itertools import groupby
 from pathlib import Path
@@ -128,11 +127,6 @@ def escapes(name: str) -> bool:
         return True
     norm = posixpath.normpath(name.replace("\\", "/"))
     return norm == ".." or norm.startswith("../") or norm == "."
-
-
-def within(path: str, roots: list[str]) -> bool:
-    """Is the real path ``path`` inside one of the real directories ``roots``?"""
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
 def diff_names(expected: list[str], actual: list[str], limit: int = 5) -> tuple[list[str], list[str], int, int]:

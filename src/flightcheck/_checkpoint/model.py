@@ -59,6 +59,15 @@ class Checkpoint:
     seconds: float = 0.0
     throughput: dict[str, Any] | None = None  # --deep read measurement
     crash: str | None = None  # a flightcheck bug while reading: the checks say "unknown"
+    #: why the weight files were not read (a load format or file type flightcheck does not
+    #: read, ``dummy`` weights, a directory that cannot be listed): the shard checks skip
+    #: with it, and the memory fit does not count weights.
+    unread: str | None = None
+    #: the model directory itself cannot be read (config.json is then not judged either).
+    blocked: str | None = None
+    #: weight files the engine loads that flightcheck does not read (``*.bin``, ``*.pt``,
+    #: ``*.gguf``): name -> size in bytes, for the load estimate.
+    other_weights: dict[str, int] = field(default_factory=dict)
 
     @property
     def found(self) -> bool:
@@ -84,7 +93,7 @@ class Checkpoint:
     @property
     def total_bytes(self) -> int:
         """Bytes of the weight files the engine will read."""
-        return sum(s.size for s in self.shards if s.scan is not None)
+        return sum(s.size for s in self.shards if s.scan is not None) + sum(self.other_weights.values())
 
     @property
     def tensor_count(self) -> int:

@@ -9,6 +9,8 @@ those the index names, or every ``*.safetensors`` of the directory when there is
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -20,12 +22,14 @@ import msgspec
 from flightcheck._checkpoint import bounded
 from flightcheck._checkpoint import index as idx
 from flightcheck._checkpoint.cache import FileKey, IndexScan, ScanCache, file_key
+from flightcheck._checkpoint.guard import Guard
 from flightcheck._checkpoint.model import Checkpoint, Finding
 from flightcheck._checkpoint.problems import Kind
-from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete_downloads, resolve
+from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete_downloads, offline, resolve
 from flightcheck._checkpoint.scan import TIMEOUT_S, scan_paths
 from flightcheck._checkpoint.shardio import TooLarge, read_small
 from flightcheck._checkpoint.validate import ShardScan, scan_read
+from flightcheck._knowledge.units import si_bytes
 
 MAX_CONFIG = 64 << 20
 
@@ -40,9 +44,14 @@ def load(
     workers: int | None = None,
     sha: bool = False,
     timeout: float | None = None,
+    engine: str | None = None,
+    load_format: str | None = None,
 ) -> Checkpoint:
     """Resolve and read ``model``; see the module docstring. ``sha``: every scan also
     carries its header's sha256 (for ``collect``; cached scans without one are redone).
+    ``engine`` and ``load_format`` say which files the engine loads (``None``: its default).
+    A file name that is not valid UTF-8 is spelled with ``\\xff`` escapes in the findings,
+    so that every report format can print it.
 
     Bounded by ``timeout``: every touch of the model's files runs on a thread or in a
     worker and is given up on at the deadline (a shard that has not answered is FC508,
@@ -54,8 +63,20 @@ def load(
         timeout = _env_timeout()
     deadline = time.monotonic() + timeout
     try:
-        return bounded.call(
-            lambda: _load(model, revision, envs, download_dir, cache_env, workers, sha, deadline, timeout),
+        ck = bounded.call(
+            lambda: _load(
+                model,
+                revision,
+                envs,
+                download_dir,
+                cache_env,
+                workers,
+                sha,
+                deadline,
+                timeout,
+                engine=engine,
+                load_format=load_format,
+            ),
             deadline=deadline + GRACE_S,
             budget=timeout,
         )
@@ -70,7 +91,8 @@ def load(
             )
         )
         ck.seconds = time.perf_counter() - t0
-        return ck
+    ck.findings = [_printable(f) for f in ck.findings]
+    return ck
 
 
 GRACE_S = 2.0  # past the scan's deadline, for the steps after it
@@ -94,44 +116,75 @@ def _load(
     sha: bool,
     deadline: float,
     timeout: float,
+    *,
+    engine: str | None = None,
+    load_format: str | None = None,
 ) -> Checkpoint:
     t0 = time.perf_counter()
     res = resolve(model, revision=revision, envs=envs, download_dir=download_dir)
     ck = Checkpoint(res)
     if res.path is None:
-        ck.findings.append(
-            Finding(Kind.NOT_FOUND, f"model:{model}", res.problem or f"{model} not found", fix=_not_found_fix(res))
-        )
+        _not_found(ck, model, envs)
         ck.seconds = time.perf_counter() - t0
         return ck
     root = res.path
-    index_path = root / idx.INDEX_NAME
+    try:
+        with os.scandir(root) as it:
+            next(it, None)
+    except OSError as exc:
+        why = f"the model directory {root} cannot be read: {exc.strerror or exc}"
+        ck.blocked = ck.unread = why
+        ck.findings.append(
+            Finding(Kind.UNREADABLE, f"model:{model}", why, fix=f"check permissions and the filesystem: ls -ld {root}")
+        )
+        ck.seconds = time.perf_counter() - t0
+        return ck
+    roots = [os.path.realpath(root)]
+    if res.repo_dir is not None:
+        roots.append(os.path.realpath(res.repo_dir / "blobs"))
+    guard = Guard(root, roots)
+    from flightcheck._knowledge import engines
+
+    index_paths = [root / idx.INDEX_NAME, root / engines.module(engine).MISTRAL_INDEX]
     # The independent reads of the directory at once, on threads: on a network filesystem
-    # each costs a round trip or several, and they need not wait for each other.
+    # each costs a round trip or several, and they need not wait for each other. The guard
+    # looks at each file inside its task, before it is read: a hung mount still cannot hang.
     tasks: list[Callable[[], Any]] = [
-        lambda: _config_raw(root),
+        lambda: _config_raw(root, guard),
         lambda: _safetensors_in(root),
-        lambda: _index_stat(index_path),
+        lambda: _index_stat(index_paths[0], guard),
         root.resolve,
+        lambda: _index_stat(index_paths[1], guard),
     ]
     first = dict(bounded.imap(lambda f: f(), tasks, deadline=deadline, budget=timeout))
-    _read_config(ck, root, first[0])
+    _read_config(ck, root, guard, first[0])
+    if _other_format(ck, root, engine, load_format):
+        _hf_cache_checks(ck, guard)
+        ck.seconds = time.perf_counter() - t0
+        return ck
     cache = ScanCache(first[3] if isinstance(first[3], Path) else root, env=cache_env)
     ck.cache = "off" if not cache.enabled else "cold"
     on_disk = first[1] if isinstance(first[1], list) else []
+    mistral = _mistral_format(engine, load_format, on_disk)
+    if mistral:
+        on_disk = [n for n in on_disk if fnmatch.fnmatchcase(n, mistral[0])]
+    withheld: dict[str, str] = {}
+    index_path, index_got = (index_paths[1], first[4]) if mistral else (index_paths[0], first[2])
     raw_index: bytes | None = None
     index_key = None
     index_cost = 0  # header bytes' worth of parsing it, when not cached
     index_read = None
-    if isinstance(first[2], bounded.Hung):
-        ck.index_name = idx.INDEX_NAME
-        ck.index = IndexScan(problem=f"cannot be read: it {first[2]}")
-    elif first[2] is not None and not isinstance(first[2], BaseException):
-        ck.index_name = idx.INDEX_NAME
-        st = first[2]
+    if isinstance(index_got, bounded.Hung):
+        ck.index_name = index_path.name
+        ck.index = IndexScan(problem=f"cannot be read: it {index_got}")
+    elif isinstance(index_got, tuple):
+        index_withheld, st = index_got
+        ck.index_name = index_path.name
+        if index_withheld:
+            ck.index = IndexScan(problem=index_withheld)
         if isinstance(st, os.stat_result):
             index_key = file_key(st)
-            ck.index = cache.index(index_key)
+            ck.index = ck.index or cache.index(index_key)
             index_cost = st.st_size // 2 if ck.index is None else 0
         if ck.index is None:  # read it now, meanwhile: parse_index waits for it (to the deadline)
             index_read = bounded.imap(idx.read_bytes, [index_path], deadline=deadline, budget=timeout)
@@ -141,17 +194,21 @@ def _load(
     scans: dict[str, ShardScan] = {}
     stats_by_name: dict[str, os.stat_result] = {}
     reals: dict[str, str] = {}
-    names = [n for n in on_disk if not (n.startswith("consolidated") and ck.index_name)]
+    names = [n for n in on_disk if not (n.startswith("consolidated") and ck.index_name and not mistral)]
     # (Mistral's duplicate consolidated file: the index's shards are loaded instead)
     # Half the time for the stats at most: a shard whose stat hangs must leave the other
     # shards the rest of it to be read.
     hung: set[str] = set()
     half = time.monotonic() + (deadline - time.monotonic()) / 2
-    for i, got in bounded.imap(_stat_real, [str(root / n) for n in names], deadline=half, budget=timeout / 2):
+    paths = [str(root / n) for n in names]
+    for i, got in bounded.imap(lambda p: _stat_real(p, guard), paths, deadline=half, budget=timeout / 2):
         name = names[i]
         if isinstance(got, bounded.Hung):
             scans[name] = scan_read(got)  # FC508: its stat did not answer
             hung.add(name)
+            continue
+        if isinstance(got, str):  # not read for the directory's owner (guard)
+            withheld[name] = got
             continue
         if isinstance(got, BaseException):
             continue
@@ -159,7 +216,7 @@ def _load(
         stats_by_name[name] = st
         reals[name] = real
         key = file_key(st)
-        hit = cache.shard(real, key)
+        hit = cache.shard(real, key) if _utf8(real) else None
         if hit is not None and (not sha or hit.header_sha256 or not hit.ok):
             scans[name] = hit
         else:
@@ -172,7 +229,8 @@ def _load(
         assert index_read is not None
         got = next(index_read)[1]
         raw_index, why = got if isinstance(got, tuple) else (None, f"cannot be read: {got}")
-        ck.index = IndexScan(problem=why) if raw_index is None else idx.parse(raw_index, on_disk)
+        spelled = [n for n in on_disk if _utf8(n)]  # an index (JSON) cannot name the others
+        ck.index = IndexScan(problem=why) if raw_index is None else idx.parse(raw_index, spelled)
         if index_key is not None and ck.index.problem is None:
             cache.put_index(index_key, ck.index)
 
@@ -187,7 +245,8 @@ def _load(
     )
     for (name, real, key), scan in zip(todo, fresh):
         scans[name] = scan
-        cache.put_shard(real, key, scan)
+        if _utf8(real):  # the cache (msgpack) keeps UTF-8 paths only
+            cache.put_shard(real, key, scan)
     ck.stats.shards = len(scans)
     ck.stats.cached = len(scans) - len(fresh) - len(hung)  # (a stat that hung is no cache hit)
     if cache.enabled:
@@ -196,8 +255,8 @@ def _load(
         ck.cache += f"; {cache.note}"
     from flightcheck._checkpoint.crosscheck import assemble
 
-    assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache, reals=reals)
-    _hf_cache_checks(ck, stats_by_name, hung)
+    assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache, reals=reals, guard=guard, withheld=withheld)
+    _hf_cache_checks(ck, guard, stats_by_name, hung)
     cache.prune(
         set(reals.values())
         | {os.path.realpath(s.path) for s in ck.shards if s.name not in reals and s.name not in hung}
@@ -207,21 +266,33 @@ def _load(
     return ck
 
 
-def _stat_real(path: str) -> tuple[os.stat_result, str]:
+def _stat_real(path: str, guard: Guard) -> tuple[os.stat_result, str] | str:
+    """A shard's stat and real path; or why it is withheld (:mod:`.guard`), not read."""
+    why = guard.withheld(path)
+    if why:
+        return why
     return os.stat(path), os.path.realpath(path)
 
 
-def _index_stat(path: Path) -> os.stat_result | str | None:
-    """The index's stat; "dangling" for a link to nothing (reading it says why); None: no index."""
+def _index_stat(path: Path, guard: Guard) -> tuple[str | None, os.stat_result | str] | None:
+    """(why it is withheld or None, its stat); the stat is "dangling" for a link to nothing,
+    "unreadable" for a loop or permissions (reading it says why); None: no index."""
     try:
-        return path.stat()
+        st: os.stat_result | str = path.stat()
     except FileNotFoundError:
-        return "dangling" if path.is_symlink() else None
+        if not path.is_symlink():
+            return None
+        st = "dangling"
     except OSError:
-        return "unreadable"  # a loop, permissions: reading it says why
+        st = "unreadable"
+    return guard.withheld(path), st
 
 
-def _config_raw(root: Path) -> bytes | OSError:
+def _config_raw(root: Path, guard: Guard) -> bytes | OSError | str:
+    """config.json's bytes, the error reading it, or why it is withheld (:mod:`.guard`)."""
+    why = guard.withheld(root / "config.json")
+    if why:
+        return why
     try:
         return read_small(root / "config.json", MAX_CONFIG)
     except OSError as exc:
@@ -235,8 +306,12 @@ def _safetensors_in(root: Path) -> list[str]:
         return []
 
 
-def _read_config(ck: Checkpoint, root: Path, got: Any = None) -> None:
+def _read_config(ck: Checkpoint, root: Path, guard: Guard, got: Any = None) -> None:
     """``got``: what :func:`_config_raw` gave (read on a thread), else it is read here."""
+    why = got if isinstance(got, str) else (guard.withheld(root / "config.json") if got is None else None)
+    if why:
+        ck.config_error = f"config.json cannot be read: {why}"
+        return
     try:
         if isinstance(got, BaseException):
             raise got
@@ -262,7 +337,7 @@ def _read_config(ck: Checkpoint, root: Path, got: Any = None) -> None:
         ck.config_error = f"config.json holds a JSON {type(doc).__name__}, not an object"
         return
     ck.config = doc
-    if not doc.get("quantization_config"):
+    if not doc.get("quantization_config") and not guard.withheld(root / "hf_quant_config.json"):
         ck.hf_quant = _read_json_object(root / "hf_quant_config.json")
 
 
@@ -285,23 +360,33 @@ def _not_found_fix(res: Resolved) -> str:
 
 
 def _hf_cache_checks(
-    ck: Checkpoint, stats: Mapping[str, os.stat_result] | None = None, hung: set[str] | None = None
+    ck: Checkpoint,
+    guard: Guard,
+    stats: Mapping[str, os.stat_result] | None = None,
+    hung: set[str] | None = None,
 ) -> None:
     """FC505: interrupted downloads, and files whose size differs from the cache's record."""
     res = ck.resolved
     expected = expected_files(res)
     by_blob = {blob: name for name, (_size, blob) in expected.items() if blob}
+    # An error only for what the engine reads (weights, config, index, tokenizer, ...): an
+    # interrupted download of a README or of original/*.pth does not stop the launch.
+    needed = {s.name for s in ck.shards} | set(ck.other_weights) | {"config.json", ck.index_name or idx.INDEX_NAME}
+    needed |= {n for n in expected if "/" not in n and n.endswith((".json", ".model", ".tiktoken", ".txt"))}
     for path, size in incomplete_downloads(res):
         etag = path.name.split(".", 1)[0]
         name = by_blob.get(etag) or next((n for b, n in by_blob.items() if b.startswith(etag)), None)
         what = f" ({name}, {size:,} of {expected[name][0]:,} bytes)" if name else f" ({size:,} bytes so far)"
+        loaded = name is not None and name in needed
         ck.findings.append(
             Finding(
                 Kind.INCOMPLETE_DOWNLOAD,
-                f"shard:{name}" if name else f"file:{path.name}",
-                f"an interrupted download: {path}{what}",
+                f"shard:{name}" if name and name.endswith(".safetensors") else f"file:{name or path.name}",
+                f"an interrupted download: {path}{what}"
+                + ("" if loaded else "; not a file the engine loads" if name else "; which file is unknown"),
                 fix=_redownload_fix(res, name, path),
                 evidence={"path": str(path), "bytes": size},
+                severity=None if loaded else "warning",
             )
         )
     if res.path is None:
@@ -311,19 +396,24 @@ def _hf_cache_checks(
         if name in hung:
             continue  # its stat did not answer: FC508 says so
         p = res.path / name
+        if name not in stats and guard.withheld(p):
+            continue  # FC508 says it cannot be read; its size is not ours to tell
         try:
             actual = stats[name].st_size if name in stats else p.stat().st_size
         except OSError:
             continue  # not downloaded: FC502 speaks for the files the engine needs
         if actual != size:
+            loaded = name in needed
             ck.findings.append(
                 Finding(
                     Kind.INCOMPLETE_DOWNLOAD,
                     f"shard:{name}" if name.endswith(".safetensors") else f"file:{name}",
                     f"{name} is {actual:,} bytes but the cache's record of commit "
-                    f"{res.commit[:12] if res.commit else '?'} says {size:,}",
+                    f"{res.commit[:12] if res.commit else '?'} says {size:,}"
+                    + ("" if loaded else "; not a file the engine loads"),
                     fix=_redownload_fix(res, name, p),
                     evidence={"bytes": actual, "expected": size},
+                    severity=None if loaded else "warning",
                 )
             )
 
@@ -335,3 +425,130 @@ def _redownload_fix(res: Resolved, name: str | None, path: Path) -> str:
     if res.repo_id:
         return f"rm -f {path}; hf download {res.repo_id}" + (f" --revision {res.commit}" if res.commit else "")
     return f"rm -f {path}; re-run the download that was interrupted"
+
+
+def _not_found(ck: Checkpoint, model: str, envs: tuple[Mapping[str, str | None], ...]) -> None:
+    """FC501. An error when the launch will fail; a warning when the engine can still get
+    the model: a repo id the engine downloads (it is not offline), or a single ``.gguf``
+    file (flightcheck reads model directories only)."""
+    res = ck.resolved
+    message = res.problem or f"{model} not found"
+    fix: str | None = _not_found_fix(res)
+    severity = None
+    if res.kind == "file" and model.lower().endswith(".gguf"):
+        ck.unread = f"{model} is a GGUF file: flightcheck reads model directories (config.json, safetensors) only"
+        message = f"{ck.unread}; its header is not read, nothing of it is checked"
+        severity, fix = "warning", None
+    elif res.repo_id and not offline(envs[0] if envs else os.environ):
+        ck.unread = f"{model} is not downloaded yet: its weights are unknown until the engine downloads them"
+        message += (
+            "; the engine downloads it at launch (HF_HUB_OFFLINE is not set), "
+            "so only this download's time and disk are at stake"
+        )
+        severity = "warning"
+        fix = f"{fix}; or let the engine download it"
+    ck.findings.append(Finding(Kind.NOT_FOUND, f"model:{model}", message, fix=fix, severity=severity))
+
+
+def _other_format(ck: Checkpoint, root: Path, engine: str | None, load_format: str | None) -> bool:
+    """True when the engine will not read ``*.safetensors`` from ``root``: a load format
+    that reads no weights (``dummy``), one with a loader of its own, or the default
+    loader's ``*.bin`` / ``*.pt`` fallback (and ``*.gguf`` for models that read it). Sets
+    ``ck.unread`` (why) and ``ck.other_weights`` (the files and sizes flightcheck can tell)."""
+    from flightcheck._knowledge import engines
+
+    knowledge = engines.module(engine)
+    fmt = (load_format or "auto").lower()
+    flag = engines.flag(engine, "load_format")
+    if fmt in knowledge.NO_WEIGHT_LOAD_FORMATS:
+        ck.unread = f"{flag} {fmt}: the engine reads no weight file (random weights)"
+        return True
+    patterns = knowledge.LOAD_FORMAT_FILES.get(fmt)
+    if patterns is None:
+        ck.unread = f"{flag} {fmt}: flightcheck reads safetensors only; this format's files are not checked"
+        return True
+    try:
+        names = sorted(e.name for e in os.scandir(root) if e.is_file())
+    except OSError:
+        return False
+    for pattern in patterns:
+        hits = [n for n in names if fnmatch.fnmatchcase(n, pattern) and n not in knowledge.NOT_WEIGHT_FILES]
+        if not hits:
+            continue
+        if pattern.endswith(".safetensors"):
+            return False
+        _list_other(ck, root, hits)
+        ck.unread = (
+            f"the engine loads {len(hits)} {pattern} file{'s' if len(hits) != 1 else ''} "
+            f"({si_bytes(sum(ck.other_weights.values()))}): flightcheck reads safetensors headers only, "
+            "so only their presence and sizes are checked"
+        )
+        return True
+    gguf = [n for n in names if n.endswith(".gguf")]
+    if gguf:  # a model that reads GGUF weights from its directory
+        _list_other(ck, root, gguf)
+        ck.unread = (
+            f"{len(gguf)} *.gguf file{'s' if len(gguf) != 1 else ''} and no *.safetensors: "
+            "flightcheck does not read GGUF, so only their presence and sizes are checked"
+        )
+        return True
+    return False
+
+
+def _list_other(ck: Checkpoint, root: Path, names: list[str]) -> None:
+    for n in names:
+        try:
+            ck.other_weights[n] = os.stat(root / n).st_size
+        except OSError:
+            ck.other_weights[n] = 0
+
+
+def _utf8(name: str) -> bool:
+    """A file name an index (JSON, UTF-8) can spell: not one with undecodable bytes."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text(s: str) -> str:
+    """``s`` with lone surrogates (undecodable bytes of a file name) as ``\\xNN`` escapes."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        pass
+    try:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _printable(f: Finding) -> Finding:
+    evidence = {k: _text(v) if isinstance(v, str) else v for k, v in f.evidence.items()}
+    if (_text(f.subject), _text(f.message), _text(f.fix) if f.fix else f.fix, evidence) == (
+        f.subject,
+        f.message,
+        f.fix,
+        f.evidence,
+    ):
+        return f
+    return dataclasses.replace(
+        f, subject=_text(f.subject), message=_text(f.message), fix=_text(f.fix) if f.fix else f.fix, evidence=evidence
+    )
+
+
+def _mistral_format(engine: str | None, load_format: str | None, on_disk: list[str]) -> tuple[str, str] | None:
+    """(file pattern, index name) when the engine loads the Mistral format: ``mistral``, or
+    vLLM's ``auto`` with a consolidated*.safetensors on disk; None otherwise."""
+    from flightcheck._knowledge import engines
+
+    knowledge = engines.module(engine)
+    fmt = (load_format or "auto").lower()
+    pattern: str = knowledge.MISTRAL_FILES
+    if fmt == "mistral" or (
+        fmt == "auto" and knowledge.AUTO_MISTRAL and any(fnmatch.fnmatchcase(n, pattern) for n in on_disk)
+    ):
+        return pattern, knowledge.MISTRAL_INDEX
+    return None

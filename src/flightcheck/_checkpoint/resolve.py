@@ -35,7 +35,7 @@ class Resolved:
 
     model: str
     path: Path | None = None
-    kind: str = "missing"  # "dir" | "hf-cache" | "missing"
+    kind: str = "missing"  # "dir" | "hf-cache" | "file" | "missing"
     repo_id: str | None = None
     revision: str | None = None
     commit: str | None = None
@@ -68,6 +68,19 @@ def hub_dirs(envs: Sequence[Mapping[str, str | None]], home: str | None = None) 
     return out
 
 
+#: values huggingface_hub reads as true (huggingface_hub/constants.py ENV_VARS_TRUE_VALUES).
+_TRUE = {"1", "ON", "YES", "TRUE"}
+
+
+def offline(env: Mapping[str, str | None]) -> bool:
+    """Whether an engine with this environment never downloads: huggingface_hub's
+    ``HF_HUB_OFFLINE = _is_true(HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE)``
+    (huggingface_hub/constants.py), which vLLM passes as ``local_files_only``
+    (vllm/model_executor/model_loader/weight_utils.py, vllm/transformers_utils/config.py)."""
+    value = env.get("HF_HUB_OFFLINE") or env.get("TRANSFORMERS_OFFLINE")
+    return bool(value) and str(value).upper() in _TRUE
+
+
 def looks_like_repo_id(model: str) -> bool:
     """``org/name`` or ``name`` (what the Hub accepts), not a path."""
     return bool(_REPO_ID.match(model)) and ".." not in model and not model.endswith((".", "-"))
@@ -93,6 +106,7 @@ def resolve(
         res.path, res.kind = expanded, "dir"
         return res
     if exists:
+        res.kind = "file"
         res.problem = f"{model} is a file, not a model directory (give the directory that holds config.json)"
         return res
     if not looks_like_repo_id(model):

@@ -67,6 +67,7 @@ def add_intent_flags(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--nnodes", type=int, default=None, metavar="N", help="nodes the launch spans")
     g.add_argument("--download-dir", default=None)
+    g.add_argument("--load-format", default=None, metavar="FORMAT", help="load format (auto; dummy: no weights)")
     g.add_argument("--distributed-executor-backend", default=None, choices=("mp", "ray", "uni", "external_launcher"))
 
 

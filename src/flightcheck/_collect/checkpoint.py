@@ -70,7 +70,13 @@ def start_reading(intent: Intent) -> Early | None:
 
     def run() -> None:
         try:
-            box["ck"] = load(model, revision=intent.revision, download_dir=intent.download_dir)
+            box["ck"] = load(
+                model,
+                revision=intent.revision,
+                download_dir=intent.download_dir,
+                engine=intent.engine,
+                load_format=intent.load_format,
+            )
         except Exception as exc:  # noqa: BLE001 - handed to read_checkpoint, which reports it
             box["exc"] = exc
 
@@ -106,6 +112,8 @@ def read_checkpoint(intent: Intent, facts: Facts, early: Early | None = None) ->
                 revision=intent.revision,
                 envs=tuple(env_views(facts.env)),
                 download_dir=intent.download_dir,
+                engine=intent.engine,
+                load_format=intent.load_format,
             )
     except Exception as exc:  # noqa: BLE001 - a bug here must become one "unknown", not a crash
         return Checkpoint(Resolved(model=intent.model), crash=f"{type(exc).__name__}: {exc}")

@@ -27,6 +27,7 @@ ALWAYS = (
 #: Further exact names recorded when set.
 EXTRA = (
     "HUGGINGFACE_HUB_CACHE",
+    "TRANSFORMERS_OFFLINE",
     "XDG_CACHE_HOME",
     "MAX_JOBS",
     "CC",

@@ -49,6 +49,7 @@ FIELDS: dict[str, Reader] = {
     "--mem-fraction-static": ("gpu_memory_utilization", float),
     "--quantization": ("quantization", str),
     "--download-dir": ("download_dir", str),
+    "--load-format": ("load_format", str),
     "--nnodes": ("nnodes", int),
 }
 
@@ -74,6 +75,7 @@ BOOL_FLAGS: frozenset[str] = frozenset(
 
 #: how fixes and messages spell an option.
 FLAG: dict[str, str] = {
+    "load_format": "--load-format",
     "tp": "--tp",
     "pp": "--pp-size",
     "dp": "--dp",
@@ -163,6 +165,36 @@ def layout(tp: int, pp: int = 1, dp: int = 1, ep: bool = False, moe_size: int | 
         [f"{FLAG['tp']} {tp}"] + ([f"{FLAG['pp']} {pp}"] if pp > 1 else []) + ([f"{FLAG['dp']} {dp}"] if dp > 1 else [])
     )
     return " ".join(parts + ([f"{FLAG['ep']} {moe_size or tp * dp}"] if ep else []))
+
+
+# ---- weight files by load format (DefaultModelLoader._prepare_weights in
+# sglang/srt/model_loader/loader.py) ----
+
+#: load format -> the weight files the default loader globs, in order: the first pattern
+#: that matches a file wins ("auto" is ``*.safetensors``, then ``*.bin``, then the ``*.pt``
+#: fallback). A format not listed here has a loader of its own (sharded state, tensorizer,
+#: streamers, GGUF, ...) whose files flightcheck does not read.
+LOAD_FORMAT_FILES: dict[str, tuple[str, ...]] = {
+    "auto": ("*.safetensors", "*.bin", "*.pt"),
+    "safetensors": ("*.safetensors",),
+    "fastsafetensors": ("*.safetensors",),
+    "instanttensor": ("*.safetensors",),
+    "mistral": ("*.safetensors",),
+    "pt": ("*.pt",),
+    "npcache": ("*.bin", "*.pt"),
+}
+#: load formats that read no weight file at all (random weights; sglang/srt/model_loader/loader.py (DummyModelLoader)).
+NO_WEIGHT_LOAD_FORMATS: frozenset[str] = frozenset({"dummy"})
+#: *.bin / *.pt files the loader drops (weight_utils.filter_files_not_needed_for_inference).
+NOT_WEIGHT_FILES: frozenset[str] = frozenset(
+    {"training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt"}
+)
+
+#: "auto" never switches to the Mistral format (loader.py _prepare_weights: *.safetensors,
+#: *.bin, filtered by model.safetensors.index.json); "mistral" loads consolidated*.safetensors.
+AUTO_MISTRAL: bool = False
+MISTRAL_FILES = "consolidated*.safetensors"
+MISTRAL_INDEX = "consolidated.safetensors.index.json"
 
 
 # ---- memory: mem_fraction_static's default (sglang 0.5.23) -------------------------------

@@ -44,6 +44,7 @@ FIELDS: dict[str, Reader] = {
     "--gpu-memory-utilization": ("gpu_memory_utilization", float),
     "--quantization": ("quantization", str),
     "--download-dir": ("download_dir", str),
+    "--load-format": ("load_format", str),
     "--distributed-executor-backend": ("distributed_executor_backend", str),
     "--nnodes": ("nnodes", int),
 }
@@ -75,6 +76,7 @@ BOOLS: dict[str, tuple[str, bool]] = {
 
 #: how fixes and messages spell an option (the short forms vLLM's docs use).
 FLAG: dict[str, str] = {
+    "load_format": "--load-format",
     "tp": "-tp",
     "pp": "-pp",
     "dp": "-dp",
@@ -504,3 +506,34 @@ READER_BUILTIN_CHAT_TEMPLATES: frozenset[str] = frozenset(
 PLUGINS_VAR = "VLLM_PLUGINS"
 #: flightcheck's entry point name in the ``vllm.general_plugins`` group (pyproject.toml).
 PLUGIN_NAME = "flightcheck"
+
+
+# ---- weight files by load format (DefaultModelLoader._prepare_weights in
+# vllm/model_executor/model_loader/default_loader.py) ----
+
+#: load format -> the weight files the default loader globs, in order: the first pattern
+#: that matches a file wins ("auto" is ``*.safetensors``, then ``*.bin``, then the ``*.pt``
+#: fallback). A format not listed here has a loader of its own (sharded state, tensorizer,
+#: streamers, GGUF, ...) whose files flightcheck does not read.
+LOAD_FORMAT_FILES: dict[str, tuple[str, ...]] = {
+    "auto": ("*.safetensors", "*.bin", "*.pt"),
+    "hf": ("*.safetensors", "*.bin", "*.pt"),
+    "safetensors": ("*.safetensors",),
+    "fastsafetensors": ("*.safetensors",),
+    "instanttensor": ("*.safetensors",),
+    "mistral": ("*.safetensors",),
+    "pt": ("*.pt",),
+    "npcache": ("*.bin", "*.pt"),
+}
+#: load formats that read no weight file at all (random weights; vllm/model_executor/model_loader/dummy_loader.py).
+NO_WEIGHT_LOAD_FORMATS: frozenset[str] = frozenset({"dummy"})
+#: *.bin / *.pt files the loader drops (weight_utils.filter_files_not_needed_for_inference).
+NOT_WEIGHT_FILES: frozenset[str] = frozenset(
+    {"training_args.bin", "optimizer.bin", "optimizer.pt", "scheduler.pt", "scaler.pt"}
+)
+
+#: "auto" loads the Mistral format when any consolidated*.safetensors exists: only those
+#: files, filtered by consolidated.safetensors.index.json (default_loader.py _prepare_weights).
+AUTO_MISTRAL: bool = True
+MISTRAL_FILES = "consolidated*.safetensors"
+MISTRAL_INDEX = "consolidated.safetensors.index.json"

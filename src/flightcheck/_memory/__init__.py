@@ -63,7 +63,7 @@ def build(
         m.error = f"reading the checkpoint failed: {ck.crash}"
         return m
     if ck is None or not ck.found:
-        m.error = "the model was not found (FC501)"
+        m.error = (ck.unread if ck is not None else None) or "the model was not found (FC501)"
         return m
     if ck.config is None:
         m.error = f"{ck.config_error} (FC507)"
@@ -71,6 +71,9 @@ def build(
     m.cfg = parse(ck.config, ck.hf_quant)
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
+        return m
+    if ck.unread:
+        m.error = f"weights not counted: {ck.unread}"
         return m
     groups = [
         (g.pattern, g.index, g.dtype, g.shape, g.nbytes, g.count, g.per_item)
@@ -81,9 +84,9 @@ def build(
     if not groups:
         m.error = "no shard header could be read (FC5xx)"
         return m
-    if len(ck.scanned) < len(ck.shards):
-        m.notes.append(f"{len(ck.shards) - len(ck.scanned)} shard(s) unreadable: weights are undercounted")
     m.tally = tally(groups, m.cfg)
+    if len(ck.scanned) < len(ck.shards):
+        _scale_to_index(m, ck)
     q = (intent.quantization or "").lower()
     m.online_fp8 = q == "fp8" and m.cfg.quant.method is None and m.cfg.dtype_bytes == 2
     if m.online_fp8:
@@ -96,6 +99,30 @@ def build(
     resolve_utilization(m, intent.gpu_memory_utilization)
     resolve_reserve(m, intent.reserve_gib)
     return m
+
+
+def _scale_to_index(m: MemoryModel, ck: Checkpoint) -> None:
+    """A partial checkpoint (missing or unreadable shards): count the weights from the
+    index's ``metadata.total_size``, scaling what the present headers hold to it (each
+    class and layer alike: an estimate), and say so; without a total, say they are
+    undercounted."""
+    assert m.tally is not None
+    missing = len(ck.shards) - len(ck.scanned)
+    present = sum(s.scan.data_end for s in ck.scanned if s.scan is not None)
+    total = ck.index.total_size if ck.index is not None and ck.index.problem is None else None
+    if not total or present <= 0 or total <= present:
+        m.notes.append(f"{missing} shard(s) missing or unreadable: weights are undercounted")
+        return
+    factor = total / present
+    t = m.tally
+    t.bytes = {k: int(v * factor) for k, v in t.bytes.items()}
+    t.total = sum(t.bytes.values())
+    t.skipped = int(t.skipped * factor)
+    m.weights_source = (
+        f"{missing} of {len(ck.shards)} shard(s) missing or unreadable: weights taken from the index's "
+        f"total_size ({total / 2**30:,.1f} GiB), not from the {present / 2**30:,.1f} GiB of headers present"
+    )
+    m.notes.append(m.weights_source)
 
 
 def batch_for(

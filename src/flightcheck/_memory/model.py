@@ -61,6 +61,8 @@ class MemoryModel:
     crash: str | None = None  # a flightcheck bug while building it: the checks say "unknown"
     gpu_error: str | None = None  # why GPU memory is unknown
     notes: list[str] = field(default_factory=list)
+    #: how the weights were counted when not from every shard's header (a partial checkpoint).
+    weights_source: str | None = None
 
     # ------------------------------------------------------------------ what-ifs
 

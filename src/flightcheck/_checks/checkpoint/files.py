@@ -50,6 +50,8 @@ def config_invalid(ctx: Context) -> Iterator[Outcome]:
     ## What it checks
     ``config.json`` exists, is a JSON object, and has ``num_hidden_layers``,
     ``hidden_size`` and ``num_attention_heads`` (in ``text_config`` for multimodal models).
+    A missing field is a warning, not a stop: transformers maps other spellings onto these
+    (``n_layer``, ``d_model``), so the engine may build the model that flightcheck cannot size.
 
     ## Why the launch dies
     The engine reads config.json first to pick the architecture; a truncated or missing
@@ -66,6 +68,8 @@ def config_invalid(ctx: Context) -> Iterator[Outcome]:
         if ck.resolved.repo_id
         else f"restore {ck.path}/config.json from the model's source"
     )
+    if ck.blocked:
+        raise Skip(ck.blocked)
     if ck.config_error:
         yield fail(ck.config_error, fix=fix, subject=subject)
         return
@@ -73,8 +77,15 @@ def config_invalid(ctx: Context) -> Iterator[Outcome]:
 
     cfg = parse(ck.config)
     if cfg.missing:
+        # Not a stop: transformers maps other spellings onto these (GPT-2's n_layer, MPT's
+        # d_model: PretrainedConfig.attribute_map), so the engine may well build the model;
+        # flightcheck only cannot size it (the memory fit skips).
         yield fail(
-            f"config.json has no {', '.join(cfg.missing)}: the architecture cannot be built", fix=fix, subject=subject
+            f"config.json has no {', '.join(cfg.missing)}: flightcheck cannot size the model "
+            "(the engine may still build it from other field names)",
+            fix=fix,
+            subject=subject,
+            severity=WARNING,
         )
         return
     arch = cfg.architectures[0] if cfg.architectures else cfg.model_type or "unknown architecture"
@@ -90,7 +101,10 @@ def shard_unreadable(ctx: Context) -> Iterator[Outcome]:
 
     ## What it checks
     Each shard opens for reading and its header can be read: permissions, a symlink loop,
-    a file that is not a regular file, an I/O error or a read that hangs past its timeout.
+    a file that is not a regular file, an I/O error or a read that hangs past its timeout;
+    and the model directory itself can be listed (one line when it cannot). Run as root on
+    a directory owned by another user, a link to a file outside it that the owner could
+    not read is reported unreadable for that owner and not read (no content, no size).
 
     ## Why the launch dies
     The engine's workers (often another user, in a container) fail with "Permission
@@ -110,9 +124,9 @@ def index_path_escape(ctx: Context) -> Iterator[Outcome]:
 
     ## What it checks
     Every file name in the index stays inside the model directory: no absolute path, no
-    ``..``; refused outright, never opened. A shard that is a symlink resolving outside the
-    directory fails too (symlinks into the Hugging Face cache's blobs are how the cache
-    stores files, and are fine).
+    ``..``; refused outright, never opened. A shard that is a symlink is followed as the
+    OS follows it for the engine (symlink farms onto shared storage are a common layout);
+    see FC508 for a link that root must not follow for the directory's owner.
 
     ## Why the launch dies
     A crafted index makes the loader open arbitrary files (``../../etc/passwd``); at best
@@ -143,6 +157,8 @@ def load_time_estimate(ctx: Context) -> Iterator[Outcome]:
     the orchestrator above the expected load time.
     """
     ck = _checkpoint(ctx)
+    if ck.unread and not ck.other_weights:
+        raise Skip(ck.unread)
     m = ctx.memory
     read = m.load_bytes if m is not None and m.load_bytes else ck.total_bytes
     msg = f"reads {si_bytes(read)} per node"

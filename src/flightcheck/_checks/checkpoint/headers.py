@@ -25,12 +25,15 @@ def _checkpoint(ctx: Context, *, found: bool = True) -> Any:
     if ck.crash:
         raise RuntimeError(f"reading the checkpoint failed: {ck.crash}")
     if found and not ck.found:
-        raise Skip("the model was not found (FC501)")
+        raise Skip(ck.unread or "the model was not found (FC501)")
     return ck
 
 
-def _report(ck: Any, code: str, passed: str) -> Iterator[Outcome]:
+def _report(ck: Any, code: str, passed: str, *, judges_weights: bool = True) -> Iterator[Outcome]:
     findings = ck.of(KIND_OF[code])
+    if ck.unread and not findings and judges_weights:
+        # what flightcheck cannot read it does not judge (docs/what-stops-a-launch.md)
+        raise Skip(ck.unread)
     for f in findings[:LIMIT]:
         sev = Severity(f.severity) if f.severity else None
         yield fail(f.message, fix=f.fix, subject=f.subject, evidence=f.evidence, severity=sev)
@@ -75,12 +78,15 @@ def model_not_found(ctx: Context) -> Iterator[Outcome]:
     ``--model`` is a directory, or a repo id (``org/name``, ``--revision``) present in the
     local Hugging Face cache: ``HF_HUB_CACHE``, ``HUGGINGFACE_HUB_CACHE``, ``$HF_HOME/hub``
     or ``~/.cache/huggingface/hub`` (and ``--download-dir``), with ``refs/<revision>``
-    pointing at a snapshot that exists. flightcheck never downloads anything.
+    pointing at a snapshot that exists. flightcheck never downloads anything. A repo id
+    that is not cached is an error only when the engine runs offline (``HF_HUB_OFFLINE`` or
+    ``TRANSFORMERS_OFFLINE`` in its environment); otherwise a warning, since the engine
+    downloads it. A single ``.gguf`` file is a warning: flightcheck does not read it.
 
     ## Why the launch dies
     With ``HF_HUB_OFFLINE=1`` the engine fails at once; without it, every node starts
     downloading a checkpoint of hundreds of gigabytes at launch time, or fails on a gated
-    or private repo after minutes.
+    or private repo after minutes (a warning: the launch may still work).
 
     ## How to fix
     Download it before the launch on every node (``hf download org/name``, with
@@ -89,7 +95,10 @@ def model_not_found(ctx: Context) -> Iterator[Outcome]:
     """
     ck = _checkpoint(ctx, found=False)
     yield from _report(
-        ck, "FC501", f"{ck.resolved.model} -> {ck.path}" + (f" ({ck.resolved.note})" if ck.resolved.note else "")
+        ck,
+        "FC501",
+        f"{ck.resolved.model} -> {ck.path}" + (f" ({ck.resolved.note})" if ck.resolved.note else ""),
+        judges_weights=False,
     )
 
 
@@ -99,7 +108,10 @@ def shard_missing(ctx: Context) -> Iterator[Outcome]:
 
     ## What it checks
     Every file ``model.safetensors.index.json`` maps a tensor to exists (a symlink into the
-    cache's blobs must not dangle); with no index, that the directory has ``*.safetensors``.
+    cache's blobs must not dangle); with no index, that the directory has the weight files
+    the engine's loader globs for its ``--load-format`` (``auto``: ``*.safetensors``, else
+    ``*.bin``, else ``*.pt``). Weights flightcheck does not read (``*.bin``, ``*.pt``,
+    GGUF, ``dummy`` and the other load formats) make the shard checks skip and say so.
 
     ## Why the launch dies
     vLLM checks this only when it starts loading ("Weight files referenced in index but

@@ -56,7 +56,7 @@ def _headline(ctx: Context) -> str:
     line = (
         f"weights {_gib(f.weights)} + KV {_gib(f.kv_need)} ({length}) "
         f"+ reserve {_gib(f.reserve)} of {_gib(f.usable)} usable per GPU"
-    )
+    ) + (f" ({m.weights_source})" if m.weights_source else "")
     cap = m.capacity(f) if f.fits else None
     if cap is not None and cap.tokens > 0:
         line += f"; KV cache {cap.tokens:,} tokens, max concurrency {cap.concurrency:.2f}x at max_model_len"
@@ -145,7 +145,8 @@ def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
         )
     else:
         yield ok(
-            f"weights {_gib(f.weights)} per GPU of {_gib(f.usable)} usable ({100 * f.weights / f.usable:.0f}%)",
+            f"weights {_gib(f.weights)} per GPU of {_gib(f.usable)} usable ({100 * f.weights / f.usable:.0f}%)"
+            + (f"; {m.weights_source}" if m.weights_source else ""),
             evidence=ev,
         )
 

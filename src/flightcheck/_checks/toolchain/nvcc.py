@@ -314,8 +314,14 @@ def cuda_home_invalid(ctx: Context) -> Iterator[Outcome]:
     need = _jit.need_for(_jit.archs_used(ctx) or ["90a"])
     root = _jit.alternative(ctx, at_least=need) or _jit.alternative(ctx)
     fix = f"export {home.source}={root}" if root else f"unset {home.source}; {_jit.toolkit_fix(ctx, need)}"
+    needed, why = _jit.jit_needed(ctx)
+    # Only a JIT build reads it: when nothing is compiled the launch is served, so a warning
+    # (docs/what-stops-a-launch.md).
     yield fail(
-        f"{home.source}={home.path} {problem}", fix=fix, evidence={"cuda_home": home.path, "source": home.source}
+        f"{home.source}={home.path} {problem}" + (f" (harmless while {why})" if needed is False else ""),
+        fix=fix,
+        evidence={"cuda_home": home.path, "source": home.source},
+        severity=WARNING if needed is False else None,
     )
 
 

@@ -1,0 +1,74 @@
+"""FC401–FC406: for each error check, a launch the engine serves that it must not stop
+(docs/what-stops-a-launch.md), on checkpoints generated from published configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from support.ckptgen import load_config, write_checkpoint
+from support.evaluation import facts, host_doc, results
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("nostop")
+    return {
+        name: str(write_checkpoint(root / name, load_config(name), shards=shards))
+        for name, shards in (("llama-3-8b", 4), ("qwen2-7b", 4))
+    }
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+
+
+def stops(code: str, node: Any, **intent: Any) -> list:
+    got = results(node, **intent).get(code, [])
+    assert got, f"{code} was not evaluated"
+    assert {r.status.value for r in got} & {"pass", "skip", "fail"}, got
+    return [
+        (r.status.value, r.message)
+        for r in got
+        if r.status.value in ("fail", "unknown") and r.severity.value == "error"
+    ]
+
+
+def allow_long():
+    doc = host_doc("b300")
+    return facts("b300", env={**doc["env"], "VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+
+
+def test_fc401_does_not_stop_an_8b_model_on_one_gpu(ckpts) -> None:
+    assert stops("FC401", facts("b300"), model=ckpts["llama-3-8b"], tensor_parallel_size=1) == []
+
+
+def test_fc402_does_not_stop_the_models_own_window(ckpts) -> None:
+    assert stops("FC402", facts("b300"), model=ckpts["llama-3-8b"], max_model_len=8192) == []
+
+
+def test_fc404_does_not_stop_tp_over_the_kv_heads(ckpts) -> None:
+    """Llama-3-8B has 8 KV heads: at TP 16 vLLM replicates each over two ranks (TP divides
+    by the KV heads), and 32 attention heads divide by 16."""
+    assert stops("FC404", facts("b300"), model=ckpts["llama-3-8b"], tensor_parallel_size=16, nnodes=2) == []
+
+
+def test_fc404_does_not_stop_qwen2_7b_at_tp4(ckpts) -> None:
+    assert stops("FC404", facts("b300"), model=ckpts["qwen2-7b"], tensor_parallel_size=4) == []
+
+
+def test_fc406_does_not_stop_a_gpu_another_process_leaves_room_on(ckpts) -> None:
+    """8 GiB in use by another process on each B300 (268 GiB): at the default 0.92 the
+    ~21 GiB outside vLLM's share still holds it, the CUDA context and TP 4's buffers."""
+    doc = host_doc("b300")
+    gpus = [{**g, "memory_used_bytes": 8 << 30} for g in doc["gpus"]]
+    node = facts("b300", gpus=gpus)
+    assert stops("FC406", node, model=ckpts["qwen2-7b"], tensor_parallel_size=4) == []
+
+
+def test_fc405_does_not_stop_a_longer_len_with_the_engine_override(ckpts) -> None:
+    """VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: vLLM accepts the longer length (vllm/config/model.py)."""
+    assert stops("FC405", allow_long(), model=ckpts["llama-3-8b"], max_model_len=16384) == []

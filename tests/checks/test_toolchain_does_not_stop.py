@@ -1,0 +1,94 @@
+"""FC1xx: for each error check, a launch the engine serves that it must not stop
+(docs/what-stops-a-launch.md). The nodes are the recorded toolchain states of
+tests/fixtures/toolchain laid over the bundled 8x B300 node."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from support.evaluation import facts, results
+from support.toolchain import sections
+
+TP8 = {"tensor_parallel_size": 8}
+
+
+def stops(code: str, doc: dict, **intent) -> list:
+    """The error-severity failures of ``code`` on the B300 node with ``doc``'s sections."""
+    got = results(facts("b300", **doc), **{**TP8, **intent}).get(code, [])
+    assert got, f"{code} was not evaluated"
+    return [
+        (r.status.value, r.message)
+        for r in got
+        if r.status.value in ("fail", "unknown") and r.severity.value == "error"
+    ]
+
+
+def jit_cache_node() -> dict:
+    """A production image: no toolkit, no ninja, flashinfer-jit-cache built for 10.3a,
+    so FlashInfer compiles nothing (its kernels load from the cache)."""
+    return sections("jit-cache-cu130")
+
+
+def with_env(doc: dict, **env) -> dict:
+    doc = copy.deepcopy(doc)
+    doc["env"].update(env)
+    return doc
+
+
+def stale_cuda_home_with_jit_cache() -> dict:
+    """The same image with a CUDA_HOME left over from the base image (no such directory):
+    nothing compiles, so nothing reads it."""
+    doc = jit_cache_node()
+    doc["toolchain"]["cuda_home"] = {"path": "/opt/cuda-12.4", "source": "CUDA_HOME", "exists": False}
+    return with_env(doc, CUDA_HOME="/opt/cuda-12.4")
+
+
+def torch_arch_list_without_the_gpu() -> dict:
+    """TORCH_CUDA_ARCH_LIST left at 9.0 on a B300: FlashInfer ignores it (since 0.3.1)."""
+    return with_env(sections("healthy-cu131"), TORCH_CUDA_ARCH_LIST="9.0")
+
+
+def flashinfer_arch_list_with_the_gpu() -> dict:
+    return with_env(sections("healthy-cu131"), FLASHINFER_CUDA_ARCH_LIST="9.0a 10.0a 10.3a")
+
+
+def no_cubin_package() -> dict:
+    doc = sections("jit-cache-cu130")
+    doc["python"]["packages"]["flashinfer-cubin"] = None
+    return doc
+
+
+def cc_named_by_variable() -> dict:
+    """No ``cc``/``c++`` on PATH, but CC/CXX name the compilers the image ships."""
+    doc = sections("healthy-cu131")
+    doc["toolchain"]["cxx"] = {"path": "/usr/bin/g++-13", "version": "13.3.0"}
+    doc["toolchain"]["cc"] = {"path": "/usr/bin/gcc-13", "version": "13.3.0"}
+    return with_env(doc, CC="gcc-13", CXX="g++-13")
+
+
+SCENARIOS = {
+    "FC101": ("no_nvcc_with_a_jit_cache_for_the_gpu", jit_cache_node),
+    "FC102": ("no_nvcc_with_a_jit_cache_for_the_gpu", jit_cache_node),
+    "FC103": ("no_ninja_with_a_jit_cache_for_the_gpu", jit_cache_node),
+    "FC104": ("compilers_named_by_cc_and_cxx", cc_named_by_variable),
+    "FC105": ("a_stale_cuda_home_when_nothing_compiles", stale_cuda_home_with_jit_cache),
+    "FC107": ("a_jit_cache_for_the_gpu", jit_cache_node),
+    "FC108": ("torch_arch_list_without_the_gpu", torch_arch_list_without_the_gpu),
+    "FC109": ("without_deep", jit_cache_node),
+    "FC110": ("flashinfer_cubin_not_installed", no_cubin_package),
+    "FC111": ("no_toolkit_with_a_jit_cache_for_the_gpu", jit_cache_node),
+    "FC112": ("no_compile_with_a_jit_cache_for_the_gpu", jit_cache_node),
+    "FC113": ("a_jit_cache_built_for_10_3a", jit_cache_node),
+}
+
+
+@pytest.mark.parametrize("code", sorted(SCENARIOS))
+def test_fc1xx_does_not_stop_a_servable_launch(code: str) -> None:
+    _name, make = SCENARIOS[code]
+    assert stops(code, make()) == []
+
+
+def test_fc108_does_not_stop_a_flashinfer_arch_list_that_includes_the_gpu() -> None:
+    assert stops("FC108", flashinfer_arch_list_with_the_gpu()) == []

@@ -1,0 +1,78 @@
+"""The load-format tables of _knowledge (which weight files each engine's loader reads)
+against the installed engines' source, read as text (never imported)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flightcheck._knowledge import sglang, vllm
+
+pytestmark = pytest.mark.conformance
+
+
+@pytest.fixture(scope="module")
+def site(engine_python: str) -> Path:
+    out = subprocess.run(
+        [engine_python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return Path(out.stdout.strip())
+
+
+def _function(path: Path, name: str) -> str:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return ast.get_source_segment(path.read_text(), node) or ""
+    raise AssertionError(f"no {name} in {path}")
+
+
+def test_vllm_load_formats_and_their_loaders(site: Path) -> None:
+    tree = ast.parse((site / "vllm/model_executor/model_loader/__init__.py").read_text())
+    table = next(
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.AnnAssign)
+        and isinstance(n.target, ast.Name)
+        and n.target.id == "_LOAD_FORMAT_TO_MODEL_LOADER"
+    )
+    assert isinstance(table, ast.Dict)
+    loaders = {ast.literal_eval(k): v.id for k, v in zip(table.keys, table.values) if k and isinstance(v, ast.Name)}
+    default = {fmt for fmt, cls in loaders.items() if cls == "DefaultModelLoader"}
+    assert default == set(vllm.LOAD_FORMAT_FILES), "the formats the default loader globs for"
+    assert {fmt for fmt, cls in loaders.items() if cls == "DummyModelLoader"} == set(vllm.NO_WEIGHT_LOAD_FORMATS)
+
+
+def test_vllm_default_loader_patterns(site: Path) -> None:
+    src = _function(site / "vllm/model_executor/model_loader/default_loader.py", "_prepare_weights")
+    assert 'allow_patterns = ["*.safetensors", "*.bin"]' in src  # "hf" (and "auto")
+    assert 'allow_patterns += ["*.pt"]' in src  # the fall-back
+    assert 'allow_patterns = ["*.pt"]' in src and 'allow_patterns = ["*.bin"]' in src  # pt, npcache
+    assert '"mistral"' in src and f'allow_patterns=["{vllm.MISTRAL_FILES}"]' in src  # auto -> mistral
+    assert f'index_file = "{vllm.MISTRAL_INDEX}"' in src
+    assert vllm.LOAD_FORMAT_FILES["auto"] == ("*.safetensors", "*.bin", "*.pt")
+    blacklist = _function(
+        site / "vllm/model_executor/model_loader/weight_utils.py", "filter_files_not_needed_for_inference"
+    )
+    for name in vllm.NOT_WEIGHT_FILES:
+        assert f'"{name}"' in blacklist
+
+
+def test_sglang_load_formats_and_patterns(site: Path) -> None:
+    path = site / "sglang/srt/configs/load_config.py"
+    tree = ast.parse(path.read_text())
+    enum = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "LoadFormat")
+    values = {
+        ast.literal_eval(s.value) for s in enum.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant)
+    }
+    assert set(sglang.LOAD_FORMAT_FILES) | set(sglang.NO_WEIGHT_LOAD_FORMATS) <= values
+    src = _function(site / "sglang/srt/model_loader/loader.py", "_prepare_weights")
+    assert 'allow_patterns = ["*.safetensors", "*.bin"]' in src and 'allow_patterns += ["*.pt"]' in src
+    assert f'allow_patterns = ["{sglang.MISTRAL_FILES}"]' in src
