@@ -92,20 +92,18 @@ def read_intent(cmd: EngineCommand) -> None:
 def _rendered(engine: str, given: list[tuple[str, str, Any]]) -> list[str]:
     """The options the line set, canonically spelled (``--tensor-parallel-size=8``)."""
     import json
-    import re
 
-    secret = re.compile(r"key|token|secret|password|credential", re.IGNORECASE)
     out: list[str] = []
     for dest, option, value in given:
         if not option:
             continue
         flag = F.canonical(option, engine)
-        if secret.search(dest) and not isinstance(value, bool):
-            text = f"{flag}=<redacted>"  # never a secret value in the report
+        if F.is_secret(dest) and not isinstance(value, bool):
+            text = f"{flag}={F.REDACTED}"  # never a secret value in the report (one rule: is_secret)
         elif isinstance(value, bool):
             text = flag
-        elif isinstance(value, (dict, list)) and not all(isinstance(v, str) for v in value):
-            text = f"{flag}={json.dumps(value)}"
+        elif isinstance(value, dict) or (isinstance(value, list) and not all(isinstance(v, str) for v in value)):
+            text = f"{flag}={json.dumps(value)}"  # a JSON option reads back as the JSON the engine got
         elif isinstance(value, list):
             text = f"{flag}={' '.join(value)}"
         else:
