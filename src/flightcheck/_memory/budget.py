@@ -25,13 +25,12 @@ The default reserve (``--reserve-gib`` overrides it) estimates vLLM's profiling 
 launch's batch limits (``--max-num-batched-tokens`` / ``--max-num-seqs``, else vLLM's
 defaults for the GPU, :func:`flightcheck._knowledge.vllm.batch_defaults`):
 
-- activations: the largest single layer's temporaries for the batched tokens — the hidden
-  state x 6 copies, q/k/v for this rank, and the MLP's (dense: 3 x intermediate / TP; MoE:
-  top_k x (3 x moe_intermediate per rank + hidden), the fused-MoE caches) — plus the
-  sampler's dummy run for max_num_seqs sequences over the whole vocabulary (vLLM's
-  ``_dummy_sampler_run`` samples with top-k = vocab - 1: fp32 logits and what sorting
-  them keeps alive, counted as 3 fp32 copies — fitted on tests/fixtures/memory, see
-  bench/memory_accuracy.py);
+- activations: the larger of the dummy forward pass (:func:`forward_peak`: one layer's
+  widest point for the batched tokens, fused_moe's workspaces for MoE) and the dummy
+  sampler run (:func:`sampler_peak`: ``min(max_num_seqs, batched tokens)`` requests x the
+  whole vocabulary x the bytes per element of the top-k/top-p implementation the version
+  runs — ``flightcheck._knowledge.vllm.sampler_kind``, read from vLLM's and torch's code),
+  which run one after the other in ``profile_run``;
 - CUDA graphs 0.5 GiB when vLLM subtracts its estimate (0 with ``--enforce-eager``),
   non-torch allocations 0.25 GiB.
 """
