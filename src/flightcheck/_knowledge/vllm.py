@@ -308,8 +308,14 @@ def batch_defaults(
     neither — vllm/engine/arg_utils.py ``EngineArgs.get_batch_defaults``: >= 160 GiB of
     device memory 16384 / 1024; >= 70 GiB and not an A100 nor a GB10 8192 / 1024; else
     2048 / 256 (before 0.33: >= 70 GiB and not an A100 8192 / 1024, else 2048 / 256).
-    ``total_bytes`` is what torch reports for the device. Before 0.7.0 the V0 rule
-    (:func:`v0_batch`), which depends on ``max_model_len``."""
+    ``total_bytes`` is the device memory the defaults read: NVML's ``memory.total``
+    (platforms/cuda.py ``NvmlCudaPlatform.get_device_total_memory``). A GB10 (DGX Spark)
+    does not implement that query: before 0.33 the NVMLError reaches
+    ``get_batch_defaults``'s ``except`` and the device memory counts as 0, the small tier
+    (read in the 0.15.1 wheel; point 11 of tests/fixtures/memory logs 2048 tokens); 0.33
+    falls back to torch's total and keeps cc 12.1 on the small tier. Pass 0 for a GB10
+    before 0.33. Before 0.7.0 the V0 rule (:func:`v0_batch`), which depends on
+    ``max_model_len``."""
     if v is not None and v < _release(V0_RULES_BEFORE) and max_model_len:
         return v0_batch(max_model_len)
     gib = total_bytes / (1 << 30)
