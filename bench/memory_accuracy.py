@@ -17,7 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from support.memory_accuracy import evaluate, summary
+from support.memory_accuracy import RESIDUALS, evaluate, summary
 
 
 def _f(x: float | None, fmt: str = "{:7.2f}") -> str:
@@ -40,6 +40,11 @@ def main() -> int:
             f"{r.outcome} / {verdict}{mark}"
         )
     s = summary(rows)
+    off = [r for r in rows if r.within is False]
+    if off:
+        print("\nresiduals (outside max(3%, 0.5 GiB)), and why:")
+    for r in off:
+        print(f"{r.index:>2} {r.error_gib:+.2f} GiB: {RESIDUALS.get(r.index, 'no reason recorded')}")
     print(
         f"\n{s['scored']} of {s['points']} points scored; {s['within']} ({100 * s['share_within']:.0f}%) within "
         f"max(3%, 0.5 GiB); median |error| {s['median_abs_error_gib']:.2f} GiB, max {s['max_abs_error_gib']:.2f} GiB; "

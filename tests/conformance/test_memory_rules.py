@@ -57,3 +57,35 @@ def test_memory_rules_match_the_installed_engines(conformance, engine_python: st
         assert vllm.batch_defaults(v, int(gib) << 30, name, cc) == (tokens, seqs), key
     for n, sizes in got["sglang_prefill"].items():
         assert sglang.prefill_graph_sizes(int(n)) == sizes
+
+
+SAMPLER_PROBE = r"""
+import inspect, json, os
+os.environ.pop("VLLM_USE_FLASHINFER_SAMPLER", None)
+import vllm.envs as envs
+from vllm.v1.sample.ops import topk_topp_sampler
+from vllm.v1.worker import gpu_model_runner, gpu_worker
+dummy = inspect.getsource(gpu_model_runner.GPUModelRunner._dummy_sampler_run)
+init = inspect.getsource(gpu_worker.Worker.init_device)
+print(json.dumps({
+    "flashinfer_default": bool(envs.VLLM_USE_FLASHINFER_SAMPLER),
+    "triton_top_k_top_p": "apply_top_k_top_p_triton" in inspect.getsource(topk_topp_sampler.apply_top_k_top_p),
+    "warms_native": "generators=" in dummy and "manual_seed" in dummy,
+    "snapshot_after_distributed": init.index("init_worker_distributed_environment") < init.index("MemorySnapshot("),
+}))
+"""
+
+
+def test_sampler_and_snapshot_rules_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
+    """The profile run's sampler (Triton top-k/top-p, FlashInfer on by default with the
+    native path warmed too) and the snapshot after the distributed init, as
+    ``vllm.sampler_kind`` / ``vllm.comm_in_budget`` say for the installed release."""
+    run = subprocess.run(
+        [engine_python, "-c", SAMPLER_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
+    assert got["triton_top_k_top_p"] and got["warms_native"] and got["flashinfer_default"]
+    assert vllm.sampler_kind(v) == "triton"
+    assert got["snapshot_after_distributed"] and not vllm.comm_in_budget(v)

@@ -168,6 +168,92 @@ KV_TOKENS_BY_CONCURRENCY_SINCE = "0.21.0"
 BATCH_TIER_160_SINCE = "0.33.0"
 
 
+# ---- the profile run's transient peak: the sampler's dummy run ----------------------------
+#
+# ``GPUModelRunner.profile_run`` (vllm/v1/worker/gpu_model_runner.py, 0.10.0 - 0.33.0) runs
+# the model on ``max_num_batched_tokens`` dummy tokens, then ``_dummy_sampler_run`` on the
+# last hidden state of ``min(max_num_seqs, max_num_batched_tokens)`` dummy requests:
+# ``compute_logits`` (model dtype, the whole vocabulary on every TP rank: the logits are
+# gathered) and the sampler with ``top_k = vocab - 1`` and ``top_p = 0.9``. The two phases
+# run one after the other, so the profile's peak is the larger of the two.
+#
+# Bytes per (request x vocabulary) element alive at the sampler's peak:
+#
+# - PyTorch-native top-k/top-p (``TopKTopPSampler.forward_native``): the model-dtype logits
+#   (2, held by ``_dummy_sampler_run``), their fp32 copy (4, v1/sample/sampler.py
+#   ``logits.to(torch.float32)``), ``logits.sort`` in ``apply_top_k_top_p``
+#   (v1/sample/ops/topk_topp_sampler.py): values 4 + int64 indices 8; and torch's stable
+#   sort's own temporaries (aten/src/ATen/native/cuda/SortStable.cu, pytorch commit
+#   061531e8): with >= 128 rows ``segmented_sort_pairs`` — int64 reverse indices 8 and cub's
+#   alternate key/value buffers 4 + 8 — 38 bytes; with 2-127 rows
+#   ``segmented_sort_pairs_by_full_sort`` — two int2 buffers 16, the keys' output 4 and
+#   cub's alternates 4 + 8 — 50 bytes.
+# - FlashInfer (``forward_cuda`` -> ``flashinfer_sample`` ->
+#   ``top_k_top_p_sampling_from_logits``, flashinfer/sampling.py: ``top_k_mask_logits`` then
+#   ``torch.softmax``): 2 + 4 + masked logits 4 + probabilities 4 = 14 bytes.
+#
+# - Triton top-k/top-p (0.19.0 on: ``apply_top_k_top_p`` calls ``apply_top_k_top_p_triton``,
+#   v1/sample/ops/topk_topp_triton.py, which masks the fp32 logits in place with a buffer of
+#   one vocabulary row per Triton program), then ``logits.softmax(dtype=float32)`` and
+#   ``random_sample``'s exponential draw ``q``: 2 + 4 + 4 + 4 = 14 bytes.
+#
+# Which one runs: before 0.11.2 FlashInfer whenever it is installed (an optional extra of
+# the wheel: ``VLLM_USE_FLASHINFER_SAMPLER`` unset means on); 0.11.2 - 0.16.0 the sort
+# unless ``VLLM_USE_FLASHINFER_SAMPLER=1``; from 0.19.0 the native path is the Triton one
+# (0.17 / 0.18 not read: they count as sorting); from 0.21.0 FlashInfer is on by default
+# but ``_dummy_sampler_run`` also warms ``forward_native`` — 14 bytes either way
+# (topk_topp_sampler.py, envs.py and gpu_model_runner.py of the wheels, read).
+SAMPLER_BYTES_NATIVE = 38
+SAMPLER_BYTES_NATIVE_FEW_ROWS = 50  # 2-127 requests: torch's full-sort path
+SAMPLER_SORT_SEGMENTED_MIN_ROWS = 128  # SortStable.cu: nsegments < 128 -> full sort
+SAMPLER_BYTES_FLASHINFER = 14
+SAMPLER_BYTES_TRITON = 14
+USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
+FLASHINFER_SAMPLER_OPT_IN_SINCE = "0.11.2"
+TRITON_TOP_K_TOP_P_SINCE = "0.19.0"
+#: vllm/envs.py ``VLLM_FUSED_MOE_CHUNK_SIZE`` default: fused_moe.py processes at most this
+#: many tokens at a time, so its workspaces stop growing there.
+FUSED_MOE_CHUNK_TOKENS = 32768
+#: Before 0.11.0 ``Worker.init_device`` (v1/worker/gpu_worker.py) takes the baseline
+#: snapshot *before* ``init_worker_distributed_environment``: NCCL and custom all-reduce
+#: buffers count as non-torch memory inside the KV budget; from 0.11.0 after it (they must
+#: fit in the slack, FC406). Read in the 0.10.0, 0.10.1.1 and 0.11.0 wheels.
+SNAPSHOT_AFTER_DISTRIBUTED_SINCE = "0.11.0"
+
+
+def sampler_kind(
+    v: tuple[int, ...] | None, env: dict[str, str | None] | None = None, installed: bool | None = None
+) -> str:
+    """The profile run's top-k/top-p implementation: "flashinfer", "sort" (PyTorch) or
+    "triton" (see above). ``installed``: whether FlashInfer is importable by the engine;
+    unknown counts as installed before 0.11.2, where the smaller reserve keeps FC402 from
+    stopping a launch that would start."""
+    if v is not None and v >= _release(TRITON_TOP_K_TOP_P_SINCE):
+        return "triton"
+    val = (env or {}).get(USE_FLASHINFER_SAMPLER)
+    if val is not None and val.strip() != "":
+        on = val.strip() not in ("0", "false", "False") and installed is not False
+        return "flashinfer" if on else "sort"
+    if v is not None and v >= _release(FLASHINFER_SAMPLER_OPT_IN_SINCE):
+        return "sort"
+    return "sort" if installed is False else "flashinfer"
+
+
+def sampler_bytes_per_element(kind: str, rows: int) -> int:
+    """Bytes per (request x vocabulary) element at the dummy sampler run's peak (above)."""
+    if kind == "flashinfer":
+        return SAMPLER_BYTES_FLASHINFER
+    if kind == "triton":
+        return SAMPLER_BYTES_TRITON
+    return SAMPLER_BYTES_NATIVE if rows >= SAMPLER_SORT_SEGMENTED_MIN_ROWS else SAMPLER_BYTES_NATIVE_FEW_ROWS
+
+
+def comm_in_budget(v: tuple[int, ...] | None) -> bool:
+    """Whether NCCL / custom all-reduce buffers are inside the KV budget (snapshot before
+    the distributed init: before 0.11.0)."""
+    return v is not None and v < _release(SNAPSHOT_AFTER_DISTRIBUTED_SINCE)
+
+
 def default_utilization(v: tuple[int, ...] | None) -> float:
     """vLLM's default gpu_memory_utilization for a release (None: unknown -> the smallest,
     the conservative one)."""
@@ -188,14 +274,50 @@ def cudagraphs_in_budget(v: tuple[int, ...] | None, env: dict[str, str | None] |
     return v is None or v >= _release(CUDAGRAPHS_IN_BUDGET_SINCE)
 
 
+#: The V0 engine's batch rule, read in the 0.6.4.post1 wheel and applied to releases
+#: before 0.7.0 (later V0 releases are not read): vllm/engine/arg_utils.py turns chunked
+#: prefill on by default only when max_model_len > 32768 (CUDA, no sliding window, no
+#: speculative model, LoRA or prompt adapter, not multimodal); vllm/config.py
+#: ``SchedulerConfig``: without chunked prefill max_num_batched_tokens = max(max_model_len,
+#: 2048), with it 512; max_num_seqs 256. V0's profile run (worker/model_runner.py
+#: ``profile_run``) spreads those tokens over max_num_seqs dummy prompts, so its peak grows
+#: with max_model_len up to 32K and drops past it.
+V0_RULES_BEFORE = "0.7.0"
+V0_LONG_CONTEXT = 32768
+V0_CHUNKED_TOKENS = 512
+V0_MIN_TOKENS = 2048
+V0_MAX_SEQS = 256
+
+
+def v0_batch(max_model_len: int) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of the V0 engine (0.6.4.post1) when the
+    launch sets neither (the defaults of the common case; see above)."""
+    if max_model_len > V0_LONG_CONTEXT:
+        return V0_CHUNKED_TOKENS, V0_MAX_SEQS
+    return max(max_model_len, V0_MIN_TOKENS), V0_MAX_SEQS
+
+
 def batch_defaults(
-    v: tuple[int, ...] | None, total_bytes: int, gpu_name: str | None, compute_capability: str | None
+    v: tuple[int, ...] | None,
+    total_bytes: int,
+    gpu_name: str | None,
+    compute_capability: str | None,
+    max_model_len: int | None = None,
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) the OpenAI server picks when the launch sets
     neither — vllm/engine/arg_utils.py ``EngineArgs.get_batch_defaults``: >= 160 GiB of
     device memory 16384 / 1024; >= 70 GiB and not an A100 nor a GB10 8192 / 1024; else
     2048 / 256 (before 0.33: >= 70 GiB and not an A100 8192 / 1024, else 2048 / 256).
-    ``total_bytes`` is what torch reports for the device."""
+    ``total_bytes`` is the device memory the defaults read: NVML's ``memory.total``
+    (platforms/cuda.py ``NvmlCudaPlatform.get_device_total_memory``). A GB10 (DGX Spark)
+    does not implement that query: before 0.33 the NVMLError reaches
+    ``get_batch_defaults``'s ``except`` and the device memory counts as 0, the small tier
+    (read in the 0.15.1 wheel; point 11 of tests/fixtures/memory logs 2048 tokens); 0.33
+    falls back to torch's total and keeps cc 12.1 on the small tier. Pass 0 for a GB10
+    before 0.33. Before 0.7.0 the V0 rule (:func:`v0_batch`), which depends on
+    ``max_model_len``."""
+    if v is not None and v < _release(V0_RULES_BEFORE) and max_model_len:
+        return v0_batch(max_model_len)
     gib = total_bytes / (1 << 30)
     name = (gpu_name or "").lower()
     new = v is None or v >= _release(BATCH_TIER_160_SINCE)

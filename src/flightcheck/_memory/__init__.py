@@ -144,4 +144,5 @@ def batch_for(
         seqs=intent.max_num_seqs or seqs or Batch.seqs,
         cudagraphs=vllm.cudagraphs_in_budget(v, env),
         source=source,
+        sampler=vllm.sampler_kind(v, env),
     )

@@ -25,13 +25,12 @@ The default reserve (``--reserve-gib`` overrides it) estimates vLLM's profiling 
 launch's batch limits (``--max-num-batched-tokens`` / ``--max-num-seqs``, else vLLM's
 defaults for the GPU, :func:`flightcheck._knowledge.vllm.batch_defaults`):
 
-- activations: the largest single layer's temporaries for the batched tokens — the hidden
-  state x 6 copies, q/k/v for this rank, and the MLP's (dense: 3 x intermediate / TP; MoE:
-  top_k x (3 x moe_intermediate per rank + hidden), the fused-MoE caches) — plus the
-  sampler's dummy run for max_num_seqs sequences over the whole vocabulary (vLLM's
-  ``_dummy_sampler_run`` samples with top-k = vocab - 1: fp32 logits and what sorting
-  them keeps alive, counted as 3 fp32 copies — fitted on tests/fixtures/memory, see
-  bench/memory_accuracy.py);
+- activations: the larger of the dummy forward pass (:func:`forward_peak`: one layer's
+  widest point for the batched tokens, fused_moe's workspaces for MoE) and the dummy
+  sampler run (:func:`sampler_peak`: ``min(max_num_seqs, batched tokens)`` requests x the
+  whole vocabulary x the bytes per element of the top-k/top-p implementation the version
+  runs — ``flightcheck._knowledge.vllm.sampler_kind``, read from vLLM's and torch's code),
+  which run one after the other in ``profile_run``;
 - CUDA graphs 0.5 GiB when vLLM subtracts its estimate (0 with ``--enforce-eager``),
   non-torch allocations 0.25 GiB.
 """
@@ -48,7 +47,6 @@ from flightcheck._memory.kv import KvShape
 from flightcheck._memory.weights import Layout
 
 MiB = 1 << 20
-LOGIT_COPIES = 1
 BATCHED_TOKENS = 8192  # when neither the launch nor the GPU says (memory unknown)
 MAX_SEQS = 1024
 CUDA_GRAPHS = GiB // 2
@@ -93,10 +91,18 @@ class Batch:
     seqs: int = MAX_SEQS
     cudagraphs: bool = True
     source: str = "vLLM's serving defaults"
+    sampler: str = "sort"  # the profile run's top-k/top-p implementation (vllm.sampler_kind)
 
 
-def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int) -> int:
-    """The profile run's transient peak estimate (see the module docstring)."""
+def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
+    """The dummy forward pass's transient peak for ``tokens`` batched tokens: one layer's
+    widest point, with the hidden state and the residual (model dtype) alive — the
+    attention's q/k/v and output, or the MLP: dense, the gate/up output (2 x intermediate
+    / TP) and the activation's (intermediate / TP); MoE, fused_moe's workspaces
+    (vllm/model_executor/layers/fused_moe/fused_moe.py ``fused_experts_impl``:
+    ``cache13`` of top_k x max(2 x inter, hidden) and ``intermediate_cache2`` of top_k x
+    inter per token, ``inter`` this rank's share, at most ``VLLM_FUSED_MOE_CHUNK_SIZE``
+    tokens at a time)."""
     tp = max(1, layout.tp)
     hidden = cfg.hidden or 0
     if cfg.mla:
@@ -105,16 +111,35 @@ def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int) -> int
             + (cfg.kv_lora_rank or 0)
             + cfg.qk_rope_head_dim
         )
+        attn = qkv + (cfg.heads // tp) * (cfg.v_head_dim or cfg.qk_nope_head_dim)
     else:
-        qkv = (cfg.heads // tp + 2 * max(1, cfg.kv_heads // tp)) * cfg.head_dim
-    dense = 3 * (cfg.intermediate or 4 * hidden) / tp
-    mlp = dense
+        attn = (2 * (cfg.heads // tp) + 2 * max(1, cfg.kv_heads // tp)) * cfg.head_dim
+    per_token = 3 * (cfg.intermediate or 4 * hidden) / tp
+    moe = 0.0
     if cfg.moe and cfg.moe_intermediate:
         inter = cfg.moe_intermediate if layout.ep else cfg.moe_intermediate / layout.moe_size
-        mlp = max(dense, max(1, cfg.top_k) * (3 * inter + hidden))
-    act = tokens * 2 * (6 * hidden + qkv + mlp)
-    logits = seqs * (cfg.vocab or 0) * 4 * LOGIT_COPIES
-    return int(act + logits)
+        k = max(1, cfg.top_k)
+        moe = k * (max(2 * inter, hidden) + inter)
+        # the dense MLP only where the model has one (first_k_dense_replace layers)
+        per_token = per_token if cfg.first_dense else 0.0
+    dt = cfg.dtype_bytes or 2
+    dense_part = tokens * dt * (2 * hidden + max(attn, per_token))
+    moe_part = min(tokens, vllm.FUSED_MOE_CHUNK_TOKENS) * dt * moe + tokens * dt * 2 * hidden
+    return int(max(dense_part, moe_part))
+
+
+def sampler_peak(cfg: ModelConfig, tokens: int, seqs: int, sampler: str) -> int:
+    """The dummy sampler run's peak (``flightcheck._knowledge.vllm``: bytes per request x
+    vocabulary element by sampler), with the forward pass's hidden states still held."""
+    rows = max(1, min(seqs, tokens))
+    per = vllm.sampler_bytes_per_element(sampler, rows)
+    return int(rows * (cfg.vocab or 0) * per + tokens * (cfg.hidden or 0) * (cfg.dtype_bytes or 2))
+
+
+def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int, sampler: str = "sort") -> int:
+    """The profile run's transient peak: the forward pass and the sampler run one after
+    the other (``profile_run``), so the larger of the two."""
+    return max(forward_peak(cfg, layout, tokens), sampler_peak(cfg, tokens, seqs, sampler))
 
 
 def default_reserve(
@@ -125,7 +150,7 @@ def default_reserve(
         return 0, {}
     b = batch or Batch()
     parts = {
-        "activations": activations(cfg, layout, b.tokens, b.seqs),
+        "activations": activations(cfg, layout, b.tokens, b.seqs, b.sampler),
         "cuda_graphs": 0 if (eager or not b.cudagraphs) else CUDA_GRAPHS,
         "non_torch": NON_TORCH,
     }
