@@ -318,8 +318,7 @@ def _value(r: _Reader, vtype: int, key: str, depth: int) -> Any:
             r.skip(n * size, f"the elements of {key!r}")
         elif itype == STRING:
             r.count(n, 8, f"strings in {key!r}")
-            for _ in range(n):
-                r.skip(r.count(r.scalar("Q", f"a string of {key!r}"), 1, f"bytes in {key!r}"), f"a string of {key!r}")
+            _skip_strings(r, n, key)
         elif itype == ARRAY:
             r.count(n, 12, f"arrays in {key!r}")
             for _ in range(n):
@@ -328,6 +327,27 @@ def _value(r: _Reader, vtype: int, key: str, depth: int) -> Any:
             raise _Stop(Kind.BAD_HEADER, f"{key!r} is an array of unknown value type {itype}")
         return ("array", itype, n)
     raise _Stop(Kind.BAD_HEADER, f"{key!r} has unknown value type {vtype}")
+
+
+def _skip_strings(r: _Reader, n: int, key: str) -> None:
+    """Skip ``n`` strings (a vocabulary: 150k of them): the buffer is walked directly, and
+    asked to grow only when a string runs past what has been read."""
+    unpack = struct.Struct(r.order + "Q").unpack_from
+    pos, buf = r.pos, r.buf
+    for _ in range(n):
+        if pos + 8 > len(buf):
+            r.pos = pos
+            r.need(8, f"a string of {key!r}")
+            buf = r.buf
+        length = unpack(buf, pos)[0]
+        end = pos + 8 + length
+        if end > len(buf):
+            r.pos = pos + 8
+            r.count(length, 1, f"bytes in {key!r}")
+            r.need(length, f"a string of {key!r}")
+            buf = r.buf
+        pos = end
+    r.pos = pos
 
 
 def _utf8(raw: bytes, what: str) -> str:
