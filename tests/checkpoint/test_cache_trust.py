@@ -155,3 +155,71 @@ def test_a_compile_verdict_planted_by_another_user_is_ignored(tmp_path: Path, is
     os.chown(path, 65534, 65534)
     data, why = compile_smoke._load_cache(path)
     assert data == {} and why and "owned by uid 65534, not by you" in why
+
+
+# ---- the directory held open: no window between the checks and the use -----------------
+
+
+def swap_after_check(monkeypatch: pytest.MonkeyPatch, cache_dir_path: Path, elsewhere: Path) -> Path:
+    """Once open_dir has checked the cache directory, move it away and put a link to
+    ``elsewhere`` in its place (what another process could do at that moment); the
+    checked directory's new path is returned."""
+    from flightcheck._checkpoint import cache as c
+
+    real_open = c.open_dir
+    moved = cache_dir_path.with_name("moved-away")
+
+    def open_then_swap(path: Path, *, create: bool) -> tuple[int | None, str | None]:
+        got = real_open(path, create=create)
+        if got[0] is not None and Path(path) == cache_dir_path and not moved.exists():
+            os.rename(cache_dir_path, moved)
+            os.symlink(elsewhere, cache_dir_path)
+        return got
+
+    monkeypatch.setattr(c, "open_dir", open_then_swap)
+    return moved
+
+
+def test_a_directory_swapped_for_a_link_after_the_check_is_not_written_through(
+    tmp_path: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flightcheck._checkpoint.cache import write_owned
+
+    isolated.mkdir(parents=True, mode=0o700)
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    moved = swap_after_check(monkeypatch, isolated, victim)
+    assert write_owned(isolated / "ckpt-x.msgpack", b"data", ".ckpt-") is None
+    assert os.path.islink(isolated)  # the swap did happen between the check and the write
+    assert list(victim.iterdir()) == []  # nothing written through the link
+    assert (moved / "ckpt-x.msgpack").read_bytes() == b"data"  # but into the directory checked
+    assert stat.S_IMODE((moved / "ckpt-x.msgpack").stat().st_mode) == 0o600
+
+
+def test_a_directory_swapped_for_a_link_after_the_check_is_not_read_through(
+    tmp_path: Path, isolated: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flightcheck._checkpoint.cache import read_owned
+
+    isolated.mkdir(parents=True, mode=0o700)
+    (isolated / "c.msgpack").write_bytes(b"mine")
+    victim = tmp_path / "victim"
+    victim.mkdir(mode=0o700)
+    (victim / "c.msgpack").write_bytes(b"planted")
+    swap_after_check(monkeypatch, isolated, victim)
+    assert read_owned(isolated / "c.msgpack", 1 << 20) == (b"mine", None)
+    assert os.path.islink(isolated)
+
+
+def test_a_cache_file_that_is_a_link_is_not_followed(tmp_path: Path, isolated: Path) -> None:
+    from flightcheck._checkpoint.cache import read_owned, write_owned
+
+    isolated.mkdir(parents=True, mode=0o700)
+    target = tmp_path / "elsewhere.msgpack"
+    target.write_bytes(b"planted")
+    (isolated / "c.msgpack").symlink_to(target)
+    data, why = read_owned(isolated / "c.msgpack", 1 << 20)
+    assert data is None and why is not None and "not a regular file" in why
+    # a write replaces the link itself (rename over it), never the file it points at
+    assert write_owned(isolated / "c.msgpack", b"new", ".ckpt-") is None
+    assert target.read_bytes() == b"planted" and not (isolated / "c.msgpack").is_symlink()

@@ -76,3 +76,23 @@ def test_sglang_load_formats_and_patterns(site: Path) -> None:
     src = _function(site / "sglang/srt/model_loader/loader.py", "_prepare_weights")
     assert 'allow_patterns = ["*.safetensors", "*.bin"]' in src and 'allow_patterns += ["*.pt"]' in src
     assert f'allow_patterns = ["{sglang.MISTRAL_FILES}"]' in src
+
+
+def test_vllm_reads_gguf_only_for_the_architectures_named(site: Path) -> None:
+    """GGUF_ARCHITECTURES: the models whose vLLM code finds a *.gguf (find_gguf_file) and
+    reads it with gguf.GGUFReader; no model_loader of its own reads GGUF; more than one
+    *.gguf in the directory is refused (GGUF_SINGLE_FILE)."""
+    vl = site / "vllm"
+    loaders = "\n".join(p.read_text() for p in (vl / "model_executor/model_loader").glob("*.py"))
+    assert "GGUFReader" not in loaders and "gguf_loader" not in loaders
+    users = sorted(
+        p.relative_to(vl).as_posix() for p in vl.rglob("*.py") if "find_gguf_file(" in p.read_text(errors="replace")
+    )
+    assert users == ["models/flint/gguf_nvfp4.py", "models/flint/model.py"], users
+    registry = (vl / "model_executor/models/registry.py").read_text()
+    for arch in vllm.GGUF_ARCHITECTURES:
+        assert f'"{arch}": ("vllm.models.flint"' in registry, arch
+    finder = _function(vl / "models/flint/gguf_nvfp4.py", "find_gguf_file")
+    assert "Expected one GGUF file" in finder and vllm.GGUF_SINGLE_FILE
+    assert "gguf.GGUFReader(path)" in (vl / "models/flint/gguf_nvfp4.py").read_text()
+    assert 'allow_patterns_overrides = ["*.gguf"]' in (vl / "models/flint/model.py").read_text()

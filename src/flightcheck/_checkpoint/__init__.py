@@ -10,7 +10,8 @@ Submodules: ``reader`` (``load``: resolve, scan, cross-check), ``model`` (what i
 ``problems`` (the kinds), ``resolve`` (path or HF cache), ``shardio`` (reading the directory's files,
 never blocking), ``validate`` (one header, also the workers' body), ``scan`` (many
 headers, parallel), ``index`` / ``crosscheck`` (the index against the
-headers), ``cache`` (per-shard summaries), ``section`` (the facts section). The read for
+headers), ``cache`` (per-shard summaries), ``section`` (the facts section), ``gguf`` (a
+GGUF header, bounded), ``guard`` (what root may read for a directory's owner, ACLs included). The read for
 a launch (with the engine's environment, and ``--deep``'s throughput) is
 ``flightcheck._collect.checkpoint.read_checkpoint``.
 """

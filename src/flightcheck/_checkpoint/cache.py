@@ -2,7 +2,8 @@
 
 One file per model directory under ``$XDG_CACHE_HOME/flightcheck`` (default
 ``~/.cache/flightcheck``), msgpack, written atomically. The directory is used only when it
-is the caller's (not a symbolic link, not writable by group or others; created 0700) and a
+is the caller's (not a symbolic link, not writable by group or others; created 0700),
+checked on a descriptor held open and used through it (no check-then-use window), and a
 file only when the caller owns it: a scan planted by another user never turns a truncated
 shard into "ready" (docs/security.md). An entry is reused only when its
 file key — (real path, size, mtime_ns, inode, ctime_ns, device) — matches the file now;
@@ -14,17 +15,17 @@ turns the cache off. Nothing is ever written into the model directory.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import msgspec
 
 from flightcheck._checkpoint.problems import Kind
-from flightcheck._checkpoint.shardio import open_regular, pread_all
+from flightcheck._checkpoint.shardio import pread_all
 from flightcheck._checkpoint.validate import ShardScan
 
 #: Bump when ShardScan / IndexScan change meaning: older files are then ignored.
@@ -83,56 +84,115 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
     return Path(home) / ".cache" / "flightcheck"
 
 
-def usable_dir(path: Path, *, create: bool) -> str | None:
-    """None when ``path`` is a cache directory flightcheck may trust: a real directory
-    (not a symbolic link) owned by the caller and writable by nobody else; else why not.
-    ``create``: make it (and missing parents) 0700 when absent."""
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+
+
+def open_dir(path: Path, *, create: bool) -> tuple[int | None, str | None]:
+    """The cache directory held open: (descriptor, None) when ``path`` is one flightcheck
+    may trust — a real directory (not a symbolic link) owned by the caller and writable by
+    nobody else — else (None, why not; ``"absent"`` when it is not there and ``create`` is
+    False). ``create``: make it (and missing parents) 0700 first when absent.
+
+    Checked on the descriptor (``fstat``), and every file of the cache is then opened,
+    replaced and removed relative to it (``dir_fd``): once checked, swapping the path for a
+    symbolic link changes nothing (no check-then-use window). The caller closes it."""
+    for attempt in range(2):
+        try:
+            fd = os.open(path, _DIR_FLAGS)
+            break
+        except FileNotFoundError:
+            if not create or attempt:
+                return None, "absent"
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                os.mkdir(path, 0o700)
+            except FileExistsError:
+                pass  # another flightcheck made it meanwhile: checked below like any other
+            except OSError as exc:
+                return None, f"cannot create {path}: {exc.strerror or exc}"
+        except OSError as exc:
+            return None, _why_not_dir(path, exc)
+    else:  # pragma: no cover - the loop breaks or returns
+        return None, "absent"
     try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        if not create:
-            return "absent"
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass  # another flightcheck made it meanwhile: checked below like any other
-        except OSError as exc:
-            return f"cannot create {path}: {exc.strerror or exc}"
-        try:
-            st = os.lstat(path)
-        except OSError as exc:
-            return f"{path}: {exc.strerror or exc}"
+        st = os.fstat(fd)
     except OSError as exc:
-        return f"{path}: {exc.strerror or exc}"
-    if stat.S_ISLNK(st.st_mode):
-        return f"{path} is a symbolic link"
+        os.close(fd)
+        return None, f"{path}: {exc.strerror or exc}"
+    why = None
     if not stat.S_ISDIR(st.st_mode):
+        why = f"{path} is not a directory"
+    elif st.st_uid != os.geteuid():
+        why = f"{path} is owned by uid {st.st_uid}, not by you"
+    elif st.st_mode & 0o022:
+        why = f"{path} is writable by group or others"
+    if why:
+        os.close(fd)
+        return None, why
+    return fd, None
+
+
+def _why_not_dir(path: Path, exc: OSError) -> str:
+    """Why ``open(O_DIRECTORY|O_NOFOLLOW)`` refused ``path``: a link (ELOOP, or ENOTDIR for a
+    link to a directory on some kernels), not a directory, or the error itself."""
+    try:
+        if stat.S_ISLNK(os.lstat(path).st_mode):
+            return f"{path} is a symbolic link"
+    except OSError:
+        pass
+    if exc.errno == errno.ELOOP:
+        return f"{path} is a symbolic link"
+    if exc.errno == errno.ENOTDIR:
         return f"{path} is not a directory"
-    if st.st_uid != os.geteuid():
-        return f"{path} is owned by uid {st.st_uid}, not by you"
-    if st.st_mode & 0o022:
-        return f"{path} is writable by group or others"
-    return None
+    return f"{path}: {exc.strerror or exc}"
+
+
+def usable_dir(path: Path, *, create: bool) -> str | None:
+    """None when ``path`` is a cache directory flightcheck may trust (:func:`open_dir`), else
+    why not. ``create``: make it 0700 when absent."""
+    fd, why = open_dir(path, create=create)
+    if fd is not None:
+        os.close(fd)
+    return why
 
 
 def read_owned(path: Path, limit: int) -> tuple[bytes | None, str | None]:
     """A cache file's bytes, or (None, why it was ignored): only a regular file of at most
-    ``limit`` bytes that the caller owns, in a usable cache directory, is read (never
-    blocking: a FIFO or a device planted in its place is refused). (None, None): absent."""
-    why = usable_dir(path.parent, create=False)
+    ``limit`` bytes that the caller owns, in a usable cache directory, is read — opened
+    relative to the directory held open, never through a symbolic link, never blocking (a
+    FIFO or a device planted in its place is refused at once). (None, None): absent."""
+    dfd, why = open_dir(path.parent, create=False)
     if why == "absent":
         return None, None
-    if why:
+    if dfd is None:
         return None, f"cache not used: {why}"
     try:
-        fd = open_regular(path)
+        return _read_in(dfd, path, limit)
+    finally:
+        os.close(dfd)
+
+
+def _read_in(dfd: int, path: Path, limit: int) -> tuple[bytes | None, str | None]:
+    name = path.name
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"cache file ignored: {exc.strerror or exc}"
+    if not stat.S_ISREG(st.st_mode):  # a link, a FIFO, a device: never opened
+        return None, "cache file ignored: not a regular file"
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW, dir_fd=dfd)
     except FileNotFoundError:
         return None, None
     except OSError as exc:
         return None, f"cache file ignored: {exc.strerror or exc}"
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):  # swapped after the stat
+            return None, "cache file ignored: not a regular file"
         if st.st_uid != os.geteuid():
             return None, f"cache file {path} ignored: owned by uid {st.st_uid}, not by you"
         if st.st_size > limit:
@@ -153,44 +213,62 @@ ORPHAN_AGE = 3600.0
 
 def write_owned(path: Path, data: bytes, prefix: str) -> str | None:
     """Write a cache file atomically (0600, in a usable directory created 0700), removing
-    orphaned temp files of writers that died; None, or why nothing was written."""
-    why = usable_dir(path.parent, create=True)
-    if why:
+    orphaned temp files of writers that died; None, or why nothing was written. Every step
+    is relative to the directory held open (:func:`open_dir`): the temp file is created
+    there (``O_EXCL|O_NOFOLLOW``) and renamed over ``path.name`` there."""
+    dfd, why = open_dir(path.parent, create=True)
+    if dfd is None:
         return f"cache not written: {why}"
-    _remove_orphans(path.parent, prefix)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
+        _remove_orphans(dfd, prefix)
+        return _write_in(dfd, path.name, data, prefix)
+    finally:
+        os.close(dfd)
+
+
+def _write_in(dfd: int, name: str, data: bytes, prefix: str) -> str | None:
+    import secrets
+
+    tmp = f"{prefix}{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=dfd)
     except OSError as exc:
         return f"cache not written: {exc.strerror or exc}"
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
+        _unlink_in(dfd, tmp)
         return f"cache not written: {exc.strerror or exc}"
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _unlink_in(dfd, tmp)
         raise
     return None
 
 
-def _remove_orphans(directory: Path, prefix: str) -> None:
+def _unlink_in(dfd: int, name: str) -> None:
+    try:
+        os.unlink(name, dir_fd=dfd)
+    except OSError:
+        pass
+
+
+def _remove_orphans(dfd: int, prefix: str) -> None:
     """Remove ``prefix*.tmp`` files (ours, regular, older than :data:`ORPHAN_AGE`): what a
     flightcheck killed between the write and the rename left behind."""
     import time
 
     now = time.time()
     try:
-        names = [n for n in os.listdir(directory) if n.startswith(prefix) and n.endswith(".tmp")]
+        names = [n for n in os.listdir(dfd) if n.startswith(prefix) and n.endswith(".tmp")]
     except OSError:
         return
     for name in names:
-        p = directory / name
         try:
-            st = os.lstat(p)
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and now - st.st_mtime > ORPHAN_AGE:
-                p.unlink()
+                os.unlink(name, dir_fd=dfd)
         except OSError:
             continue
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from flightcheck._checkpoint.cache import IndexScan
+from flightcheck._checkpoint.gguf import GGUFScan
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.resolve import Resolved
 from flightcheck._checkpoint.scan import ScanStats
@@ -68,6 +69,8 @@ class Checkpoint:
     #: weight files the engine loads that flightcheck does not read (``*.bin``, ``*.pt``,
     #: ``*.gguf``): name -> size in bytes, for the load estimate.
     other_weights: dict[str, int] = field(default_factory=dict)
+    #: the GGUF headers read (:mod:`.gguf`), by file name: tensors, their ggml types and sizes
+    gguf: dict[str, GGUFScan] = field(default_factory=dict)
 
     @property
     def found(self) -> bool:
@@ -97,4 +100,13 @@ class Checkpoint:
 
     @property
     def tensor_count(self) -> int:
-        return sum(s.scan.n_tensors for s in self.shards if s.scan is not None)
+        return sum(s.scan.n_tensors for s in self.shards if s.scan is not None) + sum(
+            len(g.tensors) for g in self.gguf.values()
+        )
+
+    @property
+    def gguf_weight_bytes(self) -> int | None:
+        """The bytes of the tensors the GGUF headers describe (from each tensor's ggml type
+        and dimensions); None when no GGUF header could be read whole."""
+        good = [g for g in self.gguf.values() if g.ok]
+        return sum(g.weight_bytes for g in good) if good else None

@@ -124,7 +124,7 @@ def _load(
     res = resolve(model, revision=revision, envs=envs, download_dir=download_dir)
     ck = Checkpoint(res)
     if res.path is None:
-        _not_found(ck, model, envs)
+        _not_found(ck, model, envs, deadline, timeout)
         ck.seconds = time.perf_counter() - t0
         return ck
     root = res.path
@@ -158,7 +158,7 @@ def _load(
     ]
     first = dict(bounded.imap(lambda f: f(), tasks, deadline=deadline, budget=timeout))
     _read_config(ck, root, guard, first[0])
-    if _other_format(ck, root, engine, load_format):
+    if _other_format(ck, root, engine, load_format, guard=guard, deadline=deadline, timeout=timeout):
         _hf_cache_checks(ck, guard)
         ck.seconds = time.perf_counter() - t0
         return ck
@@ -427,17 +427,32 @@ def _redownload_fix(res: Resolved, name: str | None, path: Path) -> str:
     return f"rm -f {path}; re-run the download that was interrupted"
 
 
-def _not_found(ck: Checkpoint, model: str, envs: tuple[Mapping[str, str | None], ...]) -> None:
+def _not_found(
+    ck: Checkpoint,
+    model: str,
+    envs: tuple[Mapping[str, str | None], ...],
+    deadline: float | None = None,
+    timeout: float = TIMEOUT_S,
+) -> None:
     """FC501. An error when the launch will fail; a warning when the engine can still get
     the model: a repo id the engine downloads (it is not offline), or a single ``.gguf``
-    file (flightcheck reads model directories only)."""
+    file (flightcheck reads model directories only; its header is read and summed up)."""
     res = ck.resolved
     message = res.problem or f"{model} not found"
     fix: str | None = _not_found_fix(res)
     severity = None
     if res.kind == "file" and model.lower().endswith(".gguf"):
-        ck.unread = f"{model} is a GGUF file: flightcheck reads model directories (config.json, safetensors) only"
-        message = f"{ck.unread}; its header is not read, nothing of it is checked"
+        name = os.path.basename(model)
+        _read_gguf(ck, {name: model}, None, deadline or time.monotonic() + timeout, timeout, loaded=False)
+        scan = ck.gguf.get(name)
+        ck.findings.clear()  # a file, not a directory: the shard checks skip; FC501 says it all
+        ck.unread = f"{model} is a GGUF file: flightcheck reads model directories (config.json, safetensors)"
+        if scan is not None and scan.ok:
+            message = f"{ck.unread}; its header: {_gguf_summary(scan)}; not otherwise checked"
+        elif scan is not None:
+            message = f"{ck.unread}; its header is broken: {scan.problems[0][1]}"
+        else:
+            message = f"{ck.unread}; its header could not be read, nothing of it is checked"
         severity, fix = "warning", None
     elif res.repo_id and not offline(envs[0] if envs else os.environ):
         ck.unread = f"{model} is not downloaded yet: its weights are unknown until the engine downloads them"
@@ -450,7 +465,16 @@ def _not_found(ck: Checkpoint, model: str, envs: tuple[Mapping[str, str | None],
     ck.findings.append(Finding(Kind.NOT_FOUND, f"model:{model}", message, fix=fix, severity=severity))
 
 
-def _other_format(ck: Checkpoint, root: Path, engine: str | None, load_format: str | None) -> bool:
+def _other_format(
+    ck: Checkpoint,
+    root: Path,
+    engine: str | None,
+    load_format: str | None,
+    *,
+    guard: Guard | None = None,
+    deadline: float | None = None,
+    timeout: float = TIMEOUT_S,
+) -> bool:
     """True when the engine will not read ``*.safetensors`` from ``root``: a load format
     that reads no weights (``dummy``), one with a loader of its own, or the default
     loader's ``*.bin`` / ``*.pt`` fallback (and ``*.gguf`` for models that read it). Sets
@@ -487,12 +511,90 @@ def _other_format(ck: Checkpoint, root: Path, engine: str | None, load_format: s
     gguf = [n for n in names if n.endswith(".gguf")]
     if gguf:  # a model that reads GGUF weights from its directory
         _list_other(ck, root, gguf)
+        # An error only where the engine loads that file (vLLM's Flint, one file): for any
+        # other model the engine never opens it (docs/what-stops-a-launch.md).
+        archs = set((ck.config or {}).get("architectures") or []) if isinstance(ck.config, dict) else set()
+        loaded = (
+            fmt == "auto"
+            and bool(archs & set(knowledge.GGUF_ARCHITECTURES))
+            and (len(gguf) == 1 or not knowledge.GGUF_SINGLE_FILE)
+        )
+        _read_gguf(
+            ck,
+            {n: str(root / n) for n in gguf},
+            guard,
+            deadline or time.monotonic() + timeout,
+            timeout,
+            loaded=loaded,
+        )
+        good = [ck.gguf[n] for n in gguf if n in ck.gguf and ck.gguf[n].ok]
+        read = (
+            f"; their headers: {sum(len(g.tensors) for g in good):,} tensors, "
+            f"{si_bytes(sum(g.weight_bytes for g in good))} of weights"
+            if good
+            else ""
+        )
         ck.unread = (
             f"{len(gguf)} *.gguf file{'s' if len(gguf) != 1 else ''} and no *.safetensors: "
-            "flightcheck does not read GGUF, so only their presence and sizes are checked"
+            f"flightcheck reads GGUF headers only (presence, sizes, tensors){read}"
         )
         return True
     return False
+
+
+def _gguf_summary(scan: Any) -> str:
+    arch = f"{scan.architecture}, " if scan.architecture else ""
+    return f"GGUF v{scan.version}, {arch}{len(scan.tensors):,} tensors, {si_bytes(scan.weight_bytes)} of weights"
+
+
+def _read_gguf(
+    ck: Checkpoint,
+    paths: Mapping[str, str],
+    guard: Guard | None,
+    deadline: float,
+    timeout: float,
+    *,
+    loaded: bool,
+) -> None:
+    """Read the GGUF headers of ``paths`` (name -> path) concurrently under the deadline,
+    into ``ck.gguf``; each problem a finding of its kind, an error only when the engine
+    ``loaded`` the file (else a warning: the launch does not depend on it)."""
+    from flightcheck._checkpoint import gguf as gg
+
+    names = list(paths)
+    todo: list[str] = []
+    for name in names:
+        why = guard.withheld(paths[name]) if guard is not None else None
+        if why:
+            ck.findings.append(
+                Finding(
+                    Kind.UNREADABLE,
+                    f"shard:{name}",
+                    why,
+                    fix=f"check permissions and the filesystem: ls -lL {paths[name]}",
+                    severity=None if loaded else "warning",
+                )
+            )
+            ck.other_weights.pop(name, None)  # its size is not ours to tell either
+        else:
+            todo.append(name)
+    for i, got in bounded.imap(lambda n: gg.read(paths[n]), todo, deadline=deadline, budget=timeout):
+        name = todo[i]
+        if isinstance(got, BaseException):
+            why = f"cannot be read: {got}"
+            problems = [(Kind.UNREADABLE, why)]
+        else:
+            ck.gguf[name] = got
+            problems = got.problems
+        for kind, message in problems:
+            fix = (
+                f"check permissions and the filesystem: ls -lL {paths[name]}"
+                if kind == Kind.UNREADABLE
+                else f"re-copy {name} from its source (compare its size and sha256 with the source)"
+            )
+            ck.findings.append(
+                Finding(kind, f"shard:{name}", f"{name}: {message}", fix=fix, severity=None if loaded else "warning")
+            )
 
 
 def _list_other(ck: Checkpoint, root: Path, names: list[str]) -> None:

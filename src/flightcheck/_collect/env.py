@@ -83,11 +83,14 @@ def allowed(name: str) -> bool:
 
 def snapshot(env: Mapping[str, str]) -> dict[str, str | None]:
     """The ``env`` section for an environment."""
+    from flightcheck._vocabulary.redaction import redact_text
+
     out: dict[str, str | None] = {name: env.get(name) for name in ALWAYS}
     for name in sorted(env):
         if allowed(name):
             out[name] = env[name]
-    return out
+    # a name that says nothing may still hold a secret (a proxy URL with user:password@)
+    return {k: redact_text(v) if isinstance(v, str) else v for k, v in out.items()}
 
 
 @collector("env", sections=("env", "visible_devices"), timeout=1.0)

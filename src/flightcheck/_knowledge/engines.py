@@ -40,7 +40,11 @@ def is_secret(flag: str) -> bool:
 
 def redact_argv(argv: list[str]) -> list[str]:
     """``argv`` with the value of every secret-looking flag replaced by :data:`REDACTED`
-    (``--api-key=S`` and ``--api-key S``; the engine still gets the real one)."""
+    (``--api-key=S`` and ``--api-key S``), and every secret-looking value whatever its flag
+    (``hf_...``, ``Authorization: Bearer ...``, ``https://user:pass@...``:
+    ``_vocabulary.redaction``); the engine still gets the real ones."""
+    from flightcheck._vocabulary.redaction import redact_text
+
     out: list[str] = []
     hide_next = False
     for tok in argv:
@@ -54,7 +58,7 @@ def redact_argv(argv: list[str]) -> list[str]:
                 tok = tok.split("=", 1)[0] + "=" + REDACTED
             else:
                 hide_next = True
-        out.append(tok)
+        out.append(redact_text(tok))
     return out
 
 

@@ -196,6 +196,12 @@ AUTO_MISTRAL: bool = False
 MISTRAL_FILES = "consolidated*.safetensors"
 MISTRAL_INDEX = "consolidated.safetensors.index.json"
 
+#: architectures whose model reads GGUF from the directory under the default load format:
+#: none (SGLang reads GGUF only with ``--load-format gguf``, GGUFModelLoader in
+#: sglang/srt/model_loader/loader.py, a format flightcheck does not read)
+GGUF_ARCHITECTURES: frozenset[str] = frozenset()
+GGUF_SINGLE_FILE: bool = True
+
 
 # ---- memory: mem_fraction_static's default (sglang 0.5.23) -------------------------------
 #

@@ -659,3 +659,14 @@ NOT_WEIGHT_FILES: frozenset[str] = frozenset(
 AUTO_MISTRAL: bool = True
 MISTRAL_FILES = "consolidated*.safetensors"
 MISTRAL_INDEX = "consolidated.safetensors.index.json"
+
+#: architectures whose vLLM model reads its weights from the one ``*.gguf`` file of the
+#: model directory (or a ``.gguf`` path) with the ``gguf`` package's reader: Flint's
+#: ``find_gguf_file`` and ``gguf_nvfp4_weights_iterator`` (vllm/models/flint/gguf_nvfp4.py,
+#: used by vllm/models/flint/model.py, which sets ``allow_patterns_overrides = ["*.gguf"]``).
+#: vLLM 0.33 has no other GGUF loader: a GGUF header the ``gguf`` reader refuses fails
+#: these launches, and only these.
+GGUF_ARCHITECTURES: frozenset[str] = frozenset({"FlintForCausalLM"})
+#: more than one ``*.gguf`` in the directory is a ValueError for them (find_gguf_file:
+#: "Expected one GGUF file"): split GGUF files are not loaded
+GGUF_SINGLE_FILE: bool = True

@@ -129,7 +129,10 @@ def shell_script(d: Decision, base_env: dict[str, str]) -> str:
     with open(copy, encoding="utf-8") as fh:
         config = yaml.safe_load(fh) or {}
     os.unlink(copy)
-    shown = {k: (F.REDACTED if F.is_secret(str(k)) else v) for k, v in config.items()}
+    from flightcheck._vocabulary.redaction import redact_deep
+
+    # secret keys by name, secret-looking values whatever their key (the engine reads the real file)
+    shown = {k: (F.REDACTED if F.is_secret(str(k)) else redact_deep(v)) for k, v in config.items()}
     content = yaml.safe_dump(shown, sort_keys=False)
     d.launch.config_copy = None
     fence = "FLIGHTCHECK_CONFIG"

@@ -134,6 +134,15 @@ class Intent:
     reader: str | None = None
 
     def __post_init__(self) -> None:
+        # What is only shown (never used to find files or build the launch) holds no
+        # secret-looking value, whatever flag carried it (docs/security.md "Secrets").
+        from flightcheck._vocabulary.redaction import redact_text
+
+        self.engine_flags = [redact_text(x) if isinstance(x, str) else x for x in self.engine_flags]
+        self.unparsed = [redact_text(x) if isinstance(x, str) else x for x in self.unparsed]
+        self.refused = [redact_text(x) if isinstance(x, str) else x for x in self.refused]
+        if isinstance(self.config_problem, str):
+            self.config_problem = redact_text(self.config_problem)
         if self.engine not in ENGINES:
             raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
         for name in (

@@ -81,7 +81,7 @@ def model_not_found(ctx: Context) -> Iterator[Outcome]:
     pointing at a snapshot that exists. flightcheck never downloads anything. A repo id
     that is not cached is an error only when the engine runs offline (``HF_HUB_OFFLINE`` or
     ``TRANSFORMERS_OFFLINE`` in its environment); otherwise a warning, since the engine
-    downloads it. A single ``.gguf`` file is a warning: flightcheck does not read it.
+    downloads it. A single ``.gguf`` file is a warning: flightcheck reads only its header.
 
     ## Why the launch dies
     With ``HF_HUB_OFFLINE=1`` the engine fails at once; without it, every node starts
@@ -111,7 +111,9 @@ def shard_missing(ctx: Context) -> Iterator[Outcome]:
     cache's blobs must not dangle); with no index, that the directory has the weight files
     the engine's loader globs for its ``--load-format`` (``auto``: ``*.safetensors``, else
     ``*.bin``, else ``*.pt``). Weights flightcheck does not read (``*.bin``, ``*.pt``,
-    GGUF, ``dummy`` and the other load formats) make the shard checks skip and say so.
+    ``dummy`` and the other load formats) make the shard checks skip and say so; of GGUF
+    files the header is read (FC503/FC504 judge it, an error only for a model whose vLLM
+    code loads that file: Flint).
 
     ## Why the launch dies
     vLLM checks this only when it starts loading ("Weight files referenced in index but

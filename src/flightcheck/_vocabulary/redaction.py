@@ -1,0 +1,68 @@
+"""Values that look like secrets, whatever flag or field carries them.
+
+Redaction by flag name (``--api-key``, ``--hf-token``: ``_knowledge.engines.is_secret``)
+misses a token passed where the name says nothing: ``--header 'Authorization: Bearer ...'``,
+a ``--model``/``--config`` value with ``hf_...`` in it, a URL with ``user:password@``. So
+every text flightcheck prints or writes from an engine command (the intent's
+``engine_flags``, ``unparsed``, ``refused``, ``run --dry-run``'s command line and
+``--config`` copy) also goes through :func:`redact_text`, which replaces the secret part
+only (``https://user:<redacted>@host/``, ``Bearer <redacted>``), leaving the rest legible.
+
+The shapes are the issuers' documented token formats: Hugging Face user access tokens
+(``hf_`` + 34 letters), OpenAI / Anthropic keys (``sk-``, ``sk-proj-``, ``sk-ant-``),
+GitHub tokens (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``), Slack
+tokens (``xox[abprs]-``), AWS access key ids (``AKIA`` + 16); HTTP credentials after
+``Authorization:`` / ``Proxy-Authorization:`` or a ``Bearer`` / ``Basic`` scheme; the
+password of a URL's userinfo (RFC 3986). Each needs enough characters after its prefix
+that an ordinary word or path (``sk-learn``, ``hf_cache``) is left alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+REDACTED = "<redacted>"
+
+#: (pattern, replacement): the replacement keeps the non-secret part (group 1)
+_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    # a URL's password: scheme://user:PASSWORD@host
+    (re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^/\s@]+(?=@)"), rf"\1{REDACTED}"),
+    # an HTTP Authorization header's credentials, scheme or not (the rest of the value)
+    (
+        re.compile(r"(?i)\b((?:proxy-)?authorization\s*[:=]\s*(?:(?:bearer|basic|token|digest)\s+)?)[^\s\"',;}]+"),
+        rf"\1{REDACTED}",
+    ),
+    # a bearer / basic credential anywhere else
+    (re.compile(r"(?i)\b((?:bearer|basic)\s+)[A-Za-z0-9._~+/\-]{8,}=*"), rf"\1{REDACTED}"),
+    # tokens by their issuers' prefixes
+    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), REDACTED),
+    (re.compile(r"\bsk-(?:proj-|ant-|svcacct-)?[A-Za-z0-9_\-]{20,}"), REDACTED),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), REDACTED),
+    (re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"), REDACTED),
+    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), REDACTED),
+)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with every secret-looking value replaced by :data:`REDACTED`."""
+    if not text:
+        return text
+    for pattern, repl in _RULES:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def has_secret(text: str) -> bool:
+    """True when :func:`redact_text` would change ``text``."""
+    return redact_text(text) != text
+
+
+def redact_deep(value: object) -> object:
+    """:func:`redact_text` on every string of a JSON/YAML-like value (dicts, lists)."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {k: redact_deep(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_deep(v) for v in value]
+    return value
