@@ -455,3 +455,22 @@ def test_cute_dsl_flavors_from_the_installed_builds(tmp_path):
         (libs / name).write_text("")
     assert cute_dsl_flavors({"dirs": {"nvidia_cutlass_dsl": str(tmp_path / "nvidia_cutlass_dsl")}}) == [13]
     assert cute_dsl_flavors({"dirs": {}}) is None
+
+
+def test_env_paths_record_cc_and_cxx_as_the_one_file_triton_runs(tmp_path):
+    """CC/CXX are recorded as the file their whole value names (what Triton and tilelang
+    exec), so a path with a space is told from a command line such as ``ccache gcc``."""
+    from flightcheck._collect.toolchain import env_paths
+
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("no gcc here")
+    spaced = tmp_path / "gcc 12" / "gcc"
+    spaced.parent.mkdir()
+    spaced.symlink_to(os.path.realpath(gcc))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CC": str(spaced), "CXX": "ccache g++"}
+    got = env_paths(env)
+    assert got["CC"]["kind"] == "executable" and got["CC"]["path"] == str(spaced)
+    assert got["CXX"] == {"path": "ccache g++", "kind": "missing"}
+    got = env_paths({**env, "CC": "gcc"})
+    assert got["CC"]["path"] == gcc and got["CC"]["kind"] == "executable"

@@ -27,6 +27,10 @@ from flightcheck._knowledge.cuda import host_compiler_bounds
 HOST_TOOLS = ("which", *_triton.C_COMPILERS, "ld", "objcopy")
 #: variables naming a tool a runtime compiler executes (``--version`` is read for nvcc ones).
 TOOL_VARS = (_triton.PTXAS, _triton.PTXAS_BLACKWELL, _vllm.DG_NVCC_VAR, _fi.CUTE_DSL_PTXAS)
+#: compiler variables whose whole value Triton (``runtime/build.py``) and tilelang
+#: (``contrib/cc.py``) run as one file: recorded as that file's state, so that a path with
+#: a space in it is told from a command line (``ccache gcc``).
+COMPILER_VARS = ("CC", "CXX")
 
 
 def path_state(path: str, *, directory: bool = False) -> dict[str, Any]:
@@ -58,6 +62,11 @@ def env_paths(env: dict[str, str]) -> dict[str, dict[str, Any]]:
         if st["kind"] == "executable":  # nvcc and ptxas both print "release X.Y,"
             st["version"], st["problem"] = _cuda.nvcc_version(value, env)
         out[var] = st
+    for var in COMPILER_VARS:  # what Triton / tilelang run as one argv[0] (FC114)
+        value = env.get(var)
+        if value:
+            found = value if os.sep in value else _cuda.which(value, env)
+            out[var] = path_state(found) if found else {"path": value, "kind": "missing"}
     triton_cache = _triton.cache_dir(dict(env))
     if triton_cache:
         out[_triton.CACHE_DIR] = path_state(os.path.abspath(triton_cache), directory=True)

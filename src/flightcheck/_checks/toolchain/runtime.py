@@ -66,7 +66,8 @@ def host_compiler_spec(ctx: Context) -> Iterator[Outcome]:
     ## How to fix
     Set CC/CXX to the compiler file (``export CC=/usr/bin/gcc CXX=/usr/bin/g++``) and give a
     launcher to FlashInfer the way it takes one: ``export FLASHINFER_CXX_LAUNCHER=ccache
-    FLASHINFER_NVCC_LAUNCHER=ccache``.
+    FLASHINFER_NVCC_LAUNCHER=ccache``. A compiler whose path holds a space runs for Triton
+    and tilelang (they exec the whole value); only FlashInfer's ``-ccbin`` splits it.
     """
     users = {
         "CC": _installed(ctx, "triton", "flashinfer-python", "tilelang"),
@@ -82,12 +83,22 @@ def host_compiler_spec(ctx: Context) -> Iterator[Outcome]:
         words = _words(value)
         if len(words) <= 1 and value.strip() == value and value:
             continue
-        if not users[var]:
+        used_by = users[var]
+        st = (tc.env_paths or {}).get(var)
+        whole = st is not None and st.kind == "executable"
+        if whole:
+            # the whole value (a path with a space in it) is one executable file: Triton's
+            # subprocess and tilelang's -ccbin=<value> run it as it is; only FlashInfer's
+            # unquoted "-ccbin $CC" in build.ninja splits it (jit/cpp_ext.py)
+            used_by = [u for u in used_by if u == "flashinfer-python" and var == "CC"]
+        if not used_by:
             continue
         tool = getattr(tc, key)
         target = tool.path if tool is not None and tool.path else (words[-1] if words else None)
         launcher = next((w for w in words[:-1] if w.rsplit("/", 1)[-1] in _LAUNCHERS), None)
         fix = f"export {var}={target}" if target else f"unset {var}"
+        if whole:  # FlashInfer needs a path without a space: a link to the same compiler
+            fix = f'ln -s "{value}" /usr/local/bin/cc-flashinfer && export {var}=/usr/local/bin/cc-flashinfer'
         if launcher:
             fix += f" {_fi.CXX_LAUNCHER}={launcher} {_fi.NVCC_LAUNCHER}={launcher}"
         effects = {
@@ -99,9 +110,9 @@ def host_compiler_spec(ctx: Context) -> Iterator[Outcome]:
             "tilelang": f"tilelang runs {value!r} as its compiler: 'Failed to preprocess host compiler properties'",
         }
         yield fail(
-            f"{var}={value!r} is not one compiler file; " + "; ".join(effects[u] for u in users[var]),
+            f"{var}={value!r} is not one compiler file; " + "; ".join(effects[u] for u in used_by),
             fix=fix,
-            evidence={var: value, "used_by": users[var]},
+            evidence={var: value, "used_by": used_by},
         )
         return
     if not checked:
