@@ -44,7 +44,13 @@ def _fresh_tool_cache():
 
 
 #: the lookups of a slim image with gcc (the collector records every name of HOST_TOOLS).
-IMAGE_TOOLS = {"which": "/usr/bin/which", "gcc": "/usr/bin/gcc", "clang": None, "ld": "/usr/bin/ld", "objcopy": "/usr/bin/objcopy"}
+IMAGE_TOOLS = {
+    "which": "/usr/bin/which",
+    "gcc": "/usr/bin/gcc",
+    "clang": None,
+    "ld": "/usr/bin/ld",
+    "objcopy": "/usr/bin/objcopy",
+}
 
 
 def healthy(**env: str | None) -> dict[str, Any]:
@@ -350,7 +356,8 @@ def test_fc122_does_not_stop_an_air_gapped_node_with_a_populated_cubin_dir(tmp_p
 def test_fc122_does_not_stop_a_hopper_node_without_cubins():
     doc = healthy(FLASHINFER_NO_DOWNLOAD="1")
     doc["python"]["packages"]["flashinfer-cubin"] = None
-    doc["toolchain"]["flashinfer_cubins"] = {"dir": "/x", "source": "cache", "artifacts": {"TRTLLM_GEN_FMHA": "missing"}}
+    missing = {"TRTLLM_GEN_FMHA": "missing"}
+    doc["toolchain"]["flashinfer_cubins"] = {"dir": "/x", "source": "cache", "artifacts": missing}
     (r,) = serves("FC122", on_h100(doc), "skip", host="hgx-h100")
     assert "trtllm-gen cubins are not loaded" in r.message
 

@@ -537,3 +537,43 @@ NOT_WEIGHT_FILES: frozenset[str] = frozenset(
 AUTO_MISTRAL: bool = True
 MISTRAL_FILES = "consolidated*.safetensors"
 MISTRAL_INDEX = "consolidated.safetensors.index.json"
+
+
+# ---- tilelang (mHC) and humming: the kernels vLLM 0.33 JIT-compiles with them ------------
+
+#: ``vllm/model_executor/layers/mhc.py``: on CUDA every mHC op (``MHCPreOp.forward_cuda``,
+#: ``MHCPostOp``, ``HCHeadOp``, ``MHCFusedPostPreOp``) calls the tilelang kernels
+#: (``model_executor/kernels/mhc/tilelang.py``; ``vllm/tilelang_utils`` imports tilelang on
+#: CUDA and raises ImportError without it). The models built on those ops
+#: (``model_executor/models/registry.py``: ``vllm.models.deepseek_v4``, ``deepseek_v41``,
+#: ``glm5next``).
+MHC_ARCHS = frozenset(
+    {
+        "DeepseekV4ForCausalLM",
+        "DeepseekV4ForConditionalGeneration",
+        "DeepseekV41ForCausalLM",
+        "Glm5NextForCausalLM",
+        "Glm5NextForConditionalGeneration",
+    }
+)
+#: first release read with tilelang mHC kernels (0.33.0).
+TILELANG_MHC_SINCE = "0.33.0"
+
+#: ``model_executor/layers/quantization/utils/humming/priority.py``: humming moves ahead of
+#: Marlin (``prioritize_humming``) on compute capability 9.0 only, in the linear kernel
+#: lists (``model_executor/kernels/linear/__init__.py``) and the MoE oracles
+#: (``fused_moe/oracle/{mxfp4,nvfp4,int_wna16,fp8,mxfp8}.py``); it is picked where Marlin
+#: would have been, i.e. for weights Hopper has no native kernel for.
+HUMMING_PREFERRED_CC = frozenset({(9, 0)})
+HUMMING_SINCE = "0.33.0"
+#: weight formats (the memory model's ``Quant.method``) whose MoE experts fall through to
+#: Marlin, and so to humming, on SM 9.0 (MoE only: the linear lists put Machete and
+#: FlashInfer's W4A16 kernels ahead of Marlin on Hopper, not judged here): int4
+#: (GPTQ/AWQ/compressed-tensors WNA16; oracle/int_wna16.py lists MARLIN after
+#: FLASHINFER_TRTLLM, a Blackwell kernel), MXFP4 (oracle/mxfp4.py: "SM90 falls through to
+#: Humming or Marlin"), NVFP4 (oracle/nvfp4.py: MARLIN after the FlashInfer / CUTLASS FP4
+#: kernels of SM 10.x).
+HUMMING_QUANTS = frozenset({"int4", "mxfp4", "nvfp4"})
+#: gpt-oss's MXFP4 MoE on Hopper runs the OAI Triton kernels, listed before Marlin
+#: (oracle/mxfp4.py ``_get_priority_backends_for_gpt_oss``).
+HUMMING_MXFP4_EXCEPT = frozenset({"GptOssForCausalLM"})
