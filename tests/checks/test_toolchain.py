@@ -489,11 +489,59 @@ def test_fc119_dg_nvcc_compiler_override_is_what_counts():
     assert_silent("FC119", facts("b300", **doc), engine="sglang", **TP8)
 
 
+def test_fc119_block_fp8_on_hopper_and_mxfp4_on_blackwell_without_flashinfer(tmp_path, monkeypatch):
+    """The DeepGEMM paths of vLLM 0.33 (``_knowledge/vllm.py`` DEEP_GEMM_QUANTS): block FP8
+    everywhere DeepGEMM runs; MXFP4 on SM 10.x when FlashInfer is off."""
+    from support.ckptgen import load_config, write_checkpoint
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    tiny = load_config("tiny-llama")
+    fp8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    model = write_checkpoint(tmp_path / "fp8", {**tiny, "quantization_config": fp8})
+    (r,) = assert_fires("FC119", hopper("12.6"), model=str(model), **TP8)
+    assert r.severity.value == "error" and r.evidence["quant"] == "fp8-block"
+    mxfp4 = write_checkpoint(tmp_path / "mxfp4", {**tiny, "quantization_config": {"quant_method": "mxfp4"}})
+    doc = healthy(DG_JIT_NVCC_COMPILER="/opt/cuda-12.8/bin/nvcc")
+    doc["toolchain"]["env_paths"]["DG_JIT_NVCC_COMPILER"] = {
+        "path": "/opt/cuda-12.8/bin/nvcc",
+        "kind": "executable",
+        "version": "12.8",
+    }
+    doc["python"]["packages"].update({"flashinfer-python": None, "flashinfer-cubin": None})
+    (r,) = assert_fires("FC119", facts("b300", **doc), model=str(mxfp4), **TP8)
+    assert r.evidence["quant"] == "mxfp4"
+
+
 def test_fc120_empty_workspace_base():
     (r,) = assert_fires("FC120", facts("b300", **healthy(FLASHINFER_WORKSPACE_BASE="")), **TP8)
     assert "./.cache/flashinfer" in r.message
     assert r.fix.startswith("unset FLASHINFER_WORKSPACE_BASE")
     assert_silent("FC120", facts("b300", **healthy(FLASHINFER_WORKSPACE_BASE="/var/tmp/fi")), **TP8)
+
+
+def test_fc110_flashinfer_0_7_0_and_0_7_1_raise_at_import_0_7_2_ignores():
+    """Read in the wheels: 0.7.0/0.7.1 ``jit/env.py`` raise RuntimeError at import for a
+    mismatched flashinfer-cubin; 0.7.2 and 0.7.2.post1 warn and download instead."""
+    for fi, cubin, severity, effect in (
+        ("0.7.1", "0.7.0", "error", "import flashinfer raises"),
+        ("0.7.0", "0.6.12", "error", "import flashinfer raises"),
+        ("0.7.2", "0.7.1", "warning", "ignores the mismatched package"),
+    ):
+        doc = sections("healthy-cu131")
+        doc["python"]["packages"].update({"flashinfer-python": fi, "flashinfer-cubin": cubin})
+        (r,) = assert_fires("FC110", facts("b300", **doc), **TP8)
+        assert r.severity.value == severity and effect in r.message, (fi, r.message)
+
+
+def test_fc110_does_not_stop_a_mismatched_cubin_package_when_flashinfer_cubin_dir_is_set():
+    """``_get_cubin_dir`` returns $FLASHINFER_CUBIN_DIR before it looks at flashinfer-cubin
+    (0.7.0 to 0.7.2.post1): the package's version is never compared."""
+    doc = sections("healthy-cu131")
+    doc["python"]["packages"].update({"flashinfer-python": "0.7.1", "flashinfer-cubin": "0.7.0"})
+    doc["env"]["FLASHINFER_CUBIN_DIR"] = "/srv/flashinfer-cubins"
+    (r,) = results(facts("b300", **doc), **TP8)["FC110"]
+    assert r.status.value == "pass"
+    assert "cubins from FLASHINFER_CUBIN_DIR=/srv/flashinfer-cubins (flashinfer-cubin 0.7.0 not read)" in r.message
 
 
 def test_fc110_flashinfer_0_7_2_ignores_a_mismatched_companion_and_downloads_or_compiles():

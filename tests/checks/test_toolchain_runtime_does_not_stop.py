@@ -499,3 +499,35 @@ def test_fc128_does_not_stop_when_unset():
     doc["python"]["packages"]["nvidia-cutlass-dsl"] = "4.8.0"
     (r,) = serves("FC128", doc, "skip")
     assert "embedded ptxas" in r.message
+
+
+def _model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, **config: Any) -> str:
+    from support.ckptgen import load_config, write_checkpoint
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return str(write_checkpoint(tmp_path / name, {**load_config("tiny-llama"), **config}))
+
+
+MXFP4 = {"quantization_config": {"quant_method": "mxfp4"}}
+
+
+def test_fc119_does_not_stop_an_mxfp4_model_on_hopper(tmp_path: Path, monkeypatch):
+    """MXFP4 on SM 9.0 goes to humming / Marlin: DeepGemmFP4Experts needs the 10.x family
+    (vllm/model_executor/layers/fused_moe/experts/deep_gemm_moe.py)."""
+    model = _model(tmp_path, monkeypatch, "mxfp4", **MXFP4)
+    (r,) = serves("FC119", on_hopper(healthy(), "12.6"), "skip", host="hgx-h100", model=model)
+    assert "take no DeepGEMM path on the GPUs used" in r.message
+
+
+def test_fc119_does_not_stop_an_mxfp4_model_on_blackwell_while_flashinfer_serves_it(tmp_path: Path, monkeypatch):
+    """On SM 10.x FlashInfer's TRT-LLM MXFP4 MoE comes before DEEPGEMM_MXFP4
+    (oracle/mxfp4.py): with FlashInfer on, DeepGEMM is not used, whatever DG's nvcc is."""
+    model = _model(tmp_path, monkeypatch, "mxfp4", **MXFP4)
+    doc = healthy(DG_JIT_NVCC_COMPILER="/opt/cuda-12.8/bin/nvcc")
+    doc["toolchain"]["env_paths"]["DG_JIT_NVCC_COMPILER"] = {
+        "path": "/opt/cuda-12.8/bin/nvcc",
+        "kind": "executable",
+        "version": "12.8",
+    }
+    (r,) = serves("FC119", doc, "skip", model=model)
+    assert "mxfp4" in r.message

@@ -424,10 +424,34 @@ def deep_gemm_arch(cc: str | None) -> bool:
     return (major, minor) in DEEP_GEMM_CC_EXACT or major in DEEP_GEMM_CC_FAMILIES
 
 
-#: checkpoint weight formats (the memory model's ``Quant.method``) whose vLLM kernels call
-#: DeepGEMM: block-scaled FP8 linear and MoE (quantization/utils/fp8_utils.py), and the MoE
-#: fallbacks for MXFP4 / NVFP4 (the vendored sm100_fp4_fp4_mega_moe, sm90 paths).
-DEEP_GEMM_QUANTS = frozenset({"fp8-block", "mxfp4", "nvfp4"})
+#: checkpoint weight formats (the memory model's ``Quant.method``) whose vLLM 0.33 kernels
+#: call DeepGEMM by default, and the compute-capability majors where they do:
+#:
+#: * ``fp8-block``, wherever ``support_deep_gemm`` holds: the FP8 linear kernel
+#:   (``model_executor/kernels/linear/scaled_mm/deep_gemm.py``: activation groups (1, 128)
+#:   only, so per-tensor FP8 never) and ``Fp8MoeBackend.DEEPGEMM``
+#:   (``layers/fused_moe/oracle/fp8.py``; ``experts/deep_gemm_moe.py`` runs on 9.0 and 10.x);
+#: * ``mxfp4`` on 10.x only, as the MoE fallback behind FlashInfer's TRT-LLM MXFP4 kernel
+#:   (``oracle/mxfp4.py`` ``_get_priority_backends``: FLASHINFER_TRTLLM_MXFP4_MXFP8, then
+#:   DEEPGEMM_MXFP4, whose ``DeepGemmFP4Experts`` requires the 10.x family); on 9.0 MXFP4
+#:   goes to humming / Marlin;
+#: * NVFP4 is not in it: ``oracle/nvfp4.py`` lists no DeepGEMM backend, and the DeepGEMM
+#:   MegaMoE NVFP4 path (``fused_moe/deep_gemm_mega_moe.py``) runs only when asked for
+#:   (``moe_backend == "deep_gemm_mega_moe"``) and on SM 10.x.
+DEEP_GEMM_QUANTS = frozenset({"fp8-block", "mxfp4"})
+#: formats that take DeepGEMM only on these majors (and, for MXFP4, only when vLLM's
+#: FlashInfer is off: no flashinfer-python, or ``has_flashinfer`` false).
+DEEP_GEMM_QUANT_MAJORS: dict[str, frozenset[int]] = {"mxfp4": frozenset({10})}
+
+
+def deep_gemm_takes(method: str | None, cc_major: int, *, flashinfer_on: bool) -> bool:
+    """Whether vLLM sends weights of ``method`` through DeepGEMM on a GPU of this major."""
+    if method not in DEEP_GEMM_QUANTS:
+        return False
+    majors = DEEP_GEMM_QUANT_MAJORS.get(method)
+    if majors is not None and cc_major not in majors:
+        return False
+    return not (method == "mxfp4" and flashinfer_on)
 
 
 # ---- reader: how vLLM 0.33's parser reads a command line --------------------------------

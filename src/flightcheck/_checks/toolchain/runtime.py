@@ -303,7 +303,8 @@ def deepgemm_nvcc(ctx: Context) -> Iterator[Outcome]:
     ## What it checks
     For vLLM with its vendored DeepGEMM (0.33.0 and later), ``VLLM_USE_DEEP_GEMM`` not 0, a GPU
     used where vLLM's ``support_deep_gemm`` holds (SM 9.0, 10.x, 12.x) and a model whose
-    weights take DeepGEMM paths (block FP8, MXFP4, NVFP4; any model when none is given): the
+    weights take DeepGEMM paths there (block FP8; MXFP4 MoE on SM 10.x when vLLM's FlashInfer
+    is off; any model, as a warning, when none is given): the
     nvcc DeepGEMM compiles with (``DG_JIT_NVCC_COMPILER``, else ``$CUDA_HOME/bin/nvcc``) is
     12.9 or newer. This is stricter than FC102 on Hopper (12.3 there).
 
@@ -334,8 +335,17 @@ def deepgemm_nvcc(ctx: Context) -> Iterator[Outcome]:
     memory = ctx.memory
     model = memory.cfg if memory is not None else None
     method = model.quant.method if model is not None else None
-    if model is not None and method not in _vllm.DEEP_GEMM_QUANTS:
-        raise Skip(f"the model's weights ({method or 'unquantized'}) take no DeepGEMM path")
+    if model is not None:
+        packages = ctx.python.packages or {}
+        flashinfer_on = bool(packages.get("flashinfer-python")) and not _vllm_gate(ctx)
+        gpus = [
+            g
+            for g in gpus
+            if (mm := major_minor(g.compute_capability))
+            and _vllm.deep_gemm_takes(method, mm[0], flashinfer_on=flashinfer_on)
+        ]
+        if not gpus:
+            raise Skip(f"the model's weights ({method or 'unquantized'}) take no DeepGEMM path on the GPUs used")
     states = ctx.toolchain.env_paths or {}
     override = ctx.env.get(_vllm.DG_NVCC_VAR)
     if override:
