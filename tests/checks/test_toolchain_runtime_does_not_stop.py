@@ -531,3 +531,30 @@ def test_fc119_does_not_stop_an_mxfp4_model_on_blackwell_while_flashinfer_serves
     }
     (r,) = serves("FC119", doc, "skip", model=model)
     assert "mxfp4" in r.message
+
+
+def flashinfer_off_node() -> dict[str, Any]:
+    """A driver-only image (no toolkit, no which) with vLLM 0.33 and flashinfer-python but no
+    flashinfer-cubin: vLLM's ``has_flashinfer`` is false (vllm/utils/flashinfer.py), so
+    FlashInfer never compiles, links or runs ``which nvcc``."""
+    doc = copy.deepcopy(sections("driver-only"))
+    doc["python"]["packages"]["flashinfer-cubin"] = None
+    doc["toolchain"]["host_tools"] = {**IMAGE_TOOLS, "which": None, "ld": None, "objcopy": None}
+    doc["toolchain"]["link_libcuda"] = []
+    doc["toolchain"]["nvcc_host"] = {"path": "/usr/bin/gcc-16", "version": "16.1.0"}
+    doc["toolchain"]["host_compiler_bounds"] = {"gcc_max": 15, "clang_below": 21}
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        doc["env"].pop(var, None)
+    return doc
+
+
+@pytest.mark.parametrize("code", ["FC118", "FC123", "FC125"])
+def test_fc118_fc123_fc125_does_not_stop_when_vllm_turns_flashinfer_off(code):
+    assert flashinfer_off_node()["toolchain"]["nvcc"] is None
+    (r,) = serves(code, flashinfer_off_node(), "skip")
+    assert "vLLM disables FlashInfer here" in r.message
+    # the same host with SGLang (no such gate) is still judged
+    doc = flashinfer_off_node()
+    doc["python"]["packages"]["sglang"] = "0.5.23"
+    got = [x for x in evaluate(facts("b300", **doc), Intent(engine="sglang", **TP8)).checks if x.code == code]
+    assert got and "vLLM disables FlashInfer" not in got[0].message

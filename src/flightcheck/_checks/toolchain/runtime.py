@@ -274,7 +274,7 @@ def which_missing(ctx: Context) -> Iterator[Outcome]:
     ``export CUDA_HOME=/usr/local/cuda-13.0`` (the toolkit nvcc belongs to), so FlashInfer
     never looks; or install ``which`` (``dnf install -y which``; Debian: ``debianutils``).
     """
-    needed, why = _jit.jit_needed(ctx)
+    needed, why = _flashinfer_jit(ctx)
     if needed is False:
         raise Skip(f"no JIT needed: {why}")
     set_home = [v for v in ("CUDA_HOME", "CUDA_PATH") if ctx.env.get(v)]
@@ -573,6 +573,17 @@ def flashinfer_cubins(ctx: Context) -> Iterator[Outcome]:
         )
 
 
+def _flashinfer_jit(ctx: Context) -> tuple[bool | None, str]:
+    """``_jit.jit_needed``, except where vLLM turns FlashInfer off: then nothing of
+    FlashInfer compiles, links or looks for a CUDA home (``vllm/utils/flashinfer.py``
+    ``has_flashinfer``: no flashinfer-cubin, and no nvcc or no ninja)."""
+    if _vllm_gate(ctx):
+        raise Skip(
+            "vLLM disables FlashInfer here (no flashinfer-cubin, no nvcc or ninja: FC101/FC103): nothing compiles"
+        )
+    return _jit.jit_needed(ctx)
+
+
 def _vllm_gate(ctx: Context) -> bool:
     """vLLM's ``has_flashinfer`` is false here: no flashinfer-cubin and no nvcc or ninja."""
     if ctx.intent.engine != _vllm.NAME:
@@ -605,7 +616,7 @@ def nvcc_rejects_host_compiler(ctx: Context) -> Iterator[Outcome]:
     Install a supported compiler and point CC/CXX at it (``apt-get install -y gcc-14 g++-14
     && export CC=/usr/bin/gcc-14 CXX=/usr/bin/g++-14``), or use a newer toolkit.
     """
-    needed, why = _jit.jit_needed(ctx)
+    needed, why = _flashinfer_jit(ctx)
     if needed is False:
         raise Skip(f"no JIT needed: {why}")
     tc = ctx.toolchain
@@ -719,7 +730,7 @@ def jit_link_tools(ctx: Context) -> Iterator[Outcome]:
     ``cuda-toolkit-13-0`` and ``export CUDA_HOME`` to it), and binutils
     (``apt-get install -y binutils``).
     """
-    needed, why = _jit.jit_needed(ctx)
+    needed, why = _flashinfer_jit(ctx)
     if needed is False:
         raise Skip(f"no JIT needed: {why}")
     tools = _extension(ctx, ctx.toolchain.host_tools, "toolchain.host_tools")
