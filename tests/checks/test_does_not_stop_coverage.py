@@ -29,14 +29,6 @@ def covered() -> set[str]:
     return out
 
 
-#: error checks merged (the JIT family's FC114-FC128) before they got their must-not-stop
-#: scenario: still owed. A new error check must not be added here, only removed from it.
-PENDING = frozenset({f"FC1{n}" for n in (14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 27, 28)})
-
-
 @pytest.mark.parametrize("code", ERROR_CODES)
 def test_every_error_check_has_a_launch_it_must_not_stop(code: str) -> None:
-    if code in PENDING:
-        assert code not in covered(), f"{code} has its test now: remove it from PENDING"
-        pytest.xfail(f"{code}: must-not-stop scenario still owed")
     assert code in covered(), f"no test_{code.lower()}_does_not_stop_... for the error check {code}"

@@ -4,11 +4,19 @@ silent on a healthy one, and its fix is the exact thing to run on that node."""
 from __future__ import annotations
 
 import copy
+import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from support.evaluation import assert_fires, assert_silent, facts, results, statuses
-from support.toolchain import sections
+from flightcheck import Intent, evaluate
+from flightcheck._collect import cuda as _cuda
+from flightcheck._collect.pyinfo import _gather_now
+from flightcheck._collect.toolchain import cuda_envs, tilelang_cuda
+from support.ckptgen import load_config, write_checkpoint
+from support.evaluation import assert_fires, assert_silent, facts, host_doc, results, statuses
+from support.toolchain import CUDA, sections
 
 TP8 = {"tensor_parallel_size": 8}
 
@@ -480,11 +488,59 @@ def test_fc119_dg_nvcc_compiler_override_is_what_counts():
     assert_silent("FC119", facts("b300", **doc), engine="sglang", **TP8)
 
 
+def test_fc119_block_fp8_on_hopper_and_mxfp4_on_blackwell_without_flashinfer(tmp_path, monkeypatch):
+    """The DeepGEMM paths of vLLM 0.33 (``_knowledge/vllm.py`` DEEP_GEMM_QUANTS): block FP8
+    everywhere DeepGEMM runs; MXFP4 on SM 10.x when FlashInfer is off."""
+    from support.ckptgen import load_config, write_checkpoint
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    tiny = load_config("tiny-llama")
+    fp8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    model = write_checkpoint(tmp_path / "fp8", {**tiny, "quantization_config": fp8})
+    (r,) = assert_fires("FC119", hopper("12.6"), model=str(model), **TP8)
+    assert r.severity.value == "error" and r.evidence["quant"] == "fp8-block"
+    mxfp4 = write_checkpoint(tmp_path / "mxfp4", {**tiny, "quantization_config": {"quant_method": "mxfp4"}})
+    doc = healthy(DG_JIT_NVCC_COMPILER="/opt/cuda-12.8/bin/nvcc")
+    doc["toolchain"]["env_paths"]["DG_JIT_NVCC_COMPILER"] = {
+        "path": "/opt/cuda-12.8/bin/nvcc",
+        "kind": "executable",
+        "version": "12.8",
+    }
+    doc["python"]["packages"].update({"flashinfer-python": None, "flashinfer-cubin": None})
+    (r,) = assert_fires("FC119", facts("b300", **doc), model=str(mxfp4), **TP8)
+    assert r.evidence["quant"] == "mxfp4"
+
+
 def test_fc120_empty_workspace_base():
     (r,) = assert_fires("FC120", facts("b300", **healthy(FLASHINFER_WORKSPACE_BASE="")), **TP8)
     assert "./.cache/flashinfer" in r.message
     assert r.fix.startswith("unset FLASHINFER_WORKSPACE_BASE")
     assert_silent("FC120", facts("b300", **healthy(FLASHINFER_WORKSPACE_BASE="/var/tmp/fi")), **TP8)
+
+
+def test_fc110_flashinfer_0_7_0_and_0_7_1_raise_at_import_0_7_2_ignores():
+    """Read in the wheels: 0.7.0/0.7.1 ``jit/env.py`` raise RuntimeError at import for a
+    mismatched flashinfer-cubin; 0.7.2 and 0.7.2.post1 warn and download instead."""
+    for fi, cubin, severity, effect in (
+        ("0.7.1", "0.7.0", "error", "import flashinfer raises"),
+        ("0.7.0", "0.6.12", "error", "import flashinfer raises"),
+        ("0.7.2", "0.7.1", "warning", "ignores the mismatched package"),
+    ):
+        doc = sections("healthy-cu131")
+        doc["python"]["packages"].update({"flashinfer-python": fi, "flashinfer-cubin": cubin})
+        (r,) = assert_fires("FC110", facts("b300", **doc), **TP8)
+        assert r.severity.value == severity and effect in r.message, (fi, r.message)
+
+
+def test_fc110_does_not_stop_a_mismatched_cubin_package_when_flashinfer_cubin_dir_is_set():
+    """``_get_cubin_dir`` returns $FLASHINFER_CUBIN_DIR before it looks at flashinfer-cubin
+    (0.7.0 to 0.7.2.post1): the package's version is never compared."""
+    doc = sections("healthy-cu131")
+    doc["python"]["packages"].update({"flashinfer-python": "0.7.1", "flashinfer-cubin": "0.7.0"})
+    doc["env"]["FLASHINFER_CUBIN_DIR"] = "/srv/flashinfer-cubins"
+    (r,) = results(facts("b300", **doc), **TP8)["FC110"]
+    assert r.status.value == "pass"
+    assert "cubins from FLASHINFER_CUBIN_DIR=/srv/flashinfer-cubins (flashinfer-cubin 0.7.0 not read)" in r.message
 
 
 def test_fc110_flashinfer_0_7_2_ignores_a_mismatched_companion_and_downloads_or_compiles():
@@ -657,3 +713,246 @@ def test_fc128_cute_dsl_ptxas_path():
     assert "is CUDA 12.8; 103a needs 12.9" in r.message
     doc["toolchain"]["env_paths"]["CUTE_DSL_PTXAS_PATH"]["version"] = "13.0"
     assert_silent("FC128", facts("b300", **doc), **TP8)
+
+
+# ---- FC129 (tilelang's CUDA home, mHC models) and FC130 (humming's NVRTC, MoE on SM 9.0) ----
+# Each fires on the host condition only where vLLM sends the model to that compiler, and lets
+# the launches the engine serves through. Where this machine has them, the facts are the real
+# collector's: the toolkit under /usr/local/cuda (13.0, no nvrtc.h), and the engine venv's pip
+# CUDA 13 (nvidia-cuda-nvcc 13.5 and nvidia-cuda-nvrtc, /work/.conformance-venv).
+CONF_PY = "/work/.conformance-venv/bin/python"
+needs_engine_venv = pytest.mark.skipif(not os.path.exists(CONF_PY), reason="no engine venv here")
+needs_cuda = pytest.mark.skipif(not os.access(f"{CUDA}/bin/nvcc", os.X_OK), reason=f"no {CUDA}/bin/nvcc here")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    _cuda.clear_cache()
+    yield
+    _cuda.clear_cache()
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A tiny model of each architecture these checks gate on (config.json is what counts)."""
+    root = tmp_path_factory.mktemp("kernels")
+    tiny = load_config("tiny-llama")
+    moe = load_config("qwen3-30b-a3b")
+    awq = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
+    out = {
+        "mhc": write_checkpoint(root / "dsv4", {**tiny, "architectures": ["DeepseekV4ForCausalLM"]}),
+        "glm5next": write_checkpoint(root / "glm5next", {**tiny, "architectures": ["Glm5NextForCausalLM"]}),
+        "llama": write_checkpoint(root / "llama", tiny),
+        "moe-int4": write_checkpoint(root / "moe-int4", {**moe, "quantization_config": awq}, shards=2),
+        "moe-bf16": write_checkpoint(root / "moe-bf16", moe, shards=2),
+    }
+    return {k: str(v) for k, v in out.items()}
+
+
+def kernel_node(**toolchain: Any) -> dict[str, Any]:
+    """The healthy CUDA 13.1 node (vLLM 0.33, FlashInfer at /usr/local/cuda-13.1), with
+    toolchain fields replaced."""
+    doc = copy.deepcopy(sections("healthy-cu131"))
+    doc["toolchain"].update(toolchain)
+    return doc
+
+
+def tilelang_node(tl: dict[str, Any] | None, **env: str) -> dict[str, Any]:
+    doc = kernel_node(tilelang_cuda=tl)
+    doc["python"]["packages"]["tilelang"] = "0.1.12"
+    doc["env"].update(env)
+    return doc
+
+
+def outcome(code: str, doc: dict[str, Any], host: str = "b300", **intent: Any) -> tuple[list, str]:
+    """``code``'s results and the verdict; "not-ready" only when a toolchain (FC1xx) error
+    fails: the generated checkpoints are sparse (FC511) and sized for other checks, which
+    are not what these tests are about."""
+    rep = evaluate(facts(host, **doc), Intent(**{**TP8, **intent}))
+    blocking = [r for r in rep.failures if r.severity.value == "error" and r.code.startswith("FC1")]
+    verdict = "not-ready" if blocking else ("ready" if rep.verdict in ("ready", "not-ready") else rep.verdict)
+    return [r for r in rep.checks if r.code == code], verdict
+
+
+# ---- FC129: tilelang ---------------------------------------------------------------------
+
+SAME = {
+    "home": "/usr/local/cuda-13.1",
+    "source": "CUDA_HOME",
+    "nvcc": {"path": "/usr/local/cuda-13.1/bin/nvcc", "version": "13.1"},
+}
+
+
+def test_fc129_no_cuda_for_tilelang_stops_an_mhc_model(models):
+    tl = {"home": None, "source": "CUDA_HOME", "nvcc": None, "problem": "CUDA_HOME='/opt/cuda' does not exist"}
+    (r,), verdict = outcome("FC129", tilelang_node(tl), model=models["mhc"])
+    assert r.status.value == "fail" and r.severity.value == "error" and verdict == "not-ready"
+    assert "Failed to automatically detect CUDA installation" in r.message and "/opt/cuda" in r.message
+    assert r.fix.startswith("export CUDA_HOME=/usr/local/cuda-13.1")
+
+
+def test_fc129_tilelang_nvcc_too_old_for_the_gpu(models):
+    tl = {
+        "home": "/usr/local/cuda-12.8",
+        "source": "nvcc-on-path",
+        "nvcc": {"path": "/usr/local/cuda-12.8/bin/nvcc", "version": "12.8"},
+    }
+    (r,), _ = outcome("FC129", tilelang_node(tl), model=models["glm5next"])
+    assert r.status.value == "fail" and r.severity.value == "error"
+    assert "cannot target 103a (needs 12.9)" in r.message and r.subject == "gpu:0"
+    assert r.fix.startswith("export CUDA_HOME=/usr/local/cuda-13.1")
+
+
+@needs_engine_venv
+@needs_cuda
+def test_fc129_pip_nvcc_before_usr_local_cuda_is_two_toolkits(models):
+    """The engine venv here: CUDA_HOME unset, no nvcc on PATH. FlashInfer takes
+    /usr/local/cuda (13.0); tilelang takes pip's nvidia-cuda-nvcc first (13.5): a warning,
+    and the fix makes one CUDA_HOME for both."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+    py = _gather_now(CONF_PY, env)
+    if not (py.get("packages") or {}).get("nvidia-cuda-nvcc") or not (py.get("packages") or {}).get("tilelang"):
+        pytest.skip("the engine venv has no tilelang / nvidia-cuda-nvcc")
+    tl = tilelang_cuda(env, py)
+    assert tl is not None and tl["source"] == "nvidia-cuda-nvcc" and "site-packages/nvidia" in tl["home"]
+    doc = tilelang_node(tl)
+    doc["env"].pop("CUDA_HOME")
+    doc["toolchain"]["cuda_home"] = {"path": "/usr/local/cuda", "source": "default", "exists": True}
+    doc["toolchain"]["nvcc"] = {
+        "path": "/usr/local/cuda/bin/nvcc",
+        "version": _cuda.nvcc_version(f"{CUDA}/bin/nvcc", env)[0],
+    }
+    (r,), verdict = outcome("FC129", doc, model=models["mhc"])
+    assert r.status.value == "fail" and r.severity.value == "warning" and verdict != "not-ready"
+    assert tl["nvcc"]["path"] in r.message and "FlashInfer with /usr/local/cuda" in r.message
+    assert r.fix.startswith(f"export CUDA_HOME={tl['home']}")
+
+
+@needs_cuda
+def test_fc129_does_not_stop_cuda_home_set_for_both(models):
+    """CUDA_HOME=/usr/local/cuda: tilelang and FlashInfer read it first (real collector)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "CUDA_HOME": CUDA}
+    tl = tilelang_cuda(env, {"packages": {"tilelang": "0.1.12"}})
+    assert tl == {
+        "home": CUDA,
+        "source": "CUDA_HOME",
+        "nvcc": {"path": f"{CUDA}/bin/nvcc", "version": tl["nvcc"]["version"]},
+        "problem": None,
+    }
+    doc = tilelang_node(tl, CUDA_HOME=CUDA)
+    doc["toolchain"]["cuda_home"] = {"path": CUDA, "source": "CUDA_HOME", "exists": True}
+    doc["toolchain"]["nvcc"] = {"path": f"{CUDA}/bin/nvcc", "version": tl["nvcc"]["version"]}
+    (r,), verdict = outcome("FC129", doc, model=models["mhc"])
+    assert r.status.value == "pass" and verdict == "ready", r.message
+
+
+@pytest.mark.parametrize(
+    ("model", "intent", "why"),
+    [
+        ("llama", {}, "has no mHC ops"),
+        (None, {}, "no model given"),
+        ("mhc", {"engine": "sglang"}, "engine is sglang"),
+    ],
+)
+def test_fc129_does_not_stop_where_tilelang_does_not_run(models, model, intent, why):
+    tl = {"home": None, "source": None, "nvcc": None, "problem": "no CUDA home"}
+    doc = tilelang_node(tl)
+    doc["python"]["packages"]["sglang"] = "0.5.23"
+    (r,), verdict = outcome("FC129", doc, **({"model": models[model]} if model else {}), **intent)
+    assert r.status.value == "skip" and why in r.message and verdict != "not-ready"
+
+
+def test_fc129_nvrtc_execution_backend_needs_no_nvcc(models):
+    doc = tilelang_node({"home": None, "source": None, "nvcc": None}, TILELANG_EXECUTION_BACKEND="nvrtc")
+    (r,), _ = outcome("FC129", doc, model=models["mhc"])
+    assert r.status.value == "skip"
+
+
+def test_fc129_same_toolkit_passes(models):
+    (r,), verdict = outcome("FC129", tilelang_node(SAME), model=models["mhc"])
+    assert r.status.value == "pass" and verdict == "ready"
+
+
+# ---- FC130: humming's NVRTC --------------------------------------------------------------
+
+
+def hopper_node(envs: list[dict[str, Any]] | None, **env: str) -> dict[str, Any]:
+    doc = kernel_node(cuda_envs=envs)
+    doc["python"]["packages"].update({"humming-kernels": "0.1.19", "cuda-bindings": "13.1.1"})
+    doc["env"].update(env)
+    doc["driver"] = {"loaded": True, "version": "580.95.05", "cuda_version": "13.0"}
+    doc["fabric_manager"] = {**host_doc("hgx-h100")["fabric_manager"], "version": "580.95.05"}
+    return doc
+
+
+def cuda_env(path: str, major: int, minor: int | None, header: bool, lib: str | None, source: str = "system"):
+    return {"path": path, "source": source, "major": major, "minor": minor, "header": header, "nvrtc_lib": lib}
+
+
+@needs_cuda
+def test_fc130_a_toolkit_without_nvrtc_stops_a_quantised_moe_on_hopper(models):
+    """This machine's /usr/local/cuda (13.0) has no nvrtc.h and torch is cu130: humming has
+    no CUDA 13 environment (the real collector, no pip nvidia roots)."""
+    envs = cuda_envs({"PATH": "/usr/bin:/bin"}, {"packages": {"humming-kernels": "0.1.19"}, "nvidia_roots": []})
+    assert envs and all(not e["header"] for e in envs if e["major"] == 13)
+    (r,), verdict = outcome("FC130", hopper_node(envs), host="hgx-h100", model=models["moe-int4"])
+    assert r.status.value == "fail" and r.severity.value == "error" and verdict == "not-ready"
+    assert "No suitable CUDA 13 environment found" in r.message and "int4 MoE experts" in r.message
+    assert r.fix.startswith('/opt/serve/venv/bin/python3 -m pip install "humming-kernels[cu13]==0.1.19"')
+    assert "cuda-nvrtc-dev-13-0" in r.fix
+
+
+def test_fc130_the_chosen_environment_without_libnvrtc(models):
+    envs = [cuda_env("/usr/local/cuda-13.0", 13, 0, True, None), cuda_env("/venv/nvidia/cu13", 13, None, True, "/x.so")]
+    (r,), _ = outcome("FC130", hopper_node(envs), host="hgx-h100", model=models["moe-int4"])
+    assert r.status.value == "fail" and "picks /usr/local/cuda-13.0" in r.message
+    assert "Could not locate the NVRTC library in CUDA path" in r.message
+
+
+@needs_engine_venv
+def test_fc130_does_not_stop_pip_nvrtc_of_torchs_major(models):
+    """The engine venv's nvidia/cu13 (nvidia-cuda-nvrtc): humming finds nvrtc.h and
+    libnvrtc.so.13 there although /usr/local/cuda has neither (real collector)."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+    py = _gather_now(CONF_PY, env)
+    envs = cuda_envs(env, py)
+    if not envs or not any(e["source"] == "pypi" and e["header"] and e["nvrtc_lib"] for e in envs):
+        pytest.skip("the engine venv has no pip NVRTC")
+    (r,), verdict = outcome("FC130", hopper_node(envs), host="hgx-h100", model=models["moe-int4"])
+    assert r.status.value == "pass" and "libnvrtc.so" in r.message and verdict != "not-ready"
+
+
+@pytest.mark.parametrize(
+    ("host", "model", "env", "why"),
+    [
+        ("b300", "moe-int4", {}, "no SM 9.0 GPU used"),
+        ("hgx-h100", "moe-bf16", {}, "unquantized"),
+        ("hgx-h100", "llama", {}, "is not a MoE"),
+        ("hgx-h100", "moe-int4", {"HUMMING_COMPILER": "nvcc"}, "compiles with nvcc"),
+        ("hgx-h100", None, {}, "no model"),
+    ],
+)
+def test_fc130_does_not_stop_where_humming_does_not_compile_with_nvrtc(models, host, model, env, why):
+    doc = hopper_node([cuda_env("/usr/local/cuda", 13, 0, False, None)], **env)
+    if host == "b300":
+        doc.pop("driver")
+        doc.pop("fabric_manager")
+    (r,), verdict = outcome("FC130", doc, host=host, **({"model": models[model]} if model else {}))
+    assert r.status.value == "skip" and why in r.message, r.message
+    assert verdict != "not-ready"
+
+
+def test_humming_picks_the_newest_minor_with_the_header():
+    from flightcheck._knowledge.humming import pick
+    from flightcheck._vocabulary.facts import CudaEnv
+
+    envs = [
+        CudaEnv(path="/usr/local/cuda-13.0", major=13, minor=0, header=True),
+        CudaEnv(path="/usr/local/cuda-13.1", major=13, minor=1, header=False),
+        CudaEnv(path="/venv/nvidia/cu13", major=13, minor=None, header=True),
+        CudaEnv(path="/usr/local/cuda-12.9", major=12, minor=9, header=True),
+    ]
+    assert pick(envs, 13).path == "/usr/local/cuda-13.0"
+    assert pick(envs[2:], 13).path == "/venv/nvidia/cu13"
+    assert pick(envs, 11) is None

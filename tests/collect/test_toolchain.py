@@ -3,6 +3,7 @@ ninja and compilers where this machine has them."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ from flightcheck import Intent
 from flightcheck._collect import CollectContext
 from flightcheck._collect import cuda as _cuda
 from flightcheck._collect.jit_cache import collect_jit_cache, nearest_existing, workspace_dir
-from flightcheck._collect.toolchain import collect_toolchain, venv_ninja
+from flightcheck._collect.toolchain import collect_toolchain, cuda_envs, tilelang_cuda, venv_ninja
 from support.fake_cuda import clean_path, fake_nvcc, fake_toolkit, script
 
 REAL_NVCC = shutil.which("nvcc")
@@ -455,3 +456,72 @@ def test_cute_dsl_flavors_from_the_installed_builds(tmp_path):
         (libs / name).write_text("")
     assert cute_dsl_flavors({"dirs": {"nvidia_cutlass_dsl": str(tmp_path / "nvidia_cutlass_dsl")}}) == [13]
     assert cute_dsl_flavors({"dirs": {}}) is None
+
+
+def test_env_paths_record_cc_and_cxx_as_the_one_file_triton_runs(tmp_path):
+    """CC/CXX are recorded as the file their whole value names (what Triton and tilelang
+    exec), so a path with a space is told from a command line such as ``ccache gcc``."""
+    from flightcheck._collect.toolchain import env_paths
+
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        pytest.skip("no gcc here")
+    spaced = tmp_path / "gcc 12" / "gcc"
+    spaced.parent.mkdir()
+    spaced.symlink_to(os.path.realpath(gcc))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CC": str(spaced), "CXX": "ccache g++"}
+    got = env_paths(env)
+    assert got["CC"]["kind"] == "executable" and got["CC"]["path"] == str(spaced)
+    assert got["CXX"] == {"path": "ccache g++", "kind": "missing"}
+    got = env_paths({**env, "CC": "gcc"})
+    assert got["CC"]["path"] == gcc and got["CC"]["kind"] == "executable"
+
+
+def test_tilelang_cuda_home_order(tmp_path):
+    """tilelang/env.py: CUDA_HOME or CUDA_PATH, nvcc on PATH, pip's nvcc, /usr/local/cuda;
+    a home that does not exist is none (the collector, on fake toolkits)."""
+    from support.fake_cuda import fake_toolkit
+
+    pip_root = tmp_path / "site" / "nvidia" / "cu13"
+    (pip_root / "bin").mkdir(parents=True)
+    pip_nvcc = pip_root / "bin" / "nvcc"
+    pip_nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.5, V13.5.1'\n")
+    pip_nvcc.chmod(0o755)
+    py = {
+        "packages": {"tilelang": "0.1.12", "nvidia-cuda-nvcc": "13.5.37"},
+        "dist_files": {"nvidia-cuda-nvcc": [str(pip_nvcc)]},
+    }
+    env = {"PATH": "/usr/bin:/bin"}
+    got = tilelang_cuda(env, py)
+    assert got is not None and got["home"] == str(pip_root) and got["source"] == "nvidia-cuda-nvcc"
+    assert got["nvcc"] == {"path": str(pip_nvcc), "version": "13.5"}
+    home = fake_toolkit(tmp_path / "cuda-12.9", "12.9")
+    got = tilelang_cuda({**env, "PATH": f"{home}/bin:/usr/bin"}, py)
+    assert got is not None and got["home"] == str(home) and got["source"] == "nvcc-on-path"
+    got = tilelang_cuda({**env, "CUDA_HOME": "", "CUDA_PATH": str(home)}, py)  # tilelang's `or`
+    assert got is not None and got["source"] == "CUDA_PATH"
+    got = tilelang_cuda({**env, "CUDA_HOME": str(tmp_path / "nowhere")}, py)
+    assert got is not None and got["home"] is None and "does not exist" in got["problem"]
+    no_file = {**py, "dist_files": {"nvidia-cuda-nvcc": []}}
+    got = tilelang_cuda(env, no_file)
+    assert got is not None and got["home"] is None and "installed but no `nvcc` found" in got["problem"]
+    assert tilelang_cuda(env, {"packages": {}}) is None
+
+
+def test_cuda_envs_replays_hummings_candidates(tmp_path):
+    root = tmp_path / "site" / "nvidia"
+    (root / "cu13" / "include").mkdir(parents=True)
+    (root / "cu13" / "include" / "nvrtc.h").write_text("")
+    (root / "cu13" / "lib").mkdir()
+    (root / "cu13" / "lib" / "libnvrtc.so.13").write_text("")
+    (root / "cuda_runtime").mkdir()
+    (root / "cuda_nvrtc" / "include").mkdir(parents=True)
+    (root / "cuda_nvrtc" / "include" / "nvrtc.h").write_text("")
+    got = cuda_envs({"PATH": "/usr/bin"}, {"packages": {"humming-kernels": "0.1.19"}, "nvidia_roots": [str(root)]})
+    pypi = {(e["path"], e["major"]): e for e in got or [] if e["source"] == "pypi"}
+    # the CUDA 12 root searches nvidia/*/lib too (humming's glob), so it finds cu13's library
+    assert pypi[(str(root), 12)]["header"] is True
+    assert pypi[(str(root), 12)]["nvrtc_lib"] == str(root / "cu13" / "lib" / "libnvrtc.so.13")
+    assert pypi[(str(root / "cu13"), 13)]["nvrtc_lib"] == str(root / "cu13" / "lib" / "libnvrtc.so.13")
+    assert cuda_envs({}, {"packages": {}}) is None
+    json.dumps(got)  # a facts field: plain JSON

@@ -129,3 +129,93 @@ def test_cute_dsl_ptxas_path_is_patched_in_at_import(site: Path) -> None:
         assert f'os.environ.get("{_fi.CUTE_DSL_PTXAS}", None) is not None' in text and ".patch()" in text
     patch = read(site, "quack/dsl/cute_dsl_ptxas.py")
     assert 'raise RuntimeError(f"ptxas not found: {CUTE_DSL_PTXAS_PATH}")' in patch
+
+
+def test_flashinfer_cubin_dir_is_read_before_the_cubin_package(site: Path) -> None:
+    """FC110: with FLASHINFER_CUBIN_DIR set, flashinfer-cubin's version is never compared."""
+    body = read(site, "flashinfer/jit/env.py").split("def _get_cubin_dir")[1].split("\ndef ")[0]
+    assert body.index(f'os.getenv("{_fi.CUBIN_DIR}")') < body.index("has_flashinfer_cubin()")
+    assert "return pathlib.Path(env_dir)" in body.split("has_flashinfer_cubin()")[1].split("import flashinfer_cubin")[0]
+
+
+def test_vllm_deep_gemm_quantisation_gate(site: Path) -> None:
+    """FC119's DEEP_GEMM_QUANTS against vLLM's kernels: block FP8 linear and MoE, MXFP4 MoE
+    only on the 10.x family behind FlashInfer's TRT-LLM kernel, no NVFP4 by default."""
+    assert _vllm.DEEP_GEMM_QUANTS == {"fp8-block", "mxfp4"}
+    linear = read(site, "vllm/model_executor/kernels/linear/scaled_mm/deep_gemm.py")
+    assert "act_quant_desc.group_shape != GroupShape(1, 128)" in linear  # block-scaled only
+    assert "Fp8MoeBackend.DEEPGEMM" in read(site, "vllm/model_executor/layers/fused_moe/oracle/fp8.py")
+    mxfp4 = read(site, "vllm/model_executor/layers/fused_moe/oracle/mxfp4.py")
+    prio = mxfp4.split("def _get_priority_backends()")[1].split("\ndef ")[0]
+    assert prio.index("FLASHINFER_TRTLLM_MXFP4_MXFP8") < prio.index("DEEPGEMM_MXFP4") < prio.index("MARLIN")
+    experts = read(site, "vllm/model_executor/layers/fused_moe/experts/deep_gemm_moe.py")
+    fp4 = experts.split("class DeepGemmFP4Experts")[1]
+    assert "is_device_capability_family(100)" in fp4.split("def _supports_current_device")[1].split("def ")[0]
+    assert _vllm.DEEP_GEMM_QUANT_MAJORS == {"mxfp4": {10}}
+    assert "DEEPGEMM" not in read(site, "vllm/model_executor/layers/fused_moe/oracle/nvfp4.py")
+    mega = read(site, "vllm/model_executor/layers/fused_moe/deep_gemm_mega_moe.py")
+    assert "DeepGEMM MegaMoE requires SM100 GPUs." in mega
+
+
+def test_vllm_runs_tilelang_for_mhc_models(site: Path) -> None:
+    """FC129's gate: on CUDA every mHC op calls the tilelang kernels; the models in
+    MHC_ARCHS are built on them."""
+    mhc = read(site, "vllm/model_executor/layers/mhc.py")
+    assert "torch.ops.vllm.mhc_pre_tilelang(" in mhc.split("def forward_cuda")[1].split("def forward_hip")[0]
+    registry = read(site, "vllm/model_executor/models/registry.py")
+    for arch in _vllm.MHC_ARCHS:
+        module = re.search(rf'"{arch}": \(\s*"(vllm\.models\.\w+)"', registry)
+        assert module and module.group(1) in (
+            "vllm.models.deepseek_v4",
+            "vllm.models.deepseek_v41",
+            "vllm.models.glm5next",
+        )
+    for rel in ("deepseek_v4/nvidia/model.py", "glm5next/common/model.py"):
+        assert "mhc" in read(site, f"vllm/models/{rel}").lower()
+
+
+def test_tilelang_cuda_home_order(site: Path) -> None:
+    """FC129's replay of tilelang's ``_find_cuda_home``: CUDA_HOME or CUDA_PATH, nvcc on
+    PATH, pip's nvidia-cuda-nvcc, /usr/local/cuda; nvcc is <home>/bin/nvcc."""
+    from flightcheck._knowledge import tilelang as _tl
+
+    env = read(site, "tilelang/env.py")
+    body = env.split("def _find_cuda_home")[1].split("\ndef ")[0]
+    order = [
+        body.index('os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")'),
+        body.index('shutil.which("nvcc")'),
+        body.index(f'_get_package_version("{_tl.PIP_NVCC}")'),
+        body.index(f'os.path.exists("{_tl.DEFAULT_HOMES[0]}")'),
+        body.index(f'os.path.exists("{_tl.DEFAULT_HOMES[1]}")'),
+    ]
+    assert order == sorted(order)
+    assert "if cuda_home is None or not os.path.exists(cuda_home):" in body
+    nvcc = read(site, "tilelang/contrib/nvcc.py")
+    assert 'return os.path.join(find_cuda_path(), "bin", "nvcc")' in nvcc and _tl.NOT_FOUND in nvcc
+    backends = read(site, "tilelang/cuda/execution_backend.py")
+    assert backends.index('"tvm_ffi"') < backends.index('"nvrtc"')  # auto = the first available: nvcc
+
+
+def test_humming_preference_and_nvrtc_lookup(site: Path) -> None:
+    """FC130: vLLM prefers humming over Marlin on SM 9.0 only, in the MoE oracles of the
+    formats HUMMING_QUANTS lists; humming finds NVRTC as _knowledge/humming.py says."""
+    from flightcheck._knowledge import humming as _hm
+
+    prio = read(site, "vllm/model_executor/layers/quantization/utils/humming/priority.py")
+    assert "_HUMMING_PREFERRED_CAPABILITIES = frozenset({90})" in prio
+    assert {cc[0] * 10 + cc[1] for cc in _vllm.HUMMING_PREFERRED_CC} == {90}
+    for oracle in ("int_wna16", "mxfp4", "nvfp4"):
+        text = read(site, f"vllm/model_executor/layers/fused_moe/oracle/{oracle}.py")
+        assert "prioritize_humming(" in text and "MARLIN" in text and "HUMMING" in text
+    gpt_oss = read(site, "vllm/model_executor/layers/fused_moe/oracle/mxfp4.py").split(
+        "def _get_priority_backends_for_gpt_oss"
+    )[1]
+    assert gpt_oss.index("Mxfp4MoeBackend.TRITON,") < gpt_oss.index("Mxfp4MoeBackend.MARLIN,")
+    runtime = read(site, "humming/jit/runtime.py")
+    assert f'os.environ.get("{_hm.COMPILER_VAR}", "")' in runtime and "from cuda.bindings import nvrtc" in runtime
+    cuda = read(site, "humming/utils/cuda.py")
+    assert 'candidates = ["/usr/local/cuda"] + sorted(glob.glob("/usr/local/cuda-*"))' in cuda
+    assert '"No suitable CUDA {target_major} environment found. "' in cuda.replace('f"', '"')
+    nvrtc = read(site, "humming/utils/nvrtc.py")
+    assert 'filter_cuda_paths(required_headers=["nvrtc.h"])' in nvrtc and _hm.NO_LIB in nvrtc
+    assert 'os.path.join(lib_dir, "libnvrtc.so")' in nvrtc

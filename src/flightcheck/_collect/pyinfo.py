@@ -47,7 +47,14 @@ PACKAGES = (
     "tilelang",
     "tokenspeed-mla",
     "tokenspeed-triton",
+    # tilelang's CUDA home (FC129) and humming's NVRTC (FC130) look at these
+    "nvidia-cuda-nvcc",
+    "humming-kernels",
 )
+#: Distributions whose installed files of these names the collectors locate (from the
+#: dist's RECORD, as ``importlib.metadata.files`` lists them): tilelang's third guess at
+#: the CUDA home is the ``nvcc`` of nvidia-cuda-nvcc (tilelang/env.py ``_find_cuda_home``).
+DIST_FILES = {"nvidia-cuda-nvcc": ["nvcc"]}
 #: Import names whose directories the collectors read files from (as text, never imported).
 PACKAGE_DIRS = ("torch", "vllm", "sglang", "flashinfer", "flashinfer_jit_cache", "triton", "nvidia_cutlass_dsl")
 ENGINES = ("vllm", "sglang")
@@ -122,7 +129,27 @@ def _pkgdir(mod):
         return locs[0]
     return os.path.dirname(spec.origin) if spec.origin else None
 
-def gather(names, dirs, engines, modules):
+def _dist_files(info, wanted):
+    if info is None:
+        return []
+    base = os.path.dirname(info[1])
+    try:
+        with open(os.path.join(info[1], "RECORD"), encoding="utf-8", errors="replace") as fh:
+            rows = [ln.split(",", 1)[0] for ln in fh.read(1 << 22).splitlines()]
+    except OSError:
+        return []
+    names = [r for r in rows if r and r.replace("\\", "/").rsplit("/", 1)[-1] in wanted]
+    return [os.path.normpath(os.path.join(base, r)) for r in names]
+
+def _nvidia_roots():
+    out = []
+    for entry in sys.path:
+        root = os.path.join(entry or ".", "nvidia")
+        if os.path.isdir(root) and root not in out:
+            out.append(os.path.abspath(root))
+    return out
+
+def gather(names, dirs, engines, modules, files=None):
     inc = sysconfig.get_path("include")
     found = _scan()
     packages = {}
@@ -140,6 +167,8 @@ def gather(names, dirs, engines, modules):
         "python_h": bool(inc) and os.path.exists(os.path.join(inc, "Python.h")),
         "requires": dict((e, _requires(found.get(_norm(e)))) for e in engines),
         "dirs": dict((m, _pkgdir(m)) for m in dirs),
+        "dist_files": dict((d, _dist_files(found.get(_norm(d)), w)) for d, w in (files or {}).items()),
+        "nvidia_roots": _nvidia_roots(),
     }
 
 if __name__ == "__main__":
@@ -153,7 +182,7 @@ def _same_interpreter(python: str, env: Mapping[str, str]) -> bool:
 
 
 def _gather_now(python: str, env: Mapping[str, str]) -> dict[str, Any]:
-    args = [list(PACKAGES), list(PACKAGE_DIRS), list(ENGINES), MODULES]
+    args = [list(PACKAGES), list(PACKAGE_DIRS), list(ENGINES), MODULES, DIST_FILES]
     if _same_interpreter(python, env):
         ns: dict[str, Any] = {"__name__": "flightcheck_pyinfo"}
         exec(compile(SCRIPT, "<flightcheck-pyinfo>", "exec"), ns)  # noqa: S102  # our own constant code

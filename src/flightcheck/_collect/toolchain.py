@@ -27,6 +27,10 @@ from flightcheck._knowledge.cuda import host_compiler_bounds
 HOST_TOOLS = ("which", *_triton.C_COMPILERS, "ld", "objcopy")
 #: variables naming a tool a runtime compiler executes (``--version`` is read for nvcc ones).
 TOOL_VARS = (_triton.PTXAS, _triton.PTXAS_BLACKWELL, _vllm.DG_NVCC_VAR, _fi.CUTE_DSL_PTXAS)
+#: compiler variables whose whole value Triton (``runtime/build.py``) and tilelang
+#: (``contrib/cc.py``) run as one file: recorded as that file's state, so that a path with
+#: a space in it is told from a command line (``ccache gcc``).
+COMPILER_VARS = ("CC", "CXX")
 
 
 def path_state(path: str, *, directory: bool = False) -> dict[str, Any]:
@@ -58,6 +62,11 @@ def env_paths(env: dict[str, str]) -> dict[str, dict[str, Any]]:
         if st["kind"] == "executable":  # nvcc and ptxas both print "release X.Y,"
             st["version"], st["problem"] = _cuda.nvcc_version(value, env)
         out[var] = st
+    for var in COMPILER_VARS:  # what Triton / tilelang run as one argv[0] (FC114)
+        value = env.get(var)
+        if value:
+            found = value if os.sep in value else _cuda.which(value, env)
+            out[var] = path_state(found) if found else {"path": value, "kind": "missing"}
     triton_cache = _triton.cache_dir(dict(env))
     if triton_cache:
         out[_triton.CACHE_DIR] = path_state(os.path.abspath(triton_cache), directory=True)
@@ -166,6 +175,155 @@ def flashinfer_cubins(env: dict[str, str], py: dict[str, Any]) -> dict[str, Any]
     return out
 
 
+def tilelang_cuda(env: dict[str, str], py: dict[str, Any]) -> dict[str, Any] | None:
+    """tilelang's ``_find_cuda_home`` (``tilelang/env.py``) replayed for the engine's
+    environment, and the ``<home>/bin/nvcc`` it compiles with; None without tilelang."""
+    from flightcheck._knowledge import tilelang as _tl
+
+    packages = py.get("packages") or {}
+    version = packages.get("tilelang")
+    if not version:
+        return None
+    home: str | None = None
+    source: str | None = None
+    problem: str | None = None
+    value = env.get("CUDA_HOME") or env.get("CUDA_PATH")  # tilelang's own `or`
+    if value is not None:
+        home, source = value, "CUDA_HOME" if env.get("CUDA_HOME") else "CUDA_PATH"
+    elif nvcc_on_path := _cuda.which("nvcc", env):
+        source = "nvcc-on-path"
+        home = _cuda.toolkit_root(nvcc_on_path)
+        if _fi.at_least(version, _tl.RESOLVES_NVCC_SYMLINK_SINCE) and not os.path.exists(
+            os.path.join(home, "include", "cuda_runtime.h")
+        ):
+            home = _cuda.toolkit_root(os.path.realpath(nvcc_on_path))
+        elif "hpc_sdk" in nvcc_on_path.lower() and "cuda" not in nvcc_on_path.lower():
+            home = os.path.dirname(home)
+    elif packages.get(_tl.PIP_NVCC):
+        source = _tl.PIP_NVCC
+        files = (py.get("dist_files") or {}).get(_tl.PIP_NVCC) or []
+        if files:
+            home = _cuda.toolkit_root(files[0])
+        else:
+            problem = f"AssertionError: `{_tl.PIP_NVCC}` installed but no `nvcc` found"
+    else:
+        home, source = next(((h, "default") for h in _tl.DEFAULT_HOMES if os.path.exists(h)), (None, None))
+    if home is not None and not (home and os.path.exists(home)):
+        problem = f"{source}={home!r} does not exist"
+        home = None
+    nvcc = None
+    if home:
+        path = os.path.join(home, "bin", "nvcc")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            nvcc = {"path": path, "version": _cuda.nvcc_version(path, env)[0]}
+        else:
+            problem = f"{path} is not an executable file"
+    return {"home": home or None, "source": source, "nvcc": nvcc, "problem": problem}
+
+
+def _cuda_env_version(root: str, env: dict[str, str]) -> tuple[int | None, int | None]:
+    """humming's ``_read_cuda_system_version``: version.json / version.txt, ``nvcc -V``,
+    then a ``cuda-X.Y`` directory name."""
+    import re
+
+    text = _cuda._toolkit_version_file(root)
+    nvcc = os.path.join(root, "bin", "nvcc")
+    if text is None and os.path.exists(nvcc):
+        text = _cuda.nvcc_version(nvcc, env)[0]
+    if text is None:
+        m = re.match(r"cuda-(\d+(?:\.\d+)?)$", os.path.basename(os.path.realpath(root)))
+        text = m.group(1) if m else None
+    if not text:
+        return None, None
+    parts = (text.split(".") + ["0"])[:2]
+    try:
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        return None, None
+
+
+def _nvrtc_lib(root: str) -> str | None:
+    """humming's ``_select_nvrtc_lib`` over ``_find_nvrtc_lib_dir``'s candidates."""
+    import glob
+
+    from flightcheck._knowledge import humming as _hm
+
+    dirs = [os.path.join(root, d) for d in _hm.LIB_SUBDIRS]
+    dirs += [p for d in _hm.LIB_SUBDIRS for p in sorted(glob.glob(os.path.join(root, "*", d)))]
+    for d in dirs:
+        if os.path.exists(os.path.join(d, "libnvrtc.so")):
+            return os.path.join(d, "libnvrtc.so")
+        versioned = sorted(glob.glob(os.path.join(d, "libnvrtc.so.*")))
+        if versioned:
+            return versioned[-1]
+    return None
+
+
+def cuda_envs(env: dict[str, str], py: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The CUDA environments humming considers (``humming/utils/cuda.py``
+    ``find_all_cuda_paths``), with whether each has ``nvrtc.h`` and a libnvrtc; None without
+    humming-kernels."""
+    import glob
+
+    from flightcheck._knowledge import humming as _hm
+
+    if not (py.get("packages") or {}).get("humming-kernels"):
+        return None
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    cands = [*_hm.SYSTEM_ROOTS, *sorted(glob.glob(_hm.SYSTEM_GLOB))]
+    cands += [env[v] for v in ("CUDA_HOME", "CUDA_PATH") if v in env]
+    for path in cands:
+        if not os.path.isdir(path) or os.path.realpath(path) in seen:
+            continue
+        seen.add(os.path.realpath(path))
+        major, minor = _cuda_env_version(path, env)
+        header = os.path.exists(os.path.join(path, "include", _hm.HEADER))
+        out.append(
+            {
+                "path": path,
+                "source": "system",
+                "major": major,
+                "minor": minor,
+                "header": header,
+                "nvrtc_lib": _nvrtc_lib(path),
+            }
+        )
+    for root in py.get("nvidia_roots") or ():
+        root = str(root)
+        if any(os.path.isdir(os.path.join(root, sub)) for sub in ("cuda_runtime", "cuda_nvcc")):
+            incs = [os.path.join(root, "include")] + [
+                os.path.join(root, n, "include")
+                for n in sorted(os.listdir(root))
+                if not (n.startswith("cu") and n[2:].isdigit())
+            ]
+            header = any(os.path.exists(os.path.join(i, _hm.HEADER)) for i in incs)
+            out.append(
+                {
+                    "path": root,
+                    "source": "pypi",
+                    "major": 12,
+                    "minor": None,
+                    "header": header,
+                    "nvrtc_lib": _nvrtc_lib(root),
+                }
+            )
+        cu13 = os.path.join(root, "cu13")
+        if os.path.isdir(os.path.join(cu13, "include")):
+            header = os.path.exists(os.path.join(cu13, "include", _hm.HEADER))
+            out.append(
+                {
+                    "path": cu13,
+                    "source": "pypi",
+                    "major": 13,
+                    "minor": None,
+                    "header": header,
+                    "nvrtc_lib": _nvrtc_lib(cu13),
+                }
+            )
+    return out
+
+
 @collector("toolchain", sections=("toolchain",), timeout=30.0)  # > the engine interpreter query (20 s)
 def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
     """The ``toolchain`` section."""
@@ -267,5 +425,7 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         # judged where a driver is installed, as the compile smoke test links -lcuda only there
         "link_libcuda": link_libcuda(home, env) if os.path.exists("/proc/driver/nvidia/version") else None,
         "cute_dsl_flavors": None if "error" in py else cute_dsl_flavors(py),
+        "tilelang_cuda": None if "error" in py else tilelang_cuda(env, py),
+        "cuda_envs": None if "error" in py else cuda_envs(env, py),
     }
     return {"toolchain": toolchain, "unavailable": unavailable}

@@ -128,10 +128,17 @@ def index_url(tag: str) -> str:
 
 #: ``jit/env.py`` ``_get_cubin_dir`` / ``_get_aot_providers``: a flashinfer-cubin or
 #: flashinfer-jit-cache whose version does not match is ignored with a warning ("Ignoring
-#: incompatible flashinfer-cubin package (cubins will be downloaded on demand ...)") instead
-#: of failing the import (read in 0.7.2.post1, the release vLLM 0.33.0 pins; older releases
-#: raised at import; 0.7.0 and 0.7.1 were not read, so the gate is the release read).
+#: incompatible flashinfer-cubin package (cubins will be downloaded on demand ...)",
+#: "Ignoring incompatible flashinfer-jit-cache package (kernels will be JIT-compiled
+#: instead)") instead of failing the import. Read in the wheels: 0.7.0 and 0.7.1 raise
+#: RuntimeError from the module-level ``FLASHINFER_CUBIN_DIR = _get_cubin_dir()`` and
+#: ``FLASHINFER_AOT_PROVIDERS = _get_aot_providers()`` (so ``import flashinfer`` fails);
+#: 0.7.2 and 0.7.2.post1 (the release vLLM 0.33.0 pins; the same env.py) warn and go on.
 MISMATCH_IGNORED_SINCE = "0.7.2"
+#: ``_get_cubin_dir`` returns ``$FLASHINFER_CUBIN_DIR`` before it looks at flashinfer-cubin at
+#: all: with it set, the package's version is never compared (read in 0.7.0, 0.7.1, 0.7.2,
+#: 0.7.2.post1; older releases not read).
+CUBIN_DIR_BYPASSES_CUBIN_PACKAGE_SINCE = "0.7.0"
 #: ``jit/cpp_ext.py`` ``get_cuda_path``: with CUDA_HOME and CUDA_PATH unset (or empty) it
 #: runs ``subprocess.run(["which", "nvcc"])`` (no ``which`` binary: FileNotFoundError).
 WHICH_LOOKUP = "which"

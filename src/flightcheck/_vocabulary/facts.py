@@ -175,6 +175,26 @@ class LibcudaLookup(_S):
     known: list[str] | None = None  # other directories of this host holding it (for the fix)
 
 
+class TilelangCuda(_S):
+    """The CUDA home tilelang compiles with (its ``_find_cuda_home`` replayed)."""
+
+    home: str | None = None  # null: tilelang finds none ("Failed to automatically detect CUDA")
+    source: str | None = None  # CUDA_HOME | CUDA_PATH | nvcc-on-path | nvidia-cuda-nvcc | default
+    nvcc: Tool | None = None  # <home>/bin/nvcc when it is an executable file, with its version
+    problem: str | None = None  # why there is no home (a variable naming nothing, ...)
+
+
+class CudaEnv(_S):
+    """One CUDA environment humming considers (``find_all_cuda_paths``) and its NVRTC."""
+
+    path: str | None = None
+    source: str | None = None  # system | pypi
+    major: int | None = None
+    minor: int | None = None
+    header: bool | None = None  # nvrtc.h in one of its include paths
+    nvrtc_lib: str | None = None  # the libnvrtc.so[.N] humming would load from it
+
+
 class Toolchain(_S):
     cuda_home: CudaHome | None = None
     nvcc: Nvcc | None = None
@@ -199,6 +219,8 @@ class Toolchain(_S):
     libcuda_lookup: LibcudaLookup | None = None
     cute_dsl_flavors: list[int] | None = None  # CUDA majors of nvidia-cutlass-dsl's _cutlass_ir.cu{N} builds
     link_libcuda: list[str] | None = None  # unversioned libcuda.so files FlashInfer's -lcuda can link
+    tilelang_cuda: TilelangCuda | None = None  # tilelang's CUDA home, when tilelang is installed
+    cuda_envs: list[CudaEnv] | None = None  # humming's CUDA environments, when humming is installed
 
 
 class CompileSmokeArch(_S):

@@ -3,6 +3,6 @@
 Importing the package registers every check of the family.
 """
 
-from flightcheck._checks.toolchain import build, deps, nvcc, runtime
+from flightcheck._checks.toolchain import build, deps, kernels, nvcc, runtime
 
-__all__ = ["build", "deps", "nvcc", "runtime"]
+__all__ = ["build", "deps", "kernels", "nvcc", "runtime"]

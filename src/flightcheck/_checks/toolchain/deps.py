@@ -24,13 +24,15 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
     (``0.7.2.post1+cu130`` matches ``0.7.2.post1``). FlashInfer compares both at import.
 
     ## Why the launch dies
-    Before 0.7.2 ``import flashinfer`` raises "flashinfer-cubin version (X) does not match
-    flashinfer version (Y)" (or the jit-cache equivalent), so every FlashInfer path in the
-    engine is gone. From 0.7.2 (``flashinfer/jit/env.py``) the mismatched package is ignored
-    with a warning: cubins are downloaded on demand (~60 s of retries per artifact, then an
-    AssertionError, on an air-gapped host) and jit-cache kernels are compiled with nvcc
-    after the weight load (a warning then). With FLASHINFER_DISABLE_VERSION_CHECK set it
-    imports, and mismatched prebuilt kernels fail later instead (a warning).
+    Before 0.7.2 (0.7.0 and 0.7.1 read) ``import flashinfer`` raises "flashinfer-cubin
+    version (X) does not match flashinfer version (Y)" (or the jit-cache equivalent), so
+    every FlashInfer path in the engine is gone. From 0.7.2 (``flashinfer/jit/env.py``) the
+    mismatched package is ignored with a warning: cubins are downloaded on demand (~60 s of
+    retries per artifact, then an AssertionError, on an air-gapped host) and jit-cache
+    kernels are compiled with nvcc after the weight load (a warning then). With
+    FLASHINFER_DISABLE_VERSION_CHECK set it imports, and mismatched prebuilt kernels fail
+    later instead (a warning). With FLASHINFER_CUBIN_DIR set (0.7.0 and later) FlashInfer
+    never looks at flashinfer-cubin, whatever its version.
 
     ## How to fix
     Install the companions at flashinfer-python's version, with the engine's interpreter:
@@ -43,6 +45,11 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
         raise Skip("flashinfer-python is not installed")
     cubin, jc = packages.get("flashinfer-cubin"), packages.get("flashinfer-jit-cache")
     bad, fixes = [], []
+    cubin_dir = ctx.env.get(_fi_wheels.CUBIN_DIR)
+    bypassed = None
+    if cubin and cubin_dir and _fi_wheels.at_least(fi, _fi_wheels.CUBIN_DIR_BYPASSES_CUBIN_PACKAGE_SINCE):
+        # FlashInfer reads the cubins from there and never compares the package (FC122 judges them)
+        bypassed, cubin = cubin, None
     if cubin and cubin != fi and cubin != "0.0.0+unknown":
         bad.append(f"flashinfer-cubin {cubin}")
         fixes.append(_jit.pip(ctx, f"flashinfer-cubin=={fi} --extra-index-url {_fi_wheels.INDEX}"))
@@ -52,7 +59,12 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
         fixes.append(_jit.pip(ctx, f"flashinfer-jit-cache=={fi} --index-url {_fi_wheels.index_url(tag)}"))
     if not bad:
         have = [f"{n} {v}" for n, v in (("flashinfer-cubin", cubin), ("flashinfer-jit-cache", jc)) if v]
-        yield ok(f"flashinfer-python {fi}" + (f" with {', '.join(have)}" if have else ", no companion packages"))
+        note = f"; cubins from {_fi_wheels.CUBIN_DIR}={cubin_dir} (flashinfer-cubin {bypassed} not read)"
+        yield ok(
+            f"flashinfer-python {fi}"
+            + (f" with {', '.join(have)}" if have else ", no companion packages")
+            + (note if bypassed else "")
+        )
         return
     disabled = bool(ctx.env.get("FLASHINFER_DISABLE_VERSION_CHECK"))
     ignored = _fi_wheels.at_least(fi, _fi_wheels.MISMATCH_IGNORED_SINCE)

@@ -66,7 +66,8 @@ def host_compiler_spec(ctx: Context) -> Iterator[Outcome]:
     ## How to fix
     Set CC/CXX to the compiler file (``export CC=/usr/bin/gcc CXX=/usr/bin/g++``) and give a
     launcher to FlashInfer the way it takes one: ``export FLASHINFER_CXX_LAUNCHER=ccache
-    FLASHINFER_NVCC_LAUNCHER=ccache``.
+    FLASHINFER_NVCC_LAUNCHER=ccache``. A compiler whose path holds a space runs for Triton
+    and tilelang (they exec the whole value); only FlashInfer's ``-ccbin`` splits it.
     """
     users = {
         "CC": _installed(ctx, "triton", "flashinfer-python", "tilelang"),
@@ -82,12 +83,22 @@ def host_compiler_spec(ctx: Context) -> Iterator[Outcome]:
         words = _words(value)
         if len(words) <= 1 and value.strip() == value and value:
             continue
-        if not users[var]:
+        used_by = users[var]
+        st = (tc.env_paths or {}).get(var)
+        whole = st is not None and st.kind == "executable"
+        if whole:
+            # the whole value (a path with a space in it) is one executable file: Triton's
+            # subprocess and tilelang's -ccbin=<value> run it as it is; only FlashInfer's
+            # unquoted "-ccbin $CC" in build.ninja splits it (jit/cpp_ext.py)
+            used_by = [u for u in used_by if u == "flashinfer-python" and var == "CC"]
+        if not used_by:
             continue
         tool = getattr(tc, key)
         target = tool.path if tool is not None and tool.path else (words[-1] if words else None)
         launcher = next((w for w in words[:-1] if w.rsplit("/", 1)[-1] in _LAUNCHERS), None)
         fix = f"export {var}={target}" if target else f"unset {var}"
+        if whole:  # FlashInfer needs a path without a space: a link to the same compiler
+            fix = f'ln -s "{value}" /usr/local/bin/cc-flashinfer && export {var}=/usr/local/bin/cc-flashinfer'
         if launcher:
             fix += f" {_fi.CXX_LAUNCHER}={launcher} {_fi.NVCC_LAUNCHER}={launcher}"
         effects = {
@@ -99,9 +110,9 @@ def host_compiler_spec(ctx: Context) -> Iterator[Outcome]:
             "tilelang": f"tilelang runs {value!r} as its compiler: 'Failed to preprocess host compiler properties'",
         }
         yield fail(
-            f"{var}={value!r} is not one compiler file; " + "; ".join(effects[u] for u in users[var]),
+            f"{var}={value!r} is not one compiler file; " + "; ".join(effects[u] for u in used_by),
             fix=fix,
-            evidence={var: value, "used_by": users[var]},
+            evidence={var: value, "used_by": used_by},
         )
         return
     if not checked:
@@ -263,7 +274,7 @@ def which_missing(ctx: Context) -> Iterator[Outcome]:
     ``export CUDA_HOME=/usr/local/cuda-13.0`` (the toolkit nvcc belongs to), so FlashInfer
     never looks; or install ``which`` (``dnf install -y which``; Debian: ``debianutils``).
     """
-    needed, why = _jit.jit_needed(ctx)
+    needed, why = _flashinfer_jit(ctx)
     if needed is False:
         raise Skip(f"no JIT needed: {why}")
     set_home = [v for v in ("CUDA_HOME", "CUDA_PATH") if ctx.env.get(v)]
@@ -292,7 +303,8 @@ def deepgemm_nvcc(ctx: Context) -> Iterator[Outcome]:
     ## What it checks
     For vLLM with its vendored DeepGEMM (0.33.0 and later), ``VLLM_USE_DEEP_GEMM`` not 0, a GPU
     used where vLLM's ``support_deep_gemm`` holds (SM 9.0, 10.x, 12.x) and a model whose
-    weights take DeepGEMM paths (block FP8, MXFP4, NVFP4; any model when none is given): the
+    weights take DeepGEMM paths there (block FP8; MXFP4 MoE on SM 10.x when vLLM's FlashInfer
+    is off; any model, as a warning, when none is given): the
     nvcc DeepGEMM compiles with (``DG_JIT_NVCC_COMPILER``, else ``$CUDA_HOME/bin/nvcc``) is
     12.9 or newer. This is stricter than FC102 on Hopper (12.3 there).
 
@@ -323,8 +335,17 @@ def deepgemm_nvcc(ctx: Context) -> Iterator[Outcome]:
     memory = ctx.memory
     model = memory.cfg if memory is not None else None
     method = model.quant.method if model is not None else None
-    if model is not None and method not in _vllm.DEEP_GEMM_QUANTS:
-        raise Skip(f"the model's weights ({method or 'unquantized'}) take no DeepGEMM path")
+    if model is not None:
+        packages = ctx.python.packages or {}
+        flashinfer_on = bool(packages.get("flashinfer-python")) and not _vllm_gate(ctx)
+        gpus = [
+            g
+            for g in gpus
+            if (mm := major_minor(g.compute_capability))
+            and _vllm.deep_gemm_takes(method, mm[0], flashinfer_on=flashinfer_on)
+        ]
+        if not gpus:
+            raise Skip(f"the model's weights ({method or 'unquantized'}) take no DeepGEMM path on the GPUs used")
     states = ctx.toolchain.env_paths or {}
     override = ctx.env.get(_vllm.DG_NVCC_VAR)
     if override:
@@ -552,6 +573,17 @@ def flashinfer_cubins(ctx: Context) -> Iterator[Outcome]:
         )
 
 
+def _flashinfer_jit(ctx: Context) -> tuple[bool | None, str]:
+    """``_jit.jit_needed``, except where vLLM turns FlashInfer off: then nothing of
+    FlashInfer compiles, links or looks for a CUDA home (``vllm/utils/flashinfer.py``
+    ``has_flashinfer``: no flashinfer-cubin, and no nvcc or no ninja)."""
+    if _vllm_gate(ctx):
+        raise Skip(
+            "vLLM disables FlashInfer here (no flashinfer-cubin, no nvcc or ninja: FC101/FC103): nothing compiles"
+        )
+    return _jit.jit_needed(ctx)
+
+
 def _vllm_gate(ctx: Context) -> bool:
     """vLLM's ``has_flashinfer`` is false here: no flashinfer-cubin and no nvcc or ninja."""
     if ctx.intent.engine != _vllm.NAME:
@@ -584,7 +616,7 @@ def nvcc_rejects_host_compiler(ctx: Context) -> Iterator[Outcome]:
     Install a supported compiler and point CC/CXX at it (``apt-get install -y gcc-14 g++-14
     && export CC=/usr/bin/gcc-14 CXX=/usr/bin/g++-14``), or use a newer toolkit.
     """
-    needed, why = _jit.jit_needed(ctx)
+    needed, why = _flashinfer_jit(ctx)
     if needed is False:
         raise Skip(f"no JIT needed: {why}")
     tc = ctx.toolchain
@@ -698,7 +730,7 @@ def jit_link_tools(ctx: Context) -> Iterator[Outcome]:
     ``cuda-toolkit-13-0`` and ``export CUDA_HOME`` to it), and binutils
     (``apt-get install -y binutils``).
     """
-    needed, why = _jit.jit_needed(ctx)
+    needed, why = _flashinfer_jit(ctx)
     if needed is False:
         raise Skip(f"no JIT needed: {why}")
     tools = _extension(ctx, ctx.toolchain.host_tools, "toolchain.host_tools")
