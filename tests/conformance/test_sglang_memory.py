@@ -94,7 +94,11 @@ CONTEXT_SHAPES: dict[str, dict[str, Any]] = {
             "rope_type": "llama3",
         },
     },
-    "yarn-without-original": {**_QWEN2, "max_position_embeddings": 32768, "rope_scaling": {"factor": 4.0, "type": "yarn"}},
+    "yarn-without-original": {
+        **_QWEN2,
+        "max_position_embeddings": 32768,
+        "rope_scaling": {"factor": 4.0, "type": "yarn"},
+    },
     "linear-rope": {**_LLAMA, "max_position_embeddings": 4096, "rope_scaling": {"factor": 2.0, "type": "linear"}},
     "dynamic-rope": {
         **_LLAMA,
@@ -193,7 +197,12 @@ def _model(root: Path, name: str, config: dict[str, Any]) -> str:
 #: extra launches (name -> model, GiB, ServerArgs fields, flightcheck's keyword arguments)
 EXTRAS: dict[str, tuple[str, int, dict[str, Any], dict[str, Any]]] = {
     "disable-cuda-graph": ("std", 80, {"disable_cuda_graph": True}, {"decode_graphs": False, "prefill_graphs": False}),
-    "disable-cuda-graph-mla-141": ("mla", 141, {"disable_cuda_graph": True, "tp_size": 8}, {"decode_graphs": False, "prefill_graphs": False}),
+    "disable-cuda-graph-mla-141": (
+        "mla",
+        141,
+        {"disable_cuda_graph": True, "tp_size": 8},
+        {"decode_graphs": False, "prefill_graphs": False},
+    ),
     "chunked-2048": ("std", 80, {"chunked_prefill_size": 2048}, {"chunked_prefill": 2048}),
     "chunked-16384-48": ("std", 48, {"chunked_prefill_size": 16384}, {"chunked_prefill": 16384}),
     "max-running-64": ("std", 141, {"max_running_requests": 64}, {"max_running": 64}),
@@ -270,6 +279,7 @@ def test_mem_fraction_static_terms_match_sglang(engine_answers: dict[str, Any], 
     answer = engine_answers["fractions"][name]
     assert isinstance(answer, list), f"SGLang raised {answer}"
     frac, mla = answer
+    assert mla is (kind == "mla")
     mine = sglang.mem_fraction_static(
         gib * 1024, fields.get("tp_size", 1), fields.get("pp_size", 1), kind == "mla", **kwargs
     )

@@ -7,6 +7,8 @@ Sources (SGLang's own code): ``python/sglang/srt/server_args.py`` (flags),
 
 from __future__ import annotations
 
+import math
+
 from flightcheck._knowledge.vllm import Reader
 from flightcheck._vocabulary.intent import parse_len
 
@@ -309,6 +311,42 @@ def mem_fraction_static(
     return frac * vlm_factor(*vision) if vision is not None else frac
 
 
+def fraction_options(flags: list[str], model: str | None = None, max_running: int | None = None) -> dict[str, object]:
+    """The keyword arguments of :func:`mem_fraction_static` a launch's canonical flags
+    (``--chunked-prefill-size=4096``, ``--disable-cuda-graph``, ...) set; what SGLang 0.5.23
+    resolves from them (--enable-dp-attention with --data-parallel-size N is attention DP N:
+    arg_groups/parallel_hook.py ``handle_deprecated_dp_attention``)."""
+    values: dict[str, str] = {}
+    for item in flags:
+        name, _, value = item.partition("=")
+        values[name] = value
+    opts: dict[str, object] = {}
+    chunk = values.get(CHUNKED_PREFILL_FLAG)
+    if chunk and chunk.lstrip("-").isdigit():
+        opts["chunked_prefill"] = int(chunk)
+    attn = values.get(ATTN_DP_SIZE_FLAG)
+    if attn and attn.isdigit() and int(attn) > 1:
+        opts["attn_dp"] = int(attn)
+    elif DP_ATTENTION_FLAG in values:
+        dp = values.get("--data-parallel-size", "1")
+        if dp.isdigit() and int(dp) > 1:
+            opts["attn_dp"] = int(dp)
+    if values.get(MOE_A2A_BACKEND_FLAG) == DEEPEP_RESERVE_BACKEND:
+        opts["deepep"] = True
+    for item in flags:
+        off = NO_GRAPH_FLAGS.get(item)
+        if off is not None:
+            if off[0]:
+                opts["decode_graphs"] = False
+            if off[1]:
+                opts["prefill_graphs"] = False
+    if max_running is not None:
+        opts["max_running"] = max_running
+    if model and "llama-2" in model.lower():
+        opts["llama2"] = True
+    return opts
+
+
 # ---- memory: the KV pool (sglang 0.5.23) --------------------------------------------------
 #
 # mem_cache/kv_cache_configurator.py ``_profile_available_bytes``: after the weights load,
@@ -376,7 +414,13 @@ UNBALANCED_CHECK_ENV = "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"
 # not know: 2048 is the fallback here.
 #: rope types whose rope_scaling always carries original_max_position_embeddings.
 ORIGINAL_LEN_ROPE_TYPES = frozenset({"llama3", "yarn", "longrope"})
-CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings")
+CONTEXT_LENGTH_KEYS = (
+    "max_sequence_length",
+    "seq_length",
+    "max_seq_len",
+    "model_max_length",
+    "max_position_embeddings",
+)
 CONTEXT_LENGTH_FALLBACK = 2048
 
 
@@ -393,6 +437,9 @@ def context_length(text_config: dict[str, object]) -> int:
     for key in CONTEXT_LENGTH_KEYS:
         val = text_config.get(key)
         if isinstance(val, (int, float)) and not isinstance(val, bool):
+            if not math.isfinite(factor * val) or factor * val > 1 << 40:
+                # a hostile config.json (no real model); SGLang would fail on it another way
+                return CONTEXT_LENGTH_FALLBACK
             return int(factor * val)
     return CONTEXT_LENGTH_FALLBACK
 
