@@ -32,7 +32,8 @@ def _model(ctx: Context) -> Any:
 
 def _window(ctx: Context, m: Any) -> tuple[int | None, str, bool]:
     """(the model's context window, the override variable, whether it is set)."""
-    limit = m.cfg.context_window
+    # SGLang: configs/model_config.py _derive_context_length (``_knowledge.sglang.context_length``)
+    limit = m.cfg.sglang_context if m.engine == "sglang" else m.cfg.context_window
     var = engines.module(m.engine).ALLOW_LONG_MAX_MODEL_LEN
     env = ctx.facts.env or {}
     return limit, var, (env.get(var) or "").strip().lower() in ("1", "true")
@@ -170,6 +171,14 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     request with the model's max seq len (...), (... GiB KV cache is needed, which is
     larger than the available KV cache memory".
 
+    SGLang 0.5.23 sizes its pool as ``mem_fraction_static x free memory before loading -
+    weights`` (mem_cache/kv_cache_configurator.py ``_profile_available_bytes``) and refuses
+    to start only when that is <= 0 ("Loaded weights leave no GPU memory for the KV cache";
+    pool_configurator.py "Not enough memory" at 0 tokens): an error. A pool shorter than
+    the context length (its ``--context-length``, else SGLang's derived length) starts:
+    managers/tp_worker.py ``get_worker_info`` warns and caps a request at
+    ``min(context - 1, pool tokens - 1)`` tokens — a warning naming that length.
+
     ## How to fix
     Any one of the options the message lists, each computed for this launch: a smaller
     ``--max-model-len`` (the largest that fits is given), ``--kv-cache-dtype fp8``, a higher
@@ -205,6 +214,9 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
             f"pass {engines.flag(m.engine, 'max_len')} to evaluate the KV cache"
         )
         return
+    pool = m.sglang_pool(f)
+    if pool is not None:
+        ev.update(pool)
     if f.kv_fits and f.max_model_len_fit > 0:
         yield ok(
             f"KV for {f.max_model_len:,} tokens: "
@@ -241,6 +253,9 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         said.append(hint)
     if f.max_model_len_fit <= 0:
         options.pop(0)
+    if pool is not None:
+        yield _sglang_short_pool(m, f, pool, options, hint, said, ev)
+        return
     yield fail(
         f"one sequence of {f.max_model_len:,} tokens needs "
         f"{_gib(f.kv_need)} of KV cache ({int(per_tok):,} B/token, {dtype}) "
@@ -249,6 +264,35 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         fix="\n".join(options) if options else hint,
         evidence=ev,
     )  # each fix line alone makes it fit
+
+
+def _sglang_short_pool(
+    m: Any, f: Any, pool: dict[str, int], options: list[str], hint: str, said: list[str], ev: dict[str, Any]
+) -> Outcome:
+    """SGLang 0.5.23 stops only when no KV pool is left: kv_cache_configurator.py
+    ``_profile_available_bytes`` raises ValueError when ``free_after_load - free_before_load x
+    (1 - f)`` is <= 0, pool_configurator.py ``MemoryPoolConfig`` RuntimeError ("Not enough
+    memory") at 0 tokens. A pool shorter than the context length is served:
+    tp_worker.py ``get_worker_info`` warns and caps a request at ``min(context - 1, tokens -
+    1)`` tokens."""
+    tokens = pool["kv_tokens"]
+    if f.kv_budget <= 0 or tokens <= 0:
+        return fail(
+            f"SGLang refuses to start: after {_gib(f.weights)} of weights no KV pool is left in "
+            f"mem_fraction_static {f.utilization:g} x {_gib(m.free_before_load() or 0)} free before loading "
+            f'("Loaded weights leave no GPU memory for the KV cache" / "Not enough memory"); ' + "; ".join(said),
+            fix="\n".join(options) if options else hint,
+            evidence=ev,
+        )
+    return fail(
+        f"SGLang will serve with a shorter context: its KV pool holds {tokens:,} tokens "
+        f"({_gib(f.kv_budget)} after {_gib(f.weights)} of weights), fewer than the context length "
+        f"{f.max_model_len:,}; SGLang warns and caps a request at {pool['max_request_len']:,} tokens "
+        f"(inputs at {max(0, pool['max_request_len'] - 5):,}); " + "; ".join(said),
+        severity=WARNING,
+        fix="\n".join(options) or hint,
+        evidence=ev,
+    )
 
 
 @check("FC403", "memory-headroom-low", WARNING)
