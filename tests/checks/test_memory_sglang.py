@@ -108,3 +108,14 @@ def test_sglang_default_context_length_rule() -> None:
     orig = {"rope_type": "dynamic", "factor": 2, "original_max_position_embeddings": 4096}
     assert sglang.context_length({**base, "rope_scaling": orig}) == 32768
     assert sglang.context_length({}) == 2048
+
+
+def test_fc206_sglang_error_when_memory_in_use_empties_the_pool(ckpt: str) -> None:
+    """At --mem-fraction-static 0.2 the 15 GiB of weights fit a free H100 with 0.8 GiB of
+    pool; 8 GiB held by another process leaves 0.2 x ~71 GiB < 15 GiB: SGLang raises."""
+    busy = results(h100(8 << 30), engine="sglang", model=ckpt, gpu_memory_utilization=0.2)["FC206"]
+    errors = [r for r in busy if r.status.value == "fail" and r.severity.value == "error"]
+    assert errors and "Loaded weights leave no GPU memory" in errors[0].message
+    assert "--query-compute-apps" in errors[0].fix
+    free = results(h100(), engine="sglang", model=ckpt, gpu_memory_utilization=0.2)["FC206"]
+    assert {r.status.value for r in free} == {"pass"}

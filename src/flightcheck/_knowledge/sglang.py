@@ -396,6 +396,14 @@ def req_to_token_bytes(max_running: int, context_len: int) -> int:
 # SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK is false; environ.py: true by default).
 UNBALANCED_RATIO = 0.9
 UNBALANCED_CHECK_ENV = "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"
+#: environ.py ``EnvBool.parse``: what reads as false (lower-cased); anything else not true raises.
+ENV_FALSE = frozenset({"false", "0", "no", "n"})
+
+
+def unbalanced_raises(env: dict[str, str | None]) -> bool:
+    """Whether SGLang raises (True, its default) or only warns on unbalanced memory."""
+    value = env.get(UNBALANCED_CHECK_ENV)
+    return value is None or value.strip().lower() not in ENV_FALSE
 
 
 # ---- the default context length (sglang 0.5.23) -------------------------------------------
