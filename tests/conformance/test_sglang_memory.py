@@ -26,6 +26,7 @@ import pytest
 
 from flightcheck._knowledge import sglang
 from flightcheck._launch.tokens import sglang_config_words
+from flightcheck._memory.config import parse
 from flightcheck._vocabulary.errors import UsageError
 
 GIB = (24, 48, 80, 96, 141, 180, 192, 275)
@@ -78,6 +79,32 @@ MLA = {
     },
     "rope_theta": 10000,
     "torch_dtype": "bfloat16",
+}
+#: Qwen2-VL-7B's config.json (its vision_config has no num_hidden_layers: SGLang's 24)
+VISION = {
+    "architectures": ["Qwen2VLForConditionalGeneration"],
+    "model_type": "qwen2_vl",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 28,
+    "vocab_size": 152064,
+    "max_position_embeddings": 32768,
+    "torch_dtype": "bfloat16",
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
+    "vision_config": {
+        "depth": 32,
+        "embed_dim": 1280,
+        "hidden_size": 3584,
+        "num_heads": 16,
+        "in_chans": 3,
+        "spatial_patch_size": 14,
+        "temporal_patch_size": 2,
+    },
+    "image_token_id": 151655,
+    "video_token_id": 151656,
+    "vision_start_token_id": 151652,
 }
 _LLAMA = {k: v for k, v in STANDARD.items() if k not in ("max_position_embeddings", "rope_theta")}
 _QWEN2 = {**_LLAMA, "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}
@@ -210,6 +237,21 @@ EXTRAS: dict[str, tuple[str, int, dict[str, Any], dict[str, Any]]] = {
     "attn-dp-2": ("std", 80, {"tp_size": 2, "attn_dp_size": 2}, {"attn_dp": 2}),
     "attn-dp-8-mla": ("mla", 141, {"tp_size": 8, "attn_dp_size": 8}, {"attn_dp": 8}),
     "llama-2-path": ("llama-2-7b", 80, {}, {"llama2": True}),
+    "vision-model": ("vlm", 80, {}, {"vision": (24, 3584), "prefill_graphs": False}),
+    "a2a-mooncake": ("std", 80, {"moe_a2a_backend": "mooncake"}, {"prefill_graphs": False}),
+    "two-batch-overlap": ("std", 141, {"enable_two_batch_overlap": True}, {"prefill_graphs": False}),
+    "pp2-prefill-breakable-192": (
+        "std",
+        192,
+        {"pp_size": 2, "cuda_graph_backend_prefill": "breakable"},
+        {"prefill_locked": True},
+    ),
+    "pp2-prefill-breakable": (
+        "std",
+        80,
+        {"pp_size": 2, "cuda_graph_backend_prefill": "breakable"},
+        {"prefill_locked": True},
+    ),
 }
 
 
@@ -220,6 +262,7 @@ def engine_answers(engine_python: str, tmp_path_factory: pytest.TempPathFactory)
         "std": _model(root, "std", STANDARD),
         "mla": _model(root, "mla", MLA),
         "llama-2-7b": _model(root, "llama-2-7b", STANDARD),
+        "vlm": _model(root, "vlm", VISION),
     }
     fractions: dict[str, Any] = {}
     for kind in ("std", "mla"):
@@ -280,6 +323,8 @@ def test_mem_fraction_static_terms_match_sglang(engine_answers: dict[str, Any], 
     assert isinstance(answer, list), f"SGLang raised {answer}"
     frac, mla = answer
     assert mla is (kind == "mla")
+    if "vision" in kwargs:  # the vision_config as flightcheck reads it from config.json
+        assert parse(VISION).vision == kwargs["vision"]
     mine = sglang.mem_fraction_static(
         gib * 1024, fields.get("tp_size", 1), fields.get("pp_size", 1), kind == "mla", **kwargs
     )

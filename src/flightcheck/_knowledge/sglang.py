@@ -216,9 +216,15 @@ MISTRAL_INDEX = "consolidated.safetensors.index.json"
 # model_executor/cuda_graph_config.py ``default_prefill_backend``) 8 MiB a captured size
 # (arg_groups/cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes`` up to the
 # chunked-prefill size, 4096 for a "llama-2" model path), or 1.5 GiB with an MLA backend.
-# The prefill graphs are off by default with PP > 1 (cuda_graph_hook.py
-# ``apply_cuda_graph_compatibility``) and --disable-cuda-graph turns both phases off
-# (cuda_graph_hook.py ``handle_cuda_graph_config``). Post-capture KV sizing
+# The prefill graphs are off by default (cuda_graph_hook.py ``apply_cuda_graph_compatibility``
+# and ``disable_breakable_cudagraph_if_incompatible``, skipped when
+# --cuda-graph-backend-prefill is given) with PP > 1, --dcp-size > 1, two-batch overlap, an
+# a2a backend other than none / deepep / megamoe / flashinfer, and a multimodal model
+# outside ``multimodal_breakable_cuda_graph_supported_model_archs``
+# (configs/model_config.py); --disable-cuda-graph turns both phases off
+# (cuda_graph_hook.py ``handle_cuda_graph_config``). Not modelled: attention CP, the
+# DeepSeek-V4 / KDA rules, and ``disable_prefill_cuda_graph_for_deepseek_trtllm_mla``
+# (DeepSeek-V3 with the trtllm_mla prefill backend, chosen by the GPU). Post-capture KV sizing
 # (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING, off by default) is not modelled.
 
 #: (memory below MiB, chunked_prefill_size, decode max_bs with tp < 4, with tp >= 4)
@@ -246,6 +252,32 @@ NO_GRAPH_FLAGS: dict[str, tuple[bool, bool]] = {
 }
 #: memory_hook.py ``reserve_for_deepep_a2a_mb``: the a2a backend that adds 2 GiB.
 DEEPEP_RESERVE_BACKEND = "deepep"
+#: cuda_graph_hook.py ``disable_breakable_cudagraph_if_incompatible``: a2a backends the
+#: breakable prefill graph keeps.
+PREFILL_GRAPH_A2A = frozenset({"none", "deepep", "megamoe", "flashinfer"})
+PREFILL_BACKEND_FLAG = "--cuda-graph-backend-prefill"
+#: memory_hook.py ``_DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS``
+PP_PREFILL_GRAPH_MAX = 8192
+DCP_FLAG = "--dcp-size"
+TBO_FLAG = "--enable-two-batch-overlap"
+#: configs/model_config.py ``multimodal_breakable_cuda_graph_supported_model_archs``
+MULTIMODAL_PREFILL_GRAPH_ARCHS = frozenset(
+    {
+        "MiniMaxM3SparseForConditionalGeneration",
+        "Cohere2VisionForConditionalGeneration",
+        "Glm5NextForConditionalGeneration",
+        "InternS2MobiusForConditionalGeneration",
+        "PaddleOCRVLForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen4ExpForConditionalGeneration",
+        "MuseGlimmerForConditionalGeneration",
+        "MuseSparkForConditionalGeneration",
+        "KimiK3ForConditionalGeneration",
+        "KimiK25ForConditionalGeneration",
+        "MiniMaxM3SparseForCausalLM",
+    }
+)
 
 
 def prefill_graph_sizes(max_bs: int) -> list[int]:
@@ -283,11 +315,13 @@ def mem_fraction_static(
     max_running: int | None = None,
     vision: tuple[int, int] | None = None,
     llama2: bool = False,
+    prefill_locked: bool = False,
 ) -> float:
     """SGLang's default mem_fraction_static for a GPU of ``mem_mib`` MiB (see above).
 
     ``vision``: a vision model's (vit layers, vit hidden size); ``llama2``: the model path
-    contains "llama-2" (its prefill graphs stop at 4096 tokens)."""
+    contains "llama-2" (its prefill graphs stop at 4096 tokens); ``prefill_locked``:
+    --cuda-graph-backend-prefill chose the prefill graphs (PP does not turn them off)."""
     tier_chunk, small, large = next((c, s, lg) for below, c, s, lg in GPU_TIERS if mem_mib < below)
     chunk = tier_chunk if chunked_prefill is None else chunked_prefill
     decode_bs = small if tp < 4 else large
@@ -299,8 +333,10 @@ def mem_fraction_static(
         graphs += decode_bs * 2
     if attn_dp > 1:
         graphs += decode_bs * attn_dp * 3 + (decode_bs * attn_dp * 1.5 if decode_bs > 300 else 0)
-    if prefill_graphs and pp == 1:
+    if prefill_graphs and (pp == 1 or prefill_locked):
         prefill_max = min(chunk, 4096) if llama2 else chunk
+        if pp > 1:  # memory_hook.py: an opted-in PP prefill graph stops at 8192 tokens (breakable)
+            prefill_max = min(prefill_max, PP_PREFILL_GRAPH_MAX)
         graphs += 1.5 * 1024 if mla else len(prefill_graph_sizes(prefill_max)) * 8
     reserved = 512 + activation * 1.5 + tp * pp / 8 * 1024 + graphs
     if mem_mib > 60 * 1024:
@@ -333,6 +369,15 @@ def fraction_options(flags: list[str], model: str | None = None, max_running: in
             opts["attn_dp"] = int(dp)
     if values.get(MOE_A2A_BACKEND_FLAG) == DEEPEP_RESERVE_BACKEND:
         opts["deepep"] = True
+    prefill = values.get(PREFILL_BACKEND_FLAG)
+    if prefill in ("full", "breakable"):
+        opts["prefill_locked"] = True
+    elif prefill is None and (
+        values.get(MOE_A2A_BACKEND_FLAG, "none") not in PREFILL_GRAPH_A2A
+        or values.get(DCP_FLAG, "1") not in ("", "0", "1")
+        or TBO_FLAG in values
+    ):
+        opts["prefill_graphs"] = False
     for item in flags:
         off = NO_GRAPH_FLAGS.get(item)
         if off is not None:

@@ -171,6 +171,11 @@ class MemoryModel:
         opts = dict(self.sglang_opts)
         if self.cfg is not None and self.cfg.vision is not None:
             opts["vision"] = self.cfg.vision
+            if (
+                not opts.get("prefill_locked")
+                and not set(self.cfg.architectures) & sglang.MULTIMODAL_PREFILL_GRAPH_ARCHS
+            ):
+                opts["prefill_graphs"] = False  # cuda_graph_hook.py: "multimodal model"
         return opts
 
     def sglang_pool(self, fit: Fit | None = None) -> dict[str, int] | None:
