@@ -412,6 +412,25 @@ def fraction_options(flags: list[str], model: str | None = None, max_running: in
 # (a --max-running-requests is divided by the attention-DP size, same cap).
 
 REQ_TO_TOKEN_BYTES = 4
+#: kv_cache_configurator.py ``mm_runtime_reservation_gb``: a multimodal model's KV budget
+#: loses SGLANG_VLM_CACHE_SIZE_MB (environ.py: 100), plus SGLANG_MM_FEATURE_CACHE_MB (1024)
+#: with --mm-feature-transport cuda_ipc / cuda_vmm.
+VLM_CACHE_ENV, VLM_CACHE_MB = "SGLANG_VLM_CACHE_SIZE_MB", 100
+MM_FEATURE_CACHE_ENV, MM_FEATURE_CACHE_MB = "SGLANG_MM_FEATURE_CACHE_MB", 1024
+MM_TRANSPORT_FLAG = "--mm-feature-transport"
+
+
+def mm_reservation_bytes(flags: list[str], env: dict[str, str | None]) -> int:
+    """What a multimodal model's KV budget loses (``mm_runtime_reservation_gb``)."""
+
+    def mib(name: str, default: int) -> int:
+        raw = (env.get(name) or "").strip()
+        return int(raw) if raw.lstrip("-").isdigit() else default
+
+    total = mib(VLM_CACHE_ENV, VLM_CACHE_MB)
+    if any(f in (f"{MM_TRANSPORT_FLAG}=cuda_ipc", f"{MM_TRANSPORT_FLAG}=cuda_vmm") for f in flags):
+        total += mib(MM_FEATURE_CACHE_ENV, MM_FEATURE_CACHE_MB)
+    return max(0, total) << 20
 
 
 def max_request_len(context_len: int, kv_tokens: int) -> int:

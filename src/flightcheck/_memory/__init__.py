@@ -64,6 +64,7 @@ def build(
         kv_cache_memory_bytes=intent.kv_cache_memory_bytes,
         cpu_offload_bytes=int((intent.cpu_offload_gb or 0) * (1 << 30)),
         sglang_opts=sglang_opts,
+        sglang_mm=sglang.mm_reservation_bytes(intent.engine_flags or [], env or {}) if intent.engine == "sglang" else 0,
     )
     if ck is not None and ck.crash:
         m.error = f"reading the checkpoint failed: {ck.crash}"

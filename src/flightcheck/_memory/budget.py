@@ -133,11 +133,18 @@ def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int) -> int
 
 
 def default_reserve(
-    cfg: ModelConfig, layout: Layout, engine: str, *, eager: bool = False, batch: Batch | None = None
+    cfg: ModelConfig,
+    layout: Layout,
+    engine: str,
+    *,
+    eager: bool = False,
+    batch: Batch | None = None,
+    sglang_mm: int = 0,
 ) -> tuple[int, dict[str, int]]:
-    """(bytes, breakdown) kept back from the requested memory besides weights and KV."""
+    """(bytes, breakdown) kept back from the requested memory besides weights and KV
+    (SGLang: only a multimodal model's post-sizing reservation, ``sglang_mm``)."""
     if engine == "sglang":
-        return 0, {}
+        return (sglang_mm, {"multimodal_cache": sglang_mm}) if sglang_mm and cfg.vision else (0, {})
     b = batch or Batch()
     parts = {
         "activations": activations(cfg, layout, b.tokens, b.seqs),

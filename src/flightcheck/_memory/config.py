@@ -78,6 +78,8 @@ class ModelConfig:
     sglang_context: int = 2048
     #: a vision model's (vision_config.num_hidden_layers, hidden_size), SGLang's defaults 24 / 1024
     vision: tuple[int, int] | None = None
+    #: the top-level ``architectures`` (a multimodal wrapper's; SGLang's hf_config.architectures)
+    outer_architectures: tuple[str, ...] = ()
 
     @property
     def mla(self) -> bool:
@@ -173,6 +175,8 @@ def parse(doc: dict[str, Any], hf_quant: dict[str, Any] | None = None) -> ModelC
         d.get("quantization_config") if isinstance(d.get("quantization_config"), dict) else None, hf_quant
     )
     c.sglang_context = sglang.context_length(d)
+    outer = doc.get("architectures")
+    c.outer_architectures = tuple(a for a in outer if isinstance(a, str)) if isinstance(outer, list) else ()
     vision = doc.get("vision_config")
     if isinstance(vision, dict):
         # memory_hook.py adjust_mem_fraction_for_vlm: getattr(vision_config, ..., 24 / 1024)

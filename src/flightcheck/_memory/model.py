@@ -66,6 +66,8 @@ class MemoryModel:
     #: SGLang: the launch's terms of mem_fraction_static's default (chunked prefill, attention
     #: DP, DeepEP, CUDA graphs off, --max-running-requests; ``_knowledge.sglang.fraction_options``)
     sglang_opts: dict[str, Any] = field(default_factory=dict)
+    #: SGLang: what a multimodal model's KV budget loses (``_knowledge.sglang.mm_reservation_bytes``)
+    sglang_mm: int = 0
 
     # ------------------------------------------------------------------ what-ifs
 
@@ -162,7 +164,9 @@ class MemoryModel:
         reserve = (
             self.reserve
             if self.reserve_set
-            else default_reserve(self.cfg, layout, self.engine, eager=self.eager, batch=self.batch)[0]
+            else default_reserve(
+                self.cfg, layout, self.engine, eager=self.eager, batch=self.batch, sglang_mm=self.sglang_mm
+            )[0]
         )
         return util or 0.9, reserve or 0
 
@@ -173,7 +177,7 @@ class MemoryModel:
             opts["vision"] = self.cfg.vision
             if (
                 not opts.get("prefill_locked")
-                and not set(self.cfg.architectures) & sglang.MULTIMODAL_PREFILL_GRAPH_ARCHS
+                and not set(self.cfg.outer_architectures) & sglang.MULTIMODAL_PREFILL_GRAPH_ARCHS
             ):
                 opts["prefill_graphs"] = False  # cuda_graph_hook.py: "multimodal model"
         return opts
@@ -310,7 +314,9 @@ def resolve_reserve(m: MemoryModel, reserve_gib: float | None) -> None:
     if reserve_gib is not None:
         m.reserve, m.reserve_source, m.reserve_parts, m.reserve_set = int(reserve_gib * GiB), "--reserve-gib", {}, True
     else:
-        m.reserve, m.reserve_parts = default_reserve(m.cfg, m.layout, m.engine, eager=m.eager, batch=m.batch)
+        m.reserve, m.reserve_parts = default_reserve(
+            m.cfg, m.layout, m.engine, eager=m.eager, batch=m.batch, sglang_mm=m.sglang_mm
+        )
         m.reserve_source = (
             "default estimate (see `flightcheck explain FC402`)"
             if m.engine == "vllm"
