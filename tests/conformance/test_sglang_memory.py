@@ -238,6 +238,7 @@ EXTRAS: dict[str, tuple[str, int, dict[str, Any], dict[str, Any]]] = {
     "attn-dp-8-mla": ("mla", 141, {"tp_size": 8, "attn_dp_size": 8}, {"attn_dp": 8}),
     "llama-2-path": ("llama-2-7b", 80, {}, {"llama2": True}),
     "vision-model": ("vlm", 80, {}, {"vision": (24, 3584), "prefill_graphs": False}),
+    "deepep-mla": ("mla", 141, {"tp_size": 8, "moe_a2a_backend": "deepep"}, {"deepep": True}),
     "a2a-mooncake": ("std", 80, {"moe_a2a_backend": "mooncake"}, {"prefill_graphs": False}),
     "two-batch-overlap": ("std", 141, {"enable_two_batch_overlap": True}, {"prefill_graphs": False}),
     "pp2-prefill-breakable-192": (

@@ -215,7 +215,8 @@ MISTRAL_INDEX = "consolidated.safetensors.index.json"
 # above max_bs 300); the prefill graphs (breakable, on by default on CUDA:
 # model_executor/cuda_graph_config.py ``default_prefill_backend``) 8 MiB a captured size
 # (arg_groups/cuda_graph_hook.py ``generate_prefill_cuda_graph_batch_sizes`` up to the
-# chunked-prefill size, 4096 for a "llama-2" model path), or 1.5 GiB with an MLA backend.
+# chunked-prefill size, 4096 for a "llama-2" model path), or 1.5 GiB with an MLA backend,
+# and 1 GiB more with --moe-a2a-backend deepep.
 # The prefill graphs are off by default (cuda_graph_hook.py ``apply_cuda_graph_compatibility``
 # and ``disable_breakable_cudagraph_if_incompatible``, skipped when
 # --cuda-graph-backend-prefill is given) with PP > 1, --dcp-size > 1, two-batch overlap, an
@@ -338,6 +339,8 @@ def mem_fraction_static(
         if pp > 1:  # memory_hook.py: an opted-in PP prefill graph stops at 8192 tokens (breakable)
             prefill_max = min(prefill_max, PP_PREFILL_GRAPH_MAX)
         graphs += 1.5 * 1024 if mla else len(prefill_graph_sizes(prefill_max)) * 8
+        if deepep:  # reserve_for_graph_mb: the breakable prefill graph's DeepEP delta
+            graphs += 1024
     reserved = 512 + activation * 1.5 + tp * pp / 8 * 1024 + graphs
     if mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
