@@ -45,7 +45,9 @@ def test_fraction_terms_move_the_fraction_the_way_sglang_does() -> None:
     base = sglang.mem_fraction_static(h100, 1, 1)
     # 8 GiB x 1.5 activations + graphs: the 10 GiB floor does not bind at 80 GiB; DeepEP adds
     # 1 GiB to the prefill graphs' reserve and 2 GiB after the floor
-    assert sglang.mem_fraction_static(h100, 1, 1, deepep=True) == round(base - 3072 / h100, 3)
+    reserved = 512 + 8192 * 1.5 + 1 / 8 * 1024 + 256 * 2 + len(sglang.prefill_graph_sizes(8192)) * 8
+    assert base == round((h100 - reserved) / h100, 3)
+    assert sglang.mem_fraction_static(h100, 1, 1, deepep=True) == round((h100 - reserved - 3072) / h100, 3)
     assert sglang.mem_fraction_static(h100, 1, 1, decode_graphs=False, prefill_graphs=False) > base
     assert sglang.mem_fraction_static(h100, 2, 1, attn_dp=2) < sglang.mem_fraction_static(h100, 2, 1)
     # PP > 1 keeps the prefill graphs off unless --cuda-graph-backend-prefill chose them
