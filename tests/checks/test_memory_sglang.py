@@ -119,3 +119,21 @@ def test_fc206_sglang_error_when_memory_in_use_empties_the_pool(ckpt: str) -> No
     assert "--query-compute-apps" in errors[0].fix
     free = results(h100(), engine="sglang", model=ckpt, gpu_memory_utilization=0.2)["FC206"]
     assert {r.status.value for r in free} == {"pass"}
+
+
+def test_fc402_sglang_request_table_larger_than_the_slack_is_a_warning(ckpt: str) -> None:
+    """1M tokens of context at the default 2048 requests: a ~7.6 GiB int32 table, more than
+    the ~6.3 GiB outside mem_fraction_static 0.92 on an H100 at TP 4, where the KV pool holds
+    the 1M tokens (memory_pool.py ReqToTokenPool)."""
+    doc = host_doc("b300")
+    node = h100()
+    node.env = {**doc["env"], sglang.ALLOW_LONG_MAX_MODEL_LEN: "1"}
+    r = fc402(
+        node, engine="sglang", model=ckpt, tensor_parallel_size=4, gpu_memory_utilization=0.92, max_model_len=1_000_000
+    )
+    assert r.status.value == "fail" and r.severity.value == "warning"
+    assert r.evidence["req_to_token_bytes"] == (r.evidence["max_running_requests"] + 1) * 1_000_000 * 4
+    assert "request-to-token table" in r.message and r.fix.startswith("--max-running-requests ")
+    running = int(r.fix.split()[1])
+    slack = 0.08 * r.evidence["free_before_load_bytes"]
+    assert (running + 1) * 1_000_000 * 4 <= slack < (running + 2) * 1_000_000 * 4

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
-from flightcheck._knowledge import engines
+from flightcheck._knowledge import engines, sglang
 from flightcheck._knowledge.units import gib as _gib
 from flightcheck._vocabulary.intent import AUTO
 from flightcheck._vocabulary.results import ERROR, WARNING
@@ -177,7 +177,10 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     pool_configurator.py "Not enough memory" at 0 tokens): an error. A pool shorter than
     the context length (its ``--context-length``, else SGLang's derived length) starts:
     managers/tp_worker.py ``get_worker_info`` warns and caps a request at
-    ``min(context - 1, pool tokens - 1)`` tokens — a warning naming that length.
+    ``min(context - 1, pool tokens - 1)`` tokens — a warning naming that length. Its
+    request-to-token table (int32, ``(max_running_requests + 1) x context``,
+    mem_cache/memory_pool.py ``ReqToTokenPool``) is allocated afterwards out of the ``(1 -
+    mem_fraction_static)`` slack: a warning when it is larger than all of it.
 
     ## How to fix
     Any one of the options the message lists, each computed for this launch: a smaller
@@ -218,6 +221,10 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     if pool is not None:
         ev.update(pool)
     if f.kv_fits and f.max_model_len_fit > 0:
+        table = _sglang_request_table(m, f, pool, ev) if pool is not None else None
+        if table is not None:
+            yield table
+            return
         yield ok(
             f"KV for {f.max_model_len:,} tokens: "
             f"{_gib(f.kv_need)} of {_gib(f.kv_budget)} left (up to {f.max_model_len_fit:,} fit)",
@@ -264,6 +271,26 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         fix="\n".join(options) if options else hint,
         evidence=ev,
     )  # each fix line alone makes it fit
+
+
+def _sglang_request_table(m: Any, f: Any, pool: dict[str, int], ev: dict[str, Any]) -> Outcome | None:
+    """SGLang allocates the request-to-token table (mem_cache/memory_pool.py
+    ``ReqToTokenPool``: int32, (max_running_requests + 1) x context) after sizing the pool,
+    out of the ``(1 - f) x free`` left outside it: a table larger than all of that cannot be
+    allocated (a warning: the slack is an estimate). None when it fits."""
+    slack = (1 - f.utilization) * (m.free_before_load() or 0)
+    table, context = pool["req_to_token_bytes"], pool["context_length"]
+    if table <= slack:
+        return None
+    fits = int(slack // (context * sglang.REQ_TO_TOKEN_BYTES)) - 1
+    return fail(
+        f"SGLang's request-to-token table for {pool['max_running_requests']:,} requests x {context:,} tokens "
+        f"is {_gib(table)}, allocated outside mem_fraction_static {f.utilization:g}, where only about "
+        f"{_gib(slack)} is left: the allocation runs out of memory at startup",
+        severity=WARNING,
+        fix=f"{sglang.MAX_RUNNING_FLAG} {fits}" if fits > 0 else f"a smaller {engines.flag(m.engine, 'max_len')}",
+        evidence=ev,
+    )
 
 
 def _sglang_short_pool(
