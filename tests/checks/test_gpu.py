@@ -141,7 +141,20 @@ def test_fc206_memory_held_by_another_process():
         r.subject == "gpu:2" and "30.0 of 80.0 GiB" in r.message and "--query-compute-apps" in r.fix and "0.62" in r.fix
     )
     assert_silent("FC206", f, tensor_parallel_size=8, gpu_memory_utilization=0.6)
-    assert statuses(f, "FC206", engine="sglang", tensor_parallel_size=8) == {"skip"}
+
+
+def test_fc206_sglang_memory_in_use_is_a_warning_not_a_refusal():
+    """SGLang sizes its pool from free memory (kv_cache_configurator.py
+    _profile_available_bytes): 30 GiB held on an 80 GiB H100 is more than the slack its
+    default fraction keeps, a warning with what it costs — not vLLM's refusal."""
+    gpus = host_doc("hgx-h100")["gpus"]
+    gpus[2]["memory_used_bytes"] = 30 << 30
+    f = from_dict(host("hgx-h100", gpus=gpus))
+    [r] = assert_fires("FC206", f, engine="sglang", tensor_parallel_size=8)
+    assert r.severity.value == "warning" and r.subject == "gpu:2"
+    assert "KV pool shrinks" in r.message and "--query-compute-apps" in r.fix and "-i 2" in r.fix
+    # the launch's own --mem-fraction-static decides the slack: 0.5 keeps 40 GiB outside
+    assert_silent("FC206", f, engine="sglang", tensor_parallel_size=8, gpu_memory_utilization=0.5)
 
 
 def test_fc207_pending_is_a_warning_failure_an_error():

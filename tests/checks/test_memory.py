@@ -292,3 +292,44 @@ def test_memory_block_reports_vllm_kv_capacity(ckpts) -> None:
     assert mem["max_concurrency"] == round(blocks / (16384 // 16), 2)
     assert mem["batch"]["max_num_batched_tokens"] == 16384  # a B300 has >= 160 GiB (vLLM 0.33)
     assert f"max concurrency {mem['max_concurrency']:.2f}x at max_model_len" in rep.summaries["FC4"]
+
+
+def _h100_used(used: list[int]):
+    doc = host_doc("b300")
+    gpus = copy.deepcopy(doc["gpus"])
+    for g, u in zip(gpus, used):
+        g.update(
+            name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * GiB, memory_used_bytes=u, memory_reserved_bytes=0
+        )
+    return gpus
+
+
+def test_fc407_sglang_unbalanced_free_memory_is_an_error() -> None:
+    """12 GiB held on GPU 3 of 8: its 68 GiB free is below 0.9 x 80 GiB, so SGLang's
+    _check_tp_memory_balance raises (distributed/bootstrap.py)."""
+    node = facts("b300", gpus=_h100_used([0, 0, 0, 12 * GiB, 0, 0, 0, 0]))
+    [r] = assert_fires("FC407", node, engine="sglang", tensor_parallel_size=8)
+    assert r.severity.value == "error" and r.subject == "gpu:3"
+    assert "memory capacity is unbalanced" in r.message and "-i 3" in r.fix and "--query-compute-apps" in r.fix
+    assert r.evidence["ratio"] == 0.85
+
+
+def test_fc407_only_a_warning_when_sglang_check_is_off() -> None:
+    doc = host_doc("b300")
+    node = facts("b300", gpus=_h100_used([0, 0, 0, 12 * GiB, 0, 0, 0, 0]))
+    off = facts(
+        "b300",
+        gpus=_h100_used([0, 0, 0, 12 * GiB, 0, 0, 0, 0]),
+        env={**doc["env"], "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK": "false"},
+    )
+    [r] = assert_fires("FC407", off, engine="sglang", tensor_parallel_size=8)
+    assert r.severity.value == "warning"
+    assert statuses(node, "FC407", tensor_parallel_size=8) == {"skip"}  # vLLM
+    assert statuses(node, "FC407", engine="sglang", tensor_parallel_size=1) == {"skip"}
+
+
+def test_fc407_does_not_stop_sglang_on_evenly_used_or_nearly_even_gpus() -> None:
+    """The same 6 GiB on every GPU, or 7 GiB more on one (73 >= 0.9 x 80): SGLang starts."""
+    for used in ([6 * GiB] * 8, [0, 7 * GiB, 0, 0, 0, 0, 0, 0]):
+        res = results(facts("b300", gpus=_h100_used(used)), engine="sglang", tensor_parallel_size=8)["FC407"]
+        assert {r.status.value for r in res} == {"pass"}, [r.message for r in res]

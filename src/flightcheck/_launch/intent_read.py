@@ -49,7 +49,7 @@ def engine_opts(cmd: EngineCommand) -> tuple[list[Opt], list[tuple[int, str]], l
         else:
             try:
                 path = cmd.config
-                tokens, data = config_tokens(path)
+                tokens, data = config_tokens(path, cmd.engine or "vllm")
                 cmd.config_data = data
                 opts, _ = tokenize(tokens, cmd.engine, source="config")
             except UsageError as exc:
@@ -67,7 +67,7 @@ def read_intent(cmd: EngineCommand) -> None:
     def load_config(path: str) -> list[str]:
         cmd.config = path
         try:
-            tokens, data = config_tokens(path)
+            tokens, data = config_tokens(path, cmd.engine or "vllm")
         except UsageError as exc:
             raise engine_args.Refused(str(exc)) from None
         cmd.config_data = data

@@ -84,9 +84,11 @@ def _check_size(data: Any, path: str) -> None:
             stack.extend((v, depth + 1) for v in value)
 
 
-def config_tokens(path: str) -> tuple[list[str], dict[str, Any]]:
+def config_tokens(path: str, engine: str = "vllm") -> tuple[list[str], dict[str, Any]]:
     """A ``--config`` YAML file as flag tokens (flat keys; nested values become JSON, as the
-    engines pass them to their dict-valued flags).
+    engines pass them to their dict-valued flags). Booleans and nulls as each engine turns
+    them into words: vLLM ``key: false`` is ``--no-key``; SGLang's
+    (:func:`sglang_config_words`) differs.
 
     Raises:
         UsageError: unreadable or not a mapping.
@@ -111,6 +113,8 @@ def config_tokens(path: str) -> tuple[list[str], dict[str, Any]]:
         data = {}
     if not isinstance(data, dict):
         raise UsageError(f"--config {shown(path)}: expected a mapping of flag names to values")
+    if engine == "sglang":
+        return sglang_config_words(data, path), data
     tokens: list[str] = []
     for key, value in data.items():
         flag = f"--{key}"
@@ -127,3 +131,54 @@ def config_tokens(path: str) -> tuple[list[str], dict[str, Any]]:
         elif value is not None:
             tokens += [flag, str(value)]
     return tokens, data
+
+
+def sglang_config_words(data: dict[Any, Any], path: str) -> list[str]:
+    """SGLang 0.5.23's words for a --config mapping
+    (srt/utils/server_args_config_parser.py ``ConfigArgumentMerger._convert_config_to_args``):
+    a store_true flag is ``--key`` when true and nothing when false; any other boolean is
+    ``--key true`` / ``--key false``; a list is ``--key v1 v2`` (nothing when empty); a
+    mapping is its JSON; anything else, None included, ``--key str(value)``. The key is
+    written as given (its ``-``/``_`` spelling matters to argparse); it is matched with
+    ``_`` for ``-`` against the parser's actions, and a key of an action that takes neither
+    nothing nor one value raises ValueError ("Unsupported config option").
+
+    Raises:
+        UsageError: an unsupported option (SGLang refuses to start).
+    """
+    import json
+
+    from flightcheck._knowledge import argtables
+    from flightcheck._vocabulary.inputs import shown
+
+    store_true: set[str] = set()
+    supported: set[str] = set()
+    unsupported: set[str] = set()
+    for opt in argtables.options("sglang"):
+        keys = {o[2:].replace("-", "_") for o in opt["option_strings"] if o.startswith("--")}
+        if opt["action_class"] == "_StoreTrueAction":
+            store_true |= keys
+            supported |= keys
+        elif opt["action_class"] == "_StoreAction" or opt["nargs"] is None:
+            supported |= keys
+        elif not ({"--config", "--help", "-h"} & set(opt["option_strings"])):
+            unsupported |= keys
+    words: list[str] = []
+    for key, value in data.items():
+        norm = str(key).replace("-", "_")
+        if norm in unsupported - supported:
+            raise UsageError(f"--config {shown(path)}: SGLang refuses the option {key!r} in a config file")
+        flag = f"--{key}"
+        if isinstance(value, bool):
+            if norm in store_true:
+                words += [flag] if value else []
+            else:
+                words += [flag, str(value).lower()]
+        elif isinstance(value, list):
+            if value:
+                words += [flag, *(str(v) for v in value)]
+        elif isinstance(value, dict):
+            words += [flag, json.dumps(value)]
+        else:
+            words += [flag, str(value)]
+    return words

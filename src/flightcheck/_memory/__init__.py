@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flightcheck._knowledge import vllm
+from flightcheck._knowledge import sglang, vllm
 from flightcheck._memory.budget import Batch, release
 from flightcheck._memory.config import ModelConfig, parse
 from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization
@@ -41,6 +41,11 @@ def build(
     """The memory model from a checkpoint and a launch (``total``: bytes of the smallest GPU
     used as CUDA reports them, the driver's reservation taken off)."""
     eager = bool(intent.enforce_eager) or vllm.FLAG["eager"] in (intent.engine_flags or [])
+    sglang_opts = (
+        sglang.fraction_options(intent.engine_flags or [], intent.model, intent.max_num_seqs)
+        if intent.engine == "sglang"
+        else {}
+    )
     m = MemoryModel(
         engine=intent.engine,
         layout=Layout(
@@ -58,6 +63,8 @@ def build(
         batch=batch_for(intent, total, gpu_name, engine_version, compute_capability, env),
         kv_cache_memory_bytes=intent.kv_cache_memory_bytes,
         cpu_offload_bytes=int((intent.cpu_offload_gb or 0) * (1 << 30)),
+        sglang_opts=sglang_opts,
+        sglang_mm=sglang.mm_reservation_bytes(intent.engine_flags or [], env or {}) if intent.engine == "sglang" else 0,
     )
     if ck is not None and ck.crash:
         m.error = f"reading the checkpoint failed: {ck.crash}"

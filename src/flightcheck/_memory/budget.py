@@ -16,10 +16,15 @@ NCCL communicators and custom all-reduce buffers — is not in the reserve: it m
 the ``(1 - utilization) x total`` slack, or vLLM refuses to start (FC406,
 :func:`pre_snapshot`).
 
-SGLang: ``usable = memory_total x mem_fraction_static`` holds weights and the KV pool only
-(activations and graphs live outside it), so the reserve inside is 0; the default fraction
-is SGLang's own heuristic (0.5.23: arg_groups/memory_hook.py ``handle_gpu_memory_settings``,
-the rules in ``flightcheck._knowledge.sglang``).
+SGLang 0.5.23 (mem_cache/kv_cache_configurator.py ``_profile_available_bytes``): the pool
+is ``free_after_load - free_before_load x (1 - mem_fraction_static)``, ``free_before_load``
+the minimum free memory across ranks after the distributed init — so ``usable =
+mem_fraction_static x free_before_load`` holds the weights and the KV pool only
+(activations, graphs and the request-to-token table live outside it) and the reserve
+inside is 0; ``free_before_load`` is taken as the smallest GPU's memory less what other
+processes hold and the CUDA context / communicators (:func:`pre_snapshot`). The default
+fraction is SGLang's own heuristic (arg_groups/memory_hook.py
+``handle_gpu_memory_settings``, the rules in ``flightcheck._knowledge.sglang``).
 
 The default reserve (``--reserve-gib`` overrides it) estimates vLLM's profiling run at the
 launch's batch limits (``--max-num-batched-tokens`` / ``--max-num-seqs``, else vLLM's
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from flightcheck._knowledge import sglang, vllm
 from flightcheck._knowledge.units import GiB, version
@@ -65,11 +71,20 @@ def release(engine_version: str | None) -> tuple[int, ...] | None:
 
 
 def default_utilization(
-    engine: str, engine_version: str | None, total: int, layout: Layout, *, mla: bool = False
+    engine: str,
+    engine_version: str | None,
+    total: int,
+    layout: Layout,
+    *,
+    mla: bool = False,
+    sglang_opts: dict[str, Any] | None = None,
 ) -> tuple[float, str]:
     """(fraction, where it comes from) when the launch does not set one."""
     if engine == "sglang":
-        return sglang_fraction(total, layout, mla), "SGLang's default mem_fraction_static for this GPU and layout"
+        return (
+            sglang_fraction(total, layout, mla, **(sglang_opts or {})),
+            "SGLang's default mem_fraction_static for this GPU and layout",
+        )
     v = release(engine_version)
     util = vllm.default_utilization(v)
     if v is None:
@@ -77,10 +92,10 @@ def default_utilization(
     return util, f"vLLM {engine_version}'s default"
 
 
-def sglang_fraction(total: int, layout: Layout, mla: bool = False) -> float:
+def sglang_fraction(total: int, layout: Layout, mla: bool = False, **opts: Any) -> float:
     """SGLang's default mem_fraction_static for this GPU and layout
-    (:func:`flightcheck._knowledge.sglang.mem_fraction_static`)."""
-    return sglang.mem_fraction_static(total / MiB, layout.tp, layout.pp, mla)
+    (:func:`flightcheck._knowledge.sglang.mem_fraction_static`; ``opts`` its launch terms)."""
+    return sglang.mem_fraction_static(total / MiB, layout.tp, layout.pp, mla, **opts)
 
 
 @dataclass(frozen=True)
@@ -143,11 +158,18 @@ def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int, sample
 
 
 def default_reserve(
-    cfg: ModelConfig, layout: Layout, engine: str, *, eager: bool = False, batch: Batch | None = None
+    cfg: ModelConfig,
+    layout: Layout,
+    engine: str,
+    *,
+    eager: bool = False,
+    batch: Batch | None = None,
+    sglang_mm: int = 0,
 ) -> tuple[int, dict[str, int]]:
-    """(bytes, breakdown) kept back from the requested memory besides weights and KV."""
+    """(bytes, breakdown) kept back from the requested memory besides weights and KV
+    (SGLang: only a multimodal model's post-sizing reservation, ``sglang_mm``)."""
     if engine == "sglang":
-        return 0, {}
+        return (sglang_mm, {"multimodal_cache": sglang_mm}) if sglang_mm and cfg.vision else (0, {})
     b = batch or Batch()
     parts = {
         "activations": activations(cfg, layout, b.tokens, b.seqs, b.sampler),

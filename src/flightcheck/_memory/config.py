@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from flightcheck._knowledge import sglang
+
 #: Fields without which no memory figure can be computed (FC507): positive integers.
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads")
 #: Far beyond any model; bounds the per-layer lists a hostile config could ask for.
@@ -72,6 +74,12 @@ class ModelConfig:
     linear: dict[str, Any] = field(default_factory=dict)  # the linear-attention config, raw
     quant: Quant = field(default_factory=Quant)
     missing: list[str] = field(default_factory=list)
+    #: SGLang's derived context length (``flightcheck._knowledge.sglang.context_length``)
+    sglang_context: int = 2048
+    #: a vision model's (vision_config.num_hidden_layers, hidden_size), SGLang's defaults 24 / 1024
+    vision: tuple[int, int] | None = None
+    #: the top-level ``architectures`` (a multimodal wrapper's; SGLang's hf_config.architectures)
+    outer_architectures: tuple[str, ...] = ()
 
     @property
     def mla(self) -> bool:
@@ -166,6 +174,13 @@ def parse(doc: dict[str, Any], hf_quant: dict[str, Any] | None = None) -> ModelC
     c.quant = quant_of(
         d.get("quantization_config") if isinstance(d.get("quantization_config"), dict) else None, hf_quant
     )
+    c.sglang_context = sglang.context_length(d)
+    outer = doc.get("architectures")
+    c.outer_architectures = tuple(a for a in outer if isinstance(a, str)) if isinstance(outer, list) else ()
+    vision = doc.get("vision_config")
+    if isinstance(vision, dict):
+        # memory_hook.py adjust_mem_fraction_for_vlm: getattr(vision_config, ..., 24 / 1024)
+        c.vision = (_int(vision, "num_hidden_layers") or 24, _int(vision, "hidden_size") or 1024)
     return c
 
 

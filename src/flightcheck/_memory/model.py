@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from flightcheck._knowledge import engines, vllm
+from flightcheck._knowledge import engines, sglang, vllm
 from flightcheck._memory.budget import (
     Batch,
     Fit,
@@ -63,6 +63,11 @@ class MemoryModel:
     notes: list[str] = field(default_factory=list)
     #: how the weights were counted when not from every shard's header (a partial checkpoint).
     weights_source: str | None = None
+    #: SGLang: the launch's terms of mem_fraction_static's default (chunked prefill, attention
+    #: DP, DeepEP, CUDA graphs off, --max-running-requests; ``_knowledge.sglang.fraction_options``)
+    sglang_opts: dict[str, Any] = field(default_factory=dict)
+    #: SGLang: what a multimodal model's KV budget loses (``_knowledge.sglang.mm_reservation_bytes``)
+    sglang_mm: int = 0
 
     # ------------------------------------------------------------------ what-ifs
 
@@ -73,7 +78,22 @@ class MemoryModel:
             return None
         if self.requested_len is not None:
             return self.requested_len
+        if self.cfg is not None and self.engine == "sglang":
+            return self.cfg.sglang_context  # configs/model_config.py: never None (2048 at worst)
         return self.cfg.max_position if self.cfg else None
+
+    @property
+    def attn_dp(self) -> int:
+        """SGLang's attention-DP size (1: off)."""
+        return int(self.sglang_opts.get("attn_dp", 1)) if self.engine == "sglang" else 1
+
+    def free_before_load(self) -> int | None:
+        """SGLang's ``pre_model_load_memory`` estimate: the smallest GPU's memory less what
+        other processes hold and the CUDA context / communicators allocated by the
+        distributed init (distributed/bootstrap.py ``measure_pre_model_load_memory``)."""
+        if self.total is None:
+            return None
+        return self.total - (self.used_by_others or 0) - sum(self.pre_snapshot().values())
 
     def stages(self, layout: Layout | None = None) -> list[dict[str, float]]:
         assert self.cfg is not None and self.tally is not None
@@ -87,7 +107,10 @@ class MemoryModel:
         assert self.cfg is not None
         lay = layout or self.layout
         layers = stage_layers(self.cfg.layers or 1, lay.pp)[stage]
-        return kv_shape(self.cfg, layers, lay.tp, kv_dtype or self.kv_cache_dtype)
+        # SGLang with attention DP: each attention-TP group of tp / attn_dp ranks holds the KV
+        # heads (srt/layers/dp_attention.py: attention TP size = tp_size // attn_dp_size)
+        tp = lay.tp // self.attn_dp if self.attn_dp > 1 and lay.tp % self.attn_dp == 0 else lay.tp
+        return kv_shape(self.cfg, layers, tp, kv_dtype or self.kv_cache_dtype)
 
     def fit(
         self,
@@ -103,7 +126,10 @@ class MemoryModel:
         lay = layout or self.layout
         default_util, reserve = self._budget(lay)
         util = utilization or default_util
-        usable = usable_bytes(self.total, util)
+        if self.engine == "sglang":
+            usable = int(util * max(0, self.free_before_load() or 0))
+        else:
+            usable = usable_bytes(self.total, util)
         length = self.max_model_len if max_len is None else max_len
         worst: Fit | None = None
         override = self.kv_cache_memory_bytes if self.engine == "vllm" else None
@@ -131,14 +157,50 @@ class MemoryModel:
         util = (
             self.utilization
             if self.utilization_set
-            else default_utilization(self.engine, self.engine_version, self.total, layout, mla=self.cfg.mla)[0]
+            else default_utilization(
+                self.engine, self.engine_version, self.total, layout, mla=self.cfg.mla, sglang_opts=self._opts()
+            )[0]
         )
         reserve = (
             self.reserve
             if self.reserve_set
-            else default_reserve(self.cfg, layout, self.engine, eager=self.eager, batch=self.batch)[0]
+            else default_reserve(
+                self.cfg, layout, self.engine, eager=self.eager, batch=self.batch, sglang_mm=self.sglang_mm
+            )[0]
         )
         return util or 0.9, reserve or 0
+
+    def _opts(self) -> dict[str, Any]:
+        """SGLang's fraction terms for this model (the launch's, and a vision model's)."""
+        opts = dict(self.sglang_opts)
+        if self.cfg is not None and self.cfg.vision is not None:
+            opts["vision"] = self.cfg.vision
+            if (
+                not opts.get("prefill_locked")
+                and not set(self.cfg.outer_architectures) & sglang.MULTIMODAL_PREFILL_GRAPH_ARCHS
+            ):
+                opts["prefill_graphs"] = False  # cuda_graph_hook.py: "multimodal model"
+        return opts
+
+    def sglang_pool(self, fit: Fit | None = None) -> dict[str, int] | None:
+        """SGLang's KV pool for this launch (tokens), the longest request it serves and the
+        request-to-token table it allocates outside mem_fraction_static (see
+        ``_knowledge.sglang``); None for vLLM or when GPU memory is unknown."""
+        f = fit or self.fit()
+        if f is None or self.engine != "sglang":
+            return None
+        tokens = max(0, f.max_model_len_fit)
+        context = f.max_model_len or (self.cfg.sglang_context if self.cfg else 2048)
+        given = self.sglang_opts.get("max_running")
+        running = sglang.max_running_requests(tokens, context, given, self.attn_dp) if tokens > 1 else 0
+        return {
+            "kv_tokens": tokens,
+            "context_length": context,
+            "max_request_len": max(0, sglang.max_request_len(context, tokens)),
+            "max_running_requests": running,
+            "req_to_token_bytes": sglang.req_to_token_bytes(running, context),
+            "free_before_load_bytes": self.free_before_load() or 0,
+        }
 
     def capacity(self, fit: Fit | None = None) -> Capacity | None:
         """vLLM's "GPU KV cache size" and "Maximum concurrency" for this launch (None when
@@ -224,6 +286,7 @@ class MemoryModel:
                 "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
                 "cpu_offload_bytes": self.cpu_offload_bytes or None,
                 "pre_snapshot_breakdown": self.pre_snapshot() if self.engine == "vllm" else None,
+                "sglang_pool": self.sglang_pool(fit) if fit is not None else None,
                 "gpu_memory_utilization": self.utilization,
                 "gpu_memory_utilization_source": self.utilization_source,
                 "reserve_breakdown": self.reserve_parts or None,
@@ -251,7 +314,9 @@ def resolve_reserve(m: MemoryModel, reserve_gib: float | None) -> None:
     if reserve_gib is not None:
         m.reserve, m.reserve_source, m.reserve_parts, m.reserve_set = int(reserve_gib * GiB), "--reserve-gib", {}, True
     else:
-        m.reserve, m.reserve_parts = default_reserve(m.cfg, m.layout, m.engine, eager=m.eager, batch=m.batch)
+        m.reserve, m.reserve_parts = default_reserve(
+            m.cfg, m.layout, m.engine, eager=m.eager, batch=m.batch, sglang_mm=m.sglang_mm
+        )
         m.reserve_source = (
             "default estimate (see `flightcheck explain FC402`)"
             if m.engine == "vllm"
@@ -267,5 +332,5 @@ def resolve_utilization(m: MemoryModel, given: float | None) -> None:
     elif m.total is not None:
         mla = bool(m.cfg and m.cfg.mla)
         m.utilization, m.utilization_source = default_utilization(
-            m.engine, m.engine_version, m.total, m.layout, mla=mla
+            m.engine, m.engine_version, m.total, m.layout, mla=mla, sglang_opts=m._opts()
         )

@@ -7,9 +7,11 @@ from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
 from flightcheck._checks.shared.gpus import gpu_label, subject, used_gpus
-from flightcheck._knowledge import engines
+from flightcheck._knowledge import engines, sglang
 from flightcheck._knowledge.derived import gpu_subject, package
 from flightcheck._knowledge.units import GiB, version
+from flightcheck._memory.budget import CONTEXT  # the CUDA context, before SGLang measures
+from flightcheck._vocabulary.facts import Gpu
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 
@@ -20,7 +22,7 @@ def _utilization(ctx: Context) -> tuple[float, str] | None:
         v = version(package(ctx.facts, "vllm"))
         default = 0.92 if v is not None and v.release >= (0, 33) else 0.9
         return default, "vLLM's default gpu_memory_utilization"
-    return None  # SGLang sizes its static pool from what is free: no fixed fraction to test
+    return None
 
 
 @check("FC206", "gpu-memory-in-use", ERROR)
@@ -28,24 +30,34 @@ def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
     """Memory already in use on a GPU leaves less free than the engine will claim.
 
     ## What it checks
-    On each GPU used, memory in use must not exceed (1 - gpu_memory_utilization) x total.
+    vLLM: on each GPU used, memory in use must not exceed (1 - gpu_memory_utilization) x
+    total. SGLang: what the memory in use takes from its static pool and from the slack
+    outside it (``--mem-fraction-static``, else SGLang's default for the GPU).
 
     ## Why the launch dies
     vLLM requests ``gpu_memory_utilization x total`` up front and refuses to start when less
     is free ("Free memory on device ... is less than desired GPU memory utilization") —
     another process (a stale engine, a notebook) still holds memory.
 
+    SGLang 0.5.23 does not refuse memory in use: it sizes its pool as
+    ``mem_fraction_static x free memory before loading - weights``
+    (mem_cache/kv_cache_configurator.py ``_profile_available_bytes``), so memory held by
+    another process costs ``mem_fraction_static x`` its size of KV cache and the rest of the
+    activation / CUDA-graph slack. It raises only when no pool is left ("Loaded weights
+    leave no GPU memory for the KV cache"): an error when the memory in use is what empties
+    it, else a warning when it holds more than the slack SGLang planned, ``(1 -
+    mem_fraction_static) x total``. Unequal use across the GPUs is FC407.
+
     ## How to fix
     Stop the processes holding the memory (the failure gives the ``nvidia-smi`` query), or
-    lower ``--gpu-memory-utilization`` to what is free.
+    lower ``--gpu-memory-utilization`` to what is free (vLLM).
     """
     gpus = used_gpus(ctx)
+    if ctx.intent.engine == "sglang":
+        yield from _sglang_in_use(ctx, gpus)
+        return
     util = _utilization(ctx)
-    if util is None:
-        raise Skip(
-            "SGLang sizes its memory pool from free memory; "
-            f"give {engines.flag(ctx.intent.engine, 'util')} to check a fraction"
-        )
+    assert util is not None  # vLLM always has one
     frac, source = util
     full = False
     for g in gpus:
@@ -68,6 +80,66 @@ def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
             )
     if not full:
         yield ok(f"free memory covers {frac} of every GPU used")
+
+
+def _sglang_in_use(ctx: Context, gpus: list[Gpu]) -> Iterator[Outcome]:
+    """FC206 for SGLang (see the docstring): the fraction is the launch's, else the memory
+    model's default for this GPU and layout, else SGLang's heuristic without the model's
+    terms."""
+    m = ctx.memory
+    usable_model = m is not None and not m.error and m.utilization is not None and m.total is not None
+    flag = engines.flag("sglang", "util")
+    if ctx.intent.gpu_memory_utilization is not None:
+        frac, source = ctx.intent.gpu_memory_utilization, flag
+    elif usable_model:
+        assert m is not None and m.utilization is not None
+        frac, source = m.utilization, "SGLang's default mem_fraction_static"
+    else:
+        totals = [g.memory_total_bytes for g in gpus if g.memory_total_bytes]
+        if not totals:
+            raise Skip("GPU memory unknown")
+        frac = sglang.mem_fraction_static(
+            min(totals) / (1 << 20), ctx.intent.tensor_parallel_size, ctx.intent.pipeline_parallel_size
+        )
+        source = "SGLang's default mem_fraction_static (model terms unknown)"
+    fit = m.fit() if usable_model and m is not None else None
+    weights = fit.weights if fit is not None else None
+    worst = False
+    for g in gpus:
+        total, used = g.memory_total_bytes, g.memory_used_bytes
+        if total is None or used is None:
+            continue
+        used = max(0, used - (g.memory_reserved_bytes or 0))
+        slack = (1 - frac) * total
+        query = f"nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv -i {g.index}"
+        ev = {"used_bytes": used, "total_bytes": total, "utilization": frac}
+        if weights is not None and used > 0:
+            free_now = total - used - CONTEXT
+            if frac * free_now - weights <= 0 < frac * (total - CONTEXT) - weights:
+                worst = True
+                yield fail(
+                    f"{gpu_label(g)}: {used / GiB:.1f} GiB in use leaves {source} {frac:g} x "
+                    f"{free_now / GiB:.1f} GiB free = {frac * free_now / GiB:.1f} GiB, less than the "
+                    f"{weights / GiB:.1f} GiB of weights: SGLang raises 'Loaded weights leave no GPU memory "
+                    "for the KV cache'",
+                    fix=f"{query}  # stop those; on a free GPU the pool fits",
+                    subject=gpu_subject(g),
+                    evidence=ev,
+                )
+                continue
+        if used > slack:
+            worst = True
+            yield fail(
+                f"{gpu_label(g)}: {used / GiB:.1f} GiB already in use, more than the {slack / GiB:.1f} GiB "
+                f"SGLang keeps outside {source} {frac:g}: its KV pool shrinks by {frac * used / GiB:.1f} GiB "
+                f"and the activation / CUDA-graph slack by {(1 - frac) * used / GiB:.1f} GiB",
+                fix=f"{query}  # stop those to get the memory back",
+                subject=gpu_subject(g),
+                severity=WARNING,
+                evidence=ev,
+            )
+    if not worst:
+        yield ok(f"SGLang sizes its pool from free memory; what is in use is within the slack of {frac:g}")
 
 
 @check("FC207", "gpu-needs-reset", WARNING)

@@ -3,6 +3,6 @@
 Importing the package registers every check of the family.
 """
 
-from flightcheck._checks.memory import fit, layout, slack
+from flightcheck._checks.memory import balance, fit, layout, slack
 
-__all__ = ["fit", "layout", "slack"]
+__all__ = ["balance", "fit", "layout", "slack"]

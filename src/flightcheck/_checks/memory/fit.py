@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
-from flightcheck._knowledge import engines
+from flightcheck._knowledge import engines, sglang
 from flightcheck._knowledge.units import gib as _gib
 from flightcheck._vocabulary.intent import AUTO
 from flightcheck._vocabulary.results import ERROR, WARNING
@@ -32,7 +32,8 @@ def _model(ctx: Context) -> Any:
 
 def _window(ctx: Context, m: Any) -> tuple[int | None, str, bool]:
     """(the model's context window, the override variable, whether it is set)."""
-    limit = m.cfg.context_window
+    # SGLang: configs/model_config.py _derive_context_length (``_knowledge.sglang.context_length``)
+    limit = m.cfg.sglang_context if m.engine == "sglang" else m.cfg.context_window
     var = engines.module(m.engine).ALLOW_LONG_MAX_MODEL_LEN
     env = ctx.facts.env or {}
     return limit, var, (env.get(var) or "").strip().lower() in ("1", "true")
@@ -170,6 +171,17 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     request with the model's max seq len (...), (... GiB KV cache is needed, which is
     larger than the available KV cache memory".
 
+    SGLang 0.5.23 sizes its pool as ``mem_fraction_static x free memory before loading -
+    weights`` (mem_cache/kv_cache_configurator.py ``_profile_available_bytes``) and refuses
+    to start only when that is <= 0 ("Loaded weights leave no GPU memory for the KV cache";
+    pool_configurator.py "Not enough memory" at 0 tokens): an error. A pool shorter than
+    the context length (its ``--context-length``, else SGLang's derived length) starts:
+    managers/tp_worker.py ``get_worker_info`` warns and caps a request at
+    ``min(context - 1, pool tokens - 1)`` tokens — a warning naming that length. Its
+    request-to-token table (int32, ``(max_running_requests + 1) x context``,
+    mem_cache/memory_pool.py ``ReqToTokenPool``) is allocated afterwards out of the ``(1 -
+    mem_fraction_static)`` slack: a warning when it is larger than all of it.
+
     ## How to fix
     Any one of the options the message lists, each computed for this launch: a smaller
     ``--max-model-len`` (the largest that fits is given), ``--kv-cache-dtype fp8``, a higher
@@ -205,7 +217,14 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
             f"pass {engines.flag(m.engine, 'max_len')} to evaluate the KV cache"
         )
         return
+    pool = m.sglang_pool(f)
+    if pool is not None:
+        ev.update(pool)
     if f.kv_fits and f.max_model_len_fit > 0:
+        table = _sglang_request_table(m, f, pool, ev) if pool is not None else None
+        if table is not None:
+            yield table
+            return
         yield ok(
             f"KV for {f.max_model_len:,} tokens: "
             f"{_gib(f.kv_need)} of {_gib(f.kv_budget)} left (up to {f.max_model_len_fit:,} fit)",
@@ -241,6 +260,9 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         said.append(hint)
     if f.max_model_len_fit <= 0:
         options.pop(0)
+    if pool is not None:
+        yield _sglang_short_pool(m, f, pool, options, hint, said, ev)
+        return
     yield fail(
         f"one sequence of {f.max_model_len:,} tokens needs "
         f"{_gib(f.kv_need)} of KV cache ({int(per_tok):,} B/token, {dtype}) "
@@ -249,6 +271,55 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         fix="\n".join(options) if options else hint,
         evidence=ev,
     )  # each fix line alone makes it fit
+
+
+def _sglang_request_table(m: Any, f: Any, pool: dict[str, int], ev: dict[str, Any]) -> Outcome | None:
+    """SGLang allocates the request-to-token table (mem_cache/memory_pool.py
+    ``ReqToTokenPool``: int32, (max_running_requests + 1) x context) after sizing the pool,
+    out of the ``(1 - f) x free`` left outside it: a table larger than all of that cannot be
+    allocated (a warning: the slack is an estimate). None when it fits."""
+    slack = (1 - f.utilization) * (m.free_before_load() or 0)
+    table, context = pool["req_to_token_bytes"], pool["context_length"]
+    if table <= slack:
+        return None
+    fits = int(slack // (context * sglang.REQ_TO_TOKEN_BYTES)) - 1
+    return fail(
+        f"SGLang's request-to-token table for {pool['max_running_requests']:,} requests x {context:,} tokens "
+        f"is {_gib(table)}, allocated outside mem_fraction_static {f.utilization:g}, where only about "
+        f"{_gib(slack)} is left: the allocation runs out of memory at startup",
+        severity=WARNING,
+        fix=f"{sglang.MAX_RUNNING_FLAG} {fits}" if fits > 0 else f"a smaller {engines.flag(m.engine, 'max_len')}",
+        evidence=ev,
+    )
+
+
+def _sglang_short_pool(
+    m: Any, f: Any, pool: dict[str, int], options: list[str], hint: str, said: list[str], ev: dict[str, Any]
+) -> Outcome:
+    """SGLang 0.5.23 stops only when no KV pool is left: kv_cache_configurator.py
+    ``_profile_available_bytes`` raises ValueError when ``free_after_load - free_before_load x
+    (1 - f)`` is <= 0, pool_configurator.py ``MemoryPoolConfig`` RuntimeError ("Not enough
+    memory") at 0 tokens. A pool shorter than the context length is served:
+    tp_worker.py ``get_worker_info`` warns and caps a request at ``min(context - 1, tokens -
+    1)`` tokens."""
+    tokens = pool["kv_tokens"]
+    if f.kv_budget <= 0 or tokens <= 0:
+        return fail(
+            f"SGLang refuses to start: after {_gib(f.weights)} of weights no KV pool is left in "
+            f"mem_fraction_static {f.utilization:g} x {_gib(m.free_before_load() or 0)} free before loading "
+            f'("Loaded weights leave no GPU memory for the KV cache" / "Not enough memory"); ' + "; ".join(said),
+            fix="\n".join(options) if options else hint,
+            evidence=ev,
+        )
+    return fail(
+        f"SGLang will serve with a shorter context: its KV pool holds {tokens:,} tokens "
+        f"({_gib(f.kv_budget)} after {_gib(f.weights)} of weights), fewer than the context length "
+        f"{f.max_model_len:,}; SGLang warns and caps a request at {pool['max_request_len']:,} tokens "
+        f"(inputs at {max(0, pool['max_request_len'] - 5):,}); " + "; ".join(said),
+        severity=WARNING,
+        fix="\n".join(options) or hint,
+        evidence=ev,
+    )
 
 
 @check("FC403", "memory-headroom-low", WARNING)
