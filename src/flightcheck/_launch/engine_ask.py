@@ -60,7 +60,7 @@ _COPIED = (
 READER_SCRIPT = Path(__file__).resolve().parents[1] / "_collect" / "engine_reader.py"
 
 
-def _enabled(env: dict[str, str]) -> bool:
+def enabled(env: dict[str, str]) -> bool:
     return env.get("FLIGHTCHECK_ENGINE_READ", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
@@ -76,7 +76,7 @@ def read_with_engine(cmd: EngineCommand, env: dict[str, str]) -> dict[str, Any] 
     from flightcheck._collect import proc
 
     python = cmd.intent.python
-    if not cmd.recognised or not python or not _enabled(env) or not READER_SCRIPT.is_file():
+    if not cmd.recognised or not python or not enabled(env) or not READER_SCRIPT.is_file():
         return None
     timeout = _timeout(env)
     child_env = dict(cmd.engine_env(env))
@@ -95,11 +95,16 @@ def read_with_engine(cmd: EngineCommand, env: dict[str, str]) -> dict[str, Any] 
         doc = json.loads(lines[0])
     except ValueError:
         return None
+    return doc if usable(doc) else None
+
+
+def usable(doc: object) -> bool:
+    """Whether an engine reader's document is an answer: the engine read the line, or its
+    parser refused it. Not installed there, timed out, a parser API that moved: no answer
+    (the built-in reading stays)."""
     if not isinstance(doc, dict) or doc.get("reader") != "engine":
-        return None
-    if doc.get("error") and doc.get("error_stage") not in _REFUSING_STAGES:
-        return None  # not installed there, timed out, the parser API moved: keep the built-in reading
-    return doc
+        return False
+    return not doc.get("error") or doc.get("error_stage") in _REFUSING_STAGES
 
 
 def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
