@@ -87,7 +87,7 @@ class MemoryModel:
         assert self.cfg is not None
         lay = layout or self.layout
         layers = stage_layers(self.cfg.layers or 1, lay.pp)[stage]
-        return kv_shape(self.cfg, layers, lay.tp, kv_dtype or self.kv_cache_dtype)
+        return kv_shape(self.cfg, layers, lay.tp, kv_dtype or self.kv_cache_dtype, lay.dcp)
 
     def fit(
         self,
@@ -205,7 +205,14 @@ class MemoryModel:
         out.update(
             {
                 "engine": self.engine,
-                "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "dp": self.layout.dp, "ep": self.layout.ep},
+                "layout": {
+                    "tp": self.layout.tp,
+                    "pp": self.layout.pp,
+                    "dp": self.layout.dp,
+                    "ep": self.layout.ep,
+                    "pcp": self.layout.pcp,
+                    "dcp": self.layout.dcp,
+                },
                 "gpu": {
                     "name": self.gpu_name,
                     "memory_total_bytes": self.total,
