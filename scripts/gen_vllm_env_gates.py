@@ -139,7 +139,8 @@ def check(doc: dict) -> list[str]:
             problems.append(f"{name}: SINCE says {since}, the wheels say {first}")
         if name in vllm.ENV_DEFAULTS:
             for v in have:
-                want = doc["declared"][v][name]
+                text = doc["declared"][v][name]
+                want = ast.literal_eval(text) if text is not None else None
                 got = vllm.env_default(name, v)
                 if got != want:
                     problems.append(f"{name} in {v}: ENV_DEFAULTS says {got!r}, envs.py passes {want!r}")
