@@ -36,8 +36,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from flightcheck._knowledge import vllm  # noqa: E402 - after the path is set
-from packaging.version import Version  # noqa: E402
+from packaging.version import Version
+
+from flightcheck._knowledge import vllm
 
 FIXTURE = REPO / "tests" / "fixtures" / "vllm_envs" / "gates.json"
 
@@ -52,7 +53,14 @@ TRACKED: tuple[str, ...] = tuple(
     )
 )
 
-_GETTERS = {"getenv", "get", "env_with_choices", "env_list_with_choices", "env_set_with_choices", "get_env_or_set_default"}
+_GETTERS = {
+    "getenv",
+    "get",
+    "env_with_choices",
+    "env_list_with_choices",
+    "env_set_with_choices",
+    "get_env_or_set_default",
+}
 
 
 def _default(node: ast.AST, name: str) -> str | None:

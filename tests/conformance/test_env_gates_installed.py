@@ -10,7 +10,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-FIND = "import importlib.util as u, importlib.metadata as m; print(u.find_spec('vllm').origin); print(m.version('vllm'))"
+FIND = (
+    "import importlib.util as u, importlib.metadata as m; print(u.find_spec('vllm').origin); print(m.version('vllm'))"
+)
 
 
 def test_the_extract_of_the_installed_release_is_its_envs_py(engine_python: str, conformance: Any) -> None:

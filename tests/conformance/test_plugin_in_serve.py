@@ -130,7 +130,9 @@ def test_the_plugin_in_a_real_vllm_serve_reads_with_vllms_parser(
     ):
         assert intent[name] == row[name], (name, row["cmd"])
     assert intent["model"] == row["model"]
-    print(f"plugin in vllm serve: engine_read_s={doc['timings'].get('engine_read_s')} total_s={doc['timings']['total_s']}")
+    print(
+        f"plugin in vllm serve: engine_read_s={doc['timings'].get('engine_read_s')} total_s={doc['timings']['total_s']}"
+    )
 
 
 def test_in_process_readings_equal_vllms_own_on_a_corpus_sample(

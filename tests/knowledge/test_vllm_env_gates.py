@@ -76,7 +76,7 @@ def test_defaults_by_release() -> None:
     assert vllm.env_default(vllm.KIMI_K3_GEMM_AR, "0.28.0") is None  # not declared yet
 
 
-SNIPPET = '''
+SNIPPET = """
 import os
 environment_variables: dict[str, Callable[[], Any]] = {
     "VLLM_ALLREDUCE_USE_SYMM_MEM": lambda: bool(int(os.getenv("VLLM_ALLREDUCE_USE_SYMM_MEM", "1"))),
@@ -87,7 +87,7 @@ environment_variables: dict[str, Callable[[], Any]] = {
     "VLLM_RAY_EXTRA_ENV_VARS_TO_COPY": lambda: os.environ.get("VLLM_RAY_EXTRA_ENV_VARS_TO_COPY", ""),
     "VLLM_NOT_TRACKED": lambda: os.getenv("VLLM_NOT_TRACKED", "x"),
 }
-'''
+"""
 
 
 def test_extraction_reads_each_getter_style(gen: ModuleType) -> None:

@@ -12,7 +12,6 @@ order of events is asserted, never a duration.
 from __future__ import annotations
 
 import json
-import os
 import stat
 import time
 from pathlib import Path

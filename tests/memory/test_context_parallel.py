@@ -18,8 +18,8 @@ import pytest
 
 from flightcheck._checkpoint import load
 from flightcheck._memory import build
-from flightcheck._memory.kv import capacity, kv_shape
 from flightcheck._memory.config import parse
+from flightcheck._memory.kv import capacity, kv_shape
 from flightcheck._vocabulary.intent import Intent
 from support.ckptgen import load_config, write_checkpoint
 
@@ -77,7 +77,9 @@ def test_pcp_does_not_shard_the_kv(llama) -> None:
 
 
 def test_the_gpus_of_this_node_follow_pcp_and_the_local_dp_size() -> None:
-    it = Intent(tensor_parallel_size=2, prefill_context_parallel_size=2, data_parallel_size=4, data_parallel_size_local=2)
+    it = Intent(
+        tensor_parallel_size=2, prefill_context_parallel_size=2, data_parallel_size=4, data_parallel_size_local=2
+    )
     assert (it.world_size, it.gpus_per_node) == (16, 8)
 
 

@@ -117,7 +117,9 @@ def _cli_occurrences(argv: list[str], cmd: EngineCommand, flag: str) -> list[tup
     taken = {i for o in found for i in range(o.start, o.stop)}
     want = F.canonical(flag, cmd.engine)
     opts, _ = tokenize(argv[cmd.start :], cmd.engine)
-    spans += [(cmd.start + o.start, cmd.start + o.stop, o.value) for o in opts if o.flag == want and o.start not in taken]
+    spans += [
+        (cmd.start + o.start, cmd.start + o.stop, o.value) for o in opts if o.flag == want and o.start not in taken
+    ]
     return sorted(set(spans))
 
 
