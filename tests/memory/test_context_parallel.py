@@ -88,3 +88,10 @@ def test_kv_cache_memory_bytes_is_the_kv_budget_whatever_the_utilization(llama) 
     b = mem(llama, kv_cache_memory_bytes=8 << 30, gpu_memory_utilization=0.9, max_model_len=8192).fit()
     assert a is not None and b is not None
     assert a.kv_budget == b.kv_budget == 8 << 30
+
+
+def test_a_layout_with_context_parallel_is_written_with_its_flags() -> None:
+    from flightcheck._memory.weights import Layout
+
+    assert Layout(4, 1, 1, False, pcp=2, dcp=4).describe("vllm") == "-tp 4 -pcp 2 -dcp 4"
+    assert Layout(4).describe("vllm") == "-tp 4"

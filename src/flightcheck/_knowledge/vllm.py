@@ -79,6 +79,8 @@ FLAG: dict[str, str] = {
     "load_format": "--load-format",
     "tp": "-tp",
     "pp": "-pp",
+    "pcp": "-pcp",  # arg_utils.py: --prefill-context-parallel-size
+    "dcp": "-dcp",  # arg_utils.py: --decode-context-parallel-size
     "dp": "-dp",
     "ep": "--enable-expert-parallel",
     "max_len": "--max-model-len",
@@ -422,11 +424,14 @@ FLASHINFER_PIN: dict[str, str] = {
 }
 
 
-def layout(tp: int, pp: int = 1, dp: int = 1, ep: bool = False, moe_size: int | None = None) -> str:
-    """A parallel layout as vLLM's flags: ``-tp 8 -pp 2 --enable-expert-parallel``."""
+def layout(
+    tp: int, pp: int = 1, dp: int = 1, ep: bool = False, moe_size: int | None = None, pcp: int = 1, dcp: int = 1
+) -> str:
+    """A parallel layout as vLLM's flags: ``-tp 8 -pp 2 -pcp 2 -dcp 8 --enable-expert-parallel``."""
     parts = (
         [f"{FLAG['tp']} {tp}"] + ([f"{FLAG['pp']} {pp}"] if pp > 1 else []) + ([f"{FLAG['dp']} {dp}"] if dp > 1 else [])
     )
+    parts += ([f"{FLAG['pcp']} {pcp}"] if pcp > 1 else []) + ([f"{FLAG['dcp']} {dcp}"] if dcp > 1 else [])
     return " ".join(parts + ([FLAG["ep"]] if ep else []))
 
 

@@ -46,7 +46,7 @@ class Layout:
 
     def describe(self, engine: str = "vllm") -> str:
         """The layout as the engine's flags."""
-        return engines.layout(engine, self.tp, self.pp, self.dp, self.ep, self.moe_size)
+        return engines.layout(engine, self.tp, self.pp, self.dp, self.ep, self.moe_size, self.pcp, self.dcp)
 
 
 @dataclass
