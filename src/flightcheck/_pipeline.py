@@ -8,7 +8,7 @@ the node's snapshot is judged where the command runs.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from flightcheck._checks.evaluate import evaluate
@@ -32,18 +32,48 @@ def assess(
     probes: Iterable[str] = (),
     facts_docs: Iterable[dict[str, Any]] = (),
     strict: bool = False,
+    settle: Callable[[Intent], Intent] | None = None,
 ) -> Report:
     """Collect the facts (files over live collection), read ``intent.model``'s checkpoint
-    with the engine's environment, and evaluate; ``report.timings`` has each stage."""
+    with the engine's environment, and evaluate; ``report.timings`` has each stage.
+
+    ``settle``: the launch is still being read (the engine asked in the background,
+    ``_launch.engine_ask.start_asking``). Collection and the checkpoint read run with the
+    provisional ``intent``; then ``settle(intent)`` gives the final one, which is evaluated.
+    What was collected for the provisional reading is kept unless the final one changes
+    what collection depends on (then that part is done again)."""
     t0 = time.perf_counter()
     early = start_reading(intent)  # a model directory is read while the facts are collected
     facts = collect(intent, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs)
     checkpoint = read_checkpoint(intent, facts, early)
     t1 = time.perf_counter()
+    timings: dict[str, float] = {}
+    if settle is not None:
+        final = settle(intent)
+        t_settled = time.perf_counter()
+        timings["engine_wait_s"] = round(t_settled - t1, 4)  # how long the verdict waited for the engine
+        if _differs(intent, final, COLLECTED_BY):
+            facts = collect(final, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs)
+            checkpoint = read_checkpoint(final, facts)
+        elif _differs(intent, final, CHECKPOINT_BY):
+            checkpoint = read_checkpoint(final, facts)
+        intent = final
+        t1 = time.perf_counter()
     report = evaluate(facts, intent, checkpoint, strict=strict)
     t2 = time.perf_counter()
-    report.timings = {"collect_s": round(t1 - t0, 4), "evaluate_s": round(t2 - t1, 4)}
+    report.timings = {"collect_s": round(t1 - t0, 4), **timings, "evaluate_s": round(t2 - t1, 4)}
     return report
+
+
+#: The intent fields the checkpoint read depends on (``_collect/checkpoint.py``).
+CHECKPOINT_BY = ("engine", "model", "revision", "download_dir", "load_format", "deep")
+#: ... and those the collectors depend on (the engine's interpreter; the GPUs the probe and
+#: the compile smoke test use: ``_collect/multicast.py``, ``_collect/compile_smoke.py``).
+COLLECTED_BY = ("python", "tensor_parallel_size", "gpus_per_node")
+
+
+def _differs(a: Intent, b: Intent, names: tuple[str, ...]) -> bool:
+    return any(getattr(a, n, None) != getattr(b, n, None) for n in names)
 
 
 def evaluate_launch(

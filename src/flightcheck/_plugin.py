@@ -15,9 +15,13 @@ long before a weight is read. So this plugin:
   processes inherit (vLLM reads its ``VLLM_*`` variables lazily, and config defaults are
   decided in this process, so this is early enough); under Ray the plan itself extends
   ``VLLM_RAY_EXTRA_ENV_VARS_TO_COPY``;
-- never imports torch and never creates a CUDA context (collectors that touch the driver
-  run in child processes), and never crashes vLLM: any internal error is one line on
-  stderr and the launch goes on unchecked.
+- reads the launch with vLLM's own serve parser, in this process (:func:`engine_reading`:
+  vLLM and torch are already imported when vLLM calls the plugin; ``intent.reader`` is
+  ``"engine"``), and with the built-in reader where that fails (``"built-in"``);
+- never imports torch or vLLM itself (only vLLM's modules already in ``sys.modules`` are
+  used) and never creates a CUDA context (collectors that touch the driver run in child
+  processes), and never crashes vLLM: any internal error is one line on stderr and the
+  launch goes on unchecked.
 
 The multicast probe is not run here by default. This plugin sits in every ``vllm serve``,
 including a developer's edit-run loop, and must cost well under a second; the probe
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from flightcheck._vocabulary.envvars import MARKER
 
@@ -63,6 +68,42 @@ def serve_command(argv: list[str]) -> list[str] | None:
     if prog.endswith("vllm/entrypoints/launchers/api_server/entry.py"):
         return [sys.executable, "-m", "vllm.entrypoints.launchers.api_server.entry", *rest]
     return None
+
+
+#: vLLM modules that say this process is ``vllm serve`` building its parser: the plugin is
+#: called from ``AsyncEngineArgs.add_cli_args`` (vllm/engine/arg_utils.py) via
+#: ``load_general_plugins`` (vllm/plugins/__init__.py), so both are imported already.
+_VLLM_LOADED = ("vllm.engine.arg_utils", "vllm.plugins")
+
+
+def engine_reading(command: list[str], env: dict[str, str]) -> dict[str, Any] | None:
+    """vLLM's own reading of the launch, in this process; None keeps the built-in reading.
+
+    vLLM calls this plugin while it builds the serve parser, before ``parse_args``, with
+    vLLM and torch imported. ``_collect/engine_reader.read_in_process`` builds a second serve
+    parser the way ``vllm serve`` does (vllm/entrypoints/cli/main.py: a
+    ``FlexibleArgumentParser`` with subparsers, ``ServeSubcommand.subparser_init`` from
+    vllm/entrypoints/cli/serve.py, which calls ``make_arg_parser`` of
+    vllm/entrypoints/common/cli_args.py; vllm/utils/argparse_utils.py does the
+    pre-processing), parses the full argv, runs ``ServeSubcommand.validate`` and
+    ``AsyncEngineArgs.from_cli_args``: the same document the child reader of ``run`` prints.
+    Building that parser calls ``load_general_plugins`` again, which returns at once
+    (``plugins_loaded`` is set before the plugins run, and this process already set
+    ``FLIGHTCHECK_PLUGIN_DONE``). Only modules vLLM already imported are used; anything that
+    moved in vLLM's API (an ImportError, an AttributeError, a document without the fields)
+    keeps the built-in reading. ``FLIGHTCHECK_ENGINE_READ=0`` turns it off here too.
+    """
+    from flightcheck._launch.engine_ask import enabled, usable
+
+    if not enabled(env) or not all(name in sys.modules for name in _VLLM_LOADED):
+        return None
+    try:
+        from flightcheck._collect.engine_reader import read_in_process
+
+        doc = read_in_process("vllm", command)
+    except Exception:  # noqa: BLE001 - the built-in reading stays
+        return None
+    return doc if usable(doc) else None
 
 
 def register() -> None:
@@ -95,15 +136,21 @@ def _guard(command: list[str]) -> None:
     t0 = time.perf_counter()
     env = dict(os.environ)
     cmd = parse_command(command, env)
+    t_read = time.perf_counter()
+    doc = engine_reading(command, env)
+    read_s = time.perf_counter() - t_read
+    if doc is not None:
+        from flightcheck._launch.engine_ask import apply_engine_reading
+
+        apply_engine_reading(cmd, doc)
     intent = cmd.intent
     intent.python = sys.executable  # this process is the engine's interpreter
-    # read with the built-in reader (the engine's parser rebuilt from its tables): vLLM has
-    # not parsed its own arguments yet, and flightcheck never imports vllm itself
     facts_files = env_facts_files(os.environ)
     probes = ["multicast"] if _on("FLIGHTCHECK_PROBE") else []
     report = assess(
         intent, facts_files, env=env, python=sys.executable, probes=probes, strict=_on("FLIGHTCHECK_STRICT")
     )
+    report.timings["engine_read_s"] = round(read_s, 4)  # vLLM's own parser, in this process
     report.timings["total_s"] = round(time.perf_counter() - t0, 4)
     d = decide(report, cmd, env, no_fallback=_on("FLIGHTCHECK_NO_FALLBACK"))
     err = sys.stderr

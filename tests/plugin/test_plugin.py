@@ -24,6 +24,8 @@ import json, os, sys
 from importlib.metadata import entry_points
 sys.argv = json.loads(os.environ.pop("PLUGIN_ARGV"))
 argv_before = list(sys.argv)
+for name in filter(None, os.environ.pop("PLUGIN_IMPORT", "").split(",")):  # what vLLM imported before
+    __import__(name)
 (ep,) = [e for e in entry_points(group="vllm.general_plugins") if e.name == "flightcheck"]
 register = ep.load()
 if os.environ.pop("PLUGIN_RAW", None):  # as vLLM calls it: nothing caught
@@ -214,3 +216,27 @@ def test_an_info_finding_is_said_as_info_not_as_a_warning(tmp_path, serve_argv):
     assert out is not None and out["outcome"] == "returned", proc.stderr
     assert "info: FC510 load-time-estimate" in proc.stderr
     assert "warning: FC510" not in proc.stderr
+
+
+def test_a_vllm_whose_parser_api_moved_keeps_the_builtin_reading(tmp_path, serve_argv):
+    """vLLM is imported (as inside ``vllm serve``) but its serve-parser modules are not where
+    0.33 has them: the plugin reads with the built-in reader and still checks the launch."""
+    pkgs = tmp_path / "fakepkgs"
+    for mod in ("vllm/__init__.py", "vllm/engine/__init__.py", "vllm/engine/arg_utils.py", "vllm/plugins/__init__.py"):
+        (pkgs / mod).parent.mkdir(parents=True, exist_ok=True)
+        (pkgs / mod).write_text("# a vLLM whose entrypoints moved\n")
+    info = pkgs / "vllm-0.99.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.99.0\n")
+    report = tmp_path / "flightcheck.json"
+    proc, out = plugin(
+        tmp_path,
+        serve_argv,
+        [base_facts(tmp_path), MULTICAST_401],
+        FLIGHTCHECK_REPORT=str(report),
+        PLUGIN_IMPORT="vllm.engine.arg_utils,vllm.plugins",
+    )
+    assert out is not None and out["outcome"] == "returned", proc.stderr[-2000:]
+    doc = json.loads(report.read_text())
+    assert doc["intent"]["reader"] == "built-in" and doc["intent"]["gpus_per_node"] == 8
+    assert "engine_read_s" in doc["timings"]

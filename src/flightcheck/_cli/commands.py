@@ -30,17 +30,24 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     docs, example_fields = load_example(args.example)
     command = _engine_command(args)
+    settle = None
     if command:  # the intent of the engine command; the flags given win over it
         from flightcheck._launch import parse_command
-        from flightcheck._launch.engine_ask import ask_engine
+        from flightcheck._launch.engine_ask import settle_reading, start_asking
 
         parsed = parse_command(command)
-        ask_engine(parsed, dict(os.environ))  # the engine's own reading when its interpreter has it
+        # the engine's own reading when its interpreter has it, asked in the background
+        # while the facts are collected (see _launch/engine_ask.py)
+        asking = start_asking(parsed, dict(os.environ))
+
+        def settle(provisional: Intent) -> Intent:
+            return intent_from_args(args, parsed.intent) if settle_reading(parsed, asking) else provisional
+
         base: Intent | None = parsed.intent
     else:  # the example's layout, unless the flags say otherwise
         base = Intent(**example_fields) if example_fields else None
     intent = intent_from_args(args, base)
-    report = assess(intent, args.facts, facts_docs=docs, strict=args.strict)
+    report = assess(intent, args.facts, facts_docs=docs, strict=args.strict, settle=settle)
     report.timings["total_s"] = round(time.perf_counter() - T0, 4)
     # colour follows stdout (a terminal); a file given with --output never gets ANSI codes
     emit(render(report, args.format, verbose=args.verbose, color=False if args.output else None), args.output)

@@ -30,6 +30,7 @@ from flightcheck._vocabulary.envvars import MARKER
 from flightcheck._vocabulary.errors import UsageError
 
 if TYPE_CHECKING:
+    from flightcheck._vocabulary.intent import Intent
     from flightcheck._vocabulary.report import Report
 
 
@@ -90,12 +91,18 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
     from flightcheck._cli.options import intent_from_args
     from flightcheck._examples import load_example
     from flightcheck._launch.command import parse_command
-    from flightcheck._launch.engine_ask import ask_engine
+    from flightcheck._launch.engine_ask import settle_reading, start_asking
     from flightcheck._pipeline import assess
 
     base_env = dict(os.environ)
     cmd = parse_command(command, base_env)
-    ask_engine(cmd, base_env)  # the engine's own reading when its interpreter has it
+    # the engine's own reading when its interpreter has it: asked now, in the background,
+    # while the facts are collected and the checkpoint is read; awaited before evaluating
+    asking = start_asking(cmd, base_env)
+
+    def settle(provisional: Intent) -> Intent:
+        return intent_from_args(args, cmd.intent) if settle_reading(cmd, asking) else provisional
+
     intent = intent_from_args(args, cmd.intent)
     engine_env = cmd.engine_env(base_env)
     docs, _ = load_example(args.example)  # its snapshot; the launch is the command's
@@ -107,7 +114,9 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
         probes=["multicast"],
         facts_docs=docs,
         strict=args.strict,
+        settle=settle,
     )
+    intent = report.intent
     if not cmd.recognised and args.engine is None:
         report = host_only(report)
     report.timings["total_s"] = round(time.perf_counter() - t0, 4)

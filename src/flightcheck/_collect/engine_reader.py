@@ -387,16 +387,74 @@ def describe(doc: dict, engine: str, record: object, namespace: object, parser) 
     doc["non_default"] = non_default
 
 
+# --------------------------------------------------------------------------- shared by both engines
+
+
+def engine_version(doc: dict, engine: str) -> bool:
+    """Put the installed engine's version in ``doc``; False (with the error) when it is absent."""
+    import importlib.metadata
+
+    try:
+        doc["engine_version"] = importlib.metadata.version(engine)
+    except importlib.metadata.PackageNotFoundError:
+        doc.update(error=f"{engine} is not installed for this interpreter ({sys.executable})", error_stage="import")
+        return False
+    return True
+
+
+def refused(doc: dict, exc: BaseException, stage: str, err: io.StringIO | None = None) -> None:
+    """Record why the engine did not take the line: argparse's ``error:`` line for an exit,
+    else the exception, and the stage it happened in."""
+    if isinstance(exc, SystemExit):
+        message = exit_message(exc, err.getvalue() if err is not None else "")
+    else:
+        message = one_line(f"{type(exc).__name__}: {exc}")
+    doc.update(error=message, error_stage=stage)
+
+
+def new_document(engine: str, form: str, engine_argv: list[str], env_words: list[str]) -> dict:
+    """The document of one reading before the engine is asked: the same keys whether or not
+    the engine accepts the line."""
+    return {
+        "reader": "engine",
+        "reader_version": READER_VERSION,
+        "engine": engine,
+        "engine_version": None,
+        "python": sys.version.split()[0],
+        "form": form,
+        "engine_argv": engine_argv,
+        "env_words": env_words,
+        "error": None,
+        "error_stage": None,
+        **{key: None for key in CANONICAL},
+    }
+
+
+def read_in_process(engine: str, argv: list[str]) -> dict:
+    """Read ``argv`` with the engine already imported in THIS process (the vLLM plugin, inside
+    ``vllm serve``): the same document as the child's, with ``"in_process": true``. No
+    watchdog (the engine is already imported; parsing does not wait on anything), no fd games;
+    ``sys.argv`` is put back as it was."""
+    t0 = time.monotonic()
+    form, engine_argv, env_words = split_command(engine, argv)
+    doc = new_document(engine, form, engine_argv, env_words)
+    doc["in_process"] = True
+    saved_argv = list(sys.argv)
+    try:
+        (read_vllm if engine == "vllm" else read_sglang)(doc, form, engine_argv)
+    except Exception as exc:  # noqa: BLE001 - the reader's own bug: still a document
+        refused(doc, exc, "reader")
+    finally:
+        sys.argv = saved_argv
+    doc["elapsed_s"] = round(time.monotonic() - t0, 3)
+    return doc
+
+
 # --------------------------------------------------------------------------- vLLM
 
 
 def read_vllm(doc: dict, form: str, argv: list[str]) -> None:
-    import importlib.metadata
-
-    try:
-        doc["engine_version"] = importlib.metadata.version("vllm")
-    except importlib.metadata.PackageNotFoundError:
-        doc.update(error=f"vllm is not installed for this interpreter ({sys.executable})", error_stage="import")
+    if not engine_version(doc, "vllm"):
         return
     # What the engine's own code sees in sys.argv (arg_utils.add_cli_args reads it).
     sys.argv = ["vllm", "serve", *argv] if form == "vllm serve" else ["vllm/entrypoints/openai/api_server.py", *argv]
@@ -421,7 +479,7 @@ def read_vllm(doc: dict, form: str, argv: list[str]) -> None:
             serve_cmd = None
             parse_argv = list(argv)
     except Exception as exc:  # noqa: BLE001 - an engine that cannot even build its parser here
-        doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage=stage)
+        refused(doc, exc, stage)
         return
     try:
         from vllm.platforms import current_platform
@@ -439,11 +497,8 @@ def read_vllm(doc: dict, form: str, argv: list[str]) -> None:
             serve_cmd.validate(args)  # main() does this before dispatching
         else:
             validate_parsed_serve_args(args)
-    except SystemExit as exc:
-        doc.update(error=exit_message(exc, err.getvalue()), error_stage=stage)
-        return
-    except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
-        doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage=stage)
+    except (SystemExit, Exception) as exc:  # noqa: BLE001 - whatever the engine raises is the answer
+        refused(doc, exc, stage, err)
         return
 
     # ServeSubcommand.cmd (vllm/entrypoints/cli/serve.py): the positional wins over --model.
@@ -480,12 +535,7 @@ class _with_model:
 
 
 def read_sglang(doc: dict, form: str, argv: list[str]) -> None:
-    import importlib.metadata
-
-    try:
-        doc["engine_version"] = importlib.metadata.version("sglang")
-    except importlib.metadata.PackageNotFoundError:
-        doc.update(error=f"sglang is not installed for this interpreter ({sys.executable})", error_stage="import")
+    if not engine_version(doc, "sglang"):
         return
     sys.argv = ["sglang", "serve", *argv] if form == "sglang serve" else ["sglang/launch_server.py", *argv]
     stage = "import"
@@ -498,7 +548,7 @@ def read_sglang(doc: dict, form: str, argv: list[str]) -> None:
             from sglang.cli.serve_backends import ServeRequest
             from sglang.cli.utils import try_get_model_path
     except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
-        doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage=stage)
+        refused(doc, exc, stage)
         return
 
     stage = "dispatch"
@@ -532,11 +582,8 @@ def read_sglang(doc: dict, form: str, argv: list[str]) -> None:
             doc["engine_argv"] = list(argv)
             stage = "parse"
             server_args = prepare_server_args(list(argv))
-    except SystemExit as exc:
-        doc.update(error=exit_message(exc, err.getvalue()), error_stage=stage)
-        return
-    except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
-        doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage=stage)
+    except (SystemExit, Exception) as exc:  # noqa: BLE001 - whatever the engine raises is the answer
+        refused(doc, exc, stage, err)
         return
     doc["resolved_by"] = "prepare_server_args (raw input; resolution needs an accelerator)"
     parser = argparse.ArgumentParser(prog="sglang serve")
@@ -551,21 +598,7 @@ def read_one(out: Output, engine: str, rest: list[str], timeout: float) -> None:
     """Read one launch line and emit its document (the watchdog ends the process on a hang)."""
     t0 = time.monotonic()
     form, engine_argv, env_words = split_command(engine, rest)
-    out.begin(
-        {
-            "reader": "engine",
-            "reader_version": READER_VERSION,
-            "engine": engine,
-            "engine_version": None,
-            "python": sys.version.split()[0],
-            "form": form,
-            "engine_argv": engine_argv,
-            "env_words": env_words,
-            "error": None,
-            "error_stage": None,
-            **{key: None for key in CANONICAL},  # the same keys whether or not the engine accepts the line
-        }
-    )
+    out.begin(new_document(engine, form, engine_argv, env_words))
     dog = Watchdog(timeout, lambda extra: out.emit({**extra, "elapsed_s": round(time.monotonic() - t0, 3)}))
     dog.start()
     # Backstop that needs no GIL: should the engine hold it past the deadline, faulthandler's
@@ -578,7 +611,7 @@ def read_one(out: Output, engine: str, rest: list[str], timeout: float) -> None:
         else:
             read_sglang(out.doc, form, engine_argv)
     except BaseException as exc:  # noqa: BLE001 - the reader's own bug: still one JSON object
-        out.doc.update(error=one_line(f"{type(exc).__name__}: {exc}"), error_stage="reader")
+        refused(out.doc, exc, "reader")
     finally:
         sys.argv = saved_argv
     dog.cancel()

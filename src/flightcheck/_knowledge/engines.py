@@ -118,7 +118,16 @@ def flag(engine: str | None, name: str) -> str:
     return table[name]
 
 
-def layout(engine: str | None, tp: int, pp: int = 1, dp: int = 1, ep: bool = False, moe_size: int | None = None) -> str:
+def layout(
+    engine: str | None,
+    tp: int,
+    pp: int = 1,
+    dp: int = 1,
+    ep: bool = False,
+    moe_size: int | None = None,
+    pcp: int = 1,
+    dcp: int = 1,
+) -> str:
     """A parallel layout as the engine's flags."""
-    text: str = module(engine).layout(tp, pp, dp, ep, moe_size)
+    text: str = module(engine).layout(tp, pp, dp, ep, moe_size, pcp, dcp)
     return text

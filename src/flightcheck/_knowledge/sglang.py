@@ -161,8 +161,11 @@ NVSHMEM_A2A_BACKENDS = frozenset({"deepep", "pplx"})
 ALLOW_LONG_MAX_MODEL_LEN = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
 
 
-def layout(tp: int, pp: int = 1, dp: int = 1, ep: bool = False, moe_size: int | None = None) -> str:
-    """A parallel layout as SGLang's flags: ``--tp 8 --pp-size 2 --ep-size 8``."""
+def layout(
+    tp: int, pp: int = 1, dp: int = 1, ep: bool = False, moe_size: int | None = None, pcp: int = 1, dcp: int = 1
+) -> str:
+    """A parallel layout as SGLang's flags: ``--tp 8 --pp-size 2 --ep-size 8`` (vLLM's context
+    parallel sizes ``pcp`` / ``dcp`` have no SGLang layout flag here: not written)."""
     parts = (
         [f"{FLAG['tp']} {tp}"] + ([f"{FLAG['pp']} {pp}"] if pp > 1 else []) + ([f"{FLAG['dp']} {dp}"] if dp > 1 else [])
     )

@@ -79,6 +79,8 @@ FLAG: dict[str, str] = {
     "load_format": "--load-format",
     "tp": "-tp",
     "pp": "-pp",
+    "pcp": "-pcp",  # arg_utils.py: --prefill-context-parallel-size
+    "dcp": "-dcp",  # arg_utils.py: --decode-context-parallel-size
     "dp": "-dp",
     "ep": "--enable-expert-parallel",
     "max_len": "--max-model-len",
@@ -113,19 +115,55 @@ LIST_VARS: tuple[str, ...] = (RAY_EXTRA_ENV_VARS_TO_COPY,)
 #: the prefix of every variable vLLM declares (its Ray executor forwards these).
 ENV_PREFIX = "VLLM_"
 
-#: First vLLM release whose envs.py declares the variable.
+#: First vLLM release whose envs.py declares the variable, read from every release's wheel
+#: from 0.10.1.1 to 0.33.0 (``pip download --no-deps vllm==X``; vllm/envs.py
+#: ``environment_variables``). scripts/gen_vllm_env_gates.py regenerates the extract
+#: (tests/fixtures/vllm_envs/gates.json) and ``--check`` compares this table with it;
+#: tests/knowledge/test_vllm_env_gates.py does the same offline.
 SINCE: dict[str, str] = {
     ALLREDUCE_USE_SYMM_MEM: "0.10.2",
     USE_NCCL_SYMM_MEM: "0.11.0",
-    FLASHINFER_ALLREDUCE_BACKEND: "0.16.0",
-    RAY_EXTRA_ENV_VARS_TO_COPY: "0.16.0",
-    KIMI_K3_GEMM_AR: "0.33.0",
-    ALLREDUCE_USE_FLASHINFER: "0.33.0",  # the wheel read; may be older
-    ENABLE_GEMM_RS: "0.33.0",
-    USE_DIRECT_DCP_Q_GATHER: "0.33.0",
-    USE_DIRECT_DCP_KV_GATHER: "0.33.0",
+    FLASHINFER_ALLREDUCE_BACKEND: "0.17.0",
+    RAY_EXTRA_ENV_VARS_TO_COPY: "0.17.0",
+    ALLREDUCE_USE_FLASHINFER: "0.17.0",
+    ESTIMATE_CUDAGRAPHS: "0.18.0",
+    USE_DIRECT_DCP_Q_GATHER: "0.28.0",
+    USE_DIRECT_DCP_KV_GATHER: "0.28.0",
+    KIMI_K3_GEMM_AR: "0.29.0",
+    ENABLE_GEMM_RS: "0.31.0",
 }
-SYMM_MEM_DEFAULT_ON = "0.11.0"  # VLLM_ALLREDUCE_USE_SYMM_MEM on by default (vLLM #24111)
+#: Variables whose first release must be in :data:`SINCE` (those the fallback sets or a
+#: check reads by version); the others are named for their meaning only.
+GATED: frozenset[str] = frozenset(SINCE)
+
+#: The default each release's getter passes (``os.getenv(NAME, DEFAULT)``,
+#: ``env_with_choices(NAME, DEFAULT, ...)``), newest first: (first release, default);
+#: None is "unset" (``maybe_convert_bool(os.getenv(NAME))``). From the same wheels.
+ENV_DEFAULTS: dict[str, tuple[tuple[str, str | None], ...]] = {
+    ALLREDUCE_USE_SYMM_MEM: (("0.11.0", "1"), ("0.10.2", "0")),  # on by default since 0.11.0 (#24111)
+    USE_NCCL_SYMM_MEM: (("0.11.0", "0"),),
+    FLASHINFER_ALLREDUCE_BACKEND: (("0.19.0", "auto"), ("0.17.0", "trtllm")),
+    RAY_EXTRA_ENV_VARS_TO_COPY: (("0.17.0", ""),),
+    ALLREDUCE_USE_FLASHINFER: (("0.29.0", "1"), ("0.17.0", "0")),
+    ESTIMATE_CUDAGRAPHS: (("0.20.0", "1"), ("0.18.0", "0")),
+    USE_DIRECT_DCP_Q_GATHER: (("0.28.0", None),),
+    USE_DIRECT_DCP_KV_GATHER: (("0.28.0", None),),
+    KIMI_K3_GEMM_AR: (("0.29.0", "1"),),
+    ENABLE_GEMM_RS: (("0.31.0", "0"),),
+    ALLOW_LONG_MAX_MODEL_LEN: (("0.10.1.1", "0"),),  # older: not read here
+}
+
+
+def env_default(name: str, version: str) -> str | None:
+    """The default vLLM ``version`` gives ``name`` (None: unset, not declared, or unknown)."""
+    v = _release(version)
+    for since, value in ENV_DEFAULTS.get(name, ()):
+        if v >= _release(since):
+            return value
+    return None
+
+
+SYMM_MEM_DEFAULT_ON = ENV_DEFAULTS[ALLREDUCE_USE_SYMM_MEM][0][0]  # VLLM_ALLREDUCE_USE_SYMM_MEM on by default
 MNNVL_AUTO_SINGLE_NODE = "0.25.0"  # "auto" FlashInfer all-reduce means mnnvl on one node (#47219)
 
 # ---- the KV cache budget, by version ----------------------------------------------------
@@ -156,7 +194,7 @@ MNNVL_AUTO_SINGLE_NODE = "0.25.0"  # "auto" FlashInfer all-reduce means mnnvl on
 #: 0.20.0 and 0.33.0 have 0.92 (read from the wheels).
 UTILIZATION_DEFAULTS: tuple[tuple[str, float], ...] = (("0.20.0", 0.92), ("0.0", 0.9))
 #: first release that subtracts the CUDA-graph estimate from the KV budget by default.
-CUDAGRAPHS_IN_BUDGET_SINCE = "0.20.0"
+CUDAGRAPHS_IN_BUDGET_SINCE = ENV_DEFAULTS[ESTIMATE_CUDAGRAPHS][0][0]  # "0.20.0": the default flipped to 1
 #: tokens per KV block (vllm/config/cache.py ``block_size`` default for CUDA attention).
 BLOCK_SIZE = 16
 #: first release that logs "GPU KV cache size" as int(max_concurrency x max_model_len)
@@ -508,11 +546,14 @@ FLASHINFER_PIN: dict[str, str] = {
 }
 
 
-def layout(tp: int, pp: int = 1, dp: int = 1, ep: bool = False, moe_size: int | None = None) -> str:
-    """A parallel layout as vLLM's flags: ``-tp 8 -pp 2 --enable-expert-parallel``."""
+def layout(
+    tp: int, pp: int = 1, dp: int = 1, ep: bool = False, moe_size: int | None = None, pcp: int = 1, dcp: int = 1
+) -> str:
+    """A parallel layout as vLLM's flags: ``-tp 8 -pp 2 -pcp 2 -dcp 8 --enable-expert-parallel``."""
     parts = (
         [f"{FLAG['tp']} {tp}"] + ([f"{FLAG['pp']} {pp}"] if pp > 1 else []) + ([f"{FLAG['dp']} {dp}"] if dp > 1 else [])
     )
+    parts += ([f"{FLAG['pcp']} {pcp}"] if pcp > 1 else []) + ([f"{FLAG['dcp']} {dcp}"] if dcp > 1 else [])
     return " ".join(parts + ([FLAG["ep"]] if ep else []))
 
 

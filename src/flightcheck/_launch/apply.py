@@ -78,11 +78,63 @@ def _set_env(launch: Launch, cmd: EngineCommand, step: PlanStep, prefix_adds: li
     launch.changes.append(Change(f"set {step.name}={value}{was}", step.code, step.why))
 
 
+def _step_key(engine: str | None, flag: str) -> tuple[str, bool] | None:
+    """The parser destination (plus a dotted path) a plan step's flag sets, and whether the
+    step's spelling is the negative one; None when the engine's table has no such option."""
+    from flightcheck._launch.engine_args import resolve_option
+
+    if engine is None:
+        return None
+    found = resolve_option(engine, flag)
+    if found is None:
+        return None
+    info, dotted, _ = found
+    return (f"{info.dest}.{dotted}" if dotted else info.dest), info.negative
+
+
 def _cli_occurrences(argv: list[str], cmd: EngineCommand, flag: str) -> list[tuple[int, int, str | None]]:
-    """(start, stop, value) of each ``flag`` on the engine's command line (indices into ``argv``)."""
+    """(start, stop, value) of each occurrence of ``flag`` on the engine's command line
+    (indices into ``argv``), every spelling the engine's parser accepts: abbreviations,
+    ``--flag=value``, aliases, both sides of a boolean pair, vLLM's ``_`` spelling. A
+    ``--a.b`` step matches only that key; a whole ``--a`` step matches ``--a`` and its keys."""
+    from flightcheck._launch.engine_args import occurrences
+
+    wanted = _step_key(cmd.engine, flag)
+    if wanted is None or cmd.engine is None:  # not an option of the table: the old matching by name
+        want = F.canonical(flag, cmd.engine)
+        opts, _ = tokenize(argv[cmd.start :], cmd.engine)
+        return [(cmd.start + o.start, cmd.start + o.stop, o.value) for o in opts if o.flag == want]
+    key = wanted[0]
+    found = occurrences(cmd.engine, argv[cmd.start :])
+    spans = [
+        (cmd.start + o.start, cmd.start + o.stop, o.value)
+        for o in found
+        if o.key == key or ("." not in key and o.key.startswith(key + "."))
+    ]
+    # a spelling the parser does not take (SGLang's argparse has no ``_`` forms) is matched
+    # by name as before, outside the options the parser does take: dropping a flag the
+    # engine would refuse anyway can only help
+    taken = {i for o in found for i in range(o.start, o.stop)}
     want = F.canonical(flag, cmd.engine)
     opts, _ = tokenize(argv[cmd.start :], cmd.engine)
-    return [(cmd.start + o.start, cmd.start + o.stop, o.value) for o in opts if o.flag == want]
+    spans += [
+        (cmd.start + o.start, cmd.start + o.stop, o.value) for o in opts if o.flag == want and o.start not in taken
+    ]
+    return sorted(set(spans))
+
+
+def _already(argv: list[str], cmd: EngineCommand, step: PlanStep) -> bool:
+    """Whether the command already says exactly what an add_arg step says (one occurrence,
+    the same side of a boolean pair, the same value)."""
+    from flightcheck._launch.engine_args import occurrences
+
+    wanted = _step_key(cmd.engine, step.name)
+    if wanted is None or cmd.engine is None:
+        spans = _cli_occurrences(argv, cmd, step.name)
+        return len(spans) == 1 and spans[0][2] == step.value
+    key, negative = wanted
+    same = [o for o in occurrences(cmd.engine, argv[cmd.start :]) if o.key == key or o.key.startswith(key + ".")]
+    return len(same) == 1 and same[0].key == key and same[0].negative == negative and same[0].value == step.value
 
 
 def _delete(argv: list[str], spans: list[tuple[int, int, str | None]]) -> None:
@@ -92,8 +144,12 @@ def _delete(argv: list[str], spans: list[tuple[int, int, str | None]]) -> None:
 
 def _drop_from_config(config: dict[Any, Any], engine: str | None, flag: str) -> bool:
     """Remove ``flag`` from ``config`` (a copy of the --config file's content); True when it was there."""
-    want = F.canonical(flag, engine)
-    keys = [k for k in config if F.canonical(f"--{k}", engine) == want]
+    wanted = _step_key(engine, flag)
+    if wanted is None:
+        want = F.canonical(flag, engine)
+        keys = [k for k in config if F.canonical(f"--{k}", engine) == want]
+    else:  # a key of the file is a flag to the engine's parser: every spelling it accepts
+        keys = [k for k in config if (_step_key(engine, f"--{k}") or ("",))[0] == wanted[0]]
     for k in keys:
         del config[k]
     return bool(keys)
@@ -136,7 +192,7 @@ def apply_plan(plan: Plan, cmd: EngineCommand, env: dict[str, str]) -> Launch:
         elif step.kind == "add_arg":
             spans = _cli_occurrences(launch.argv, cmd, step.name)
             tokens = [step.name] + ([step.value] if step.value is not None else [])
-            if len(spans) == 1 and spans[0][2] == step.value:
+            if _already(launch.argv, cmd, step):
                 continue  # the command already says exactly this
             _delete(launch.argv, spans)
             launch.argv.extend(tokens)

@@ -424,3 +424,124 @@ def parse(engine: str, args: list[str], *, serve: bool, load_config: ConfigLoade
     parsed.values = values
     parsed.given = given.items
     return parsed
+
+
+# --------------------------------------------------------------------------- where options sit
+
+
+@dataclass(frozen=True)
+class Occurrence:
+    """One option as written on a command line, resolved the way the engine's parser
+    resolves it: abbreviations, ``--flag=value``, vLLM's ``_`` spelling and ``--a.b v``."""
+
+    dest: str  # the parser's destination (``tensor_parallel_size``)
+    key: str  # dest plus a dotted path for vLLM's ``--a.b v`` form (``compilation_config.pass_config.x``)
+    option: str  # the full option string it resolved to (``--tensor-parallel-size``)
+    negative: bool  # a ``--no-X`` / ``--disable-X`` spelling of a boolean pair
+    start: int  # index into the argument list
+    stop: int  # exclusive: the option and the values it takes
+    value: str | None  # its value as written (several values joined by spaces); None: a bare flag
+
+
+@dataclass(frozen=True)
+class _OptInfo:
+    dest: str
+    nargs: Any
+    negative: bool
+    option: str
+
+
+def _option_index(engine: str) -> dict[str, _OptInfo]:
+    """Every option string of the engine's table (the negatives of boolean pairs included)."""
+    cached = _INDEX.get(engine)
+    if cached is not None:
+        return cached
+    index: dict[str, _OptInfo] = {}
+    for opt in argtables.options(engine):
+        strings, dest, action = opt["option_strings"], opt["dest"], opt["action"]
+        if not strings or action == "help" or not dest:
+            continue
+        if action == "BooleanOptionalAction":
+            positives, negatives = _bool_strings(strings)
+            for s in positives:
+                index[s] = _OptInfo(dest, 0, False, s)
+            for s in negatives:
+                index[s] = _OptInfo(dest, 0, True, s)
+            continue
+        nargs = 0 if action in ("store_true", "store_false", "store_const", "count") else opt["nargs"]
+        for s in strings:
+            index[s] = _OptInfo(dest, nargs, False, s)
+    _INDEX[engine] = index
+    return index
+
+
+_INDEX: dict[str, dict[str, _OptInfo]] = {}
+
+
+def resolve_option(engine: str, word: str) -> tuple[_OptInfo, str, str | None] | None:
+    """``word`` (an option as written, ``=value`` allowed) as the engine's parser resolves it:
+    (the option, the dotted path after it or "", the ``=`` value or None); None when the
+    parser would not take it for one of its options (unknown, ambiguous, a positional)."""
+    if not word.startswith("-") or word == "-" or re.fullmatch(r"-\d+(\.\d+)?", word):
+        return None
+    name, eq, text = word.partition("=")
+    explicit = text if eq else None
+    dotted = ""
+    if engine == "vllm" and name.startswith("--"):
+        # FlexibleArgumentParser: "_" -> "-" in the name up to the first dot; --a.b is JSON for --a
+        head, dot, tail = name[2:].partition(".")
+        name = "--" + head.replace("_", "-")
+        dotted = tail if dot else ""
+    elif engine == "vllm" and name.startswith(vllm.READER_OPT_SHORT) and name != vllm.READER_OPT_SHORT:
+        explicit = name[len(vllm.READER_OPT_SHORT) :].lstrip("=") + (f"={text}" if eq else "")
+        name = vllm.READER_OPT_LEVEL
+    index = _option_index(engine)
+    if name in index:
+        return index[name], dotted, explicit
+    if not name.startswith("--") or not bool(argtables.table(engine).get("allow_abbrev", True)):
+        return None
+    # argparse's unique-prefix rule (ArgumentParser._get_option_tuples): one option string only
+    matches = [s for s in index if s.startswith(name)]
+    if len(matches) != 1:
+        return None
+    return index[matches[0]], dotted, explicit
+
+
+def _looks_like_option(word: str) -> bool:
+    return word.startswith("-") and word != "-" and re.fullmatch(r"-\d+(\.\d+)?", word) is None
+
+
+def occurrences(engine: str, args: list[str]) -> list[Occurrence]:
+    """Every option of ``args`` (what follows ``serve`` / the module), where it sits and the
+    tokens its value takes, by the nargs of the engine's table. Unknown options take no value."""
+    out: list[Occurrence] = []
+    i, n = 0, len(args)
+    while i < n:
+        word = args[i]
+        if word == "--":
+            break
+        found = resolve_option(engine, word) if _looks_like_option(word) else None
+        if found is None:
+            i += 1
+            continue
+        info, dotted, explicit = found
+        key = f"{info.dest}.{dotted}" if dotted else info.dest
+        if explicit is not None:
+            out.append(Occurrence(info.dest, key, info.option, info.negative, i, i + 1, explicit))
+            i += 1
+            continue
+        nargs = None if dotted else info.nargs  # --a.b always takes one value
+        j = i + 1
+        if nargs is None:
+            j = min(i + 2, n)
+        elif isinstance(nargs, int):
+            j = min(i + 1 + nargs, n)
+        elif nargs == "?":
+            j = i + 2 if i + 1 < n and not _looks_like_option(args[i + 1]) else i + 1
+        else:  # "*" / "+": every following word up to the next option
+            while j < n and not _looks_like_option(args[j]):
+                j += 1
+        value = " ".join(args[i + 1 : j]) if j > i + 1 else None
+        out.append(Occurrence(info.dest, key, info.option, info.negative, i, j, value))
+        i = j
+    return out

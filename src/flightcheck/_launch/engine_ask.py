@@ -12,13 +12,21 @@ reading's fields, and ``intent.reader`` becomes ``"engine"``.
 Any trouble (the engine missing there, a timeout, a parser API that moved, output that
 is not one JSON document) keeps the built-in reading: the launch is never stopped because
 the engine could not be asked. ``FLIGHTCHECK_ENGINE_READ=0`` turns the asking off;
-``FLIGHTCHECK_ENGINE_READ_TIMEOUT`` (seconds, default 10) bounds it.
+``FLIGHTCHECK_ENGINE_READ_TIMEOUT`` (seconds, default 45) bounds it.
+
+The engine's imports take long (vLLM 0.33: 13-36 s on a loaded node), so ``run`` and
+``check`` ask in the background (:func:`start_asking`) from their very start, while the
+facts are collected and the checkpoint is read (``_pipeline.assess(settle=...)``), and wait
+for the answer only before evaluating, never past the timeout: the default covers the
+import, and a slow engine costs the launch no more than the slower of the two.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +35,7 @@ from flightcheck._vocabulary.intent import Intent
 if TYPE_CHECKING:
     from flightcheck._launch.command import EngineCommand
 
-DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_TIMEOUT_S = 45.0  # covers vLLM's import on a loaded node (13-36 s measured)
 #: engine_reader's stages that mean "the engine answered: it refuses the line".
 _REFUSING_STAGES = ("parse", "validate", "dispatch")
 #: Canonical fields of the engine reader's document copied into the Intent as they are.
@@ -60,7 +68,7 @@ _COPIED = (
 READER_SCRIPT = Path(__file__).resolve().parents[1] / "_collect" / "engine_reader.py"
 
 
-def _enabled(env: dict[str, str]) -> bool:
+def enabled(env: dict[str, str]) -> bool:
     return env.get("FLIGHTCHECK_ENGINE_READ", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
@@ -76,7 +84,7 @@ def read_with_engine(cmd: EngineCommand, env: dict[str, str]) -> dict[str, Any] 
     from flightcheck._collect import proc
 
     python = cmd.intent.python
-    if not cmd.recognised or not python or not _enabled(env) or not READER_SCRIPT.is_file():
+    if not cmd.recognised or not python or not enabled(env) or not READER_SCRIPT.is_file():
         return None
     timeout = _timeout(env)
     child_env = dict(cmd.engine_env(env))
@@ -84,7 +92,7 @@ def read_with_engine(cmd: EngineCommand, env: dict[str, str]) -> dict[str, Any] 
     argv = cmd.argv[cmd.at :]
     res = proc.run(
         [python, str(READER_SCRIPT), str(cmd.engine), "--timeout", f"{timeout:g}", "--", *argv],
-        timeout=timeout + 5,
+        timeout=timeout + 2,  # the reader's own watchdog ends it at `timeout`
         env=child_env,
         cwd=os.getcwd(),
     )
@@ -95,11 +103,16 @@ def read_with_engine(cmd: EngineCommand, env: dict[str, str]) -> dict[str, Any] 
         doc = json.loads(lines[0])
     except ValueError:
         return None
+    return doc if usable(doc) else None
+
+
+def usable(doc: object) -> bool:
+    """Whether an engine reader's document is an answer: the engine read the line, or its
+    parser refused it. Not installed there, timed out, a parser API that moved: no answer
+    (the built-in reading stays)."""
     if not isinstance(doc, dict) or doc.get("reader") != "engine":
-        return None
-    if doc.get("error") and doc.get("error_stage") not in _REFUSING_STAGES:
-        return None  # not installed there, timed out, the parser API moved: keep the built-in reading
-    return doc
+        return False
+    return not doc.get("error") or doc.get("error_stage") in _REFUSING_STAGES
 
 
 def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
@@ -158,6 +171,50 @@ def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
 def ask_engine(cmd: EngineCommand, env: dict[str, str]) -> bool:
     """Read ``cmd`` with the engine when it can be asked; True when it answered."""
     doc = read_with_engine(cmd, env)
+    if doc is None:
+        return False
+    apply_engine_reading(cmd, doc)
+    return True
+
+
+class Asking:
+    """The engine asked in the background: started at once, answered by :meth:`wait`."""
+
+    def __init__(self, cmd: EngineCommand, env: dict[str, str]) -> None:
+        self.timeout = _timeout(env)
+        self.started = time.perf_counter()
+        self.answered: float | None = None  # perf_counter when the child's answer came (or failed)
+        self._doc: dict[str, Any] | None = None
+        self._thread = threading.Thread(
+            target=self._ask, args=(cmd, dict(env)), name="flightcheck-engine-read", daemon=True
+        )
+        self._thread.start()
+
+    def _ask(self, cmd: EngineCommand, env: dict[str, str]) -> None:
+        try:
+            self._doc = read_with_engine(cmd, env)
+        except Exception:  # noqa: BLE001 - asking is optional: the built-in reading stays
+            self._doc = None
+        self.answered = time.perf_counter()
+
+    def wait(self) -> dict[str, Any] | None:
+        """The engine's document, or None; returns by the timeout (plus the child's kill grace)
+        after the start, however the child behaves."""
+        left = self.timeout + 3 - (time.perf_counter() - self.started)
+        self._thread.join(max(0.0, left))
+        return None if self._thread.is_alive() else self._doc
+
+
+def start_asking(cmd: EngineCommand, env: dict[str, str]) -> Asking | None:
+    """Start asking the engine about ``cmd`` in the background; None when it cannot be asked."""
+    if not cmd.recognised or not cmd.intent.python or not enabled(env) or not READER_SCRIPT.is_file():
+        return None
+    return Asking(cmd, env)
+
+
+def settle_reading(cmd: EngineCommand, asking: Asking | None) -> bool:
+    """Wait for the engine's answer (bounded) and, when it answered, apply it to ``cmd``."""
+    doc = asking.wait() if asking is not None else None
     if doc is None:
         return False
     apply_engine_reading(cmd, doc)

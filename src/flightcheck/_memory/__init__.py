@@ -53,6 +53,8 @@ def build(
             intent.pipeline_parallel_size,
             intent.data_parallel_size,
             bool(intent.enable_expert_parallel),
+            pcp=max(1, intent.prefill_context_parallel_size or 1),
+            dcp=max(1, intent.decode_context_parallel_size or 1),
         ),
         kv_cache_dtype=intent.kv_cache_dtype or "auto",
         requested_len=intent.max_model_len,

@@ -45,9 +45,16 @@ class KvShape:
     per_layer: float = 0.0  # bytes per token of one attention layer (full or sliding)
     n_full: int = 0
     n_sliding: int = 0
+    #: decode context parallel: the ranks a sequence's cached tokens are spread over. vLLM
+    #: 0.33 shards the token positions of every attention cache (``AttentionSpec.dcp_sharded``)
+    #: across the DCP group: ``FullAttentionSpec.max_memory_usage_bytes`` counts
+    #: ``cdiv(max_model_len, dcp)`` tokens (vllm/v1/kv_cache_interface.py) and a block spans
+    #: ``block_size x dcp`` tokens (vllm/v1/core/single_type_kv_cache_manager.py). Hybrid
+    #: layouts with DCP are full attention (and Mamba) only (kv_cache_coordinator.py).
+    dcp: int = 1
 
     def bytes_for(self, length: int) -> float:
-        return self.full * length + self.sliding * min(length, self.window) + self.fixed
+        return self.full * _cdiv(length, self.dcp) + self.sliding * min(length, self.window) + self.fixed
 
     @property
     def per_token(self) -> float:
@@ -59,12 +66,13 @@ class KvShape:
         room = budget - self.fixed
         if room <= 0:
             return 0
-        both = self.full + self.sliding
+        full = self.full / max(1, self.dcp)  # per token of the sequence, on this rank
+        both = full + self.sliding
         if both <= 0:
             return 1 << 62  # nothing grows with length
         n = room / both
         if self.sliding and n > self.window:
-            n = (room - self.sliding * self.window) / self.full if self.full else float(1 << 62)
+            n = (room - self.sliding * self.window) / full if full else float(1 << 62)
         return int(n) // multiple * multiple
 
 
@@ -115,15 +123,23 @@ def linear_state(cfg: ModelConfig, tp: int) -> float:
     return 0.0
 
 
-def kv_shape(cfg: ModelConfig, layers: range, tp: int, kv_cache_dtype: str) -> KvShape:
-    """The KV demand of the decoder layers in ``layers`` (one PP stage) on one rank."""
+def kv_shape(cfg: ModelConfig, layers: range, tp: int, kv_cache_dtype: str, dcp: int = 1) -> KvShape:
+    """The KV demand of the decoder layers in ``layers`` (one PP stage) on one rank; ``dcp``:
+    the decode-context-parallel ranks the tokens are spread over (see :class:`KvShape`)."""
     per = per_layer_token(cfg, tp, kv_cache_dtype)
     kinds = [cfg.layer_kinds[i] if i < len(cfg.layer_kinds) else "full" for i in layers]
     full = sum(1 for k in kinds if k == "full")
     sliding = sum(1 for k in kinds if k == "sliding")
     linear = sum(1 for k in kinds if k == "linear")
     return KvShape(
-        full * per, sliding * per, cfg.sliding_window or 0, linear * linear_state(cfg, tp), per, full, sliding
+        full * per,
+        sliding * per,
+        cfg.sliding_window or 0,
+        linear * linear_state(cfg, tp),
+        per,
+        full,
+        sliding,
+        max(1, dcp),
     )
 
 
@@ -165,9 +181,10 @@ def capacity(
     g_full, g_slide = _cdiv(n_full, size) if n_full else 0, _cdiv(n_slide, size) if n_slide else 0
     per_block = block * shape.per_layer * size
     blocks = int((budget - shape.fixed) // per_block) if budget > shape.fixed else 0
-    need = g_full * _cdiv(max_len, block)
+    span = block * max(1, shape.dcp)  # a block holds block x dcp tokens of a sequence under DCP
+    need = g_full * _cdiv(max_len, span)
     if g_slide:
         need += g_slide * (_cdiv(min(shape.window - 1 + batched_tokens, max_len), block) + 1)
     conc = blocks / need if need else 0.0
-    tokens = int(conc * max_len) if by_concurrency else blocks // (g_full + g_slide) * block
+    tokens = int(conc * max_len) if by_concurrency else blocks // (g_full + g_slide) * span
     return Capacity(blocks, tokens, conc)

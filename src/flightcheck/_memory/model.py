@@ -110,7 +110,7 @@ class MemoryModel:
         # SGLang with attention DP: each attention-TP group of tp / attn_dp ranks holds the KV
         # heads (srt/layers/dp_attention.py: attention TP size = tp_size // attn_dp_size)
         tp = lay.tp // self.attn_dp if self.attn_dp > 1 and lay.tp % self.attn_dp == 0 else lay.tp
-        return kv_shape(self.cfg, layers, tp, kv_dtype or self.kv_cache_dtype)
+        return kv_shape(self.cfg, layers, tp, kv_dtype or self.kv_cache_dtype, lay.dcp)
 
     def fit(
         self,
@@ -267,7 +267,14 @@ class MemoryModel:
         out.update(
             {
                 "engine": self.engine,
-                "layout": {"tp": self.layout.tp, "pp": self.layout.pp, "dp": self.layout.dp, "ep": self.layout.ep},
+                "layout": {
+                    "tp": self.layout.tp,
+                    "pp": self.layout.pp,
+                    "dp": self.layout.dp,
+                    "ep": self.layout.ep,
+                    "pcp": self.layout.pcp,
+                    "dcp": self.layout.dcp,
+                },
                 "gpu": {
                     "name": self.gpu_name,
                     "memory_total_bytes": self.total,

@@ -48,7 +48,10 @@ def smallest_layout(
     for tp in TP_CANDIDATES:
         for pp in sorted({base.pp, *(p for p in PP_CANDIDATES if vary_pp and p > base.pp)}):
             for ep in (False, True) if m.cfg.moe else (False,):
-                candidates.append((tp * pp * base.dp, pp, ep, Layout(tp, pp, base.dp, ep)))
+                # PCP kept as launched; DCP kept where it still divides TP (vllm/config/parallel.py)
+                dcp = base.dcp if base.pcp > 1 or tp % base.dcp == 0 else 1
+                lay = Layout(tp, pp, base.dp, ep, base.pcp, dcp)
+                candidates.append((tp * pp * base.pcp * base.dp, pp, ep, lay))
     for gpus, _pp, _ep, lay in sorted(candidates, key=lambda c: c[:3]):
         if gpus_available is not None and gpus > gpus_available:
             return None

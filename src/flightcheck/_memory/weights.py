@@ -25,21 +25,28 @@ VOCAB_PAD = 64  # vLLM's pad_vocab_size
 
 @dataclass(frozen=True)
 class Layout:
-    """A parallel layout: TP x PP x DP, expert parallel on or off."""
+    """A parallel layout: TP x PP x DP, expert parallel on or off; vLLM's prefill context
+    parallel (PCP: more ranks, each holding the TP shard of the dense weights) and decode
+    context parallel (DCP: inside the TP group, or across PCP; it shards the KV tokens)."""
 
     tp: int = 1
     pp: int = 1
     dp: int = 1
     ep: bool = False
+    pcp: int = 1
+    dcp: int = 1
 
     @property
     def moe_size(self) -> int:
-        """Ranks the experts are spread over (vLLM flattens DP x TP for the MoE layers)."""
-        return self.tp * self.dp
+        """Ranks the experts are spread over: vLLM flattens DP x PCP x TP for the MoE layers
+        (``FusedMoEParallelConfig.flatten_tp_across_dp_and_pcp``,
+        vllm/model_executor/layers/fused_moe/config.py; the EP group spans the same ranks,
+        vllm/config/parallel.py)."""
+        return self.tp * self.dp * self.pcp
 
     def describe(self, engine: str = "vllm") -> str:
         """The layout as the engine's flags."""
-        return engines.layout(engine, self.tp, self.pp, self.dp, self.ep, self.moe_size)
+        return engines.layout(engine, self.tp, self.pp, self.dp, self.ep, self.moe_size, self.pcp, self.dcp)
 
 
 @dataclass

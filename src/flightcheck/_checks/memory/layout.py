@@ -32,9 +32,10 @@ def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
     Use a TP the model divides by, or ``--enable-expert-parallel`` so experts stay whole;
     the fix lists the valid choices.
     """
+    from dataclasses import replace
+
     from flightcheck._memory.layout import problems
     from flightcheck._memory.suggest import TP_CANDIDATES, flag
-    from flightcheck._memory.weights import Layout
 
     m = _model(ctx)
     found = problems(m.cfg, m.layout)
@@ -46,10 +47,10 @@ def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
         )
         return
     base = m.layout
-    valid = [t for t in TP_CANDIDATES if not problems(m.cfg, Layout(t, base.pp, base.dp, base.ep))]
+    valid = [t for t in TP_CANDIDATES if not problems(m.cfg, replace(base, tp=t))]
     alt = []
-    if m.cfg.moe and not base.ep and not problems(m.cfg, Layout(base.tp, base.pp, base.dp, True)):
-        alt.append(Layout(base.tp, base.pp, base.dp, True).describe(m.engine))
+    if m.cfg.moe and not base.ep and not problems(m.cfg, replace(base, ep=True)):
+        alt.append(replace(base, ep=True).describe(m.engine))
     if valid:
         alt.append(f"{flag('tp', m.engine)} one of {', '.join(map(str, valid))}")
     for p in found:
