@@ -96,3 +96,40 @@ def test_vllm_reads_gguf_only_for_the_architectures_named(site: Path) -> None:
     assert "Expected one GGUF file" in finder and vllm.GGUF_SINGLE_FILE
     assert "gguf.GGUFReader(path)" in (vl / "models/flint/gguf_nvfp4.py").read_text()
     assert 'allow_patterns_overrides = ["*.gguf"]' in (vl / "models/flint/model.py").read_text()
+
+
+def _constant(path: Path, name: str) -> object:
+    """A module-level constant of ``path`` (``NAME = <literal>`` or ``frozenset({...})``)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            value = node.value
+            if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "frozenset":
+                return frozenset(ast.literal_eval(value.args[0]) if value.args else ())
+            return ast.literal_eval(value)
+    raise AssertionError(f"no {name} in {path}")
+
+
+def test_vllm_flint_gguf_names_and_allocation(site: Path) -> None:
+    """FLINT_GGUF_*: the name tables of Flint's GGUF loader, the NVFP4 type it repacks, the
+    tensors it dequantizes, the dtypes of the parameters that receive the rest; and the
+    load formats under which the GGUF alone is loaded (the default loader, which globs
+    only the model's allow_patterns_overrides)."""
+    flint = site / "vllm/models/flint"
+    loader = flint / "gguf_nvfp4.py"
+    assert _constant(loader, "_GLOBAL_NAMES") == vllm.FLINT_GGUF_GLOBAL
+    assert _constant(loader, "_LAYER_NAMES") == vllm.FLINT_GGUF_LAYER
+    assert _constant(loader, "_EXPERT_NAMES") == vllm.FLINT_GGUF_EXPERTS
+    assert _constant(loader, "_GGUF_NVFP4") == vllm.FLINT_GGUF_NVFP4
+    src = loader.read_text()
+    assert 'name.endswith(".scale")' in src and 'tensors[base + ".scale"]' in src  # the scale rides along
+    assert "GGMLQuantizationType.BF16" in src and "GGMLQuantizationType.F32" in src
+    assert "Unsupported GGUF tensor type" in src and "Unexpected tensor in Flint GGUF" in src
+    model = (flint / "model.py").read_text()
+    assert _constant(flint / "model.py", "_GGUF_DEQUANTIZED") == vllm.FLINT_GGUF_DEQUANTIZED
+    assert "model_config.dtype == torch.bfloat16" in model
+    assert "make_attention_sink(self.num_heads, torch.float32)" in model
+    assert all(p.startswith("self_attn.") for p in vllm.FLINT_FP32_PARAMS) and "self.softmax_offset =" in model
+    assert "find_gguf_file(" in model and 'self.allow_patterns_overrides = ["*.gguf"]' in model
+    prepare = _function(site / "vllm/model_executor/model_loader/default_loader.py", "_prepare_weights")
+    assert "allow_patterns = allow_patterns_overrides" in prepare
+    assert vllm.GGUF_LOAD_FORMATS == frozenset(vllm.LOAD_FORMAT_FILES)  # DefaultModelLoader's (test above)

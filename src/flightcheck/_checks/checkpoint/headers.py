@@ -113,7 +113,8 @@ def shard_missing(ctx: Context) -> Iterator[Outcome]:
     ``*.bin``, else ``*.pt``). Weights flightcheck does not read (``*.bin``, ``*.pt``,
     ``dummy`` and the other load formats) make the shard checks skip and say so; of GGUF
     files the header is read (FC503/FC504 judge it, an error only for a model whose vLLM
-    code loads that file: Flint).
+    code loads that file: Flint, which then loads its one ``*.gguf`` and no safetensors
+    beside it, so only the GGUF is judged).
 
     ## Why the launch dies
     vLLM checks this only when it starts loading ("Weight files referenced in index but
