@@ -27,7 +27,7 @@ from flightcheck._vocabulary.intent import Intent
 from support.checkpoints import break_checkpoint
 from support.ckptgen import load_config, write_checkpoint
 from support.evaluation import facts, host_doc, results
-from support.ggufgen import BF16_T, F32_T, Q4_K_T, STRING, flint_model, write_gguf, write_gguf_sparse
+from support.ggufgen import BF16_T, F32_T, Q4_K_T, STRING, U32, flint_model, write_gguf, write_gguf_sparse
 
 KV = [("general.architecture", STRING, "flint")]
 H200_BYTES = 150_754_820_096  # 140.4 GiB, as CUDA reports an H200
@@ -195,22 +195,40 @@ def test_fc402_stops_a_flint_gguf_whose_kv_cache_does_not_fit(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize(
-    "extra, why",
+    "drop, extra, why",
     [
-        (("blk.0.attn_qkv.weight", (256, 768), BF16_T), "'blk.0.attn_qkv.weight' has no name"),
-        (("blk.0.ffn_up_exps.weight", (256, 128, 8), BF16_T), "'blk.0.ffn_up_exps.weight' has no name"),
-        (("blk.0.ffn_extra.weight", (256, 16), Q4_K_T), "is Q4_K"),
-        (("rope_freqs.weight", (32,), F32_T), "'rope_freqs.weight' has no name"),
+        (None, ("blk.0.attn_qkv.weight", (256, 768), BF16_T), "'blk.0.attn_qkv.weight' has no name"),
+        (None, ("blk.0.ffn_up_exps.weight", (256, 128, 8), BF16_T), "'blk.0.ffn_up_exps.weight' has no name"),
+        (None, ("blk.0.ffn_extra.weight", (256, 16), Q4_K_T), "is Q4_K"),
+        (None, ("rope_freqs.weight", (32,), F32_T), "'rope_freqs.weight' has no name"),
+        ("blk.0.attn_q.scale", None, "has no 'blk.0.attn_q.scale'"),
     ],
 )
-def test_a_tensor_flint_cannot_map_leaves_the_weights_uncounted(tmp_path: Path, extra: tuple, why: str) -> None:
-    """No guess (a total / TP could stop a launch that fits): FC401 skips and says why."""
+def test_a_tensor_flint_refuses_stops_and_leaves_the_weights_uncounted(
+    tmp_path: Path, drop: str | None, extra: tuple | None, why: str
+) -> None:
+    """Where vLLM's loader raises (gguf_nvfp4.py: "Unexpected tensor in Flint GGUF",
+    "Unsupported GGUF tensor type", the KeyError of a missing scale), the load fails: FC504.
+    And no guess at the weights (a total / TP could stop a launch that fits): FC401 skips
+    and says why."""
     root = flint_dir(tmp_path)
-    tensors = flint_model()[1]
-    write_gguf(root / "flint-nvfp4.gguf", kv=KV, tensors=[*tensors, extra])
+    tensors = [t for t in flint_model()[1] if t[0] != drop] + ([extra] if extra else [])
+    write_gguf(root / "flint-nvfp4.gguf", kv=KV, tensors=tensors)
     res = results(h200(), model=str(root))
     (r,) = res["FC401"]
     assert r.status.value == "skip" and "weights not counted" in r.message and why in r.message, r.message
-    # the small model itself is counted
-    write_gguf(root / "flint-nvfp4.gguf", kv=KV, tensors=tensors)
-    assert {r.status.value for r in results(h200(), model=str(root))["FC401"]} == {"pass"}
+    got = errors(res, "FC5")
+    assert [c for c, _ in got] == ["FC504"] and why in got[0][1], got
+
+
+def test_fc504_does_not_stop_what_flints_loader_passes_over(tmp_path: Path) -> None:
+    """A ``.scale`` tensor is never read on its own (the iterator skips names ending in
+    ``.scale`` and looks up only NVFP4 tensors' scales), and metadata is not looked at: an
+    orphan scale and extra keys load fine, and the weights are still counted."""
+    root = flint_dir(tmp_path)
+    tensors = [*flint_model()[1], ("blk.0.attn_norm.scale", (1,), F32_T), ("stray.scale", (4,), F32_T)]
+    kv = [*KV, ("flint.context_length", U32, 32768), ("general.name", STRING, "Flint")]
+    write_gguf(root / "flint-nvfp4.gguf", kv=kv, tensors=tensors)
+    res = results(h200(), model=str(root))
+    assert errors(res) == []
+    assert {r.status.value for r in res["FC401"]} == {"pass"}

@@ -133,3 +133,43 @@ def test_vllm_flint_gguf_names_and_allocation(site: Path) -> None:
     prepare = _function(site / "vllm/model_executor/model_loader/default_loader.py", "_prepare_weights")
     assert "allow_patterns = allow_patterns_overrides" in prepare
     assert vllm.GGUF_LOAD_FORMATS == frozenset(vllm.LOAD_FORMAT_FILES)  # DefaultModelLoader's (test above)
+
+
+def test_vllm_flint_maps_gguf_names_as_flightcheck_does(engine_python: str) -> None:
+    """ggufnames.map_name against vLLM's own ``_map_name``, run in the engine's interpreter
+    (a child: the checking process never imports vLLM): every tensor name of a Flint-shaped
+    GGUF (support.ggufgen.flint_model; NVFP4 tensors by their base name) and names it refuses."""
+    import json
+
+    from flightcheck._checkpoint.ggufnames import map_name
+    from support.ggufgen import NVFP4_T, flint_model
+
+    names = [
+        n.removesuffix(".weight") if t == NVFP4_T else n for n, _, t in flint_model()[1] if not n.endswith(".scale")
+    ]
+    names += [
+        "rope_freqs.weight",
+        "blk.0.attn_qkv",
+        "output.weight",
+        "token_embd",
+        "blk.0.ffn_up_exps.weight",
+        "blk.x.attn_q",
+    ]
+    code = (
+        "import json, sys\n"
+        "from vllm.models.flint.gguf_nvfp4 import _map_name\n"
+        "out = {}\n"
+        "for n in json.loads(sys.stdin.read()):\n"
+        "    try:\n"
+        "        out[n] = list(_map_name(n))\n"
+        "    except ValueError:\n"
+        "        out[n] = None\n"
+        "print(json.dumps(out))\n"
+    )
+    got = subprocess.run(
+        [engine_python, "-c", code], input=json.dumps(names), capture_output=True, text=True, timeout=300, check=True
+    )
+    theirs = json.loads(got.stdout.strip().splitlines()[-1])
+    ours = {n: (None if (m := map_name(n)) is None else [m[0], m[2]]) for n in names}
+    assert ours == theirs
+    assert sum(v is None for v in theirs.values()) == 6  # the six added names are refused

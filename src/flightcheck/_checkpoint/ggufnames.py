@@ -19,12 +19,15 @@ them (vllm/models/flint/model.py, with ``ModelOptNvFp4Config``):
 Stacked expert tensors (``blk.N.ffn_*_exps``, all experts of a layer in one tensor) become
 one expert block per layer, as :mod:`.groups` makes of safetensors' per-expert tensors.
 Anything that cannot be mapped gives no groups and the reason: the memory model then says
-it did not count the weights, rather than guess.
+it did not count the weights, rather than guess; where vLLM's loader raises on it (a name
+``_map_name`` refuses, a type it does not read, an NVFP4 tensor without its scale) the
+reason is also the load's failure.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from flightcheck._checkpoint.gguf import GGML_TYPES, GGUFScan
 from flightcheck._checkpoint.groups import Group, group_tensors
@@ -51,11 +54,21 @@ def map_name(name: str) -> tuple[str, int | None, bool] | None:
     return prefix + vllm.FLINT_GGUF_LAYER[rest], int(layer), False
 
 
-def flint_groups(scan: GGUFScan) -> tuple[list[Group] | None, str]:
-    """(groups, "") for a GGUF header vLLM's Flint loader reads; (None, why) when a tensor
-    cannot be mapped or sized as vLLM allocates it."""
+@dataclass(frozen=True)
+class FlintWeights:
+    """What :func:`flint_groups` makes of a header: the groups, or why there are none and
+    whether that reason fails the load itself (``refused``: vLLM's loader raises on it)."""
+
+    groups: list[Group] | None
+    why: str = ""
+    refused: bool = False
+
+
+def flint_groups(scan: GGUFScan) -> FlintWeights:
+    """The memory model's groups for a GGUF header vLLM's Flint loader reads; none, and
+    why, when a tensor cannot be mapped or sized as vLLM allocates it."""
     if not scan.ok:
-        return None, f"its header is broken ({scan.problems[0][1]})"
+        return FlintWeights(None, f"its header is broken ({scan.problems[0][1]})")
     by_name = {t.name: t for t in scan.tensors}
     plain: list[tuple[str, str, tuple[int, ...], int]] = []  # (HF name, dtype, shape, bytes)
     blocks: dict[int, list[int]] = {}  # layer -> [bytes, tensors, tensors per expert]
@@ -70,9 +83,15 @@ def flint_groups(scan: GGUFScan) -> tuple[list[Group] | None, str]:
             base = t.name.removesuffix(".weight")
             got = map_name(base)
             if got is None:
-                return None, f"tensor {t.name!r} has no name vLLM's Flint loader maps (it raises there)"
+                return _unmapped(t.name)
             hf, layer, stacked = got
             scale = by_name.get(base + ".scale")
+            if scale is None:  # the iterator looks it up: tensors[base + ".scale"]
+                return FlintWeights(
+                    None,
+                    f"NVFP4 tensor {t.name!r} has no {base + '.scale'!r} (its scale): loading raises KeyError",
+                    True,
+                )
             extra = scale.nbytes if scale is not None else 0
             if hf in vllm.FLINT_GGUF_DEQUANTIZED:
                 plain.append((hf + ".weight", "BF16", shape, 2 * n))  # its scale goes to the logits
@@ -86,18 +105,33 @@ def flint_groups(scan: GGUFScan) -> tuple[list[Group] | None, str]:
                 plain.append((hf + ".weight", "NVFP4", shape, t.nbytes + extra))
         elif t.ggml_type in vllm.FLINT_GGUF_PLAIN_TYPES:
             got = map_name(t.name)
-            if got is None or got[2]:
-                return None, f"tensor {t.name!r} has no name vLLM's Flint loader maps (it raises there)"
+            if got is None:
+                return _unmapped(t.name)
+            if got[2]:  # mapped to the experts' "{}" template, which no parameter matches
+                return FlintWeights(None, f"tensor {t.name!r} is a stacked expert tensor that is not NVFP4")
             hf = got[0]
             fp32 = hf.endswith(vllm.FLINT_FP32_PARAMS)
             plain.append((hf, "F32" if fp32 else "BF16", shape, (4 if fp32 else 2) * n))
         else:
             kind = GGML_TYPES[t.ggml_type][0] if t.ggml_type in GGML_TYPES else str(t.ggml_type)
-            return None, f"tensor {t.name!r} is {kind}: vLLM's Flint loader reads NVFP4, BF16 and F32 tensors only"
+            return FlintWeights(
+                None,
+                f"tensor {t.name!r} is {kind}: vLLM's Flint loader reads NVFP4, BF16 and F32 tensors only "
+                '(loading raises "Unsupported GGUF tensor type")',
+                True,
+            )
     plain.sort()
     groups = group_tensors([p[0] for p in plain], [p[1] for p in plain], [p[2] for p in plain], [p[3] for p in plain])
     groups += [
         Group(_EXPERT_BLOCK, layer, "", (), nbytes, count, max(1, per))
         for layer, (nbytes, count, per) in sorted(blocks.items())
     ]
-    return groups, ""
+    return FlintWeights(groups)
+
+
+def _unmapped(name: str) -> FlintWeights:
+    return FlintWeights(
+        None,
+        f'tensor {name!r} has no name vLLM\'s Flint loader maps (loading raises "Unexpected tensor in Flint GGUF")',
+        True,
+    )

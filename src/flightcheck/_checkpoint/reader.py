@@ -561,8 +561,19 @@ def _loaded_gguf(ck: Checkpoint, root: Path, name: str, guard: Guard | None, dea
     _read_gguf(ck, {name: str(root / name)}, guard, deadline, timeout, loaded=True)
     scan = ck.gguf.get(name)
     if scan is not None:
-        ck.gguf_groups, why = flint_groups(scan)
-        ck.gguf_uncounted = f"{name}: {why}" if ck.gguf_groups is None else None
+        got = flint_groups(scan)
+        ck.gguf_groups = got.groups
+        ck.gguf_uncounted = f"{name}: {got.why}" if got.groups is None else None
+        if got.refused:  # the loader raises on it, after the model is built: the load fails
+            ck.findings.append(
+                Finding(
+                    Kind.BAD_HEADER,
+                    f"shard:{name}",
+                    f"{name}: {got.why}",
+                    fix=f"re-export {name} with the tensors vLLM's Flint loader reads "
+                    "(vllm/models/flint/gguf_nvfp4.py: NVFP4 linear layers with their .scale, BF16 or F32 otherwise)",
+                )
+            )
     else:
         ck.gguf_uncounted = f"{name}: its header could not be read"
     summary = f"; its header: {_gguf_summary(scan)}" if scan is not None and scan.ok else ""
