@@ -741,3 +741,16 @@ def test_fc512_does_not_stop_several_gguf_files_of_a_model_that_never_reads_them
     flint = flint_dir(tmp_path)
     write_gguf(flint / "flint-q8.gguf", kv=GGUF_KV)
     assert stops("FC512", flint, engine="sglang") == []
+
+
+def test_fc512_counts_the_directory_as_vllms_glob_does(tmp_path: Path) -> None:
+    """find_gguf_file globs ``*.gguf``: hidden files are not matched (a ``.partial.gguf``
+    left by a copy tool never stops the launch), a directory or a dangling link is."""
+    root = flint_dir(tmp_path)
+    write_gguf(root / ".flint-nvfp4.gguf.partial.gguf", kv=GGUF_KV)
+    assert stops("FC512", root) == []
+    (root / "old.gguf").mkdir()
+    assert [s for s, _ in stops("FC512", root)] == ["fail"]
+    (root / "old.gguf").rmdir()
+    (root / "gone.gguf").symlink_to(tmp_path / "nowhere.gguf")
+    assert [s for s, _ in stops("FC512", root)] == ["fail"]

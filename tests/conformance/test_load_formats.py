@@ -94,6 +94,8 @@ def test_vllm_reads_gguf_only_for_the_architectures_named(site: Path) -> None:
         assert f'"{arch}": ("vllm.models.flint"' in registry, arch
     finder = _function(vl / "models/flint/gguf_nvfp4.py", "find_gguf_file")
     assert "Expected one GGUF file" in finder and vllm.GGUF_SINGLE_FILE
+    # glob without include_hidden: every entry but the hidden ones (the reader counts so)
+    assert 'glob.glob(os.path.join(model_path, "*.gguf"))' in finder
     assert "gguf.GGUFReader(path)" in (vl / "models/flint/gguf_nvfp4.py").read_text()
     assert 'allow_patterns_overrides = ["*.gguf"]' in (vl / "models/flint/model.py").read_text()
 

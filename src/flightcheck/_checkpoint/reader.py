@@ -486,10 +486,13 @@ def _other_format(
     fmt = (load_format or "auto").lower()
     flag = engines.flag(engine, "load_format")
     try:
-        names: list[str] | None = sorted(e.name for e in os.scandir(root) if e.is_file())
+        entries = sorted((e.name, _is_file(e)) for e in os.scandir(root))
+        names: list[str] | None = [n for n, f in entries if f]
     except OSError:
-        names = None
-    gguf = [n for n in names or () if n.endswith(".gguf")]
+        entries, names = [], None
+    # as find_gguf_file's glob("*.gguf") sees the directory: every entry (a directory, a
+    # dangling link too) but the hidden ones
+    gguf = [n for n, _ in entries if n.endswith(".gguf") and not n.startswith(".")]
     archs = set((ck.config or {}).get("architectures") or []) if isinstance(ck.config, dict) else set()
     reads_gguf = bool(archs & set(knowledge.GGUF_ARCHITECTURES))
     if reads_gguf and len(gguf) > 1 and knowledge.GGUF_SINGLE_FILE:
@@ -524,6 +527,8 @@ def _other_format(
             "so only their presence and sizes are checked"
         )
         return True
+    files = set(names)
+    gguf = [n for n in gguf if n in files]
     if gguf:
         # No other weight file, and a model the engine does not load GGUF for: it never opens
         # these, so what is wrong with them is a warning (docs/what-stops-a-launch.md).
@@ -609,6 +614,13 @@ def _several_gguf(
         f"{len(gguf)} *.gguf files where the engine accepts one: no weight file is loaded, "
         "so none is judged as the launch's"
     )
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
 
 def _gguf_summary(scan: Any) -> str:
