@@ -22,6 +22,8 @@ from flightcheck._checks.checkpoint.kinds import CODE_OF, KIND_OF
 from support.checkpoints import COMMIT, break_checkpoint
 from support.ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
 from support.evaluation import counting_bug, facts, host_doc, results, statuses
+from support.ggufgen import STRING as GGUF_STRING
+from support.ggufgen import flint_model, write_gguf
 
 TINY = load_config("tiny-llama")
 FC5 = tuple(f"FC5{n:02d}" for n in range(1, 12))
@@ -671,3 +673,84 @@ def test_fc502_does_not_stop_a_mistral_download_of_the_consolidated_files_only(t
     with open(root / "consolidated-01.safetensors", "r+b") as fh:
         fh.truncate(100)
     assert stops("FC503", root) or stops("FC504", root)
+
+
+# ---- FC512: several *.gguf files where vLLM's Flint takes one -------------------------------
+
+GGUF_KV = [("general.architecture", GGUF_STRING, "flint")]
+
+
+def flint_dir(tmp_path: Path) -> Path:
+    """A small Flint model directory with its one GGUF (support.ggufgen.flint_model)."""
+    root = tmp_path / "flint"
+    root.mkdir(exist_ok=True)
+    config, tensors = flint_model()
+    (root / "config.json").write_text(json.dumps(config))
+    write_gguf(root / "flint-nvfp4.gguf", kv=GGUF_KV, tensors=tensors)
+    return root
+
+
+def gguf_errors(res: dict[str, list]) -> list[tuple[str, str]]:
+    return [
+        (c, r.message)
+        for c, rs in res.items()
+        if c.startswith("FC5")
+        for r in rs
+        if r.status.value == "fail" and r.severity.value == "error"
+    ]
+
+
+def test_fc512_stops_flint_with_two_gguf_files(tmp_path: Path) -> None:
+    root = flint_dir(tmp_path)
+    tensors = flint_model()[1]
+    write_gguf(root / "flint-q8.gguf", kv=GGUF_KV, tensors=tensors)
+    for fmt in (None, "dummy", "safetensors"):
+        got = gguf_errors(results(node(), model=str(root), load_format=fmt))
+        assert [c for c, _ in got] == ["FC512"], (fmt, got)
+        assert "Expected one GGUF file" in got[0][1] and "flint-q8.gguf" in got[0][1]
+    (r,) = results(node(), model=str(root))["FC512"]
+    assert r.fix.endswith(f"mv {root}/flint-q8.gguf {root}-other-gguf/")
+    assert r.evidence["files"] == ["flint-nvfp4.gguf", "flint-q8.gguf"]
+    # a split GGUF is several files too
+    (root / "flint-q8.gguf").unlink()
+    (root / "flint-nvfp4.gguf").rename(root / "flint-00001-of-00002.gguf")
+    write_gguf(root / "flint-00002-of-00002.gguf", kv=GGUF_KV, tensors=tensors[:1])
+    assert [c for c, _ in gguf_errors(results(node(), model=str(root)))] == ["FC512"]
+
+
+def test_fc512_does_not_stop_one_gguf_beside_other_files(tmp_path: Path) -> None:
+    root = flint_dir(tmp_path)
+    for name in ("README.md", "tokenizer.json", "flint.gguf.sha256", "flint.gguf.bak", "notes.txt"):
+        (root / name).write_text("x")
+    (root / "old").mkdir()
+    write_gguf(root / "old" / "flint-q8.gguf", kv=GGUF_KV)  # not in the directory vLLM globs
+    res = results(node(), model=str(root))
+    assert gguf_errors(res) == []
+    (r,) = res["FC512"]
+    assert r.status.value == "pass" and "flint-nvfp4.gguf" in r.message
+
+
+def test_fc512_does_not_stop_several_gguf_files_of_a_model_that_never_reads_them(tmp_path: Path) -> None:
+    root = write_checkpoint(tmp_path / "llama", load_config("tiny-llama"), shards=3, dense=True)
+    for name in ("a.gguf", "b.gguf"):
+        write_gguf(root / name, kv=GGUF_KV)
+    res = results(node(), model=str(root))
+    assert gguf_errors(res) == []
+    assert {r.status.value for r in res["FC512"]} == {"skip"}
+    # SGLang reads GGUF only with its own load format: Flint's directory is not stopped there
+    flint = flint_dir(tmp_path)
+    write_gguf(flint / "flint-q8.gguf", kv=GGUF_KV)
+    assert stops("FC512", flint, engine="sglang") == []
+
+
+def test_fc512_counts_the_directory_as_vllms_glob_does(tmp_path: Path) -> None:
+    """find_gguf_file globs ``*.gguf``: hidden files are not matched (a ``.partial.gguf``
+    left by a copy tool never stops the launch), a directory or a dangling link is."""
+    root = flint_dir(tmp_path)
+    write_gguf(root / ".flint-nvfp4.gguf.partial.gguf", kv=GGUF_KV)
+    assert stops("FC512", root) == []
+    (root / "old.gguf").mkdir()
+    assert [s for s, _ in stops("FC512", root)] == ["fail"]
+    (root / "old.gguf").rmdir()
+    (root / "gone.gguf").symlink_to(tmp_path / "nowhere.gguf")
+    assert [s for s, _ in stops("FC512", root)] == ["fail"]

@@ -94,5 +94,84 @@ def test_vllm_reads_gguf_only_for_the_architectures_named(site: Path) -> None:
         assert f'"{arch}": ("vllm.models.flint"' in registry, arch
     finder = _function(vl / "models/flint/gguf_nvfp4.py", "find_gguf_file")
     assert "Expected one GGUF file" in finder and vllm.GGUF_SINGLE_FILE
+    # glob without include_hidden: every entry but the hidden ones (the reader counts so)
+    assert 'glob.glob(os.path.join(model_path, "*.gguf"))' in finder
     assert "gguf.GGUFReader(path)" in (vl / "models/flint/gguf_nvfp4.py").read_text()
     assert 'allow_patterns_overrides = ["*.gguf"]' in (vl / "models/flint/model.py").read_text()
+
+
+def _constant(path: Path, name: str) -> object:
+    """A module-level constant of ``path`` (``NAME = <literal>`` or ``frozenset({...})``)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            value = node.value
+            if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "frozenset":
+                return frozenset(ast.literal_eval(value.args[0]) if value.args else ())
+            return ast.literal_eval(value)
+    raise AssertionError(f"no {name} in {path}")
+
+
+def test_vllm_flint_gguf_names_and_allocation(site: Path) -> None:
+    """FLINT_GGUF_*: the name tables of Flint's GGUF loader, the NVFP4 type it repacks, the
+    tensors it dequantizes, the dtypes of the parameters that receive the rest; and the
+    load formats under which the GGUF alone is loaded (the default loader, which globs
+    only the model's allow_patterns_overrides)."""
+    flint = site / "vllm/models/flint"
+    loader = flint / "gguf_nvfp4.py"
+    assert _constant(loader, "_GLOBAL_NAMES") == vllm.FLINT_GGUF_GLOBAL
+    assert _constant(loader, "_LAYER_NAMES") == vllm.FLINT_GGUF_LAYER
+    assert _constant(loader, "_EXPERT_NAMES") == vllm.FLINT_GGUF_EXPERTS
+    assert _constant(loader, "_GGUF_NVFP4") == vllm.FLINT_GGUF_NVFP4
+    src = loader.read_text()
+    assert 'name.endswith(".scale")' in src and 'tensors[base + ".scale"]' in src  # the scale rides along
+    assert "GGMLQuantizationType.BF16" in src and "GGMLQuantizationType.F32" in src
+    assert "Unsupported GGUF tensor type" in src and "Unexpected tensor in Flint GGUF" in src
+    model = (flint / "model.py").read_text()
+    assert _constant(flint / "model.py", "_GGUF_DEQUANTIZED") == vllm.FLINT_GGUF_DEQUANTIZED
+    assert "model_config.dtype == torch.bfloat16" in model
+    assert "make_attention_sink(self.num_heads, torch.float32)" in model
+    assert all(p.startswith("self_attn.") for p in vllm.FLINT_FP32_PARAMS) and "self.softmax_offset =" in model
+    assert "find_gguf_file(" in model and 'self.allow_patterns_overrides = ["*.gguf"]' in model
+    prepare = _function(site / "vllm/model_executor/model_loader/default_loader.py", "_prepare_weights")
+    assert "allow_patterns = allow_patterns_overrides" in prepare
+    assert vllm.GGUF_LOAD_FORMATS == frozenset(vllm.LOAD_FORMAT_FILES)  # DefaultModelLoader's (test above)
+
+
+def test_vllm_flint_maps_gguf_names_as_flightcheck_does(engine_python: str) -> None:
+    """ggufnames.map_name against vLLM's own ``_map_name``, run in the engine's interpreter
+    (a child: the checking process never imports vLLM): every tensor name of a Flint-shaped
+    GGUF (support.ggufgen.flint_model; NVFP4 tensors by their base name) and names it refuses."""
+    import json
+
+    from flightcheck._checkpoint.ggufnames import map_name
+    from support.ggufgen import NVFP4_T, flint_model
+
+    names = [
+        n.removesuffix(".weight") if t == NVFP4_T else n for n, _, t in flint_model()[1] if not n.endswith(".scale")
+    ]
+    names += [
+        "rope_freqs.weight",
+        "blk.0.attn_qkv",
+        "output.weight",
+        "token_embd",
+        "blk.0.ffn_up_exps.weight",
+        "blk.x.attn_q",
+    ]
+    code = (
+        "import json, sys\n"
+        "from vllm.models.flint.gguf_nvfp4 import _map_name\n"
+        "out = {}\n"
+        "for n in json.loads(sys.stdin.read()):\n"
+        "    try:\n"
+        "        out[n] = list(_map_name(n))\n"
+        "    except ValueError:\n"
+        "        out[n] = None\n"
+        "print(json.dumps(out))\n"
+    )
+    got = subprocess.run(
+        [engine_python, "-c", code], input=json.dumps(names), capture_output=True, text=True, timeout=300, check=True
+    )
+    theirs = json.loads(got.stdout.strip().splitlines()[-1])
+    ours = {n: (None if (m := map_name(n)) is None else [m[0], m[2]]) for n in names}
+    assert ours == theirs
+    assert sum(v is None for v in theirs.values()) == 6  # the six added names are refused

@@ -92,6 +92,94 @@ def write_gguf(path: Path, **kw: Any) -> Path:
 FLINT_TENSORS: list[tuple[str, tuple[int, ...], int]] = [
     ("token_embd.weight", (128, 32), BF16_T),
     ("blk.0.attn_q.weight", (128, 128), NVFP4_T),
-    ("blk.0.attn_q.weight.scale", (1,), F32_T),
+    ("blk.0.attn_q.scale", (1,), F32_T),
     ("output_norm.weight", (128,), F32_T),
 ]
+
+
+def write_gguf_sparse(path: Path, **kw: Any) -> Path:
+    """A GGUF file whose data section is a hole: the header as :func:`gguf_bytes` writes it,
+    the file then extended to where the last tensor's data ends (a 100 GB model costs no disk)."""
+    tensors = kw.get("tensors") or []
+    alignment = kw.get("alignment", 32)
+    header = gguf_bytes(data=False, **kw)
+    data = sum(-(-nbytes(d, t) // alignment) * alignment for _, d, t in tensors)
+    with open(path, "wb") as f:
+        f.write(header)
+        f.truncate(len(header) + data)
+    return path
+
+
+def flint_model(
+    *,
+    layers: int = 4,
+    hidden: int = 256,
+    heads: int = 4,
+    kv_heads: int = 2,
+    head_dim: int = 64,
+    experts: int = 8,
+    moe_inter: int = 128,
+    shared_inter: int = 128,
+    dense_inter: int = 512,
+    vocab: int = 1024,
+    dense_layers: tuple[int, ...] = (0,),
+    max_position: int = 32768,
+) -> tuple[dict[str, Any], list[tuple[str, tuple[int, ...], int]]]:
+    """(config.json, GGUF tensors) of a Flint-shaped NVFP4 model: the tensors vLLM's Flint
+    loader maps (vllm/models/flint/gguf_nvfp4.py ``_GLOBAL_NAMES``, ``_LAYER_NAMES``,
+    ``_EXPERT_NAMES``), NVFP4 linear layers each with its F32 ``<base>.scale``, stacked
+    experts as one tensor a projection (dims as GGUF stores them: columns first, experts
+    last), norms and the router F32, the embedding BF16."""
+    q, kv = heads * head_dim, kv_heads * head_dim
+
+    def linear(base: str, cols: int, rows: int, stack: int = 0) -> list[tuple[str, tuple[int, ...], int]]:
+        dims = (cols, rows, stack) if stack else (cols, rows)
+        return [(base + ".weight", dims, NVFP4_T), (base + ".scale", (stack,) if stack else (1,), F32_T)]
+
+    out: list[tuple[str, tuple[int, ...], int]] = [("token_embd.weight", (hidden, vocab), BF16_T)]
+    for i in range(layers):
+        b = f"blk.{i}."
+        out += [
+            (b + "attn_norm.weight", (hidden,), F32_T),
+            (b + "ffn_norm.weight", (hidden,), F32_T),
+            (b + "attn_q_norm.weight", (head_dim,), F32_T),
+            (b + "attn_k_norm.weight", (head_dim,), F32_T),
+            (b + "attn_sinks.weight", (heads,), F32_T),
+        ]
+        out += linear(b + "attn_q", hidden, q) + linear(b + "attn_k", hidden, kv) + linear(b + "attn_v", hidden, kv)
+        out += linear(b + "attn_output", q, hidden)
+        if i in dense_layers:
+            out += linear(b + "ffn_gate", hidden, dense_inter) + linear(b + "ffn_up", hidden, dense_inter)
+            out += linear(b + "ffn_down", dense_inter, hidden)
+            continue
+        out.append((b + "ffn_gate_inp.weight", (hidden, experts), F32_T))
+        out += linear(b + "ffn_gate_exps", hidden, moe_inter, experts)
+        out += linear(b + "ffn_up_exps", hidden, moe_inter, experts)
+        out += linear(b + "ffn_down_exps", moe_inter, hidden, experts)
+        out += linear(b + "ffn_gate_shexp", hidden, shared_inter) + linear(b + "ffn_up_shexp", hidden, shared_inter)
+        out += linear(b + "ffn_down_shexp", shared_inter, hidden)
+    out += [("output_norm.weight", (hidden,), F32_T)] + linear("output", hidden, vocab)
+    config = {
+        "architectures": ["FlintForCausalLM"],
+        "model_type": "flint",
+        "torch_dtype": "bfloat16",
+        "vocab_size": vocab,
+        "hidden_size": hidden,
+        "intermediate_size": dense_inter,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "max_position_embeddings": max_position,
+        "num_experts": experts,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": moe_inter,
+        "shared_expert_intermediate_size": shared_inter,
+        "mlp_only_layers": list(dense_layers),
+        "layer_types": ["full_attention"] * layers,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "rms_norm_eps": 1e-6,
+    }
+    return config, out

@@ -11,7 +11,8 @@ Submodules: ``reader`` (``load``: resolve, scan, cross-check), ``model`` (what i
 never blocking), ``validate`` (one header, also the workers' body), ``scan`` (many
 headers, parallel), ``index`` / ``crosscheck`` (the index against the
 headers), ``cache`` (per-shard summaries), ``section`` (the facts section), ``gguf`` (a
-GGUF header, bounded), ``guard`` (what root may read for a directory's owner, ACLs included). The read for
+GGUF header, bounded), ``ggufnames`` (a Flint GGUF's tensors as the memory model's
+groups), ``guard`` (what root may read for a directory's owner, ACLs included). The read for
 a launch (with the engine's environment, and ``--deep``'s throughput) is
 ``flightcheck._collect.checkpoint.read_checkpoint``.
 """

@@ -9,6 +9,7 @@ from typing import Any
 
 from flightcheck._checkpoint.cache import IndexScan
 from flightcheck._checkpoint.gguf import GGUFScan
+from flightcheck._checkpoint.groups import Group
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.resolve import Resolved
 from flightcheck._checkpoint.scan import ScanStats
@@ -71,6 +72,11 @@ class Checkpoint:
     other_weights: dict[str, int] = field(default_factory=dict)
     #: the GGUF headers read (:mod:`.gguf`), by file name: tensors, their ggml types and sizes
     gguf: dict[str, GGUFScan] = field(default_factory=dict)
+    #: the ``*.gguf`` file the engine loads instead of any other weight file (vLLM's Flint),
+    #: its tensors as the memory model's groups (:mod:`.ggufnames`), or None and why not
+    gguf_loaded: str | None = None
+    gguf_groups: list[Group] | None = None
+    gguf_uncounted: str | None = None
 
     @property
     def found(self) -> bool:

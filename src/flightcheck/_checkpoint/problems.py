@@ -20,3 +20,4 @@ class Kind:
     UNREADABLE = "unreadable"  # cannot be opened or read (permissions, FIFO, hung mount)
     ESCAPES = "escapes"  # a name that leaves the model directory
     SPARSE = "sparse"  # allocated blocks cover too little of the file (a sparse copy)
+    SEVERAL_GGUF = "several-gguf"  # more *.gguf files than the model's loader accepts

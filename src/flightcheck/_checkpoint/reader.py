@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import os
+import shlex
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -484,6 +485,21 @@ def _other_format(
     knowledge = engines.module(engine)
     fmt = (load_format or "auto").lower()
     flag = engines.flag(engine, "load_format")
+    try:
+        entries = sorted((e.name, _is_file(e)) for e in os.scandir(root))
+        names: list[str] | None = [n for n, f in entries if f]
+    except OSError:
+        entries, names = [], None
+    # as find_gguf_file's glob("*.gguf") sees the directory: every entry (a directory, a
+    # dangling link too) but the hidden ones
+    gguf = [n for n, _ in entries if n.endswith(".gguf") and not n.startswith(".")]
+    archs = set((ck.config or {}).get("architectures") or []) if isinstance(ck.config, dict) else set()
+    reads_gguf = bool(archs & set(knowledge.GGUF_ARCHITECTURES))
+    if reads_gguf and len(gguf) > 1 and knowledge.GGUF_SINGLE_FILE:
+        # Whatever the load format: the model's constructor looks for its one GGUF
+        # (Flint's find_gguf_file, before any weight is read) and refuses several.
+        _several_gguf(ck, root, gguf, guard, deadline or time.monotonic() + timeout, timeout)
+        return True
     if fmt in knowledge.NO_WEIGHT_LOAD_FORMATS:
         ck.unread = f"{flag} {fmt}: the engine reads no weight file (random weights)"
         return True
@@ -491,10 +507,13 @@ def _other_format(
     if patterns is None:
         ck.unread = f"{flag} {fmt}: flightcheck reads safetensors only; this format's files are not checked"
         return True
-    try:
-        names = sorted(e.name for e in os.scandir(root) if e.is_file())
-    except OSError:
+    if names is None:
         return False
+    if reads_gguf and gguf and fmt in knowledge.GGUF_LOAD_FORMATS:
+        # The model loads this file and no other: the loader globs only its
+        # allow_patterns_overrides (["*.gguf"]), so safetensors beside it are never opened.
+        _loaded_gguf(ck, root, gguf[0], guard, deadline or time.monotonic() + timeout, timeout)
+        return True
     for pattern in patterns:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern) and n not in knowledge.NOT_WEIGHT_FILES]
         if not hits:
@@ -508,24 +527,19 @@ def _other_format(
             "so only their presence and sizes are checked"
         )
         return True
-    gguf = [n for n in names if n.endswith(".gguf")]
-    if gguf:  # a model that reads GGUF weights from its directory
+    files = set(names)
+    gguf = [n for n in gguf if n in files]
+    if gguf:
+        # No other weight file, and a model the engine does not load GGUF for: it never opens
+        # these, so what is wrong with them is a warning (docs/what-stops-a-launch.md).
         _list_other(ck, root, gguf)
-        # An error only where the engine loads that file (vLLM's Flint, one file): for any
-        # other model the engine never opens it (docs/what-stops-a-launch.md).
-        archs = set((ck.config or {}).get("architectures") or []) if isinstance(ck.config, dict) else set()
-        loaded = (
-            fmt == "auto"
-            and bool(archs & set(knowledge.GGUF_ARCHITECTURES))
-            and (len(gguf) == 1 or not knowledge.GGUF_SINGLE_FILE)
-        )
         _read_gguf(
             ck,
             {n: str(root / n) for n in gguf},
             guard,
             deadline or time.monotonic() + timeout,
             timeout,
-            loaded=loaded,
+            loaded=False,
         )
         good = [ck.gguf[n] for n in gguf if n in ck.gguf and ck.gguf[n].ok]
         read = (
@@ -540,6 +554,73 @@ def _other_format(
         )
         return True
     return False
+
+
+def _loaded_gguf(ck: Checkpoint, root: Path, name: str, guard: Guard | None, deadline: float, timeout: float) -> None:
+    """The one ``*.gguf`` file vLLM's Flint loads: its header judged (an error where it is
+    broken), its tensors grouped for the memory model (:mod:`.ggufnames`)."""
+    from flightcheck._checkpoint.ggufnames import flint_groups
+
+    ck.gguf_loaded = name
+    _list_other(ck, root, [name])
+    _read_gguf(ck, {name: str(root / name)}, guard, deadline, timeout, loaded=True)
+    scan = ck.gguf.get(name)
+    if scan is not None:
+        got = flint_groups(scan)
+        ck.gguf_groups = got.groups
+        ck.gguf_uncounted = f"{name}: {got.why}" if got.groups is None else None
+        if got.refused:  # the loader raises on it, after the model is built: the load fails
+            ck.findings.append(
+                Finding(
+                    Kind.BAD_HEADER,
+                    f"shard:{name}",
+                    f"{name}: {got.why}",
+                    fix=f"re-export {name} with the tensors vLLM's Flint loader reads "
+                    "(vllm/models/flint/gguf_nvfp4.py: NVFP4 linear layers with their .scale, BF16 or F32 otherwise)",
+                )
+            )
+    else:
+        ck.gguf_uncounted = f"{name}: its header could not be read"
+    summary = f"; its header: {_gguf_summary(scan)}" if scan is not None and scan.ok else ""
+    ck.unread = (
+        f"the engine loads {name} and no other weight file (vLLM's Flint reads its one *.gguf): "
+        f"flightcheck reads GGUF headers only (presence, sizes, tensors){summary}"
+    )
+
+
+def _several_gguf(
+    ck: Checkpoint, root: Path, gguf: list[str], guard: Guard | None, deadline: float, timeout: float
+) -> None:
+    """FC512: more than one ``*.gguf`` where the model takes exactly one (vLLM's Flint:
+    ``find_gguf_file`` raises "Expected one GGUF file"). Their headers are read and judged
+    as warnings: the launch fails before any of them is opened."""
+    _list_other(ck, root, gguf)
+    _read_gguf(ck, {n: str(root / n) for n in gguf}, guard, deadline, timeout, loaded=False)
+    spare = f"{root}-other-gguf"
+    shown = ", ".join(gguf[:4]) + (f", ... ({len(gguf)} in all)" if len(gguf) > 4 else "")
+    ck.findings.append(
+        Finding(
+            Kind.SEVERAL_GGUF,
+            f"model:{root}",
+            f"{len(gguf)} *.gguf files in {root} ({shown}): vLLM's Flint model loads exactly one "
+            '("Expected one GGUF file"), so the launch fails while the model is built',
+            fix=f"keep one GGUF in {root} and move the others out; to serve {gguf[0]}: "
+            f"mkdir -p {shlex.quote(spare)} && mv {' '.join(shlex.quote(str(root / n)) for n in gguf[1:])} "
+            f"{shlex.quote(spare)}/",
+            evidence={"files": [_text(n) for n in gguf]},  # a list: _printable escapes strings only
+        )
+    )
+    ck.unread = (
+        f"{len(gguf)} *.gguf files where the engine accepts one: no weight file is loaded, "
+        "so none is judged as the launch's"
+    )
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
 
 
 def _gguf_summary(scan: Any) -> str:

@@ -206,6 +206,7 @@ MISTRAL_INDEX = "consolidated.safetensors.index.json"
 #: sglang/srt/model_loader/loader.py, a format flightcheck does not read)
 GGUF_ARCHITECTURES: frozenset[str] = frozenset()
 GGUF_SINGLE_FILE: bool = True
+GGUF_LOAD_FORMATS: frozenset[str] = frozenset()
 
 
 # ---- memory: mem_fraction_static's default (sglang 0.5.23) -------------------------------

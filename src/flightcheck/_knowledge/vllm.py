@@ -774,3 +774,60 @@ HUMMING_QUANTS = frozenset({"int4", "mxfp4", "nvfp4"})
 #: gpt-oss's MXFP4 MoE on Hopper runs the OAI Triton kernels, listed before Marlin
 #: (oracle/mxfp4.py ``_get_priority_backends_for_gpt_oss``).
 HUMMING_MXFP4_EXCEPT = frozenset({"GptOssForCausalLM"})
+
+#: the load formats under which they read that file: ``FlintForCausalLM.__init__`` calls
+#: ``find_gguf_file`` whatever the format and ``load_weights`` reads the GGUF itself, and
+#: these formats' loader (``DefaultModelLoader``, model_loader/__init__.py
+#: ``_LOAD_FORMAT_TO_MODEL_LOADER``) globs only ``allow_patterns_overrides`` when the model
+#: sets it (default_loader.py ``_prepare_weights``: ``allow_patterns =
+#: allow_patterns_overrides``), so safetensors beside the GGUF are never opened.
+GGUF_LOAD_FORMATS: frozenset[str] = frozenset(LOAD_FORMAT_FILES)
+
+# ---- Flint's GGUF tensor names and what vLLM allocates for them
+# (vllm/models/flint/gguf_nvfp4.py ``_map_name``, ``gguf_nvfp4_weights_iterator``;
+# vllm/models/flint/model.py ``_GGUF_DEQUANTIZED``, ``_nvfp4_gguf_quant_config``) ----
+
+#: whole-model tensors: GGUF name (the base name, without ``.weight``, for NVFP4 tensors)
+#: -> HF name (``_GLOBAL_NAMES``)
+FLINT_GGUF_GLOBAL: dict[str, str] = {
+    "token_embd.weight": "model.embed_tokens.weight",
+    "output_norm.weight": "model.norm.weight",
+    "output": "lm_head",
+}
+#: ``blk.N.<key>`` -> ``model.layers.N.<value>`` (``_LAYER_NAMES``)
+FLINT_GGUF_LAYER: dict[str, str] = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "attn_sinks.weight": "self_attn.softmax_offset",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+    "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
+    "ffn_up_shexp": "mlp.shared_expert.up_proj",
+    "ffn_down_shexp": "mlp.shared_expert.down_proj",
+    "ffn_gate_inp.weight": "mlp.gate.weight",
+}
+#: stacked routed experts ``blk.N.<key>`` -> ``model.layers.N.mlp.experts.{e}.<value>``,
+#: one tensor holding every expert (``_EXPERT_NAMES``)
+FLINT_GGUF_EXPERTS: dict[str, str] = {
+    "ffn_gate_exps": "gate_proj",
+    "ffn_up_exps": "up_proj",
+    "ffn_down_exps": "down_proj",
+}
+#: the ggml type repacked as ModelOpt NVFP4 (``_GGUF_NVFP4``); its per-tensor scale is the
+#: F32 tensor ``<base>.scale``; other tensors must be BF16 or F32 ("Unsupported GGUF tensor
+#: type" otherwise)
+FLINT_GGUF_NVFP4 = 40
+FLINT_GGUF_PLAIN_TYPES: frozenset[int] = frozenset({0, 30})  # F32, BF16
+#: NVFP4 tensors dequantized to BF16 at load (``_GGUF_DEQUANTIZED``)
+FLINT_GGUF_DEQUANTIZED: frozenset[str] = frozenset({"lm_head"})
+#: unquantized parameters are the model dtype, which Flint requires to be bfloat16
+#: (``FlintAttention``: ``assert ... model_config.dtype == torch.bfloat16``) except the
+#: attention sinks, float32 (``make_attention_sink(self.num_heads, torch.float32)``)
+FLINT_FP32_PARAMS: tuple[str, ...] = ("self_attn.softmax_offset",)

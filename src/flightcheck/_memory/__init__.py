@@ -81,15 +81,21 @@ def build(
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
-    if ck.unread:
-        m.error = f"weights not counted: {ck.unread}"
+    if ck.unread and ck.gguf_groups is None:
+        m.error = f"weights not counted: {ck.gguf_uncounted or ck.unread}"
         return m
     groups = [
         (g.pattern, g.index, g.dtype, g.shape, g.nbytes, g.count, g.per_item)
-        for s in ck.scanned
-        if s.scan is not None  # always, for scanned shards: says so to mypy
-        for g in s.scan.groups
+        for g in (
+            ck.gguf_groups
+            if ck.gguf_groups is not None
+            else (g for s in ck.scanned if s.scan is not None for g in s.scan.groups)
+        )
     ]
+    if ck.gguf_groups is not None:
+        # vLLM's Flint loads the GGUF alone: its tensors, named and sized as vLLM allocates
+        # them (flightcheck._checkpoint.ggufnames)
+        m.weights_source = f"weights from {ck.gguf_loaded}'s header, as vLLM's Flint allocates them"
     if not groups:
         m.error = "no shard header could be read (FC5xx)"
         return m
@@ -102,7 +108,8 @@ def build(
         m.notes.append(
             f"{vllm.FLAG['quantization']} fp8 on a 16-bit checkpoint: linear layers counted at 1 byte a weight"
         )
-    loaded = m.tally.total - m.tally.skipped
+    # what is read from disk: the GGUF file as it is stored, else the headers' tensors
+    loaded = ck.total_bytes if ck.gguf_groups is not None else m.tally.total - m.tally.skipped
     m.load_bytes = -(-loaded // max(1, intent.nnodes))
     m.throughput = ck.throughput
     resolve_utilization(m, intent.gpu_memory_utilization)

@@ -1,5 +1,6 @@
 """FC5xx, continued: the index, config.json, unreadable and escaping files, load time,
-sparse shards (FC506–FC511). Imported by ``checkpoint`` so the family registers as one.
+sparse shards, several GGUF files (FC506–FC512). Imported by ``checkpoint`` so the
+family registers as one.
 """
 
 from __future__ import annotations
@@ -199,6 +200,35 @@ def shard_sparse(ctx: Context) -> Iterator[Outcome]:
     """
     ck = _checkpoint(ctx)
     yield from _report(ck, "FC511", "every shard is fully allocated on disk")
+
+
+@check("FC512", "gguf-several-files", ERROR)
+def gguf_several_files(ctx: Context) -> Iterator[Outcome]:
+    """The model directory holds more than one ``*.gguf`` for a model that loads exactly one.
+
+    ## What it checks
+    For an architecture whose engine code reads its weights from the directory's GGUF file
+    (vLLM 0.33: ``FlintForCausalLM``), that there is at most one ``*.gguf`` in the
+    directory. Other models never look for GGUF files, so any number of them is fine there;
+    SGLang reads GGUF only with its own load format.
+
+    ## Why the launch dies
+    vLLM's Flint model looks for its GGUF while it is built, whatever the load format
+    (``find_gguf_file`` in vllm/models/flint/gguf_nvfp4.py), and raises ``ValueError:
+    Expected one GGUF file in ..., found [...]`` when there are several: split GGUF files
+    (``-00001-of-00003.gguf``) or two quantizations side by side.
+
+    ## How to fix
+    Keep the one GGUF to serve in the model directory and move the others elsewhere
+    (a split GGUF must be merged into one file first: ``llama-gguf-split --merge``).
+    """
+    ck = _checkpoint(ctx)
+    if not ck.of(Kind.SEVERAL_GGUF):
+        if ck.gguf_loaded:
+            yield ok(f"one *.gguf file, {ck.gguf_loaded}, which the engine loads")
+            return
+        raise Skip("the engine reads no GGUF file from this directory for this model")
+    yield from _report(ck, "FC512", "", judges_weights=False)
 
 
 def _duration(seconds: float) -> str:

@@ -113,7 +113,8 @@ def shard_missing(ctx: Context) -> Iterator[Outcome]:
     ``*.bin``, else ``*.pt``). Weights flightcheck does not read (``*.bin``, ``*.pt``,
     ``dummy`` and the other load formats) make the shard checks skip and say so; of GGUF
     files the header is read (FC503/FC504 judge it, an error only for a model whose vLLM
-    code loads that file: Flint).
+    code loads that file: Flint, which then loads its one ``*.gguf`` and no safetensors
+    beside it, so only the GGUF is judged).
 
     ## Why the launch dies
     vLLM checks this only when it starts loading ("Weight files referenced in index but
@@ -158,7 +159,10 @@ def shard_header_invalid(ctx: Context) -> Iterator[Outcome]:
     Each header as safetensors validates it: length at most 100,000,000 bytes and inside
     the file, UTF-8 JSON, string-only ``__metadata__``, known dtypes (F4, F6 and F8
     variants included), data offsets that tile the data region from 0 with no overlap or
-    hole, and each span equal to the element count times the dtype size.
+    hole, and each span equal to the element count times the dtype size. Of the GGUF file
+    vLLM's Flint loads: what the ``gguf`` reader refuses, and the tensors its loader raises
+    on (vllm/models/flint/gguf_nvfp4.py: a name ``_map_name`` does not map, a type other than
+    NVFP4, BF16 or F32, an NVFP4 tensor without its ``.scale``).
 
     ## Why the launch dies
     The engine opens each shard only when it reaches it, so a corrupt shard 70 of 96 fails

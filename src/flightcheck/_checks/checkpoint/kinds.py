@@ -19,6 +19,7 @@ KIND_OF: dict[str, str] = {
     "FC508": Kind.UNREADABLE,
     "FC509": Kind.ESCAPES,
     "FC511": Kind.SPARSE,
+    "FC512": Kind.SEVERAL_GGUF,
 }
 #: problem kind -> the FC code that reports it.
 CODE_OF: dict[str, str] = {kind: code for code, kind in KIND_OF.items()}
