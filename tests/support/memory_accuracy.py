@@ -93,7 +93,10 @@ RESIDUALS = {
     15: (
         "TP 8 on an NVSwitch H100 node in 0.10.0 (snapshot before the distributed init): NCCL's "
         "communicator buffers count inside the budget; the ~2.1 GiB per rank left over is attributed "
-        "to them (their size is NCCL's, not in vLLM's code: not modelled, not verified)"
+        "to them. Their size is NCCL's, not vLLM's: the log prints 'vLLM is using nccl==2.26.2' and "
+        "custom all-reduce's P2P check, but no NCCL_DEBUG lines, so the channels and NVLS buffers NCCL "
+        "chose on this node are not in it (not modelled, not verified). The pre-0.11 L40S TP 8 "
+        "launch on PCIe (point 69, 0.10.2, non-torch 0.21 GiB) is within 0.03 GiB"
     ),
     11: (
         "GB10 (DGX Spark, unified memory) in 0.13.0: vLLM's snapshot takes free memory from psutil's "
