@@ -50,6 +50,15 @@ ARCH = {
     "Qwen/Qwen3-0.6B": "qwen3-0.6b",
     # the 2507 instruct release of Qwen3-235B-A22B: the same architecture (point 69)
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": "qwen3-235b-a22b",
+    # a merged fine-tune of Qwen2.5-3B (point 74: 36,864 B of KV a token, Qwen2.5-3B's)
+    "train/checkpoints/qwen25-3b-distill-merged": "qwen2.5-3b",
+    # DeepSeek's distillation into Qwen2.5-32B (its architecture), FP8 weights
+    "DeepSeek-R1-Distill-Qwen-32B-FP8": "qwen2.5-32b",
+    # AWQ 4-bit weights of the Qwen3-30B-A3B architecture (point 76)
+    "cpatonn/Qwen3-30B-A3B-Thinking-2507-AWQ-4bit": "qwen3-30b-a3b",
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct": "qwen3-30b-a3b",
+    "Qwen/Qwen2.5-3B": "qwen2.5-3b",
+    "Qwen/Qwen3-8B": "qwen3-8b",
     # FP8 weights (compressed-tensors): the architecture, KV and activations are Llama-3.3-70B's
     "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic": "llama-3.3-70b",
 }
@@ -72,6 +81,7 @@ GPU = {
     # the RTX 3090 of github.com/TheBuccaneer/vllm-offload-profiles, whose OOM message gives its total
     "NVIDIA GeForce RTX 3090 (23.54 GiB host)": "RTX 3090 (23.54)",
     "NVIDIA L40S": "L40S",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX PRO 6000 Blackwell",
 }
 #: the point's GPU name as vLLM's batch defaults see it
 TORCH_NAME = {"A100 80GB": "NVIDIA A100-SXM4-80GB", "A100 40GB": "NVIDIA A100-SXM4-40GB"}
@@ -195,6 +205,10 @@ def evaluate() -> list[Row]:
         gpu_key = GPU.get(p["gpu"] or "")
         if arch is None:
             row.excluded = "no sourced config.json figures for this architecture"
+            continue
+        if p.get("enable_lora"):
+            # the LoRA manager's buffers and the profile run's dummy adapters are not modelled
+            row.excluded = "--enable-lora: LoRA buffers not modelled"
             continue
         if lg.get("total_gpu_memory_gib"):
             total = lg["total_gpu_memory_gib"]
