@@ -59,6 +59,8 @@ ARCH = {
     "Qwen/Qwen3-Coder-30B-A3B-Instruct": "qwen3-30b-a3b",
     "Qwen/Qwen2.5-3B": "qwen2.5-3b",
     "Qwen/Qwen3-8B": "qwen3-8b",
+    # DeepSeek's distillation into Qwen2.5-14B (its architecture)
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": "qwen2.5-14b",
     # FP8 weights (compressed-tensors): the architecture, KV and activations are Llama-3.3-70B's
     "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic": "llama-3.3-70b",
 }
@@ -82,9 +84,14 @@ GPU = {
     "NVIDIA GeForce RTX 3090 (23.54 GiB host)": "RTX 3090 (23.54)",
     "NVIDIA L40S": "L40S",
     "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX PRO 6000 Blackwell",
+    # point 82: an 80 GB A800 (cc 8.0 on the 8192-token tier); nvidia-smi gives A800-SXM4-80GB and
+    # A100-SXM4-80GB the same 81920 MiB, so the A100 80GB's CUDA total
+    "NVIDIA A800 80GB (inferred)": "A100 80GB",
 }
 #: the point's GPU name as vLLM's batch defaults see it
 TORCH_NAME = {"A100 80GB": "NVIDIA A100-SXM4-80GB", "A100 40GB": "NVIDIA A100-SXM4-40GB"}
+#: per point GPU names whose batch tier differs from their total's key (an A800 is not an "a100")
+TORCH_NAME_BY_GPU = {"NVIDIA A800 80GB (inferred)": "NVIDIA A800-SXM4-80GB"}
 #: NVML's memory.total where it differs from CUDA's: DGX Spark's GB10 has none (nvidia-smi
 #: prints "Not Supported"; the script of point 11 reads "Total GPU Memory: 0 MB"), so vLLM's
 #: batch defaults fall back to 0 — see vllm.batch_defaults
@@ -118,6 +125,14 @@ RESIDUALS = {
     16: (
         "the same 8 x H100 NVSwitch job as point 15 (0.10.0, TP 8, snapshot before the distributed "
         "init): the same ~2.1 GiB per rank of NCCL communicator buffers inside the budget (not modelled)"
+    ),
+    32: (
+        "V0 (~0.7.x) at TP 2: the 8.69 GiB the poster quotes comes with a 0.19 GiB activation peak, a "
+        "non-driver worker's — V0 samples only on the driver (worker/model_runner.py execute_model: "
+        "'if not self.is_driver_worker: return []' after compute_logits, 0.6.4.post1 wheel), and the "
+        "engine takes the smallest worker's blocks: its 81,536-token capacity is 7.46 GiB at 98,304 B a "
+        "token per rank, the driver's budget, 0.40 GiB from the model's 7.86. The figure is recorded as "
+        "quoted, so the point stays a residual"
     ),
     58: (
         "the source's own figures for this row do not add up at the utilization it states (0.9): "
@@ -245,7 +260,7 @@ def evaluate() -> list[Row]:
             v,
             # the device memory vLLM's batch defaults read: NVML's, which a GB10 does not report
             int(NVML_TOTAL_GIB.get(gpu_key or "", total) * GiB),
-            TORCH_NAME.get(gpu_key or "", p["gpu"]),
+            TORCH_NAME_BY_GPU.get(p["gpu"] or "") or TORCH_NAME.get(gpu_key or "", p["gpu"]),
             COMPUTE_CAPABILITY.get(gpu_key or ""),
             max_model_len=length,
         )
