@@ -59,6 +59,7 @@ ARCH = {
     "Qwen/Qwen3-Coder-30B-A3B-Instruct": "qwen3-30b-a3b",
     "Qwen/Qwen2.5-3B": "qwen2.5-3b",
     "Qwen/Qwen3-8B": "qwen3-8b",
+    "Qwen/Qwen3-4B": "qwen3-4b",
     # DeepSeek's distillation into Qwen2.5-14B (its architecture)
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": "qwen2.5-14b",
     # FP8 weights (compressed-tensors): the architecture, KV and activations are Llama-3.3-70B's
