@@ -1,4 +1,4 @@
-"""The memory model against 43 public vLLM startup logs (tests/fixtures/memory): the KV
+"""The memory model against 85 public vLLM startup logs (tests/fixtures/memory): the KV
 budget it predicts stays within the accuracy reached, launches that died for lack of KV
 room get FC402, and launches that ran are not stopped. ``bench/memory_accuracy.py``
 prints the table."""
@@ -15,13 +15,18 @@ from support.memory_accuracy import RESIDUALS, GiB, _config, evaluate, load, sum
 def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows)
-    assert s["scored"] == 21, [(r.index, r.excluded) for r in rows]
-    # 16 of 21 (76%) within max(3%, 0.5 GiB) of the logged "Available KV cache memory":
-    # Phi-3-mini (12) within 0.15 GiB; Qwen3-32B at TP 8 (16), gpt-oss-20b on a GB10 (11) and
-    # the V0 main-branch run of PR #10511 (34) are residuals with their reasons (RESIDUALS).
-    # (17 points scored before: 15 of 17; before the sampler's and V0's terms: 10 of 16,
+    assert s["scored"] == 56, [(r.index, r.excluded) for r in rows]
+    # 49 of 56 (88%) within max(3%, 0.5 GiB) of the logged "Available KV cache memory". Of the
+    # 35 points scored since 21, the 34 new launches (vLLM 0.10.0 - 0.26.1: an RTX 3090 series of
+    # 12, an llm-d H100 series at TP 1/2, L40S TP 8, A100 eager and 80 GB, A800 TP 4, RTX PRO
+    # 6000, RTX 4090, L40S FP8, H100 x 2) are all within but 58 (its source's figures contradict its
+    # stated utilization); point 32, older and unscored until Qwen2.5-14B's config was sourced,
+    # is a V0 TP 2 residual. Reasons in RESIDUALS.
+    # (21 points scored before: 16 within; before the sampler's and V0's terms: 10 of 16,
     # median 0.46 GiB; before the budget by version: 2 of 16, median 1.95 GiB)
-    assert s["within"] >= 16 and s["median_abs_error_gib"] <= 0.25
+    assert s["within"] >= 49 and s["median_abs_error_gib"] <= 0.17
+    # token capacity where logged (block-rounded, minus the null block)
+    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.025
 
 
 def test_every_residual_has_its_reason() -> None:
@@ -30,19 +35,54 @@ def test_every_residual_has_its_reason() -> None:
     assert off == set(RESIDUALS), off
 
 
+#: launches that ran although FC402 stops them, and why
+FC402_EXCEPTIONS = {
+    # the same Qwen2.5-7B launch at utilization 0.65 on the same RTX 3090 logged 0.49 GiB and ran
+    # (55), and 0.41 GiB and died for want of 0.44 (56): run-to-run variance of 0.08 GiB straddles
+    # the need, so one verdict is wrong whatever is predicted (0.28 GiB: both stopped)
+    55: "run-to-run variance straddles the need (see 56)",
+    # the source's utilization contradicts its own figures (RESIDUALS[58]); at the 0.95 they add
+    # up to, FC402 does not stop it
+    58: "the source's stated utilization contradicts its figures",
+}
+
+
 def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
     rows = [r for r in evaluate() if r.excluded is None]
     for r in rows:
-        if r.outcome == "ran":
+        if r.outcome == "ran" and r.index not in FC402_EXCEPTIONS:
             assert r.predicted_fail is False, f"point {r.index} ran but FC402 would stop it"
+    stopped_that_ran = {r.index for r in rows if r.outcome == "ran" and r.predicted_fail}
+    assert stopped_that_ran == set(FC402_EXCEPTIONS)
     failed = {r.index for r in rows if r.outcome == "failed-no-kv-room"}
     caught = {r.index for r in rows if r.outcome == "failed-no-kv-room" and r.predicted_fail}
     # 28 gpt-oss-120b on one H100 (0.11.0, --max-num-batched-tokens 1024, util 0.95), 29 the
-    # same at the defaults (0.10.1.1), 31 Llama-3.1-8B on an RTX 3090 (V0, max_model_len 29000)
-    assert failed == caught == {28, 29, 31}
+    # same at the defaults (0.10.1.1), 31 Llama-3.1-8B on an RTX 3090 (V0, max_model_len 29000),
+    # 52 / 54 / 56 Llama-3.1-8B and Qwen2.5-7B on an RTX 3090 at utilization 0.70 / 0.60 / 0.65
+    # (0.17.1), 60 Llama-3.3-70B FP8 at TP 1 on an H100 (67.72 GiB of weights), 32
+    # DeepSeek-R1-Distill-Qwen-14B at TP 2 on RTX 4090s with max_model_len 131072 (V0)
+    assert failed == caught == {28, 29, 31, 32, 52, 54, 56, 60}
     # the launches scored since that ran (Phi-3-mini on an RTX 3090 under WSL, Qwen3-32B at
-    # TP 8, gpt-oss-20b on a GB10) are among those checked above
-    assert {11, 12, 16} <= {r.index for r in rows if r.outcome == "ran"}
+    # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series) are among those checked above
+    assert {11, 12, 16, 43, 44, 45, 53, 57, 59, 65, 66, 69, 72, 73, 74, 75, 76, 80, 81, 82, 83, 84} <= {
+        r.index for r in rows if r.outcome == "ran"
+    }
+
+
+def test_lora_launches_are_recorded_not_scored() -> None:
+    """--enable-lora launches (points 77-79, Kaggle 2 x T4) are in the data with their figures,
+    but LoRA's buffers and the profile's dummy adapters are not modelled: not scored."""
+    rows = {r.index: r for r in evaluate()}
+    points, _ = load()
+    for i in (77, 78, 79):
+        assert points[i]["enable_lora"] and "enable-lora" in (rows[i].excluded or "")
+
+
+def test_a_launch_that_died_after_logging_its_budget_is_scored_on_it() -> None:
+    """Point 49 logged 5.61 GiB, then died of an OOM warming up the sampler (after the KV
+    cache was allocated): its budget counts for the accuracy, not for FC402's verdicts."""
+    rows = {r.index: r for r in evaluate()}
+    assert rows[49].outcome == "failed-oom" and rows[49].excluded is None and rows[49].within
 
 
 def test_a_launch_of_unknown_fate_is_scored_on_its_budget_only() -> None:
@@ -91,11 +131,15 @@ def test_v0_profile_tokens_follow_max_model_len_up_to_32k() -> None:
 
 def test_sampler_by_version() -> None:
     """FlashInfer's sampler by default before 0.11.2 (when installed), the sort from 0.11.2,
-    Triton's in-place top-k/top-p from 0.19.0."""
+    Triton's in-place top-k/top-p from 0.17.0 (topk_topp_triton.py first ships in the 0.17.0
+    wheel; 0.16.0 sorts). The RTX 3090 series of vLLM 0.17.1 (points 45-56) is within 0.21 GiB
+    with it; with the sort's 38 bytes x 256 x 128,256 it was 0.9-1.1 GiB low on every point."""
     assert vllm.sampler_kind((0, 10, 1, 1)) == "flashinfer"
     assert vllm.sampler_kind((0, 10, 1, 1), installed=False) == "sort"
     assert vllm.sampler_kind((0, 11, 2)) == "sort"
     assert vllm.sampler_kind((0, 16, 0), {vllm.USE_FLASHINFER_SAMPLER: "1"}) == "flashinfer"
+    assert vllm.sampler_kind((0, 16, 0)) == "sort"
+    assert vllm.sampler_kind((0, 17, 0)) == vllm.sampler_kind((0, 17, 1)) == "triton"
     assert vllm.sampler_kind((0, 19, 0)) == vllm.sampler_kind((0, 33, 0)) == "triton"
     assert vllm.sampler_bytes_per_element("sort", 1024) == 38
     assert vllm.sampler_bytes_per_element("sort", 64) == 50

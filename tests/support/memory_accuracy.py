@@ -44,6 +44,26 @@ ARCH = {
     # an abliterated fine-tune of gpt-oss-20b: the weights are edited, not the architecture
     # (its 13.7193 GiB of weights are gpt-oss-20b's 13.72 of point 39)
     "huihui-ai/Huihui-gpt-oss-20b-mxfp4-abliterated-v2": "gpt-oss-20b",
+    # a full fine-tune of Llama 3.1 8B: its 14.9889 GiB of weights are Llama-3.1-8B's (points 6, 20)
+    "NousResearch/Hermes-3-Llama-3.1-8B": "llama-3-8b",
+    "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b",
+    "Qwen/Qwen3-0.6B": "qwen3-0.6b",
+    # the 2507 instruct release of Qwen3-235B-A22B: the same architecture (point 69)
+    "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": "qwen3-235b-a22b",
+    # a merged fine-tune of Qwen2.5-3B (point 74: 36,864 B of KV a token, Qwen2.5-3B's)
+    "train/checkpoints/qwen25-3b-distill-merged": "qwen2.5-3b",
+    # DeepSeek's distillation into Qwen2.5-32B (its architecture), FP8 weights
+    "DeepSeek-R1-Distill-Qwen-32B-FP8": "qwen2.5-32b",
+    # AWQ 4-bit weights of the Qwen3-30B-A3B architecture (point 76)
+    "cpatonn/Qwen3-30B-A3B-Thinking-2507-AWQ-4bit": "qwen3-30b-a3b",
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct": "qwen3-30b-a3b",
+    "Qwen/Qwen2.5-3B": "qwen2.5-3b",
+    "Qwen/Qwen3-8B": "qwen3-8b",
+    "Qwen/Qwen3-4B": "qwen3-4b",
+    # DeepSeek's distillation into Qwen2.5-14B (its architecture)
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": "qwen2.5-14b",
+    # FP8 weights (compressed-tensors): the architecture, KV and activations are Llama-3.3-70B's
+    "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic": "llama-3.3-70b",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
@@ -61,9 +81,18 @@ GPU = {
     "NVIDIA GeForce RTX 4090": "RTX 24GB",
     "NVIDIA GeForce RTX 3090 (WSL)": "RTX 24GB (WSL)",
     "NVIDIA GB10 (DGX Spark)": "GB10",
+    # the RTX 3090 of github.com/TheBuccaneer/vllm-offload-profiles, whose OOM message gives its total
+    "NVIDIA GeForce RTX 3090 (23.54 GiB host)": "RTX 3090 (23.54)",
+    "NVIDIA L40S": "L40S",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX PRO 6000 Blackwell",
+    # point 82: an 80 GB A800 (cc 8.0 on the 8192-token tier); nvidia-smi gives A800-SXM4-80GB and
+    # A100-SXM4-80GB the same 81920 MiB, so the A100 80GB's CUDA total
+    "NVIDIA A800 80GB (inferred)": "A100 80GB",
 }
 #: the point's GPU name as vLLM's batch defaults see it
 TORCH_NAME = {"A100 80GB": "NVIDIA A100-SXM4-80GB", "A100 40GB": "NVIDIA A100-SXM4-40GB"}
+#: per point GPU names whose batch tier differs from their total's key (an A800 is not an "a100")
+TORCH_NAME_BY_GPU = {"NVIDIA A800 80GB (inferred)": "NVIDIA A800-SXM4-80GB"}
 #: NVML's memory.total where it differs from CUDA's: DGX Spark's GB10 has none (nvidia-smi
 #: prints "Not Supported"; the script of point 11 reads "Total GPU Memory: 0 MB"), so vLLM's
 #: batch defaults fall back to 0 — see vllm.batch_defaults
@@ -82,7 +111,10 @@ RESIDUALS = {
     15: (
         "TP 8 on an NVSwitch H100 node in 0.10.0 (snapshot before the distributed init): NCCL's "
         "communicator buffers count inside the budget; the ~2.1 GiB per rank left over is attributed "
-        "to them (their size is NCCL's, not in vLLM's code: not modelled, not verified)"
+        "to them. Their size is NCCL's, not vLLM's: the log prints 'vLLM is using nccl==2.26.2' and "
+        "custom all-reduce's P2P check, but no NCCL_DEBUG lines, so the channels and NVLS buffers NCCL "
+        "chose on this node are not in it (not modelled, not verified). The pre-0.11 L40S TP 8 "
+        "launch on PCIe (point 69, 0.10.2, non-torch 0.21 GiB) is within 0.03 GiB"
     ),
     11: (
         "GB10 (DGX Spark, unified memory) in 0.13.0: vLLM's snapshot takes free memory from psutil's "
@@ -94,6 +126,21 @@ RESIDUALS = {
     16: (
         "the same 8 x H100 NVSwitch job as point 15 (0.10.0, TP 8, snapshot before the distributed "
         "init): the same ~2.1 GiB per rank of NCCL communicator buffers inside the budget (not modelled)"
+    ),
+    32: (
+        "V0 (~0.7.x) at TP 2: the 8.69 GiB the poster quotes comes with a 0.19 GiB activation peak, a "
+        "non-driver worker's — V0 samples only on the driver (worker/model_runner.py execute_model: "
+        "'if not self.is_driver_worker: return []' after compute_logits, 0.6.4.post1 wheel), and the "
+        "engine takes the smallest worker's blocks: its 81,536-token capacity is 7.46 GiB at 98,304 B a "
+        "token per rank, the driver's budget, 0.40 GiB from the model's 7.86. The figure is recorded as "
+        "quoted, so the point stays a residual"
+    ),
+    58: (
+        "the source's own figures for this row do not add up at the utilization it states (0.9): "
+        "ceil(0.9 x 79.18) - 64.38 weights - 7.38 peak activation - 0.13 non-torch = -0.63 GiB, yet it "
+        "logs 3.33 GiB and a launch that ran; at 0.95 the same figures give 3.33 exactly (75.23 - 64.38 "
+        "- 7.38 - 0.13), and the model predicts 3.26. The utilization is recorded as the source prints it "
+        "(not corrected), so the point stays a residual"
     ),
     34: (
         "V0 on main at PR #10511 (between 0.6.4.post1 and 0.6.5; only 0.6.4.post1's rules are read): "
@@ -160,7 +207,11 @@ def evaluate() -> list[Row]:
     for p in points:  # the logged weights of a model, GPU and TP, for points that died before logging them
         w = p["logged"].get("model_loading_gib")
         if w:
-            weights_seen[(p["model"], GPU.get(p["gpu"] or "", ""), p["tp"] or 1)] = w
+            # the first point that logs them: point 28 (gpt-oss-120b on an H100, ~0.11.0) takes
+            # point 29's 65.9651 GiB (0.10.1.1); the llm-d transcription (point 58) logs 64.38
+            # on an H100, which would put point 28 at +1.6 GiB — which MXFP4 path point 28's
+            # run took is not in its excerpt
+            weights_seen.setdefault((p["model"], GPU.get(p["gpu"] or "", ""), p["tp"] or 1), w)
     for i, p in enumerate(points):
         lg = p["logged"]
         row = Row(i, p["model"], p["gpu"] or "?", p["vllm_version"], p["outcome"], lg.get("available_kv_gib"))
@@ -170,6 +221,10 @@ def evaluate() -> list[Row]:
         gpu_key = GPU.get(p["gpu"] or "")
         if arch is None:
             row.excluded = "no sourced config.json figures for this architecture"
+            continue
+        if p.get("enable_lora"):
+            # the LoRA manager's buffers and the profile run's dummy adapters are not modelled
+            row.excluded = "--enable-lora: LoRA buffers not modelled"
             continue
         if lg.get("total_gpu_memory_gib"):
             total = lg["total_gpu_memory_gib"]
@@ -188,9 +243,11 @@ def evaluate() -> list[Row]:
         if row.logged_gib is None:
             row.excluded = f"outcome {p['outcome']}, no KV budget logged"
             continue
-        # a launch whose fate the source leaves open is scored on the budget it logged (FC402's
-        # verdict is asserted only for launches that ran or died for lack of KV room)
-        if p["outcome"] not in ("ran", "failed-no-kv-room", "unknown"):
+        # a launch whose fate the source leaves open, or that died of an OOM after logging its
+        # budget (point 49: the sampler warm-up after the KV cache was allocated), is scored on
+        # the budget it logged (FC402's verdict is asserted only for launches that ran or died
+        # for lack of KV room)
+        if p["outcome"] not in ("ran", "failed-no-kv-room", "unknown", "failed-oom"):
             row.excluded = f"outcome {p['outcome']}"
             continue
         cfg = parse(_config(configs[arch]))
@@ -204,7 +261,7 @@ def evaluate() -> list[Row]:
             v,
             # the device memory vLLM's batch defaults read: NVML's, which a GB10 does not report
             int(NVML_TOTAL_GIB.get(gpu_key or "", total) * GiB),
-            TORCH_NAME.get(gpu_key or "", p["gpu"]),
+            TORCH_NAME_BY_GPU.get(p["gpu"] or "") or TORCH_NAME.get(gpu_key or "", p["gpu"]),
             COMPUTE_CAPABILITY.get(gpu_key or ""),
             max_model_len=length,
         )
@@ -229,7 +286,12 @@ def evaluate() -> list[Row]:
         if length and available > 0:
             by_conc = v is None or v >= (0, 21)
             row.predicted_tokens = capacity(
-                shape, available, length, batched_tokens=batch.tokens, by_concurrency=by_conc
+                shape,
+                available,
+                length,
+                block=p.get("block_size") or 16,  # --block-size (points 57-67: 128)
+                batched_tokens=batch.tokens,
+                by_concurrency=by_conc,
             ).tokens
     return rows
 

@@ -230,15 +230,18 @@ BATCH_TIER_160_SINCE = "0.33.0"
 #   ``top_k_top_p_sampling_from_logits``, flashinfer/sampling.py: ``top_k_mask_logits`` then
 #   ``torch.softmax``): 2 + 4 + masked logits 4 + probabilities 4 = 14 bytes.
 #
-# - Triton top-k/top-p (0.19.0 on: ``apply_top_k_top_p`` calls ``apply_top_k_top_p_triton``,
+# - Triton top-k/top-p (0.17.0 on: ``apply_top_k_top_p`` calls ``apply_top_k_top_p_triton``,
 #   v1/sample/ops/topk_topp_triton.py, which masks the fp32 logits in place with a buffer of
 #   one vocabulary row per Triton program), then ``logits.softmax(dtype=float32)`` and
 #   ``random_sample``'s exponential draw ``q``: 2 + 4 + 4 + 4 = 14 bytes.
 #
 # Which one runs: before 0.11.2 FlashInfer whenever it is installed (an optional extra of
 # the wheel: ``VLLM_USE_FLASHINFER_SAMPLER`` unset means on); 0.11.2 - 0.16.0 the sort
-# unless ``VLLM_USE_FLASHINFER_SAMPLER=1``; from 0.19.0 the native path is the Triton one
-# (0.17 / 0.18 not read: they count as sorting); from 0.21.0 FlashInfer is on by default
+# unless ``VLLM_USE_FLASHINFER_SAMPLER=1``; from 0.17.0 the native path is the Triton one
+# (v1/sample/ops/topk_topp_triton.py first ships in the 0.17.0 wheel; 0.16.0 has none and
+# sorts; 0.17.0 - 0.19.0 take it for >= 8 requests — ``HAS_TRITON and logits.shape[0] >= 8``
+# — and sort below that, a case not modelled; 0.33.0 drops the row condition); from 0.21.0
+# FlashInfer is on by default
 # but ``_dummy_sampler_run`` also warms ``forward_native`` — 14 bytes either way
 # (topk_topp_sampler.py, envs.py and gpu_model_runner.py of the wheels, read).
 SAMPLER_BYTES_NATIVE = 38
@@ -248,7 +251,7 @@ SAMPLER_BYTES_FLASHINFER = 14
 SAMPLER_BYTES_TRITON = 14
 USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
 FLASHINFER_SAMPLER_OPT_IN_SINCE = "0.11.2"
-TRITON_TOP_K_TOP_P_SINCE = "0.19.0"
+TRITON_TOP_K_TOP_P_SINCE = "0.17.0"
 #: vllm/envs.py ``VLLM_FUSED_MOE_CHUNK_SIZE`` default: fused_moe.py processes at most this
 #: many tokens at a time, so its workspaces stop growing there.
 FUSED_MOE_CHUNK_TOKENS = 32768
