@@ -13,6 +13,14 @@ modules, and the child says which.
 
 The grid: GPU sizes 24, 48, 80, 96, 141, 180, 192, 275 GiB x TP 1/2/4/8 x PP 1/2 x MLA or
 not (issue 11), every point within 0.002 of SGLang's value.
+
+The attention-backend grid resolves the same records with the GPU's architecture said to
+SGLang the way it asks (runtime_context.py ``override_platform``: is_sm90 / is_sm100 /
+is_sm120 / is_blackwell / is_hopper_with_cuda_12_3 / device_sm / device_capability, every
+probe of utils/common.py it reads through ``get_platform()``; torch.cuda's
+get_device_capability patched too) for SM 9.0, 10.0, 10.3, 12.0 x MLA (DeepSeek-V3's
+config) or not x 80/141/180/275 GiB x TP 1/8, and compares the backend, page size,
+prefill graph and fraction with ``_knowledge.sglang.attention_backends``.
 """
 
 from __future__ import annotations
