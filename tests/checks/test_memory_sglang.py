@@ -137,3 +137,16 @@ def test_fc402_sglang_request_table_larger_than_the_slack_is_a_warning(ckpt: str
     running = int(r.fix.split()[1])
     slack = 0.08 * r.evidence["free_before_load_bytes"]
     assert (running + 1) * 1_000_000 * 4 <= slack < (running + 2) * 1_000_000 * 4
+
+
+def test_fc402_sglang_pool_is_whole_pages_of_the_backend_on_the_gpu(ckpt: str) -> None:
+    # B300 (SM 10.3): SGLang picks trtllm_mha for Llama, which forces page size 64, and
+    # pool_configurator.py rounds the pool down to whole pages; H100: fa3, page 1
+    b300 = fc402(facts("b300"), engine="sglang", model=ckpt, gpu_memory_utilization=0.2)
+    assert b300.evidence["page_size"] == 64
+    assert b300.evidence["kv_tokens"] % 64 == 0 and b300.evidence["kv_tokens"] > 0
+    assert b300.evidence["kv_tokens"] <= b300.evidence["max_model_len_fit"]
+    assert b300.evidence["max_model_len_fit"] - b300.evidence["kv_tokens"] < 64
+    hopper = fc402(h100(), engine="sglang", model=ckpt, gpu_memory_utilization=0.2)
+    assert hopper.evidence["page_size"] == 1
+    assert hopper.evidence["kv_tokens"] == hopper.evidence["max_model_len_fit"]

@@ -13,6 +13,14 @@ modules, and the child says which.
 
 The grid: GPU sizes 24, 48, 80, 96, 141, 180, 192, 275 GiB x TP 1/2/4/8 x PP 1/2 x MLA or
 not (issue 11), every point within 0.002 of SGLang's value.
+
+The attention-backend grid resolves the same records with the GPU's architecture said to
+SGLang the way it asks (runtime_context.py ``override_platform``: is_sm90 / is_sm100 /
+is_sm120 / is_blackwell / is_hopper_with_cuda_12_3 / device_sm / device_capability, every
+probe of utils/common.py it reads through ``get_platform()``; torch.cuda's
+get_device_capability patched too) for SM 9.0, 10.0, 10.3, 12.0 x MLA (DeepSeek-V3's
+config) or not x 80/141/180/275 GiB x TP 1/8, and compares the backend, page size,
+prefill graph and fraction with ``_knowledge.sglang.attention_backends``.
 """
 
 from __future__ import annotations
@@ -196,6 +204,44 @@ for key, (path, gib, kw) in job["fractions"].items():
             out["fractions"][key] = [resolution_result(sa, "mem_fraction_static"), use_mla_backend(sa)]
         except Exception as exc:
             out["fractions"][key] = f"{type(exc).__name__}: {exc}"[:300]
+from sglang.srt.runtime_context import override_platform
+import torch
+def _facts(sm):
+    major, minor = sm
+    return dict(is_cuda=True, is_hip=False, is_npu=False, is_xpu=False, is_musa=False, is_mps=False,
+                is_sm90=major == 9, is_sm100=major == 10, is_sm110=major == 11, is_sm120=major == 12,
+                is_sm100_or_sm110=major in (10, 11), is_blackwell=major in (10, 11, 12),
+                is_hopper_with_cuda_12_3=major == 9, has_flashinfer=True,
+                device_sm=major * 10 + minor, device_capability=(major, minor))
+for key, (path, gib, kw, sm) in job.get("arch", {}).items():
+    with override_platform(**_facts(sm)), \
+         mock.patch.object(torch.cuda, "get_device_capability", lambda *a, c=tuple(sm): c), \
+         mock.patch.object(mh, "get_device_memory_capacity", lambda device=None, m=gib * 1024.0: m), \
+         mock.patch.object(cgc, "default_prefill_backend", lambda: cgc.Backend.BREAKABLE):
+        sa = ServerArgs(model_path=path, device="cuda", **kw)
+        try:
+            sa.resolve_once()
+            r = lambda name: resolution_result(sa, name)
+            attn = r("attention_backend")
+            out["fractions"][key] = [
+                r("mem_fraction_static"), use_mla_backend(sa),
+                r("prefill_attention_backend") or attn, r("decode_attention_backend") or attn,
+                r("page_size"), str(r("cuda_graph_config").prefill.backend),
+            ]
+        except Exception as exc:
+            out["fractions"][key] = f"{type(exc).__name__}: {exc}"[:300]
+import inspect
+from sglang.srt.arg_groups import model_override_base as mob
+own = set()
+for arch, fns in mob._MODEL_OVERRIDE_FNS.items():
+    if any(k in inspect.getsource(fn) for fn in fns for k in ("attention_backend", "page_size")):
+        own.add(arch)
+for arch, const in mob.MODEL_OVERRIDES.items():
+    if any(k in key for key in const for k in ("attention_backend", "page_size")):
+        own.add(arch)
+out["own_backend_archs"] = sorted(own)
+out["own_backend_predicates"] = [inspect.getsource(p) for p, fn in mob._PREDICATE_OVERRIDE_FNS
+                                 if "attention_backend" in inspect.getsource(fn)]
 for name, path in job["context"].items():
     try:
         out["context"][name] = ModelConfig(path).context_len
@@ -256,6 +302,74 @@ EXTRAS: dict[str, tuple[str, int, dict[str, Any], dict[str, Any]]] = {
 }
 
 
+#: Kimi-K3's config.json (tests/fixtures/models): its own backend rule on SM 10.0 / 10.3
+KIMI_K3: dict[str, Any] = json.loads((Path(__file__).parents[1] / "fixtures" / "models" / "kimi-k3.json").read_text())
+#: the attention-backend grid: compute capabilities (SGLang's platform facts and
+#: torch.cuda.get_device_capability patched to each) x MLA or not x GPU sizes x TP
+ARCH_SMS = ("9.0", "10.0", "10.3", "12.0")
+ARCH_GIB = (80, 141, 180, 275)
+ARCH_TPS = (1, 8)
+#: launches whose backend flags change the choice (name -> SM, model, GiB, ServerArgs
+#: fields, flightcheck's canonical flags)
+ARCH_EXTRAS: dict[str, tuple[str, str, int, dict[str, Any], list[str]]] = {
+    "sm100-mla-flashinfer": (
+        "10.0",
+        "mla",
+        180,
+        {"attention_backend": "flashinfer"},
+        ["--attention-backend=flashinfer"],
+    ),
+    "sm100-mla-prefill-breakable": (
+        "10.0",
+        "mla",
+        180,
+        {"cuda_graph_backend_prefill": "breakable"},
+        ["--cuda-graph-backend-prefill=breakable"],
+    ),
+    "sm100-mla-page-32": ("10.0", "mla", 141, {"page_size": 32}, ["--page-size=32"]),
+    "sm103-mla-split": (
+        "10.3",
+        "mla",
+        275,
+        {"prefill_attention_backend": "flashinfer", "decode_attention_backend": "trtllm_mla", "tp_size": 8},
+        ["--prefill-attention-backend=flashinfer", "--decode-attention-backend=trtllm_mla", "--tp=8"],
+    ),
+    "sm100-mla-same-split": (
+        "10.0",
+        "mla",
+        180,
+        {"prefill_attention_backend": "trtllm_mla", "decode_attention_backend": "trtllm_mla"},
+        ["--prefill-attention-backend=trtllm_mla", "--decode-attention-backend=trtllm_mla"],
+    ),
+    "sm100-std-fa4": ("10.0", "std", 180, {"attention_backend": "fa4"}, ["--attention-backend=fa4"]),
+    "sm120-mla-trtllm": ("12.0", "mla", 80, {"attention_backend": "trtllm_mla"}, ["--attention-backend=trtllm_mla"]),
+    "sm90-std-fp8-e5m2": ("9.0", "std", 80, {"kv_cache_dtype": "fp8_e5m2"}, ["--kv-cache-dtype=fp8_e5m2"]),
+    "sm100-k3": ("10.0", "k3", 180, {"tp_size": 8}, ["--tp=8"]),
+    "sm103-k3": ("10.3", "k3", 275, {"tp_size": 8}, ["--tp=8"]),
+    "sm90-k3": ("9.0", "k3", 141, {"tp_size": 8}, ["--tp=8"]),
+    "sm100-k3-flashinfer": (
+        "10.0",
+        "k3",
+        180,
+        {"tp_size": 8, "attention_backend": "flashinfer"},
+        ["--tp=8", "--attention-backend=flashinfer"],
+    ),
+    "sm90-mla-trtllm-refused": (
+        "9.0",
+        "mla",
+        141,
+        {"attention_backend": "trtllm_mla"},
+        ["--attention-backend=trtllm_mla"],
+    ),
+    "sm100-mla-e5m2-refused": ("10.0", "mla", 180, {"kv_cache_dtype": "fp8_e5m2"}, ["--kv-cache-dtype=fp8_e5m2"]),
+}
+
+
+def _sm(text: str) -> list[int]:
+    major, minor = text.split(".")
+    return [int(major), int(minor)]
+
+
 @pytest.fixture(scope="module")
 def engine_answers(engine_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("sglang-memory")
@@ -264,6 +378,7 @@ def engine_answers(engine_python: str, tmp_path_factory: pytest.TempPathFactory)
         "mla": _model(root, "mla", MLA),
         "llama-2-7b": _model(root, "llama-2-7b", STANDARD),
         "vlm": _model(root, "vlm", VISION),
+        "k3": _model(root, "k3", KIMI_K3),
     }
     fractions: dict[str, Any] = {}
     for kind in ("std", "mla"):
@@ -273,6 +388,14 @@ def engine_answers(engine_python: str, tmp_path_factory: pytest.TempPathFactory)
                     fractions[f"{kind}|{gib}|{tp}|{pp}"] = (paths[kind], gib, {"tp_size": tp, "pp_size": pp})
     for name, (kind, gib, fields, _) in EXTRAS.items():
         fractions[name] = (paths[kind], gib, fields)
+    arch: dict[str, Any] = {}
+    for sm in ARCH_SMS:
+        for kind in ("std", "mla"):
+            for gib in ARCH_GIB:
+                for tp in ARCH_TPS:
+                    arch[f"arch|{sm}|{kind}|{gib}|{tp}"] = (paths[kind], gib, {"tp_size": tp}, _sm(sm))
+    for name, (sm, kind, gib, fields, _) in ARCH_EXTRAS.items():
+        arch[name] = (paths[kind], gib, fields, _sm(sm))
     context = {name: _model(root, f"ctx-{name}", cfg) for name, cfg in CONTEXT_SHAPES.items()}
     configs = {}
     for name, doc in CONFIGS.items():
@@ -281,7 +404,7 @@ def engine_answers(engine_python: str, tmp_path_factory: pytest.TempPathFactory)
 
         p.write_text(yaml.safe_dump(doc, sort_keys=False))
         configs[name] = str(p)
-    job = {"fractions": fractions, "context": context, "config": configs}
+    job = {"fractions": fractions, "arch": arch, "context": context, "config": configs}
     run = subprocess.run(
         [engine_python, "-c", CHILD],
         input=json.dumps(job),
@@ -347,3 +470,76 @@ def test_config_words_match_sglang(engine_answers: dict[str, Any], name: str) ->
             sglang_config_words(CONFIGS[name], path)
     else:
         assert answer == sglang_config_words(CONFIGS[name], path)
+
+
+def _architectures(kind: str) -> list[str]:
+    return list({"mla": MLA, "std": STANDARD, "k3": KIMI_K3}[kind]["architectures"])
+
+
+def _agrees(key: str, answer: Any, sm: str, kind: str, gib: int, tp: int, flags: list[str]) -> list[Any]:
+    """What differs between SGLang's resolution and flightcheck's for one launch."""
+    cfg = parse({"mla": MLA, "std": STANDARD, "k3": KIMI_K3}[kind])
+    choice = sglang.attention_backends(sm, cfg.mla, _architectures(kind), flags)
+    assert choice is not None
+    if isinstance(answer, str):  # SGLang refuses the launch: so must flightcheck's choice
+        return [] if choice.refusal is not None and choice.refusal in answer else [(key, answer, choice)]
+    frac, mla, prefill, decode, page, prefill_graph = answer
+    assert mla is cfg.mla, key
+    wrong: list[Any] = []
+    if kind != "k3":  # the fraction of a vision model is the plain grid's business
+        opts = sglang.fraction_options(flags)
+        mine = sglang.mem_fraction_static(gib * 1024, tp, 1, cfg.mla, **opts)  # type: ignore[arg-type]
+        if abs(mine - frac) > 0.002:
+            wrong.append((key, "fraction", frac, mine))
+    if (choice.prefill, choice.decode, choice.page_size or 1) != (prefill, decode, page) or choice.refusal:
+        wrong.append((key, "backend", (prefill, decode, page), choice))
+    # Kimi-K3's prefill graphs are off on every GPU for another reason (cuda_graph_hook.py:
+    # "incompatible with KDA hybrid linear attention"), which the trtllm_mla rule is not
+    off_elsewhere = kind == "k3"
+    if choice.prefill_graphs_off is not (prefill_graph == "disabled") and not (
+        off_elsewhere and not choice.prefill_graphs_off
+    ):
+        wrong.append((key, "prefill graph", prefill_graph, choice.prefill_graphs_off))
+    return wrong
+
+
+def test_attention_backend_grid_matches_sglang(engine_answers: dict[str, Any]) -> None:
+    """SM 9.0 / 10.0 / 10.3 / 12.0 x MLA or not x 80-275 GiB x TP 1/8: SGLang's backend,
+    page size, prefill graph and fraction are flightcheck's; the fraction is the
+    architecture-free one of the plain grid (memory settings run before the backend)."""
+    got = engine_answers["fractions"]
+    wrong: list[Any] = []
+    seen: set[tuple[str, str, str]] = set()
+    for sm in ARCH_SMS:
+        for kind in ("std", "mla"):
+            for gib in ARCH_GIB:
+                for tp in ARCH_TPS:
+                    key = f"arch|{sm}|{kind}|{gib}|{tp}"
+                    answer = got[key]
+                    assert isinstance(answer, list), f"{key}: SGLang raised {answer}"
+                    wrong += _agrees(key, answer, sm, kind, gib, tp, [f"--tp={tp}"])
+                    seen.add((sm, kind, answer[2]))
+    assert not wrong, wrong
+    # the product's main case: DeepSeek-V3 on B200 / B300 is trtllm_mla without prefill graphs
+    assert ("10.0", "mla", "trtllm_mla") in seen and ("10.3", "mla", "trtllm_mla") in seen
+    assert got["arch|10.0|mla|180|8"][5] == "disabled"
+    assert got["arch|10.0|mla|180|8"][0] == got["arch|9.0|mla|180|8"][0]  # the reserve stays in f
+    assert len(seen) >= 6  # fa3, trtllm_mla, triton, trtllm_mha, flashinfer at least
+
+
+@pytest.mark.parametrize("name", sorted(ARCH_EXTRAS))
+def test_attention_backend_flags_match_sglang(engine_answers: dict[str, Any], name: str) -> None:
+    sm, kind, gib, fields, flags = ARCH_EXTRAS[name]
+    answer = engine_answers["fractions"][name]
+    if name.endswith("-refused"):
+        assert isinstance(answer, str), answer
+    assert _agrees(name, answer, sm, kind, gib, fields.get("tp_size", 1), flags) == []
+
+
+def test_own_backend_architectures_are_sglangs(engine_answers: dict[str, Any]) -> None:
+    """The architectures whose model override writes a backend or a page size: flightcheck
+    models the DeepSeek family's and Kimi-K3's, and says "unknown" for every other one."""
+    modelled = sglang.DEEPSEEK_FAMILY_ARCHS | {sglang.KIMI_K3_ARCH}
+    assert set(engine_answers["own_backend_archs"]) - modelled == sglang.OWN_BACKEND_ARCHS
+    (predicate,) = engine_answers["own_backend_predicates"]
+    assert all(part in predicate for part in sglang.OWN_BACKEND_ARCH_PARTS)

@@ -81,6 +81,8 @@ def build(
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
+    if intent.engine == "sglang":
+        _sglang_attention(m, intent.engine_flags or [], compute_capability)
     if ck.unread and ck.gguf_groups is None:
         m.error = f"weights not counted: {ck.gguf_uncounted or ck.unread}"
         return m
@@ -115,6 +117,25 @@ def build(
     resolve_utilization(m, intent.gpu_memory_utilization)
     resolve_reserve(m, intent.reserve_gib)
     return m
+
+
+def _sglang_attention(m: MemoryModel, flags: list[str], capability: str | None) -> None:
+    """The attention backends SGLang picks on this GPU, and what they change: the KV pool
+    is a whole number of their pages; DeepSeek-V3 on trtllm_mla captures no prefill graph
+    while its fraction keeps the 1.5 GiB reserved for one (see ``_knowledge.sglang``)."""
+    assert m.cfg is not None
+    archs = list(m.cfg.outer_architectures or m.cfg.architectures)
+    choice = sglang.attention_backends(capability, m.cfg.mla, archs, flags, dsa=m.cfg.dsa)
+    m.sglang_attention = choice
+    if choice is None:
+        return
+    if choice.refusal is not None:
+        m.notes.append(f"SGLang refuses the attention backend on compute capability {capability}: {choice.refusal}")
+    elif choice.prefill_graphs_off:
+        m.notes.append(
+            f"SGLang picks {choice.prefill} on compute capability {capability} and captures no prefill CUDA "
+            "graph; mem_fraction_static still reserves 1.5 GiB for one (it is set before the backend)"
+        )
 
 
 def _scale_to_index(m: MemoryModel, ck: Checkpoint) -> None:

@@ -80,6 +80,9 @@ class ModelConfig:
     vision: tuple[int, int] | None = None
     #: the top-level ``architectures`` (a multimodal wrapper's; SGLang's hf_config.architectures)
     outer_architectures: tuple[str, ...] = ()
+    #: a DeepSeek-family sparse-attention (DSA) model: config.json has ``index_topk``
+    #: (SGLang's configs/model_config.py ``is_deepseek_dsa``, which also asks the architecture)
+    dsa: bool = False
 
     @property
     def mla(self) -> bool:
@@ -177,6 +180,7 @@ def parse(doc: dict[str, Any], hf_quant: dict[str, Any] | None = None) -> ModelC
     c.sglang_context = sglang.context_length(d)
     outer = doc.get("architectures")
     c.outer_architectures = tuple(a for a in outer if isinstance(a, str)) if isinstance(outer, list) else ()
+    c.dsa = doc.get("index_topk") is not None
     vision = doc.get("vision_config")
     if isinstance(vision, dict):
         # memory_hook.py adjust_mem_fraction_for_vlm: getattr(vision_config, ..., 24 / 1024)

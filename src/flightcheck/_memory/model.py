@@ -68,6 +68,9 @@ class MemoryModel:
     sglang_opts: dict[str, Any] = field(default_factory=dict)
     #: SGLang: what a multimodal model's KV budget loses (``_knowledge.sglang.mm_reservation_bytes``)
     sglang_mm: int = 0
+    #: SGLang: the attention backends it picks for this model on the GPU used
+    #: (``_knowledge.sglang.attention_backends``; None: vLLM, or the compute capability unknown)
+    sglang_attention: sglang.AttentionChoice | None = None
 
     # ------------------------------------------------------------------ what-ifs
 
@@ -190,6 +193,9 @@ class MemoryModel:
         if f is None or self.engine != "sglang":
             return None
         tokens = max(0, f.max_model_len_fit)
+        # pool_configurator.py ``calculate_pool_sizes``: the pool is a whole number of pages
+        page = (self.sglang_attention.page_size if self.sglang_attention else None) or 1
+        tokens = tokens // page * page
         context = f.max_model_len or (self.cfg.sglang_context if self.cfg else 2048)
         given = self.sglang_opts.get("max_running")
         running = sglang.max_running_requests(tokens, context, given, self.attn_dp) if tokens > 1 else 0
@@ -200,6 +206,7 @@ class MemoryModel:
             "max_running_requests": running,
             "req_to_token_bytes": sglang.req_to_token_bytes(running, context),
             "free_before_load_bytes": self.free_before_load() or 0,
+            "page_size": page,
         }
 
     def capacity(self, fit: Fit | None = None) -> Capacity | None:
