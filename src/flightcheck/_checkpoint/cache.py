@@ -14,10 +14,8 @@ turns the cache off. Nothing is ever written into the model directory.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,6 +24,11 @@ import msgspec
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.shardio import open_regular, pread_all
 from flightcheck._checkpoint.validate import ShardScan
+
+try:  # hashlib's own blake2b, without loading OpenSSL's hashes (~3 ms) for a file name
+    from _blake2 import blake2b as _blake2b
+except ImportError:  # pragma: no cover - a Python built without it
+    from hashlib import blake2b as _blake2b
 
 #: Bump when ShardScan / IndexScan change meaning: older files are then ignored.
 FORMAT = "flightcheck.ckpt-cache/4"  # 4: problems carry kinds, not check codes
@@ -159,6 +162,8 @@ def write_owned(path: Path, data: bytes, prefix: str) -> str | None:
         return f"cache not written: {why}"
     _remove_orphans(path.parent, prefix)
     try:
+        import tempfile  # only when writing (a warm run writes nothing)
+
         fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=path.parent)
     except OSError as exc:
         return f"cache not written: {exc.strerror or exc}"
@@ -207,7 +212,7 @@ class ScanCache:
     def __init__(self, model_dir: Path, *, env: Mapping[str, str] | None = None) -> None:
         self.model_dir = str(model_dir)
         self.enabled = enabled(env)
-        digest = hashlib.blake2b(self.model_dir.encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
+        digest = _blake2b(self.model_dir.encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
         where = cache_dir(env)
         self.enabled = self.enabled and where is not None
         self.path = where / f"ckpt-{digest}.msgpack" if where is not None else None

@@ -23,10 +23,9 @@ from flightcheck._checkpoint import bounded
 from flightcheck._checkpoint import index as idx
 from flightcheck._checkpoint.cache import FileKey, IndexScan, ScanCache, file_key
 from flightcheck._checkpoint.guard import Guard
-from flightcheck._checkpoint.model import Checkpoint, Finding
+from flightcheck._checkpoint.model import TIMEOUT_S, Checkpoint, Finding, ScanStats
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete_downloads, offline, resolve
-from flightcheck._checkpoint.scan import TIMEOUT_S, scan_paths
 from flightcheck._checkpoint.shardio import TooLarge, read_small
 from flightcheck._checkpoint.validate import ShardScan, scan_read
 from flightcheck._knowledge.units import si_bytes
@@ -185,7 +184,9 @@ def _load(
         if isinstance(st, os.stat_result):
             index_key = file_key(st)
             ck.index = ck.index or cache.index(index_key)
-            index_cost = st.st_size // 2 if ck.index is None else 0
+            # parsing the index costs ~0.9x what the same bytes of headers cost (measured:
+            # bench/bench_checkpoint.py --profile)
+            index_cost = st.st_size * 9 // 10 if ck.index is None else 0
         if ck.index is None:  # read it now, meanwhile: parse_index waits for it (to the deadline)
             index_read = bounded.imap(idx.read_bytes, [index_path], deadline=deadline, budget=timeout)
     # Scan what is on disk now, while (if needed) this process parses the index: for a
@@ -234,15 +235,23 @@ def _load(
         if index_key is not None and ck.index.problem is None:
             cache.put_index(index_key, ck.index)
 
-    fresh, ck.stats = scan_paths(
-        [r for _, r, _ in todo],
-        parent_extra=index_cost,
-        parent_work=parse_index,
-        workers=workers,
-        sha=sha,
-        timeout=max(0.1, deadline - time.monotonic()),
-        header_bytes=index_cost * 3 if index_cost else None,  # a header entry is ~1.4x the index's
-    )
+    fresh: list[ShardScan] = []
+    if todo:
+        from flightcheck._checkpoint.scan import scan_paths  # (subprocess: not imported on a warm run)
+
+        fresh, ck.stats = scan_paths(
+            [r for _, r, _ in todo],
+            parent_extra=index_cost,
+            parent_work=parse_index,
+            workers=workers,
+            sha=sha,
+            timeout=max(0.1, deadline - time.monotonic()),
+            header_bytes=index_cost * 3 // 2 if index_cost else None,  # a header entry is ~1.35x the index's
+        )
+    else:  # every shard cached (or none to read): only the index, if it changed
+        t_index = time.perf_counter()
+        parse_index()
+        ck.stats = ScanStats(seconds=time.perf_counter() - t_index)
     for (name, real, key), scan in zip(todo, fresh):
         scans[name] = scan
         if _utf8(real):  # the cache (msgpack) keeps UTF-8 paths only

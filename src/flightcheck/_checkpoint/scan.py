@@ -25,7 +25,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import Any
 
@@ -33,6 +32,7 @@ import msgspec
 
 from flightcheck._checkpoint import validate
 from flightcheck._checkpoint.bounded import Hung, imap
+from flightcheck._checkpoint.model import TIMEOUT_S, ScanStats
 from flightcheck._checkpoint.shardio import MAX_HEADER, read_header
 from flightcheck._checkpoint.validate import ShardScan, scan_many, scan_read
 
@@ -40,8 +40,10 @@ from flightcheck._checkpoint.validate import ShardScan, scan_many, scan_read
 PARALLEL_MIN_BYTES = 6 << 20
 #: What starting one worker costs, in header bytes parsed meanwhile (~25 ms).
 WORKER_START_BYTES = 3 << 20
+#: What this process does besides scanning, in header bytes: ``check`` starts the read
+#: first and imports, collects, evaluates and reports meanwhile (~0.1 s of one CPU).
+PARENT_BUSY_BYTES = 12 << 20
 MAX_WORKERS = 16
-TIMEOUT_S = 30.0  # the whole scan: past it, a shard that has not answered is unreadable
 REAP_S = 2.0  # after SIGKILL: a process stuck in the kernel (dead NFS) is left to the OS
 
 # this directory first: the site-packages that holds msgspec may hold a `validate` of its
@@ -56,18 +58,6 @@ def cpus() -> int:
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
     return max(1, n)
-
-
-@dataclass
-class ScanStats:
-    """How a scan went, for the report's evidence and the benchmark."""
-
-    shards: int = 0
-    cached: int = 0
-    scanned: int = 0
-    workers: int = 0
-    fallbacks: int = 0  # shards a worker failed to return, rescanned here
-    seconds: float = 0.0
 
 
 def header_length(path: str) -> int:
@@ -215,7 +205,7 @@ def scan_paths(
     sink: SimpleQueue[tuple[int, int, Any]] = SimpleQueue()
     try:
         if workers > 0:
-            bins = _partition(costs, [parent_extra] + [penalty] * workers)
+            bins = _partition(costs, [parent_extra + (PARENT_BUSY_BYTES if penalty else 0)] + [penalty] * workers)
             mine = bins[0]
             for share in bins[1:]:
                 if not share:
