@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import os
+import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -150,20 +151,21 @@ def _load(
     # looks at each file inside its task, before it is read: a hung mount still cannot hang.
     tasks: list[Callable[[], Any]] = [
         lambda: _config_raw(root, guard),
-        lambda: _safetensors_in(root),
+        lambda: _listing(root),
         lambda: _index_stat(index_paths[0], guard),
         root.resolve,
         lambda: _index_stat(index_paths[1], guard),
     ]
     first = dict(bounded.imap(lambda f: f(), tasks, deadline=deadline, budget=timeout))
     _read_config(ck, root, guard, first[0])
-    if _other_format(ck, root, engine, load_format):
+    listing = first[1] if isinstance(first[1], tuple) else None
+    if _other_format(ck, root, engine, load_format, listing[1] if listing else None):
         _hf_cache_checks(ck, guard)
         ck.seconds = time.perf_counter() - t0
         return ck
     cache = ScanCache(first[3] if isinstance(first[3], Path) else root, env=cache_env)
     ck.cache = "off" if not cache.enabled else "cold"
-    on_disk = first[1] if isinstance(first[1], list) else []
+    on_disk = listing[0] if listing else []
     mistral = _mistral_format(engine, load_format, on_disk)
     if mistral:
         on_disk = [n for n in on_disk if fnmatch.fnmatchcase(n, mistral[0])]
@@ -202,7 +204,8 @@ def _load(
     hung: set[str] = set()
     half = time.monotonic() + (deadline - time.monotonic()) / 2
     paths = [str(root / n) for n in names]
-    for i, got in bounded.imap(lambda p: _stat_real(p, guard), paths, deadline=half, budget=timeout / 2):
+    real_root = str(first[3]) if isinstance(first[3], Path) else None
+    for i, got in bounded.imap(lambda p: _stat_real(p, guard, real_root), paths, deadline=half, budget=timeout / 2):
         name = names[i]
         if isinstance(got, bounded.Hung):
             scans[name] = scan_read(got)  # FC508: its stat did not answer
@@ -275,11 +278,18 @@ def _load(
     return ck
 
 
-def _stat_real(path: str, guard: Guard) -> tuple[os.stat_result, str] | str:
-    """A shard's stat and real path; or why it is withheld (:mod:`.guard`), not read."""
+def _stat_real(path: str, guard: Guard, real_root: str | None = None) -> tuple[os.stat_result, str] | str:
+    """A shard's stat and real path; or why it is withheld (:mod:`.guard`), not read.
+    ``real_root``: the directory's real path: a file that is not a symbolic link is then
+    there, without ``realpath``'s lstat of every path component (each a round trip on a
+    network filesystem)."""
     why = guard.withheld(path)
     if why:
         return why
+    if real_root is not None:
+        st = os.lstat(path)
+        if not stat.S_ISLNK(st.st_mode):
+            return st, os.path.join(real_root, os.path.basename(path))
     return os.stat(path), os.path.realpath(path)
 
 
@@ -308,11 +318,17 @@ def _config_raw(root: Path, guard: Guard) -> bytes | OSError | str:
         return exc
 
 
-def _safetensors_in(root: Path) -> list[str]:
+def _listing(root: Path) -> tuple[list[str], list[str] | None]:
+    """(the ``*.safetensors`` names, the names of every file) of the directory, sorted: one
+    listing for both the shards and :func:`_other_format`; the files are None when one
+    entry cannot be told (a symbolic link loop)."""
+    with os.scandir(root) as it:
+        entries = list(it)
+    shards = sorted(e.name for e in entries if e.name.endswith(".safetensors"))
     try:
-        return sorted(e.name for e in os.scandir(root) if e.name.endswith(".safetensors"))
+        return shards, sorted(e.name for e in entries if e.is_file())
     except OSError:
-        return []
+        return shards, None
 
 
 def _read_config(ck: Checkpoint, root: Path, guard: Guard, got: Any = None) -> None:
@@ -459,7 +475,9 @@ def _not_found(ck: Checkpoint, model: str, envs: tuple[Mapping[str, str | None],
     ck.findings.append(Finding(Kind.NOT_FOUND, f"model:{model}", message, fix=fix, severity=severity))
 
 
-def _other_format(ck: Checkpoint, root: Path, engine: str | None, load_format: str | None) -> bool:
+def _other_format(
+    ck: Checkpoint, root: Path, engine: str | None, load_format: str | None, files: list[str] | None = None
+) -> bool:
     """True when the engine will not read ``*.safetensors`` from ``root``: a load format
     that reads no weights (``dummy``), one with a loader of its own, or the default
     loader's ``*.bin`` / ``*.pt`` fallback (and ``*.gguf`` for models that read it). Sets
@@ -476,10 +494,9 @@ def _other_format(ck: Checkpoint, root: Path, engine: str | None, load_format: s
     if patterns is None:
         ck.unread = f"{flag} {fmt}: flightcheck reads safetensors only; this format's files are not checked"
         return True
-    try:
-        names = sorted(e.name for e in os.scandir(root) if e.is_file())
-    except OSError:
+    if files is None:  # the listing failed or did not answer
         return False
+    names = files
     for pattern in patterns:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern) and n not in knowledge.NOT_WEIGHT_FILES]
         if not hits:
