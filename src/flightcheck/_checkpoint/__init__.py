@@ -9,8 +9,10 @@ cross-node checks compare.
 Submodules: ``reader`` (``load``: resolve, scan, cross-check), ``model`` (what it returns),
 ``problems`` (the kinds), ``resolve`` (path or HF cache), ``shardio`` (reading the directory's files,
 never blocking), ``validate`` (one header, also the workers' body), ``scan`` (many
-headers, parallel), ``index`` / ``crosscheck`` (the index against the
-headers), ``cache`` (per-shard summaries), ``section`` (the facts section). The read for
+headers, parallel), ``workers`` (the worker processes, started before the reader is
+imported when a directory will be read cold), ``index`` / ``crosscheck`` (the index
+against the headers), ``cache`` (per-shard summaries; ``cachepath``: where its file is),
+``section`` (the facts section). The read for
 a launch (with the engine's environment, and ``--deep``'s throughput) is
 ``flightcheck._collect.checkpoint.read_checkpoint``.
 """

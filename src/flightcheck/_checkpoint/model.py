@@ -12,7 +12,6 @@ from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.resolve import Resolved
 from flightcheck._checkpoint.validate import ShardScan
 
-
 TIMEOUT_S = 30.0  # the whole scan: past it, a shard that has not answered is unreadable
 
 

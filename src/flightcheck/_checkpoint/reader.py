@@ -13,6 +13,7 @@ import dataclasses
 import fnmatch
 import os
 import stat
+import subprocess  # (types: the scan's workers)
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -46,6 +47,7 @@ def load(
     timeout: float | None = None,
     engine: str | None = None,
     load_format: str | None = None,
+    ready: list[subprocess.Popen[bytes]] | None = None,
 ) -> Checkpoint:
     """Resolve and read ``model``; see the module docstring. ``sha``: every scan also
     carries its header's sha256 (for ``collect``; cached scans without one are redone).
@@ -57,7 +59,9 @@ def load(
     worker and is given up on at the deadline (a shard that has not answered is FC508,
     "did not answer within N s"); whatever else would still hang (a dead mount under the
     directory itself) ends the read a moment later with the model unreadable. Default:
-    ``$FLIGHTCHECK_CHECKPOINT_TIMEOUT`` seconds, else ``scan.TIMEOUT_S``."""
+    ``$FLIGHTCHECK_CHECKPOINT_TIMEOUT`` seconds, else ``scan.TIMEOUT_S``. ``ready``: scan
+    workers already started (:func:`.workers.start_early`); the caller kills those the
+    scan did not take out of the list."""
     t0 = time.perf_counter()
     if timeout is None:
         timeout = _env_timeout()
@@ -76,6 +80,7 @@ def load(
                 timeout,
                 engine=engine,
                 load_format=load_format,
+                ready=ready,
             ),
             deadline=deadline + GRACE_S,
             budget=timeout,
@@ -119,6 +124,7 @@ def _load(
     *,
     engine: str | None = None,
     load_format: str | None = None,
+    ready: list[subprocess.Popen[bytes]] | None = None,
 ) -> Checkpoint:
     t0 = time.perf_counter()
     res = resolve(model, revision=revision, envs=envs, download_dir=download_dir)
@@ -186,9 +192,10 @@ def _load(
         if isinstance(st, os.stat_result):
             index_key = file_key(st)
             ck.index = ck.index or cache.index(index_key)
-            # parsing the index costs ~0.9x what the same bytes of headers cost (measured:
-            # bench/bench_checkpoint.py --profile)
-            index_cost = st.st_size * 9 // 10 if ck.index is None else 0
+            # parsing the index costs ~0.75x what the same bytes of headers cost (measured
+            # with bench/bench_checkpoint.py: the process that parses the index also
+            # scans a quarter of the shards and both end together)
+            index_cost = st.st_size * 3 // 4 if ck.index is None else 0
         if ck.index is None:  # read it now, meanwhile: parse_index waits for it (to the deadline)
             index_read = bounded.imap(idx.read_bytes, [index_path], deadline=deadline, budget=timeout)
     # Scan what is on disk now, while (if needed) this process parses the index: for a
@@ -249,7 +256,8 @@ def _load(
             workers=workers,
             sha=sha,
             timeout=max(0.1, deadline - time.monotonic()),
-            header_bytes=index_cost * 3 // 2 if index_cost else None,  # a header entry is ~1.35x the index's
+            header_bytes=index_cost * 16 // 9 if index_cost else None,  # the headers: ~1.33x the index
+            ready=ready,
         )
     else:  # every shard cached (or none to read): only the index, if it changed
         t_index = time.perf_counter()
