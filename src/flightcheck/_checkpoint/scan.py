@@ -29,13 +29,13 @@ from typing import Any
 import msgspec
 
 from flightcheck._checkpoint import validate
+from flightcheck._checkpoint import workers as _workers
 from flightcheck._checkpoint.bounded import Hung, imap
 from flightcheck._checkpoint.model import TIMEOUT_S, ScanStats
 from flightcheck._checkpoint.shardio import MAX_HEADER, read_header
 from flightcheck._checkpoint.validate import ShardScan, scan_many, scan_read
 from flightcheck._checkpoint.workers import (
     BOOT,
-    WORKER_START_BYTES,
     how_many,
     kill,
     popen,
@@ -159,11 +159,11 @@ def scan_paths(
     total = sum(c for _, c in costs)
     penalty = 0  # forced worker counts get an even split (tests, benchmarks)
     if workers is None:
-        workers, penalty = 0, WORKER_START_BYTES
+        workers, penalty = 0, _workers.WORKER_START_BYTES
         workers = how_many(total, len(paths))
         if ready and workers:
             workers = max(workers, min(len(ready), len(paths) - 1))
-            penalty = WORKER_START_BYTES // 2  # started already, maybe still starting
+            penalty = _workers.WORKER_START_BYTES // 2  # started already, maybe still starting
     procs: list[subprocess.Popen[bytes]] = []
     shares: list[list[int]] = []
     mine = list(range(len(paths)))
