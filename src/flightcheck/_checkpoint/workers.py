@@ -11,16 +11,18 @@ waits for its work on stdin (:func:`.scan._send`) and is killed if none comes.
 from __future__ import annotations
 
 import os
-import signal
 import stat
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
 from importlib.util import find_spec
+from typing import TYPE_CHECKING
 
 from flightcheck._checkpoint import bounded
 from flightcheck._checkpoint.cachepath import cache_file
+
+if TYPE_CHECKING:
+    import subprocess
 
 #: Below this much header to parse (bytes), workers cost more than they save.
 PARALLEL_MIN_BYTES = 6 << 20
@@ -56,6 +58,8 @@ def how_many(header_bytes: int, shards: int) -> int:
 
 def popen(boot: str) -> subprocess.Popen[bytes]:
     """A worker running ``boot`` (``BOOT`` filled in), waiting for its work on stdin."""
+    import subprocess  # (here: a warm run starts none)
+
     return subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", boot],
         stdin=subprocess.PIPE,
@@ -67,6 +71,9 @@ def popen(boot: str) -> subprocess.Popen[bytes]:
 
 def kill(proc: subprocess.Popen[bytes]) -> None:
     """Kill a worker's process group and reap it (waiting at most REAP_S)."""
+    import signal
+    import subprocess
+
     if proc.stdin is not None:
         try:
             proc.stdin.close()
