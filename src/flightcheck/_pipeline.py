@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from flightcheck._checks.evaluate import evaluate
 from flightcheck._collect import collect
-from flightcheck._collect.checkpoint import read_checkpoint, start_reading
+from flightcheck._collect.checkpoint import Early, read_checkpoint, start_reading
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.intent import Intent
 from flightcheck._vocabulary.report import Report
@@ -33,6 +33,7 @@ def assess(
     facts_docs: Iterable[dict[str, Any]] = (),
     strict: bool = False,
     settle: Callable[[Intent], Intent] | None = None,
+    early: Early | None = None,
 ) -> Report:
     """Collect the facts (files over live collection), read ``intent.model``'s checkpoint
     with the engine's environment, and evaluate; ``report.timings`` has each stage.
@@ -41,9 +42,14 @@ def assess(
     ``_launch.engine_ask.start_asking``). Collection and the checkpoint read run with the
     provisional ``intent``; then ``settle(intent)`` gives the final one, which is evaluated.
     What was collected for the provisional reading is kept unless the final one changes
-    what collection depends on (then that part is done again)."""
+    what collection depends on (then that part is done again).
+
+    ``early``: a read of ``intent.model`` the caller already started with
+    :func:`~flightcheck._collect.checkpoint.start_reading` (before importing this module:
+    the scan then overlaps the imports)."""
     t0 = time.perf_counter()
-    early = start_reading(intent)  # a model directory is read while the facts are collected
+    if early is None:
+        early = start_reading(intent)  # a model directory is read while the facts are collected
     facts = collect(intent, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs)
     checkpoint = read_checkpoint(intent, facts, early)
     t1 = time.perf_counter()

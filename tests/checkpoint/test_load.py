@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -359,3 +360,38 @@ def test_a_foreign_validate_module_beside_msgspec_is_not_imported(
     paths = sorted(str(p) for p in healthy(tmp_path, shards=3).glob("*.safetensors"))
     scans, stats = scan_paths(paths, workers=1)
     assert stats.workers == 1 and stats.fallbacks == 0 and all(s.ok for s in scans)
+
+
+def test_workers_start_early_only_for_a_directory_read_cold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``check`` starts a cold read's workers before importing the reader: they do the
+    scan (the same scans), and once the directory has a cache file none is started."""
+    from flightcheck._checkpoint import workers
+
+    monkeypatch.setattr(workers, "cpus", lambda: 2)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 1)  # this tiny index counts as big
+    monkeypatch.setattr(workers, "WORKER_START_BYTES", 1)
+    root = healthy(tmp_path, shards=3)
+    alone = load(str(root), workers=0)
+    shutil.rmtree(tmp_path / "xdg")  # cold again
+    ready = workers.start_early(str(root))
+    assert len(ready) == 1 and ready[0].returncode is None
+    taken = ready[0]
+    ck = load(str(root), ready=ready)
+    assert ready == [] and ck.stats.workers == 1 and ck.cache == "cold"
+    assert taken.returncode is not None  # used, then killed and reaped by the scan
+    assert [s.scan for s in ck.shards] == [s.scan for s in alone.shards]
+    assert workers.start_early(str(root)) == []  # the cache file is there now: a warm read
+
+
+def test_workers_started_for_nothing_are_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flightcheck._checkpoint import workers
+
+    monkeypatch.setattr(workers, "cpus", lambda: 3)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(workers, "WORKER_START_BYTES", 1)
+    ready = workers.start_early(str(healthy(tmp_path, shards=3)))
+    assert len(ready) == 2
+    for proc in ready:
+        workers.kill(proc)
+    assert all(p.returncode is not None for p in ready)
+    assert workers.start_early(str(tmp_path / "nowhere")) == []

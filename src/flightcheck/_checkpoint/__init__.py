@@ -9,10 +9,12 @@ cross-node checks compare.
 Submodules: ``reader`` (``load``: resolve, scan, cross-check), ``model`` (what it returns),
 ``problems`` (the kinds), ``resolve`` (path or HF cache), ``shardio`` (reading the directory's files,
 never blocking), ``validate`` (one header, also the workers' body), ``scan`` (many
-headers, parallel), ``index`` / ``crosscheck`` (the index against the
-headers), ``cache`` (per-shard summaries), ``section`` (the facts section), ``gguf`` (a
-GGUF header, bounded), ``ggufnames`` (a Flint GGUF's tensors as the memory model's
-groups), ``guard`` (what root may read for a directory's owner, ACLs included). The read for
+headers, parallel), ``workers`` (the worker processes, started before the reader is
+imported when a directory will be read cold), ``index`` / ``crosscheck`` (the index
+against the headers), ``cache`` (per-shard summaries; ``cachepath``: where its file is),
+``section`` (the facts section), ``gguf`` (a GGUF header, bounded), ``ggufnames`` (a Flint
+GGUF's tensors as the memory model's groups), ``guard`` (what root may read for a
+directory's owner, ACLs included). The read for
 a launch (with the engine's environment, and ``--deep``'s throughput) is
 ``flightcheck._collect.checkpoint.read_checkpoint``.
 """

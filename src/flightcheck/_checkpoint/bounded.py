@@ -24,6 +24,10 @@ R = TypeVar("R")
 #: Concurrent calls at most: a 96-shard model's files all in one round trip (a thread
 #: costs ~50 us to start and a few pages of memory).
 THREADS = 128
+#: Threads started at once; the rest start when the calls have not all answered within
+#: GROW_S (a slow filesystem), so local files do not pay for 96 thread starts.
+FIRST_THREADS = 4
+GROW_S = 0.01
 
 
 class Hung(Exception):
@@ -62,8 +66,6 @@ def imap(
     for i in range(n):
         work.put(i)
     k = max(1, min(threads, n)) if n else 0
-    for _ in range(k):
-        work.put(None)
 
     def run() -> None:
         while True:
@@ -76,14 +78,52 @@ def imap(
                 r = exc
             done.put((i, r))
 
-    for _ in range(k):  # started now, not at the first next(): the calls overlap the caller's work
-        # (_thread: no wait for each to start, and never joined at exit, like a daemon)
-        _thread.start_new_thread(run, ())
-    return _results(n, k, work, done, deadline, budget)
+    pool = _Pool(run, work, k)
+    pool.start(min(k, FIRST_THREADS))  # started now, not at the first next(): the calls overlap the caller's work
+    return _results(n, pool, done, deadline, budget)
+
+
+class _Pool:
+    """The daemon threads of one :func:`imap`: a few at first (a local file answers in
+    microseconds, and 96 thread starts cost more than the calls), all of them when work is
+    still waiting after :data:`GROW_S` (a network filesystem: each call a round trip)."""
+
+    def __init__(self, run: Callable[[], None], work: SimpleQueue[int | None], most: int) -> None:
+        self.run, self.work, self.most = run, work, most
+        self.started = 0
+        self.lock = _thread.allocate_lock()
+
+    def start(self, count: int) -> None:
+        with self.lock:
+            count = min(count, self.most - self.started)
+            for _ in range(count):
+                self.work.put(None)  # one stop mark a thread, behind the work
+                # (_thread: no wait for each to start, and never joined at exit, like a daemon)
+                _thread.start_new_thread(self.run, ())
+            self.started += count
+        if self.started < self.most:
+            _thread.start_new_thread(self._grow_later, ())
+
+    def _grow_later(self) -> None:
+        time.sleep(GROW_S)
+        if self.work.qsize() > self.started:  # calls still waiting (not only stop marks)
+            self.start(self.most)
+
+    def stop(self) -> None:
+        """Drop the work not taken yet: every thread ends after its call."""
+        with self.lock:
+            while True:
+                try:
+                    self.work.get_nowait()
+                except Empty:
+                    break
+            for _ in range(self.started):
+                self.work.put(None)
+            self.most = self.started  # and no more start
 
 
 def _results(
-    n: int, k: int, work: SimpleQueue[int | None], done: SimpleQueue[tuple[int, Any]], deadline: float, budget: float
+    n: int, pool: _Pool, done: SimpleQueue[tuple[int, Any]], deadline: float, budget: float
 ) -> Iterator[tuple[int, Any]]:
     seen = [False] * n
     left = n
@@ -100,13 +140,7 @@ def _results(
             left -= 1
             yield i, r
     finally:  # the deadline, or a caller that stopped early: the threads take no new work
-        while True:
-            try:
-                work.get_nowait()
-            except Empty:
-                break
-        for _ in range(k):
-            work.put(None)
+        pool.stop()
     for i in range(n):
         if not seen[i]:
             yield i, Hung(budget)

@@ -16,7 +16,6 @@ turns the cache off. Nothing is ever written into the model directory.
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
 import stat
 from collections.abc import Mapping
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import msgspec
 
+from flightcheck._checkpoint.cachepath import cache_dir, cache_file, enabled
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.shardio import pread_all
 from flightcheck._checkpoint.validate import ShardScan
@@ -31,6 +31,20 @@ from flightcheck._checkpoint.validate import ShardScan
 #: Bump when ShardScan / IndexScan change meaning: older files are then ignored.
 FORMAT = "flightcheck.ckpt-cache/4"  # 4: problems carry kinds, not check codes
 MAX_CACHE = 256 << 20  # a 390k-tensor model's file is ~0.2 MB
+
+__all__ = [
+    "FORMAT",
+    "CacheFile",
+    "FileKey",
+    "IndexScan",
+    "ScanCache",
+    "cache_dir",  # (from .cachepath: the reader of the compile smoke test's cache uses it)
+    "enabled",
+    "file_key",
+    "read_owned",
+    "usable_dir",
+    "write_owned",
+]
 
 FileKey = tuple[int, int, int, int, int]  # size, mtime_ns, inode, ctime_ns, device
 
@@ -65,23 +79,6 @@ class CacheFile(msgspec.Struct):
 def file_key(st: os.stat_result) -> FileKey:
     """The identity of a file's content as far as stat can tell."""
     return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, st.st_dev)
-
-
-def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
-    """Where flightcheck's caches live: ``$XDG_CACHE_HOME/flightcheck`` (an absolute
-    ``XDG_CACHE_HOME`` only: the XDG spec says to ignore a relative one), else
-    ``$HOME/.cache/flightcheck``; None (no cache) when caching is off or ``HOME`` is not an
-    existing directory. Whether it may be used is :func:`usable_dir`'s question."""
-    env = os.environ if env is None else env
-    if not enabled(env):
-        return None
-    xdg = env.get("XDG_CACHE_HOME") or ""
-    if os.path.isabs(xdg):
-        return Path(xdg) / "flightcheck"
-    home = env.get("HOME") if "HOME" in env else os.path.expanduser("~")
-    if not home or not os.path.isabs(home) or not os.path.isdir(home):
-        return None  # HOME=/nonexistent (a service account): never create it
-    return Path(home) / ".cache" / "flightcheck"
 
 
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -273,22 +270,13 @@ def _remove_orphans(dfd: int, prefix: str) -> None:
             continue
 
 
-def enabled(env: Mapping[str, str] | None = None) -> bool:
-    """False when FLIGHTCHECK_NO_CACHE is set to a true value."""
-    env = os.environ if env is None else env
-    return (env.get("FLIGHTCHECK_NO_CACHE") or "").strip().lower() not in ("1", "true", "yes", "on")
-
-
 class ScanCache:
     """Load once, look up per file, store back once (only when something changed)."""
 
     def __init__(self, model_dir: Path, *, env: Mapping[str, str] | None = None) -> None:
         self.model_dir = str(model_dir)
-        self.enabled = enabled(env)
-        digest = hashlib.blake2b(self.model_dir.encode("utf-8", "surrogatepass"), digest_size=10).hexdigest()
-        where = cache_dir(env)
-        self.enabled = self.enabled and where is not None
-        self.path = where / f"ckpt-{digest}.msgpack" if where is not None else None
+        self.path = cache_file(self.model_dir, env)
+        self.enabled = self.path is not None
         #: why a cache file or directory was not used (said in the checkpoint's evidence)
         self.note: str | None = None
         self.data = CacheFile(FORMAT, self.model_dir)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from flightcheck._checkpoint.gguf import GGML_TYPES, GGUFScan
 from flightcheck._checkpoint.groups import Group, group_tensors
@@ -121,12 +122,21 @@ def flint_groups(scan: GGUFScan) -> FlintWeights:
                 True,
             )
     plain.sort()
-    groups = group_tensors([p[0] for p in plain], [p[1] for p in plain], [p[2] for p in plain], [p[3] for p in plain])
+    # group_tensors reads a safetensors header's shape: each name's entry (.dtype, .shape)
+    header = {name: _Entry(dtype, shape) for name, dtype, shape, _ in plain}
+    groups = group_tensors([p[0] for p in plain], header, {p[0]: p[3] for p in plain})
     groups += [
         Group(_EXPERT_BLOCK, layer, "", (), nbytes, count, max(1, per))
         for layer, (nbytes, count, per) in sorted(blocks.items())
     ]
     return FlintWeights(groups)
+
+
+class _Entry(NamedTuple):
+    """A tensor's entry as :func:`~.groups.group_tensors` reads it from a header."""
+
+    dtype: str
+    shape: tuple[int, ...]
 
 
 def _unmapped(name: str) -> FlintWeights:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
@@ -32,9 +34,10 @@ class Group(msgspec.Struct, array_like=True, frozen=True):
     per_item: int = 1  # tensors per expert (expert blocks)
 
 
-def group_tensors(names: list[str], dtypes: list[str], shapes: list[tuple[int, ...]], spans: list[int]) -> list[Group]:
+def group_tensors(names: list[str], header: Mapping[str, Any], span_of: Mapping[str, int]) -> list[Group]:
     """Group a shard's tensors for the memory model, touching few names one by one.
 
+    ``header`` maps each name to its entry (``dtype``, ``shape``), ``span_of`` to its bytes.
     ``names`` is sorted, so all tensors of one layer's routed experts
     (``model.layers.12.mlp.experts.*``, ~98% of a big MoE's names) are contiguous: one
     bisect finds the block and ``sum`` of a slice sizes it. The other names (attention,
@@ -59,7 +62,7 @@ def group_tensors(names: list[str], dtypes: list[str], shapes: list[tuple[int, .
                     int(m.group()) if m else -1,
                     "",
                     (),
-                    sum(spans[i:j]),
+                    sum(map(span_of.__getitem__, names[i:j])),
                     j - i,
                     max(1, per),
                 )
@@ -67,12 +70,13 @@ def group_tensors(names: list[str], dtypes: list[str], shapes: list[tuple[int, .
             i = j
             continue
         m = _FIRST.search(name)
-        key = (_collapse(name.translate(_DIGITS)), int(m.group()) if m else -1, dtypes[i], shapes[i])
+        e = header[name]
+        key = (_collapse(name.translate(_DIGITS)), int(m.group()) if m else -1, e.dtype, tuple(e.shape))
         acc = out.get(key)
         if acc is None:
-            out[key] = [spans[i], 1]
+            out[key] = [span_of[name], 1]
         else:
-            acc[0] += spans[i]
+            acc[0] += span_of[name]
             acc[1] += 1
         i += 1
     groups = [Group(p, x, d, sh, nb, c) for (p, x, d, sh), (nb, c) in out.items()]

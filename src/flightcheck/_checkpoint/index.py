@@ -11,7 +11,8 @@ which tensor is missing where.
 from __future__ import annotations
 
 import posixpath
-from itertools import groupby
+from itertools import compress, islice, pairwise
+from operator import ne
 from pathlib import Path
 from typing import Any, Literal
 
@@ -76,23 +77,21 @@ def parse(raw: bytes, on_disk: list[str]) -> IndexScan:
 def _by_file(weight_map: dict[str, str]) -> dict[str, list[str]]:
     """file -> its tensor names, in C-level passes: an index lists names sorted, so one
     shard's names come in a few long runs (one Python step a run, not a tensor)."""
-    names = list(weight_map)
-    pos = 0
-    runs: dict[str, list[tuple[int, int]]] = {}
-    for file, run in groupby(weight_map.values()):
-        k = len(list(run))
-        spans = runs.get(file)
-        if spans is None:
-            runs[file] = [(pos, pos + k)]
-        else:
-            spans.append((pos, pos + k))
-        pos += k
+    return _runs(list(weight_map), list(weight_map.values()))
+
+
+def _runs(names: list[str], files: list[str]) -> dict[str, list[str]]:
+    """file -> its names, ``files[i]`` being the file of ``names[i]``."""
+    n = len(files)
+    # where the file changes: one C pass (identical strings compare by identity first)
+    cuts = [0, *compress(range(1, n), map(ne, files, islice(files, 1, None))), n]
     out: dict[str, list[str]] = {}
-    for file, spans in runs.items():
-        if len(spans) == 1:
-            out[file] = names[spans[0][0] : spans[0][1]]
+    for a, b in pairwise(cuts):
+        got = out.get(files[a])
+        if got is None:
+            out[files[a]] = names[a:b]
         else:
-            out[file] = [n for a, b in spans for n in names[a:b]]
+            got += names[a:b]
     return out
 
 

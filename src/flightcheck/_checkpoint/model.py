@@ -12,8 +12,21 @@ from flightcheck._checkpoint.gguf import GGUFScan
 from flightcheck._checkpoint.groups import Group
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.resolve import Resolved
-from flightcheck._checkpoint.scan import ScanStats
 from flightcheck._checkpoint.validate import ShardScan
+
+TIMEOUT_S = 30.0  # the whole scan: past it, a shard that has not answered is unreadable
+
+
+@dataclass
+class ScanStats:
+    """How a scan went, for the report's evidence and the benchmark."""
+
+    shards: int = 0
+    cached: int = 0
+    scanned: int = 0
+    workers: int = 0
+    fallbacks: int = 0  # shards a worker failed to return, rescanned here
+    seconds: float = 0.0
 
 
 @dataclass(frozen=True)

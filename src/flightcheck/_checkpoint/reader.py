@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import os
-import shlex
+import stat
+import subprocess  # (types: the scan's workers)
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,10 +25,9 @@ from flightcheck._checkpoint import bounded
 from flightcheck._checkpoint import index as idx
 from flightcheck._checkpoint.cache import FileKey, IndexScan, ScanCache, file_key
 from flightcheck._checkpoint.guard import Guard
-from flightcheck._checkpoint.model import Checkpoint, Finding
+from flightcheck._checkpoint.model import TIMEOUT_S, Checkpoint, Finding, ScanStats
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete_downloads, offline, resolve
-from flightcheck._checkpoint.scan import TIMEOUT_S, scan_paths
 from flightcheck._checkpoint.shardio import TooLarge, read_small
 from flightcheck._checkpoint.validate import ShardScan, scan_read
 from flightcheck._knowledge.units import si_bytes
@@ -47,6 +47,7 @@ def load(
     timeout: float | None = None,
     engine: str | None = None,
     load_format: str | None = None,
+    ready: list[subprocess.Popen[bytes]] | None = None,
 ) -> Checkpoint:
     """Resolve and read ``model``; see the module docstring. ``sha``: every scan also
     carries its header's sha256 (for ``collect``; cached scans without one are redone).
@@ -58,7 +59,9 @@ def load(
     worker and is given up on at the deadline (a shard that has not answered is FC508,
     "did not answer within N s"); whatever else would still hang (a dead mount under the
     directory itself) ends the read a moment later with the model unreadable. Default:
-    ``$FLIGHTCHECK_CHECKPOINT_TIMEOUT`` seconds, else ``scan.TIMEOUT_S``."""
+    ``$FLIGHTCHECK_CHECKPOINT_TIMEOUT`` seconds, else ``scan.TIMEOUT_S``. ``ready``: scan
+    workers already started (:func:`.workers.start_early`); the caller kills those the
+    scan did not take out of the list."""
     t0 = time.perf_counter()
     if timeout is None:
         timeout = _env_timeout()
@@ -77,6 +80,7 @@ def load(
                 timeout,
                 engine=engine,
                 load_format=load_format,
+                ready=ready,
             ),
             deadline=deadline + GRACE_S,
             budget=timeout,
@@ -120,6 +124,7 @@ def _load(
     *,
     engine: str | None = None,
     load_format: str | None = None,
+    ready: list[subprocess.Popen[bytes]] | None = None,
 ) -> Checkpoint:
     t0 = time.perf_counter()
     res = resolve(model, revision=revision, envs=envs, download_dir=download_dir)
@@ -152,20 +157,21 @@ def _load(
     # looks at each file inside its task, before it is read: a hung mount still cannot hang.
     tasks: list[Callable[[], Any]] = [
         lambda: _config_raw(root, guard),
-        lambda: _safetensors_in(root),
+        lambda: _listing(root),
         lambda: _index_stat(index_paths[0], guard),
         root.resolve,
         lambda: _index_stat(index_paths[1], guard),
     ]
     first = dict(bounded.imap(lambda f: f(), tasks, deadline=deadline, budget=timeout))
     _read_config(ck, root, guard, first[0])
-    if _other_format(ck, root, engine, load_format, guard=guard, deadline=deadline, timeout=timeout):
+    listing = first[1] if isinstance(first[1], tuple) else None
+    if _other_format(ck, root, engine, load_format, listing, guard=guard, deadline=deadline, timeout=timeout):
         _hf_cache_checks(ck, guard)
         ck.seconds = time.perf_counter() - t0
         return ck
     cache = ScanCache(first[3] if isinstance(first[3], Path) else root, env=cache_env)
     ck.cache = "off" if not cache.enabled else "cold"
-    on_disk = first[1] if isinstance(first[1], list) else []
+    on_disk = listing[0] if listing else []
     mistral = _mistral_format(engine, load_format, on_disk)
     if mistral:
         on_disk = [n for n in on_disk if fnmatch.fnmatchcase(n, mistral[0])]
@@ -186,7 +192,10 @@ def _load(
         if isinstance(st, os.stat_result):
             index_key = file_key(st)
             ck.index = ck.index or cache.index(index_key)
-            index_cost = st.st_size // 2 if ck.index is None else 0
+            # parsing the index costs ~0.75x what the same bytes of headers cost (measured
+            # with bench/bench_checkpoint.py: the process that parses the index also
+            # scans a quarter of the shards and both end together)
+            index_cost = st.st_size * 3 // 4 if ck.index is None else 0
         if ck.index is None:  # read it now, meanwhile: parse_index waits for it (to the deadline)
             index_read = bounded.imap(idx.read_bytes, [index_path], deadline=deadline, budget=timeout)
     # Scan what is on disk now, while (if needed) this process parses the index: for a
@@ -202,7 +211,8 @@ def _load(
     hung: set[str] = set()
     half = time.monotonic() + (deadline - time.monotonic()) / 2
     paths = [str(root / n) for n in names]
-    for i, got in bounded.imap(lambda p: _stat_real(p, guard), paths, deadline=half, budget=timeout / 2):
+    real_root = str(first[3]) if isinstance(first[3], Path) else None
+    for i, got in bounded.imap(lambda p: _stat_real(p, guard, real_root), paths, deadline=half, budget=timeout / 2):
         name = names[i]
         if isinstance(got, bounded.Hung):
             scans[name] = scan_read(got)  # FC508: its stat did not answer
@@ -235,15 +245,24 @@ def _load(
         if index_key is not None and ck.index.problem is None:
             cache.put_index(index_key, ck.index)
 
-    fresh, ck.stats = scan_paths(
-        [r for _, r, _ in todo],
-        parent_extra=index_cost,
-        parent_work=parse_index,
-        workers=workers,
-        sha=sha,
-        timeout=max(0.1, deadline - time.monotonic()),
-        header_bytes=index_cost * 3 if index_cost else None,  # a header entry is ~1.4x the index's
-    )
+    fresh: list[ShardScan] = []
+    if todo:
+        from flightcheck._checkpoint.scan import scan_paths  # (subprocess: not imported on a warm run)
+
+        fresh, ck.stats = scan_paths(
+            [r for _, r, _ in todo],
+            parent_extra=index_cost,
+            parent_work=parse_index,
+            workers=workers,
+            sha=sha,
+            timeout=max(0.1, deadline - time.monotonic()),
+            header_bytes=index_cost * 16 // 9 if index_cost else None,  # the headers: ~1.33x the index
+            ready=ready,
+        )
+    else:  # every shard cached (or none to read): only the index, if it changed
+        t_index = time.perf_counter()
+        parse_index()
+        ck.stats = ScanStats(seconds=time.perf_counter() - t_index)
     for (name, real, key), scan in zip(todo, fresh):
         scans[name] = scan
         if _utf8(real):  # the cache (msgpack) keeps UTF-8 paths only
@@ -267,11 +286,18 @@ def _load(
     return ck
 
 
-def _stat_real(path: str, guard: Guard) -> tuple[os.stat_result, str] | str:
-    """A shard's stat and real path; or why it is withheld (:mod:`.guard`), not read."""
+def _stat_real(path: str, guard: Guard, real_root: str | None = None) -> tuple[os.stat_result, str] | str:
+    """A shard's stat and real path; or why it is withheld (:mod:`.guard`), not read.
+    ``real_root``: the directory's real path: a file that is not a symbolic link is then
+    there, without ``realpath``'s lstat of every path component (each a round trip on a
+    network filesystem)."""
     why = guard.withheld(path)
     if why:
         return why
+    if real_root is not None:
+        st = os.lstat(path)
+        if not stat.S_ISLNK(st.st_mode):
+            return st, os.path.join(real_root, os.path.basename(path))
     return os.stat(path), os.path.realpath(path)
 
 
@@ -300,11 +326,18 @@ def _config_raw(root: Path, guard: Guard) -> bytes | OSError | str:
         return exc
 
 
-def _safetensors_in(root: Path) -> list[str]:
+def _listing(root: Path) -> tuple[list[str], list[str] | None, list[str]]:
+    """(the ``*.safetensors`` names, the names of every file, every name) of the directory,
+    sorted: one listing for both the shards and :func:`_other_format`; the files are None
+    when one entry cannot be told (a symbolic link loop)."""
+    with os.scandir(root) as it:
+        entries = list(it)
+    every = sorted(e.name for e in entries)
+    shards = [n for n in every if n.endswith(".safetensors")]
     try:
-        return sorted(e.name for e in os.scandir(root) if e.name.endswith(".safetensors"))
+        return shards, sorted(e.name for e in entries if e.is_file()), every
     except OSError:
-        return []
+        return shards, None, every
 
 
 def _read_config(ck: Checkpoint, root: Path, guard: Guard, got: Any = None) -> None:
@@ -471,6 +504,7 @@ def _other_format(
     root: Path,
     engine: str | None,
     load_format: str | None,
+    listing: tuple[list[str], list[str] | None, list[str]] | None = None,
     *,
     guard: Guard | None = None,
     deadline: float | None = None,
@@ -485,14 +519,11 @@ def _other_format(
     knowledge = engines.module(engine)
     fmt = (load_format or "auto").lower()
     flag = engines.flag(engine, "load_format")
-    try:
-        entries = sorted((e.name, _is_file(e)) for e in os.scandir(root))
-        names: list[str] | None = [n for n, f in entries if f]
-    except OSError:
-        entries, names = [], None
+    # the one bounded listing (:func:`_listing`): None when it failed or did not answer
+    names: list[str] | None = listing[1] if listing else None
     # as find_gguf_file's glob("*.gguf") sees the directory: every entry (a directory, a
     # dangling link too) but the hidden ones
-    gguf = [n for n, _ in entries if n.endswith(".gguf") and not n.startswith(".")]
+    gguf = [n for n in (listing[2] if listing else []) if n.endswith(".gguf") and not n.startswith(".")]
     archs = set((ck.config or {}).get("architectures") or []) if isinstance(ck.config, dict) else set()
     reads_gguf = bool(archs & set(knowledge.GGUF_ARCHITECTURES))
     if reads_gguf and len(gguf) > 1 and knowledge.GGUF_SINGLE_FILE:
@@ -594,6 +625,8 @@ def _several_gguf(
     """FC512: more than one ``*.gguf`` where the model takes exactly one (vLLM's Flint:
     ``find_gguf_file`` raises "Expected one GGUF file"). Their headers are read and judged
     as warnings: the launch fails before any of them is opened."""
+    import shlex  # (only for this fix's text: kept off the warm path)
+
     _list_other(ck, root, gguf)
     _read_gguf(ck, {n: str(root / n) for n in gguf}, guard, deadline, timeout, loaded=False)
     spare = f"{root}-other-gguf"
@@ -614,13 +647,6 @@ def _several_gguf(
         f"{len(gguf)} *.gguf files where the engine accepts one: no weight file is loaded, "
         "so none is judged as the launch's"
     )
-
-
-def _is_file(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_file()
-    except OSError:
-        return False
 
 
 def _gguf_summary(scan: Any) -> str:

@@ -19,55 +19,31 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from queue import Empty, SimpleQueue
 from typing import Any
 
 import msgspec
 
 from flightcheck._checkpoint import validate
+from flightcheck._checkpoint import workers as _workers
 from flightcheck._checkpoint.bounded import Hung, imap
+from flightcheck._checkpoint.model import TIMEOUT_S, ScanStats
 from flightcheck._checkpoint.shardio import MAX_HEADER, read_header
 from flightcheck._checkpoint.validate import ShardScan, scan_many, scan_read
+from flightcheck._checkpoint.workers import (
+    BOOT,
+    how_many,
+    kill,
+    popen,
+)
 
-#: Below this much header to parse (bytes), workers cost more than they save.
-PARALLEL_MIN_BYTES = 6 << 20
-#: What starting one worker costs, in header bytes parsed meanwhile (~25 ms).
-WORKER_START_BYTES = 3 << 20
-MAX_WORKERS = 16
-TIMEOUT_S = 30.0  # the whole scan: past it, a shard that has not answered is unreadable
-REAP_S = 2.0  # after SIGKILL: a process stuck in the kernel (dead NFS) is left to the OS
-
-# this directory first: the site-packages that holds msgspec may hold a `validate` of its
-# own (configobj installs one), which would make every worker fail
-_BOOT = "import sys;sys.path[:0]=[{here!r},{msgspec_dir!r}];import validate;sys.exit(validate.main())"
-
-
-def cpus() -> int:
-    """CPUs this process may run on (affinity and container limits included where visible)."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    return max(1, n)
-
-
-@dataclass
-class ScanStats:
-    """How a scan went, for the report's evidence and the benchmark."""
-
-    shards: int = 0
-    cached: int = 0
-    scanned: int = 0
-    workers: int = 0
-    fallbacks: int = 0  # shards a worker failed to return, rescanned here
-    seconds: float = 0.0
+# (the worker processes themselves: .workers, which starts them before this is imported)
+_BOOT = BOOT
+_kill = kill
 
 
 def header_length(path: str) -> int:
@@ -108,14 +84,13 @@ def _spawn(paths: list[str], sha: bool, seconds: float = TIMEOUT_S) -> subproces
         msgspec_dir=os.path.dirname(os.path.dirname(msgspec.__file__)),
         here=os.path.dirname(os.path.abspath(validate.__file__)),
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-I", "-S", "-c", boot],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # its own process group: a timeout kills it whole
-    )
-    assert proc.stdin is not None
+    return _send(popen(boot), paths, sha, seconds)
+
+
+def _send(proc: subprocess.Popen[bytes], paths: list[str], sha: bool, seconds: float) -> subprocess.Popen[bytes]:
+    """Give a started worker its work (it reads stdin to the end, then scans)."""
+    if proc.stdin is None:  # killed meanwhile (its reader gave up at the deadline)
+        raise OSError("the worker was stopped")
     try:
         proc.stdin.write(msgspec.msgpack.encode([paths, sha, seconds]))
         proc.stdin.close()
@@ -124,29 +99,6 @@ def _spawn(paths: list[str], sha: bool, seconds: float = TIMEOUT_S) -> subproces
         raise
     proc.stdin = None  # written and closed: must not be touched again
     return proc
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    """Kill a worker's process group and reap it (waiting at most REAP_S)."""
-    if proc.stdin is not None:
-        try:
-            proc.stdin.close()
-        except OSError:
-            pass
-        proc.stdin = None
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    try:
-        proc.wait(timeout=REAP_S)
-    except subprocess.TimeoutExpired:
-        pass  # uninterruptible (D state): Popen reaps it on a later call once it can die
-    if proc.stdout is not None:
-        try:
-            proc.stdout.close()
-        except OSError:
-            pass
 
 
 _DONE = -1  # a worker's stream ended (all sent, died, or garbled)
@@ -180,6 +132,7 @@ def scan_paths(
     timeout: float = TIMEOUT_S,
     sha: bool = False,
     header_bytes: int | None = None,
+    ready: list[subprocess.Popen[bytes]] | None = None,
 ) -> tuple[list[ShardScan], ScanStats]:
     """Scan every path (a shard file) and return their scans in order, within ``timeout``.
 
@@ -189,6 +142,8 @@ def scan_paths(
     ``header_bytes``: the headers' total length when the caller can estimate it (from the
     index's size): then no header length is read up front, which on latency-bound
     storage costs a round trip per shard; the shards are split evenly instead.
+    ``ready``: workers already started (:func:`.workers.start_early`), used first and
+    taken out of the list; the caller kills those left in it.
     """
     t0 = time.perf_counter()
     deadline = time.monotonic() + timeout
@@ -204,9 +159,11 @@ def scan_paths(
     total = sum(c for _, c in costs)
     penalty = 0  # forced worker counts get an even split (tests, benchmarks)
     if workers is None:
-        workers, penalty = 0, WORKER_START_BYTES
-        if total >= PARALLEL_MIN_BYTES and len(paths) > 1:
-            workers = min(MAX_WORKERS, len(paths) - 1, max(1, cpus() - 1), max(1, total // (2 * WORKER_START_BYTES)))
+        workers, penalty = 0, _workers.WORKER_START_BYTES
+        workers = how_many(total, len(paths))
+        if ready and workers:
+            workers = max(workers, min(len(ready), len(paths) - 1))
+            penalty = _workers.WORKER_START_BYTES // 2  # started already, maybe still starting
     procs: list[subprocess.Popen[bytes]] = []
     shares: list[list[int]] = []
     mine = list(range(len(paths)))
@@ -220,8 +177,12 @@ def scan_paths(
             for share in bins[1:]:
                 if not share:
                     continue
+                seconds = max(0.1, deadline - time.monotonic())
                 try:
-                    proc = _spawn([paths[i] for i in share], sha, max(0.1, deadline - time.monotonic()))
+                    if ready:
+                        proc = _send(ready.pop(), [paths[i] for i in share], sha, seconds)
+                    else:
+                        proc = _spawn([paths[i] for i in share], sha, seconds)
                 except OSError:
                     mine.extend(share)  # cannot start a process here: do it ourselves
                     continue

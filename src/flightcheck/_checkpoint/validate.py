@@ -19,7 +19,6 @@ tensor names.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import sys
 from collections.abc import Iterator
@@ -131,6 +130,8 @@ class ShardScan(msgspec.Struct, array_like=True):
 def names_digest(sorted_names: list[str]) -> str:
     """The digest the index cross-check compares: the names sorted, one per line (SHA-1
     for speed, with the CPU's SHA extensions; this guards against mistakes, not attacks)."""
+    import hashlib  # here: the parent imports this module for ShardScan on a warm run too
+
     return hashlib.sha1("\n".join(sorted_names).encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -227,6 +228,8 @@ def parse_header(
             scan, Kind.BAD_HEADER, f"the header length field says {_n(n)} bytes but only {_n(len(raw))} follow it"
         )
     if sha:  # the cross-node comparison's fingerprint (collect only: it costs ~0.3 ms/MB)
+        import hashlib
+
         scan.header_sha256 = hashlib.sha256(buf[: 8 + n]).hexdigest()
     try:
         header = _HEADER.decode(raw)
@@ -252,16 +255,14 @@ def parse_header(
 
 
 def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | None) -> ShardScan:
-    # Every step is a C-level pass over lists (map, sort, list equality): a Python loop per
-    # tensor would cost more than the JSON decoding on a 390k-tensor checkpoint.
-    names = sorted(header)
-    entries = list(map(header.__getitem__, names))
-    # Any: a missing field (None) is let through, for the C passes below to raise on
-    dtypes: list[Any] = list(map(_DTYPE, entries))
-    shapes: list[Any] = list(map(_SHAPE, entries))
-    offsets: list[Any] = list(map(_OFFSETS, entries))
-    scan.n_tensors = len(names)
+    # Every step is a C-level pass over lists (map, zip, list equality): a Python loop per
+    # tensor would cost more than the JSON decoding on a 390k-tensor checkpoint. The
+    # passes run in the header's own order, which writers leave in data order: the tiling
+    # check is then one list comparison, with no sort.
+    entries = list(header.values())
+    scan.n_tensors = len(entries)
     try:  # a missing field (None) makes one of these raise: then say which tensor
+        dtypes, shapes, offsets = zip(*map(_FIELDS, entries)) if entries else ((), (), ())
         starts = list(map(itemgetter(0), offsets))
         ends = list(map(itemgetter(1), offsets))
         spans = list(map(sub, ends, starts))
@@ -269,22 +270,29 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
         # disagree (a sub-byte total fails too: 8 x span is whole bytes).
         bits = list(map(mul, map(math.prod, shapes), map(DTYPE_BITS.__getitem__, dtypes)))
     except (TypeError, KeyError):
-        for name, e in zip(names, entries):
+        for name, e in sorted(header.items()):
             missing = [f for f in ("dtype", "shape", "data_offsets") if getattr(e, f) is None]
             if missing:
                 return _fail(scan, Kind.BAD_HEADER, f"tensor {name!r} has no {', '.join(missing)}")
         raise  # not a missing field: parse_header reports it
     if bits != list(map(lshift, spans, repeat(3))):
-        i = next(i for i, (b, s) in enumerate(zip(bits, spans)) if b != s * 8)
+        # the first offender in name order, as safetensors (which reads a sorted map) says
+        names = sorted(header)
+        bad = {k for k, b, s in zip(header, bits, spans) if b != s * 8}
+        name = next(n for n in names if n in bad)
+        e = header[name]
+        n_bits = math.prod(e.shape or ()) * DTYPE_BITS[e.dtype or ""]
+        start, end = e.data_offsets or (0, 0)
         return _fail(
             scan,
             Kind.BAD_HEADER,
-            f"tensor {names[i]!r} is {dtypes[i]} {list(shapes[i])} = {bits[i] / 8:,g} "
-            f"bytes but its data_offsets {list(offsets[i])} span {_n(spans[i])}",
+            f"tensor {name!r} is {e.dtype} {list(e.shape or ())} = {n_bits / 8:,g} "
+            f"bytes but its data_offsets {[start, end]} span {_n(end - start)}",
         )
-    if names and not _tiled(starts, ends, spans):  # spans are >= 0 here: each is numel x size
-        return _fail(scan, Kind.BAD_HEADER, _explain_offsets(names, offsets))
-    scan.data_end = max(ends) if names else 0
+    if entries and not _tiled(starts, ends, spans):  # spans are >= 0 here: each is numel x size
+        names = sorted(header)
+        return _fail(scan, Kind.BAD_HEADER, _explain_offsets(names, [header[n].data_offsets for n in names]))  # type: ignore[misc]
+    scan.data_end = max(ends) if entries else 0
     if file_size is not None and file_size != 8 + scan.header_len + scan.data_end:  # type: ignore[operator]
         need = 8 + scan.header_len + scan.data_end  # type: ignore[operator]
         if file_size < need:
@@ -298,12 +306,14 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
                 f"{_n(file_size - need)} extra bytes (padded, or appended to)"
             )
         _fail(scan, Kind.TRUNCATED, msg)
+    names = sorted(header)
     scan.names_digest = names_digest(names)
-    scan.groups = group_tensors(names, dtypes, shapes, spans)
+    # the groups want name order: each tensor's span by name, the rest read per group
+    scan.groups = group_tensors(names, header, dict(zip(header, spans)))
     return scan
 
 
-_DTYPE, _SHAPE, _OFFSETS = attrgetter("dtype"), attrgetter("shape"), attrgetter("data_offsets")
+_FIELDS = attrgetter("dtype", "shape", "data_offsets")
 
 
 def _tiled(starts: list[int], ends: list[int], spans: list[int]) -> bool:

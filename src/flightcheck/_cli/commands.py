@@ -24,8 +24,6 @@ def _engine_command(args: argparse.Namespace) -> list[str]:
 def cmd_check(args: argparse.Namespace) -> int:
     """``flightcheck check``."""
     from flightcheck._examples import load_example
-    from flightcheck._pipeline import assess
-    from flightcheck._report import emit, render
     from flightcheck._vocabulary.intent import Intent
 
     docs, example_fields = load_example(args.example)
@@ -47,7 +45,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:  # the example's layout, unless the flags say otherwise
         base = Intent(**example_fields) if example_fields else None
     intent = intent_from_args(args, base)
-    report = assess(intent, args.facts, facts_docs=docs, strict=args.strict, settle=settle)
+    # The model directory's read starts now, before the checks, the collectors and the
+    # report are imported: its scan workers start while this process imports.
+    from flightcheck._collect.checkpoint import start_reading
+
+    early = start_reading(intent)
+    from flightcheck._pipeline import assess
+    from flightcheck._report import emit, render
+
+    report = assess(intent, args.facts, facts_docs=docs, strict=args.strict, settle=settle, early=early)
     report.timings["total_s"] = round(time.perf_counter() - T0, 4)
     # colour follows stdout (a terminal); a file given with --output never gets ANSI codes
     emit(render(report, args.format, verbose=args.verbose, color=False if args.output else None), args.output)

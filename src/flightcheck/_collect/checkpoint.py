@@ -64,21 +64,30 @@ def start_reading(intent: Intent) -> Early | None:
         return None
     import threading
 
-    from flightcheck._checkpoint import load
+    from flightcheck._checkpoint.workers import kill, start_early
 
     box: dict[str, Any] = {}
 
     def run() -> None:
+        # a directory read cold gets its scan workers now: they start while the reader
+        # (and, on the main thread, the checks) are imported
+        ready = start_early(model)
         try:
+            from flightcheck._checkpoint import load
+
             box["ck"] = load(
                 model,
                 revision=intent.revision,
                 download_dir=intent.download_dir,
                 engine=intent.engine,
                 load_format=intent.load_format,
+                ready=ready,
             )
         except Exception as exc:  # noqa: BLE001 - handed to read_checkpoint, which reports it
             box["exc"] = exc
+        finally:
+            for proc in list(ready):  # started for nothing (a warm cache, a small model)
+                kill(proc)
 
     thread = threading.Thread(target=run, daemon=True, name="fc-checkpoint")
     thread.start()

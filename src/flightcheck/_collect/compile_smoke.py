@@ -14,7 +14,6 @@ host compiler, CUDA home): a repeat run is instant. ``FLIGHTCHECK_NO_CACHE=1`` d
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -101,6 +100,8 @@ def cache_key(nvcc: str, version: str | None, arch: str, cxx: str, home: str | N
     except OSError:
         mtime = None
     parts = [RECIPE, nvcc, version, mtime, arch, cxx, home, link_cuda]
+    import hashlib  # (OpenSSL's hashes: ~3 ms to load, not on a run that compiles nothing)
+
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import platform
-import resource
-import socket
 from typing import Any
 
 from flightcheck._collect import CollectContext, collector
@@ -100,14 +98,18 @@ def meminfo() -> dict[str, int]:
     return out
 
 
-def _limit(which: int) -> int | str | None:
-    soft, _hard = resource.getrlimit(which)
+def _limit(name: str) -> int | str | None:
+    import resource  # (here: a run on recorded facts never collects the host)
+
+    soft, _hard = resource.getrlimit(getattr(resource, name))
     return "unlimited" if soft == resource.RLIM_INFINITY else int(soft)
 
 
 @collector("host", sections=("host",), timeout=5.0)
 def collect_host(cctx: CollectContext) -> dict[str, Any]:
     """The ``host`` section."""
+    import socket  # (here: a run on recorded facts never collects the host)
+
     unavailable: dict[str, str] = {}
     virt, why = virtualization()
     if why:
@@ -130,8 +132,8 @@ def collect_host(cctx: CollectContext) -> dict[str, Any]:
         "ram_total_bytes": mem.get("MemTotal"),
         "ram_available_bytes": mem.get("MemAvailable"),
         "shm_bytes": shm,
-        "ulimit_memlock": _limit(resource.RLIMIT_MEMLOCK),
-        "ulimit_nofile": _limit(resource.RLIMIT_NOFILE),
+        "ulimit_memlock": _limit("RLIMIT_MEMLOCK"),
+        "ulimit_nofile": _limit("RLIMIT_NOFILE"),
     }
     for key in ("os", "ram_total_bytes", "ram_available_bytes"):
         if host[key] is None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import pwd
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,6 +50,8 @@ def write_test(directory: str) -> str | None:
     if not os.path.isdir(directory):
         return f"{directory} is not a directory"
     try:
+        import tempfile  # (here: only a write test needs it)
+
         fd, name = tempfile.mkstemp(prefix=".flightcheck-", dir=directory)
     except OSError as exc:
         return f"cannot create a file in {directory}: {exc.strerror or exc}"

@@ -8,7 +8,6 @@ run concurrently; a missing tool is a null field with its reason in ``unavailabl
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -134,6 +133,8 @@ def cute_dsl_flavors(py: dict[str, Any]) -> list[int] | None:
 def _sha256(path: str) -> str | None:
     try:
         with open(path, "rb") as fh:
+            import hashlib  # (OpenSSL's hashes: ~3 ms to load, only when a file is hashed)
+
             return hashlib.sha256(fh.read(1 << 24)).hexdigest()
     except OSError:
         return None

@@ -6,8 +6,6 @@ it is meant to be checked with (Intent fields); flags given on the command line 
 
 from __future__ import annotations
 
-import json
-from importlib import resources
 from typing import Any
 
 from flightcheck._vocabulary.errors import UsageError
@@ -46,6 +44,9 @@ def load_example(name: str | None) -> tuple[list[dict[str, Any]], dict[str, Any]
         return [], {}
     if name not in EXAMPLES:
         raise UsageError(f"--example {name!r}: expected one of {', '.join(sorted(EXAMPLES))}")
+    import json
+    from importlib import resources  # ~10 ms to import: only when an example is asked for
+
     filename, fields, _ = EXAMPLES[name]
     text = resources.files(__name__).joinpath(filename).read_text(encoding="utf-8")
     return [json.loads(text)], dict(fields)
