@@ -32,7 +32,7 @@ def main() -> int:
         if r.excluded:
             print(f"{r.index:>2} {r.model[:34]:34} {str(r.version)[:10]:10}  excluded: {r.excluded}")
             continue
-        verdict = "FC402" if r.predicted_fail else "fits"
+        verdict = "FC402 stop" if r.predicted_stop else "FC402 warn" if r.predicted_fail else "fits"
         mark = "" if r.within is None else (" ok" if r.within else " OFF")
         print(
             f"{r.index:>2} {r.model[:34]:34} {str(r.version)[:10]:10} {_f(r.logged_gib)} {_f(r.predicted_gib)} "

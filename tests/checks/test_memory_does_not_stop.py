@@ -72,3 +72,25 @@ def test_fc406_does_not_stop_a_gpu_another_process_leaves_room_on(ckpts) -> None
 def test_fc405_does_not_stop_a_longer_len_with_the_engine_override(ckpts) -> None:
     """VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: vLLM accepts the longer length (vllm/config/model.py)."""
     assert stops("FC405", allow_long(), model=ckpts["llama-3-8b"], max_model_len=16384) == []
+
+
+def test_fc402_does_not_stop_a_shortfall_within_the_estimates_error(ckpts) -> None:
+    """A max_model_len whose KV needs 0.1 GiB more than the predicted budget: the budget's
+    median error on public startup logs is 0.16 GiB, and the same launch has logged both
+    sides of its need, so vLLM may start. FC402 warns with the fix; it does not stop. Short
+    by 0.5 GiB, it stops."""
+    from flightcheck import evaluate
+    from flightcheck._vocabulary.intent import Intent
+
+    node = facts("hgx-h100")
+    kw: dict[str, Any] = {"model": ckpts["llama-3-8b"], "tensor_parallel_size": 1, "gpu_memory_utilization": 0.5}
+    per = evaluate(node, Intent(max_model_len=8192, **kw)).memory["per_rank"]
+    per_token, budget = per["kv_bytes_per_token"], per["kv_budget_bytes"]
+    near = int((budget + 0.1 * 2**30) // per_token)
+    assert stops("FC402", node, max_model_len=near, **kw) == []
+    (r,) = [r for r in results(node, max_model_len=near, **kw)["FC402"] if r.status.value == "fail"]
+    assert r.severity.value == "warning" and "within this estimate's error" in r.message
+    assert 0 < r.evidence["kv_shortfall_bytes"] <= 2**30 // 4 and "--max-model-len" in r.fix
+    far = int((budget + 0.5 * 2**30) // per_token)
+    ((status, message),) = stops("FC402", node, max_model_len=far, **kw)
+    assert status == "fail" and "is left per GPU after" in message

@@ -37,31 +37,36 @@ def test_every_residual_has_its_reason() -> None:
 
 #: launches that ran although FC402 stops them, and why
 FC402_EXCEPTIONS = {
-    # the same Qwen2.5-7B launch at utilization 0.65 on the same RTX 3090 logged 0.49 GiB and ran
-    # (55), and 0.41 GiB and died for want of 0.44 (56): run-to-run variance of 0.08 GiB straddles
-    # the need, so one verdict is wrong whatever is predicted (0.28 GiB: both stopped)
-    55: "run-to-run variance straddles the need (see 56)",
     # the source's utilization contradicts its own figures (RESIDUALS[58]); at the 0.95 they add
     # up to, FC402 does not stop it
     58: "the source's stated utilization contradicts its figures",
 }
+#: launches that died for want of KV room by less than the estimate's error: FC402 warns
+#: (_memory.budget.NEAR_MISS), it does not stop them. 55 and 56 are the same Qwen2.5-7B launch
+#: at utilization 0.65 on the same RTX 3090: it logged 0.49 GiB and ran (55), then 0.41 GiB and
+#: died for want of 0.44 (56); 0.28 GiB is predicted for both, so no stop can be right for both.
+NEAR_MISSES = {52, 56}
 
 
 def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
     rows = [r for r in evaluate() if r.excluded is None]
     for r in rows:
         if r.outcome == "ran" and r.index not in FC402_EXCEPTIONS:
-            assert r.predicted_fail is False, f"point {r.index} ran but FC402 would stop it"
-    stopped_that_ran = {r.index for r in rows if r.outcome == "ran" and r.predicted_fail}
+            assert r.predicted_stop is False, f"point {r.index} ran but FC402 would stop it"
+    stopped_that_ran = {r.index for r in rows if r.outcome == "ran" and r.predicted_stop}
     assert stopped_that_ran == set(FC402_EXCEPTIONS)
+    # 55 ran at a shortfall inside the estimate's error: FC402 warns, and does not stop it
+    assert {r.index for r in rows if r.outcome == "ran" and r.predicted_fail and not r.predicted_stop} == {55}
     failed = {r.index for r in rows if r.outcome == "failed-no-kv-room"}
     caught = {r.index for r in rows if r.outcome == "failed-no-kv-room" and r.predicted_fail}
+    stopped = {r.index for r in rows if r.outcome == "failed-no-kv-room" and r.predicted_stop}
     # 28 gpt-oss-120b on one H100 (0.11.0, --max-num-batched-tokens 1024, util 0.95), 29 the
     # same at the defaults (0.10.1.1), 31 Llama-3.1-8B on an RTX 3090 (V0, max_model_len 29000),
     # 52 / 54 / 56 Llama-3.1-8B and Qwen2.5-7B on an RTX 3090 at utilization 0.70 / 0.60 / 0.65
     # (0.17.1), 60 Llama-3.3-70B FP8 at TP 1 on an H100 (67.72 GiB of weights), 32
     # DeepSeek-R1-Distill-Qwen-14B at TP 2 on RTX 4090s with max_model_len 131072 (V0)
     assert failed == caught == {28, 29, 31, 32, 52, 54, 56, 60}
+    assert stopped == failed - NEAR_MISSES
     # the launches scored since that ran (Phi-3-mini on an RTX 3090 under WSL, Qwen3-32B at
     # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series) are among those checked above
     assert {11, 12, 16, 43, 44, 45, 53, 57, 59, 65, 66, 69, 72, 73, 74, 75, 76, 80, 81, 82, 83, 84} <= {

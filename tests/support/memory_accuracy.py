@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flightcheck._knowledge import vllm
-from flightcheck._memory.budget import Batch, default_reserve, release
+from flightcheck._memory.budget import NEAR_MISS, Batch, default_reserve, release
 from flightcheck._memory.config import parse
 from flightcheck._memory.kv import capacity, kv_shape
 from flightcheck._memory.weights import Layout
@@ -184,6 +184,14 @@ class Row:
         if self.predicted_gib is None or self.kv_need_gib is None:
             return None
         return self.kv_need_gib > self.predicted_gib
+
+    @property
+    def predicted_stop(self) -> bool | None:
+        """FC402 as an error (a stop): short by more than the estimate's error
+        (``_memory.budget.NEAR_MISS``); a smaller shortfall is a warning."""
+        if self.predicted_gib is None or self.kv_need_gib is None:
+            return None
+        return self.kv_need_gib - self.predicted_gib > NEAR_MISS / GiB
 
 
 def load() -> tuple[list[dict[str, Any]], dict[str, Any]]:
