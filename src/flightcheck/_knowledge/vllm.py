@@ -269,8 +269,9 @@ FUSED_MOE_CHUNK_TOKENS = 32768
 #:   ``PyNcclCommunicator`` for every group but "ep"), created in the distributed init;
 #: - custom all-reduce (custom_all_reduce.py ``CustomAllreduce.__init__``, TP group only):
 #:   two IPC buffers from ``ops.allocate_shared_buffer_and_handle`` (``meta_size() +
-#:   max_size`` and ``max_size``, max_size 8 MiB) — about 16 MiB; its 8 MiB ``rank_data`` is a
-#:   torch tensor and does not count;
+#:   max_size`` and ``max_size``, max_size 8 MiB) — about 16 MiB, a ``cudaMalloc`` in the C++
+#:   op (seen in ports of csrc/custom_all_reduce.cu; the wheel holds it compiled), so outside
+#:   torch's allocator; its 8 MiB ``rank_data`` is a torch tensor and does not count;
 #: - torch's own NCCL communicator for the TP device group, created lazily by the profile
 #:   run: V1's ``use_all_gather`` (platforms/interface.py) makes ``compute_logits`` gather
 #:   the logits through ``DeviceCommunicatorBase.all_gather`` ->
