@@ -24,9 +24,10 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # is a V0 TP 2 residual. Reasons in RESIDUALS.
     # (21 points scored before: 16 within; before the sampler's and V0's terms: 10 of 16,
     # median 0.46 GiB; before the budget by version: 2 of 16, median 1.95 GiB)
-    assert s["within"] >= 49 and s["median_abs_error_gib"] <= 0.17
+    # the floors are what is achieved: 49 within, median |error| 0.157 GiB, tokens 1.52 %
+    assert s["within"] >= 49 and s["median_abs_error_gib"] <= 0.16
     # token capacity where logged (block-rounded, minus the null block)
-    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.025
+    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.016
 
 
 def test_every_residual_has_its_reason() -> None:

@@ -105,16 +105,27 @@ COMPUTE_CAPABILITY = {"GB10": "12.1"}
 RESIDUALS = {
     2: (
         "TP 2 across two nodes (Ray) in 0.10.1.1, whose snapshot precedes the distributed init "
-        "(vllm.SNAPSHOT_AFTER_DISTRIBUTED_SINCE): NCCL's inter-node buffers count inside the budget. "
-        "Their size is NCCL's, not in vLLM's code; the same launch on one node (points 3, 4) is within 0.1 GiB"
+        "(vllm.SNAPSHOT_AFTER_DISTRIBUTED_SINCE): the TP group's pynccl communicator, custom all-reduce's "
+        "~16 MiB of IPC buffers and torch's NCCL communicator for the TP device group (created by the "
+        "profile run's logits all-gather) count inside the budget (flightcheck._knowledge.vllm, read in the "
+        "wheels). Across nodes NCCL's connections go over its network transport, whose buffers sit on "
+        "the GPU or in host memory depending on GPUDirect RDMA; the log has no NCCL_DEBUG lines, so the "
+        "transport, channels and where the buffers went are unknown (not modelled). The same launch on "
+        "one node (points 3, 4) is within 0.1 GiB"
     ),
     15: (
-        "TP 8 on an NVSwitch H100 node in 0.10.0 (snapshot before the distributed init): NCCL's "
-        "communicator buffers count inside the budget; the ~2.1 GiB per rank left over is attributed "
-        "to them. Their size is NCCL's, not vLLM's: the log prints 'vLLM is using nccl==2.26.2' and "
-        "custom all-reduce's P2P check, but no NCCL_DEBUG lines, so the channels and NVLS buffers NCCL "
-        "chose on this node are not in it (not modelled, not verified). The pre-0.11 L40S TP 8 "
-        "launch on PCIe (point 69, 0.10.2, non-torch 0.21 GiB) is within 0.03 GiB"
+        "TP 8 on an NVSwitch H100 node in 0.10.0 (snapshot before the distributed init): ~2.1 GiB per "
+        "rank of non-torch memory the model lacks. From source (flightcheck._knowledge.vllm, next to "
+        "SNAPSHOT_AFTER_DISTRIBUTED_SINCE): two NCCL communicators of 8 ranks per GPU land inside the "
+        "budget — the TP group's pynccl one and torch's for the TP device group, created by the profile "
+        "run's logits all-gather — plus custom all-reduce's ~16 MiB of IPC buffers; with vLLM's "
+        "NCCL_CUMEM_ENABLE=0 NCCL 2.26.2 (the log prints 'vLLM is using nccl==2.26.2') connects every "
+        "ring and tree at init, 9.19 MiB per P2P connection, and NVLS takes 16 x 2 x 1 MiB x 8 heads = "
+        "256 MiB per communicator when multicast is available. Unknown, so not modelled: the ring/tree "
+        "channel count NCCL's topology search chose on this node, the distinct tree peers, and whether "
+        "NVLS ran — the log has no NCCL_DEBUG lines (16-32 channels x 1-3 connections' worth of 9.19 MiB, "
+        "+ 256 MiB if NVLS ran, x 2 communicators spans 0.3-2.2 GiB). The pre-0.11 L40S TP 8 launch on PCIe "
+        "(point 69, 0.10.2, non-torch 0.21 GiB logged) is within 0.03 GiB"
     ),
     11: (
         "GB10 (DGX Spark, unified memory) in 0.13.0: vLLM's snapshot takes free memory from psutil's "
@@ -125,7 +136,8 @@ RESIDUALS = {
     ),
     16: (
         "the same 8 x H100 NVSwitch job as point 15 (0.10.0, TP 8, snapshot before the distributed "
-        "init): the same ~2.1 GiB per rank of NCCL communicator buffers inside the budget (not modelled)"
+        "init): the same ~2.1 GiB per rank of NCCL communicator buffers inside the budget, whose "
+        "channel count and NVLS use are not in the log (see 15; not modelled)"
     ),
     32: (
         "V0 (~0.7.x) at TP 2: the 8.69 GiB the poster quotes comes with a 0.19 GiB activation peak, a "

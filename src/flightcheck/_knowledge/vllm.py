@@ -258,7 +258,42 @@ FUSED_MOE_CHUNK_TOKENS = 32768
 #: Before 0.11.0 ``Worker.init_device`` (v1/worker/gpu_worker.py) takes the baseline
 #: snapshot *before* ``init_worker_distributed_environment``: NCCL and custom all-reduce
 #: buffers count as non-torch memory inside the KV budget; from 0.11.0 after it (they must
-#: fit in the slack, FC406). Read in the 0.10.0, 0.10.1.1 and 0.11.0 wheels.
+#: fit in the slack, FC406). Read in the 0.10.0, 0.10.1.1, 0.10.2 and 0.11.0 wheels.
+#:
+#: What lands between that snapshot and the KV sizing at TP > 1 (0.10.x), and why it is not a
+#: modelled term. ``memory_profiling`` (vllm/utils/__init__.py, 0.10.0) counts as non-torch
+#: ``(total - free) - torch.cuda.memory_reserved()`` grown since the snapshot, so only memory
+#: allocated outside torch's allocator enters the budget:
+#:
+#: - the TP group's pynccl communicator (distributed/device_communicators/cuda_communicator.py:
+#:   ``PyNcclCommunicator`` for every group but "ep"), created in the distributed init;
+#: - custom all-reduce (custom_all_reduce.py ``CustomAllreduce.__init__``, TP group only):
+#:   two IPC buffers from ``ops.allocate_shared_buffer_and_handle`` (``meta_size() +
+#:   max_size`` and ``max_size``, max_size 8 MiB) — about 16 MiB, a ``cudaMalloc`` in the C++
+#:   op (seen in ports of csrc/custom_all_reduce.cu; the wheel holds it compiled), so outside
+#:   torch's allocator; its 8 MiB ``rank_data`` is a torch tensor and does not count;
+#: - torch's own NCCL communicator for the TP device group, created lazily by the profile
+#:   run: V1's ``use_all_gather`` (platforms/interface.py) makes ``compute_logits`` gather
+#:   the logits through ``DeviceCommunicatorBase.all_gather`` ->
+#:   ``torch.distributed.all_gather_into_tensor(group=device_group)`` (0.10.x's
+#:   ``CudaCommunicator`` does not override ``all_gather``). The 0.11.0 wheel gathers the same
+#:   way, so from 0.11.0 too this communicator is created after the snapshot, inside the
+#:   budget (not modelled either: the H100 TP 2 points 59, 66 (0.11.0) and 23 (0.12.0) are
+#:   predicted 0.35 - 0.40 GiB above their logs, within the tolerance).
+#:
+#: Each NCCL communicator's device buffers (NVIDIA/nccl v2.26.2, the version point 15 logs):
+#: env_override.py sets NCCL_CUMEM_ENABLE=0 (unless /dev/nvidia-caps-imex-channels exists),
+#: so ``runtimeConn`` is off (src/init.cc) and every ring and tree connection and the NVLS
+#: buffers are set up at init; a P2P connection holds LL 512 KiB + LL128 4,915,200 B +
+#: SIMPLE 4 MiB = 9.19 MiB (src/include/device.h, src/init.cc DEFAULT_*BUFFSIZE,
+#: src/transport/p2p.cc); NVLS (more than two GPUs with multicast support) ``nvlsChannels
+#: (16 on sm90) x 2 x NVLS_CHUNKSIZE 128 KiB x NCCL_STEPS 8 x nHeads`` — 256 MiB at 8 heads —
+#: plus credits, rounded up to the driver's allocation granularity (src/transport/nvls.cc).
+#: What is *not* in any source: the number of ring/tree channels the topology search picks
+#: on the node (``ncclTopoCompute``; public 8-GPU NVSwitch logs: 16 on an H800, NVIDIA/nccl
+#: issue 892, more than 20 in issue 1259), how many distinct peers its trees add to its
+#: rings, and whether multicast was available — so the term is not modelled
+#: (tests/support/memory_accuracy.py RESIDUALS 2, 15, 16).
 SNAPSHOT_AFTER_DISTRIBUTED_SINCE = "0.11.0"
 
 
