@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flightcheck._knowledge import vllm
-from flightcheck._memory.budget import NEAR_MISS, Batch, default_reserve, release
+from flightcheck._memory.budget import NEAR_MISS, Batch, activations, default_reserve, forward_peak, release
 from flightcheck._memory.config import parse
 from flightcheck._memory.kv import capacity, kv_shape
 from flightcheck._memory.weights import Layout
@@ -139,14 +139,6 @@ RESIDUALS = {
         "init): the same ~2.1 GiB per rank of NCCL communicator buffers inside the budget, whose "
         "channel count and NVLS use are not in the log (see 15; not modelled)"
     ),
-    32: (
-        "V0 (~0.7.x) at TP 2: the 8.69 GiB the poster quotes comes with a 0.19 GiB activation peak, a "
-        "non-driver worker's — V0 samples only on the driver (worker/model_runner.py execute_model: "
-        "'if not self.is_driver_worker: return []' after compute_logits, 0.6.4.post1 wheel), and the "
-        "engine takes the smallest worker's blocks: its 81,536-token capacity is 7.46 GiB at 98,304 B a "
-        "token per rank, the driver's budget, 0.40 GiB from the model's 7.86. The figure is recorded as "
-        "quoted, so the point stays a residual"
-    ),
     58: (
         "the source's own figures for this row do not add up at the utilization it states (0.9): "
         "ceil(0.9 x 79.18) - 64.38 weights - 7.38 peak activation - 0.13 non-torch = -0.63 GiB, yet it "
@@ -174,6 +166,9 @@ class Row:
     logged_tokens: int | None = None
     predicted_tokens: int | None = None
     kv_need_gib: float | None = None  # one max_model_len sequence
+    #: the binding rank's budget where the logged figure is another rank's (V0's driver
+    #: worker, vllm.V0_SAMPLER_ON_DRIVER_ONLY): FC402 and the token capacity use it
+    binding_gib: float | None = None
     excluded: str | None = None
 
     @property
@@ -193,17 +188,19 @@ class Row:
     @property
     def predicted_fail(self) -> bool | None:
         """FC402's verdict: one max-length sequence does not fit what is left."""
-        if self.predicted_gib is None or self.kv_need_gib is None:
+        budget = self.binding_gib if self.binding_gib is not None else self.predicted_gib
+        if budget is None or self.kv_need_gib is None:
             return None
-        return self.kv_need_gib > self.predicted_gib
+        return self.kv_need_gib > budget
 
     @property
     def predicted_stop(self) -> bool | None:
         """FC402 as an error (a stop): short by more than the estimate's error
         (``_memory.budget.NEAR_MISS``); a smaller shortfall is a warning."""
-        if self.predicted_gib is None or self.kv_need_gib is None:
+        budget = self.binding_gib if self.binding_gib is not None else self.predicted_gib
+        if budget is None or self.kv_need_gib is None:
             return None
-        return self.kv_need_gib - self.predicted_gib > NEAR_MISS / GiB
+        return self.kv_need_gib - budget > NEAR_MISS / GiB
 
 
 def load() -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -300,6 +297,14 @@ def evaluate() -> list[Row]:
         requested = math.ceil(total * GiB * util)
         available = requested - weights * GiB - reserve
         row.predicted_gib = available / GiB
+        if p.get("logged_worker") == "non-driver" and vllm.V0_SAMPLER_ON_DRIVER_ONLY:
+            # the figure is a V0 non-driver worker's (point 32): no dummy sampler run on that
+            # rank, so its peak is the forward pass alone; the driver's budget (with the
+            # sampler) is the one the engine sizes the cache by, for FC402 and the tokens
+            nondriver = reserve - activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler)
+            nondriver += forward_peak(cfg, layout, batch.tokens)
+            row.binding_gib = row.predicted_gib
+            row.predicted_gib = (requested - weights * GiB - nondriver) / GiB
         kv_dtype = p["kv_cache_dtype"] or "auto"
         shape = kv_shape(cfg, range(cfg.layers), tp, kv_dtype)
         row.kv_need_gib = shape.bytes_for(length) / GiB if length else None
