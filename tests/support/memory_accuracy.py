@@ -64,6 +64,9 @@ ARCH = {
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": "qwen2.5-14b",
     # FP8 weights (compressed-tensors): the architecture, KV and activations are Llama-3.3-70B's
     "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic": "llama-3.3-70b",
+    # a merged DPO fine-tune of Llama-3.1-8B-Instruct (point 85: 'Resolved architecture:
+    # LlamaForCausalLM', 14.99 GiB of weights, Llama-3.1-8B's)
+    "models/final_dpo": "llama-3-8b",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
@@ -88,6 +91,8 @@ GPU = {
     # point 82: an 80 GB A800 (cc 8.0 on the 8192-token tier); nvidia-smi gives A800-SXM4-80GB and
     # A100-SXM4-80GB the same 81920 MiB, so the A100 80GB's CUDA total
     "NVIDIA A800 80GB (inferred)": "A100 80GB",
+    # point 85: the board its repository names; the CUDA total is inferred (model_configs.json)
+    "NVIDIA RTX 6000 Ada Generation (inferred)": "48 GB (49140 MiB)",
 }
 #: the point's GPU name as vLLM's batch defaults see it
 TORCH_NAME = {"A100 80GB": "NVIDIA A100-SXM4-80GB", "A100 40GB": "NVIDIA A100-SXM4-40GB"}
