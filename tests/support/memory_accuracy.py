@@ -93,6 +93,8 @@ GPU = {
     "NVIDIA A800 80GB (inferred)": "A100 80GB",
     # point 85: the board its repository names; the CUDA total is inferred (model_configs.json)
     "NVIDIA RTX 6000 Ada Generation (inferred)": "48 GB (49140 MiB)",
+    # point 86: cc < 8.0 and more than 16 GB (the note gives the evidence)
+    "Tesla V100 32GB (inferred)": "V100 32GB",
 }
 #: the point's GPU name as vLLM's batch defaults see it
 TORCH_NAME = {"A100 80GB": "NVIDIA A100-SXM4-80GB", "A100 40GB": "NVIDIA A100-SXM4-40GB"}
