@@ -153,6 +153,16 @@ RESIDUALS = {
         "- 7.38 - 0.13), and the model predicts 3.26. The utilization is recorded as the source prints it "
         "(not corrected), so the point stays a residual"
     ),
+    92: (
+        "GB10 (DGX Spark, unified memory), 0.19.2.dev0, next to a co-resident vLLM: the logged 4.85 GiB exceeds "
+        "ceil(0.49 x 121.69) - 56.88 GiB of logged weights = 2.75 GiB, so vLLM's own non-KV total came out 2.1 GiB "
+        "below its weights: the activation peak plus the non-torch increase was negative. On cc 12.1 the snapshot's "
+        "free memory is psutil's 'available' host memory (vllm/utils/mem_utils.py MemorySnapshot.measure, "
+        "shared_sysmem_device_mem_sms, 0.19.0 wheel) and the non-torch increase is the change of (total - available "
+        "- torch reserved) between the baseline and the profile, so host memory freed meanwhile (by the OS or the "
+        "co-resident guard process) shrinks it below zero; how much is the host's, not in vLLM's code (not "
+        "modelled; see 11)"
+    ),
     34: (
         "V0 on main at PR #10511 (between 0.6.4.post1 and 0.6.5; only 0.6.4.post1's rules are read): "
         "the log itself prints non_torch_memory 1.79 GiB at TP 1 (0.25 modelled) and an activation "
