@@ -1,4 +1,4 @@
-"""The memory model against 93 public vLLM startup logs (tests/fixtures/memory): the KV
+"""The memory model against 95 public vLLM startup logs (tests/fixtures/memory): the KV
 budget it predicts stays within the accuracy reached, launches that died for lack of KV
 room get FC402, and launches that ran are not stopped. ``bench/memory_accuracy.py``
 prints the table."""
@@ -15,14 +15,15 @@ from support.memory_accuracy import RESIDUALS, GiB, _config, evaluate, load, sum
 def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows)
-    assert s["scored"] == 64, [(r.index, r.excluded) for r in rows]
-    # 57 of 64 (89%) within max(3%, 0.5 GiB). Points 85-92 were added afterwards without selection
+    assert s["scored"] == 66, [(r.index, r.excluded) for r in rows]
+    # 58 of 66 (88%) within max(3%, 0.5 GiB). Points 85-94 were added afterwards without selection
     # (every usable log found): a Llama-3.1-8B fine-tune on a 48 GB board in 0.15.1, Qwen2.5-7B on a
     # 32 GB V100 in 0.18.0, Qwen3-8B on an A100-40GB in 0.19.1 (server, bench latency, throughput)
-    # and 0.9.2 (bench latency, throughput) are all within 0.15 GiB; Qwen3-30B-A3B on a GB10 next to
-    # a co-resident vLLM (92) is a unified-memory residual (RESIDUALS). Before them: 50 of 56 (49
-    # before point 32 was scored as its non-driver worker) within max(3%, 0.5 GiB) of the logged
-    # "Available KV cache memory". Of the
+    # and 0.9.2 (bench latency, throughput), Qwen3-0.6B on an RTX 3060 (94) are all within 0.15 GiB;
+    # Qwen3-30B-A3B on a GB10 next to a co-resident vLLM (92) and the RTX 3060's first launch (93)
+    # logged budgets larger than their requested memory minus their weights: residuals (RESIDUALS).
+    # Before them: 50 of 56 (49 before point 32 was scored as its non-driver worker) within
+    # max(3%, 0.5 GiB) of the logged "Available KV cache memory". Of the
     # 35 points scored since 21, the 34 new launches (vLLM 0.10.0 - 0.26.1: an RTX 3090 series of
     # 12, an llm-d H100 series at TP 1/2, L40S TP 8, A100 eager and 80 GB, A800 TP 4, RTX PRO
     # 6000, RTX 4090, L40S FP8, H100 x 2) are all within but 58 (its source's figures contradict its
@@ -31,10 +32,10 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # the misses in RESIDUALS.
     # (21 points scored before: 16 within; before the sampler's and V0's terms: 10 of 16,
     # median 0.46 GiB; before the budget by version: 2 of 16, median 1.95 GiB)
-    # the floors are what is achieved: 57 within, median |error| 0.1490 GiB, tokens 1.12 %
-    assert s["within"] >= 57 and s["median_abs_error_gib"] <= 0.1491
+    # the floors are what is achieved: 58 within, median |error| 0.1490 GiB, tokens 1.37 %
+    assert s["within"] >= 58 and s["median_abs_error_gib"] <= 0.1491
     # token capacity where logged (block-rounded, minus the null block)
-    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0113
+    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0138
 
 
 def test_every_residual_has_its_reason() -> None:
@@ -76,7 +77,7 @@ def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
     assert failed == caught == {28, 29, 31, 32, 52, 54, 56, 60}
     assert stopped == failed - NEAR_MISSES
     # the launches scored since that ran (Phi-3-mini on an RTX 3090 under WSL, Qwen3-32B at
-    # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series, points 85-92) are among those
+    # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series, points 85-92 and 94) are among those
     # checked above: FC402 stops none of them
     assert {
         11,
@@ -109,6 +110,7 @@ def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
         90,
         91,
         92,
+        94,
     } <= {r.index for r in rows if r.outcome == "ran"}
 
 

@@ -95,6 +95,7 @@ GPU = {
     "NVIDIA RTX 6000 Ada Generation (inferred)": "48 GB (49140 MiB)",
     # point 86: cc < 8.0 and more than 16 GB (the note gives the evidence)
     "Tesla V100 32GB (inferred)": "V100 32GB",
+    "NVIDIA GeForce RTX 3060 12GB": "RTX 3060 12GB",
 }
 #: the point's GPU name as vLLM's batch defaults see it
 TORCH_NAME = {"A100 80GB": "NVIDIA A100-SXM4-80GB", "A100 40GB": "NVIDIA A100-SXM4-40GB"}
@@ -162,6 +163,16 @@ RESIDUALS = {
         "- torch reserved) between the baseline and the profile, so host memory freed meanwhile (by the OS or the "
         "co-resident guard process) shrinks it below zero; how much is the host's, not in vLLM's code (not "
         "modelled; see 11)"
+    ),
+    93: (
+        "RTX 3060 12GB on a desktop host, 0.19.0: the logged 8.03 GiB exceeds ceil(0.75 x 11.63) - 1.12 GiB of "
+        "logged weights = 7.61 GiB, so vLLM's non-KV total came out below the weights alone: its non-torch increase "
+        "was negative. vllm/utils/mem_utils.py MemorySnapshot.measure (0.19.0 wheel) takes the device-wide "
+        "cudaMemGetInfo, so non-torch memory = total - free - torch reserved includes other processes, and memory "
+        "another process released between the baseline and the profile (this launch downloaded its weights for 708 s "
+        "in between; the host's first attempt found 2.6 GiB held by others) enlarges the budget. Its size is the "
+        "host's, not in vLLM's code (not modelled). The same host's next launch (94), without the download, is "
+        "within 0.09 GiB"
     ),
     34: (
         "V0 on main at PR #10511 (between 0.6.4.post1 and 0.6.5; only 0.6.4.post1's rules are read): "
