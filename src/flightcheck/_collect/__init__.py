@@ -15,9 +15,10 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
+
+import msgspec
 
 from flightcheck._vocabulary.facts import Facts, from_dict, load_file, merge, sections_of
 from flightcheck._vocabulary.intent import Intent
@@ -36,18 +37,16 @@ COLLECTOR_MODULES = (
 )
 
 
-@dataclass
-class CollectContext:
+class CollectContext(msgspec.Struct):
     """What collectors may read besides the host itself."""
 
     intent: Intent
     env: dict[str, str]  # the engine's environment (PATH, CUDA_HOME, ... as it will see them)
     python: str  # the engine's interpreter
-    probes: set[str] = field(default_factory=set)  # active probes asked for explicitly
+    probes: set[str] = msgspec.field(default_factory=set)  # active probes asked for explicitly
 
 
-@dataclass(frozen=True)
-class Collector:
+class Collector(msgspec.Struct, frozen=True):
     """A passive collector: fills ``sections`` from the host, within ``timeout`` seconds."""
 
     name: str
@@ -56,8 +55,7 @@ class Collector:
     timeout: float
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(msgspec.Struct, frozen=True):
     """An active probe: fills ``section`` from the merged facts; runs only when ``wanted``."""
 
     name: str

@@ -7,8 +7,9 @@ The words every layer shares: checks produce :class:`CheckResult`, the plan coll
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 
 class Severity(str, enum.Enum):
@@ -44,8 +45,7 @@ FAMILIES: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class PlanStep:
+class PlanStep(msgspec.Struct, frozen=True):
     """One change the fallback plan makes to the engine's launch, and why."""
 
     kind: str  # "env" | "add_arg" | "drop_arg"
@@ -55,8 +55,7 @@ class PlanStep:
     code: str = ""  # filled in by the framework
 
 
-@dataclass(frozen=True)
-class CheckResult:
+class CheckResult(msgspec.Struct, frozen=True):
     """One evaluated (check, subject) pair, as it appears in the report."""
 
     code: str
@@ -66,7 +65,7 @@ class CheckResult:
     subject: str = "host"
     message: str = ""
     fix: str | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = msgspec.field(default_factory=dict)
     plan: tuple[PlanStep, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
