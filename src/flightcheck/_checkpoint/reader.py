@@ -9,7 +9,6 @@ those the index names, or every ``*.safetensors`` of the directory when there is
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import os
 import stat
@@ -743,7 +742,7 @@ def _printable(f: Finding) -> Finding:
         f.evidence,
     ):
         return f
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         f, subject=_text(f.subject), message=_text(f.message), fix=_text(f.fix) if f.fix else f.fix, evidence=evidence
     )
 
