@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
+
 import flightcheck
 from flightcheck import _collect
 from flightcheck._collect import COLLECTOR_MODULES, collect, sections_of
@@ -77,31 +79,23 @@ def test_a_module_with_one_section_missing_is_imported() -> None:
     assert set(COLLECTOR_MODULES) <= loaded
 
 
+COLLECT = r"""
+import sys, msgspec
+from flightcheck._collect import collect
+doc = msgspec.to_builtins(collect(None, [sys.argv[1]]))
+doc.pop("collected_at", None)
+print(msgspec.json.encode(doc).decode())
+"""
+
+
 def test_recorded_facts_collect_the_same_either_way() -> None:
-    # the same facts whether or not the other collector modules were imported before
+    # the same facts from a fresh interpreter (the given modules skipped) as from this one
+    # (every collector module imported first)
     fresh = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys, msgspec; from flightcheck._collect import collect; "
-            "f = collect(None, [sys.argv[1]]); d = msgspec.to_builtins(f); d.pop('collected_at', None); "
-            "print(msgspec.json.encode(d).decode())",
-            str(EXAMPLE),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
+        [sys.executable, "-c", COLLECT, str(EXAMPLE)], capture_output=True, text=True, check=True, timeout=60
     )
     _collect._load_modules()
-    here = _collect_doc(collect(None, [str(EXAMPLE)]))
-    assert json.loads(fresh.stdout) == here
-    assert here["toolchain"] and here["gpus"]
-
-
-def _collect_doc(facts: object) -> dict[str, object]:
-    import msgspec
-
-    doc = msgspec.to_builtins(facts)
+    doc = msgspec.to_builtins(collect(None, [str(EXAMPLE)]))
     doc.pop("collected_at", None)
-    return json.loads(json.dumps(doc))
+    assert json.loads(fresh.stdout) == json.loads(json.dumps(doc))
+    assert doc["toolchain"] and doc["gpus"]
