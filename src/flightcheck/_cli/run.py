@@ -62,7 +62,7 @@ def host_only(report: Report) -> Report:
     """The report with engine-dependent checks skipped: for a command flightcheck cannot
     read, the toolchain / engine checks would judge an interpreter that may not be the
     engine's, and must not stop a launch they know nothing about."""
-    from msgspec.structs import replace
+    from dataclasses import replace
 
     from flightcheck._vocabulary.plan import build_plan
     from flightcheck._vocabulary.report import verdict_of

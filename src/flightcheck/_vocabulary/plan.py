@@ -8,21 +8,21 @@ apply it; ``check`` only reports it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
-
-import msgspec
 
 from flightcheck._vocabulary.results import CheckResult, PlanStep, Status
 
 
-class Plan(msgspec.Struct):
+@dataclass
+class Plan:
     """Environment to set and engine arguments to add or drop."""
 
-    env: dict[str, str] = msgspec.field(default_factory=dict)
-    add_args: list[str] = msgspec.field(default_factory=list)
-    drop_args: list[str] = msgspec.field(default_factory=list)
-    reasons: list[str] = msgspec.field(default_factory=list)
-    steps: list[PlanStep] = msgspec.field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    add_args: list[str] = field(default_factory=list)
+    drop_args: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    steps: list[PlanStep] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.env or self.add_args or self.drop_args)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
-
-import msgspec
 
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.intent import Intent
@@ -18,7 +17,8 @@ REPORT_SCHEMA = "flightcheck.report/v1"
 READY, READY_WITH_FALLBACKS, NOT_READY, UNKNOWN = "ready", "ready-with-fallbacks", "not-ready", "unknown"
 
 
-class Report(msgspec.Struct):
+@dataclass
+class Report:
     """The outcome of one evaluation (JSON schema ``flightcheck.report/v1``)."""
 
     verdict: str
@@ -28,8 +28,8 @@ class Report(msgspec.Struct):
     plan: Plan
     facts: Facts
     memory: dict[str, Any] | None = None
-    summaries: dict[str, str] = msgspec.field(default_factory=dict)
-    timings: dict[str, float] = msgspec.field(default_factory=dict)
+    summaries: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
     strict: bool = False
 
     @property

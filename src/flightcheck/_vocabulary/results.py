@@ -7,9 +7,8 @@ The words every layer shares: checks produce :class:`CheckResult`, the plan coll
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass, field
 from typing import Any
-
-import msgspec
 
 
 class Severity(str, enum.Enum):
@@ -45,7 +44,8 @@ FAMILIES: dict[str, str] = {
 }
 
 
-class PlanStep(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class PlanStep:
     """One change the fallback plan makes to the engine's launch, and why."""
 
     kind: str  # "env" | "add_arg" | "drop_arg"
@@ -55,7 +55,8 @@ class PlanStep(msgspec.Struct, frozen=True):
     code: str = ""  # filled in by the framework
 
 
-class CheckResult(msgspec.Struct, frozen=True):
+@dataclass(frozen=True)
+class CheckResult:
     """One evaluated (check, subject) pair, as it appears in the report."""
 
     code: str
@@ -65,7 +66,7 @@ class CheckResult(msgspec.Struct, frozen=True):
     subject: str = "host"
     message: str = ""
     fix: str | None = None
-    evidence: dict[str, Any] = msgspec.field(default_factory=dict)
+    evidence: dict[str, Any] = field(default_factory=dict)
     plan: tuple[PlanStep, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
