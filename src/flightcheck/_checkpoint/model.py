@@ -4,16 +4,18 @@ the :class:`Finding` problems, by kind."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from flightcheck._checkpoint.cache import IndexScan
-from flightcheck._checkpoint.gguf import GGUFScan
 from flightcheck._checkpoint.groups import Group
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.resolve import Resolved
 from flightcheck._checkpoint.validate import ShardScan
+
+if TYPE_CHECKING:  # (the GGUF reader is imported only when a model has *.gguf files)
+    from flightcheck._checkpoint.gguf import GGUFScan
 
 TIMEOUT_S = 30.0  # the whole scan: past it, a shard that has not answered is unreadable
 
