@@ -29,8 +29,9 @@ import os
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from flightcheck._checkpoint.problems import Kind
 
@@ -100,8 +101,7 @@ _RESERVED = frozenset({"GGUF.version", "GGUF.tensor_count", "GGUF.kv_count"})
 SPLIT_NAME = re.compile(r"^(?P<base>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
 
-@dataclass(frozen=True)
-class Tensor:
+class Tensor(msgspec.Struct, frozen=True):
     """One tensor info record."""
 
     name: str
@@ -115,8 +115,7 @@ class Tensor:
         return GGML_TYPES[self.ggml_type][0] if self.ggml_type in GGML_TYPES else str(self.ggml_type)
 
 
-@dataclass
-class GGUFScan:
+class GGUFScan(msgspec.Struct):
     """What one GGUF header says, and what is wrong with the file."""
 
     size: int = 0
@@ -125,12 +124,12 @@ class GGUFScan:
     n_tensors: int = 0
     n_kv: int = 0
     #: scalar and short string values by key; an array as ``("array", element type, length)``
-    metadata: dict[str, Any] = field(default_factory=dict)
-    tensors: list[Tensor] = field(default_factory=list)
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    tensors: list[Tensor] = msgspec.field(default_factory=list)
     alignment: int = DEFAULT_ALIGNMENT
     data_offset: int = 0  # where the data section starts
     data_end: int = 0  # the end of the last tensor's data
-    problems: list[tuple[str, str]] = field(default_factory=list)  # (kind, message)
+    problems: list[tuple[str, str]] = msgspec.field(default_factory=list)  # (kind, message)
 
     @property
     def ok(self) -> bool:

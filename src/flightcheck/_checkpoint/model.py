@@ -3,22 +3,24 @@ the :class:`Finding` problems, by kind."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from flightcheck._checkpoint.cache import IndexScan
-from flightcheck._checkpoint.gguf import GGUFScan
 from flightcheck._checkpoint.groups import Group
 from flightcheck._checkpoint.problems import Kind
 from flightcheck._checkpoint.resolve import Resolved
 from flightcheck._checkpoint.validate import ShardScan
 
+if TYPE_CHECKING:  # (the GGUF reader is imported only when a model has *.gguf files)
+    from flightcheck._checkpoint.gguf import GGUFScan
+
 TIMEOUT_S = 30.0  # the whole scan: past it, a shard that has not answered is unreadable
 
 
-@dataclass
-class ScanStats:
+class ScanStats(msgspec.Struct):
     """How a scan went, for the report's evidence and the benchmark."""
 
     shards: int = 0
@@ -29,8 +31,7 @@ class ScanStats:
     seconds: float = 0.0
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(msgspec.Struct, frozen=True):
     """One problem found on disk: its kind (:class:`~flightcheck._checkpoint.problems.Kind`),
     the file it concerns, what is wrong and how to repair it."""
 
@@ -39,11 +40,10 @@ class Finding:
     message: str
     fix: str | None = None
     severity: str | None = None  # "warning" / "error" to override the check's own
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-@dataclass
-class Shard:
+class Shard(msgspec.Struct):
     """One weight file the engine will load."""
 
     name: str  # as the index names it (relative to the model directory)
@@ -57,8 +57,7 @@ class Shard:
         return f"shard:{self.name}"
 
 
-@dataclass
-class Checkpoint:
+class Checkpoint(msgspec.Struct):
     """Everything the memory and checkpoint checks and the memory model read about the model."""
 
     resolved: Resolved
@@ -67,9 +66,9 @@ class Checkpoint:
     hf_quant: dict[str, Any] | None = None  # hf_quant_config.json, when config.json says no quantization
     index_name: str | None = None  # "model.safetensors.index.json" when there is one
     index: IndexScan | None = None
-    shards: list[Shard] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
-    stats: ScanStats = field(default_factory=ScanStats)
+    shards: list[Shard] = msgspec.field(default_factory=list)
+    findings: list[Finding] = msgspec.field(default_factory=list)
+    stats: ScanStats = msgspec.field(default_factory=ScanStats)
     cache: str = "off"  # "off" | "cold" | "warm" | "partial"
     seconds: float = 0.0
     throughput: dict[str, Any] | None = None  # --deep read measurement
@@ -82,9 +81,9 @@ class Checkpoint:
     blocked: str | None = None
     #: weight files the engine loads that flightcheck does not read (``*.bin``, ``*.pt``,
     #: ``*.gguf``): name -> size in bytes, for the load estimate.
-    other_weights: dict[str, int] = field(default_factory=dict)
+    other_weights: dict[str, int] = msgspec.field(default_factory=dict)
     #: the GGUF headers read (:mod:`.gguf`), by file name: tensors, their ggml types and sizes
-    gguf: dict[str, GGUFScan] = field(default_factory=dict)
+    gguf: dict[str, GGUFScan] = msgspec.field(default_factory=dict)
     #: the ``*.gguf`` file the engine loads instead of any other weight file (vLLM's Flint),
     #: its tensors as the memory model's groups (:mod:`.ggufnames`), or None and why not
     gguf_loaded: str | None = None

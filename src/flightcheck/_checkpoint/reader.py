@@ -9,15 +9,13 @@ those the index names, or every ``*.safetensors`` of the directory when there is
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import os
 import stat
-import subprocess  # (types: the scan's workers)
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -31,6 +29,9 @@ from flightcheck._checkpoint.resolve import Resolved, expected_files, incomplete
 from flightcheck._checkpoint.shardio import TooLarge, read_small
 from flightcheck._checkpoint.validate import ShardScan, scan_read
 from flightcheck._knowledge.units import si_bytes
+
+if TYPE_CHECKING:
+    import subprocess  # (types only: a warm run starts no scan workers)
 
 MAX_CONFIG = 64 << 20
 
@@ -743,7 +744,7 @@ def _printable(f: Finding) -> Finding:
         f.evidence,
     ):
         return f
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         f, subject=_text(f.subject), message=_text(f.message), fix=_text(f.fix) if f.fix else f.fix, evidence=evidence
     )
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,7 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 
-@dataclass
-class Resolved:
+class Resolved(msgspec.Struct):
     """Where ``--model`` points: a directory (``path``) or why there is none (``problem``)."""
 
     model: str
@@ -40,7 +38,7 @@ class Resolved:
     revision: str | None = None
     commit: str | None = None
     repo_dir: Path | None = None  # <hub>/models--org--name
-    searched: list[str] = field(default_factory=list)
+    searched: list[str] = msgspec.field(default_factory=list)
     problem: str | None = None
     note: str | None = None  # e.g. "no refs/main: used the only snapshot"
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import msgspec
 
 from flightcheck._knowledge.derived import visible_gpus
 from flightcheck._vocabulary import facts
@@ -46,15 +47,14 @@ S = TypeVar("S")
 DOC_SECTIONS = ("## What it checks", "## Why the launch dies", "## How to fix")
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(msgspec.Struct, frozen=True):
     """What a check function yields; the framework turns it into a :class:`CheckResult`."""
 
     status: Status
     message: str = ""
     subject: str = "host"
     fix: str | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: dict[str, Any] = msgspec.field(default_factory=dict)
     severity: Severity | None = None  # overrides the check's severity (e.g. FC207)
     plan: tuple[PlanStep, ...] = ()
 
@@ -94,8 +94,7 @@ class Missing(Exception):
         super().__init__(f"{path} is unavailable" + (f" ({reason})" if reason else ""))
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(msgspec.Struct, frozen=True):
     """One declared check: stable code, kebab-case name, severity, docs, function."""
 
     code: str

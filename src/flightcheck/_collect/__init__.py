@@ -15,39 +15,42 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
+
+import msgspec
 
 from flightcheck._vocabulary.facts import Facts, from_dict, load_file, merge, sections_of
 from flightcheck._vocabulary.intent import Intent
 
 #: Collector modules, imported on first use. A new collector is one more name here.
-COLLECTOR_MODULES = (
-    "host",
-    "env",
-    "toolchain",
-    "python_env",
-    "jit_cache",
-    "nvml",
-    "compile_smoke",
-    "multicast",
-    "checkpoint",
-)
+#: each collector module and the sections its collectors and probes give (None: one that
+#: runs even when a --facts file gives its section). A run whose --facts files give all of
+#: a module's sections does not import it (the collectors are most of a recorded-facts
+#: run's imports); tests/collect/test_registry.py holds this table to the declarations.
+COLLECTOR_MODULES: dict[str, tuple[str, ...] | None] = {
+    "host": ("host",),
+    "env": ("env", "visible_devices"),
+    "toolchain": ("toolchain",),
+    "python_env": ("python",),
+    "jit_cache": ("jit_cache",),
+    "nvml": ("driver", "gpus", "fabric_manager", "imex"),
+    "compile_smoke": ("compile_smoke",),
+    "multicast": ("multicast_probe",),
+    "checkpoint": None,
+}
 
 
-@dataclass
-class CollectContext:
+class CollectContext(msgspec.Struct):
     """What collectors may read besides the host itself."""
 
     intent: Intent
     env: dict[str, str]  # the engine's environment (PATH, CUDA_HOME, ... as it will see them)
     python: str  # the engine's interpreter
-    probes: set[str] = field(default_factory=set)  # active probes asked for explicitly
+    probes: set[str] = msgspec.field(default_factory=set)  # active probes asked for explicitly
 
 
-@dataclass(frozen=True)
-class Collector:
+class Collector(msgspec.Struct, frozen=True):
     """A passive collector: fills ``sections`` from the host, within ``timeout`` seconds."""
 
     name: str
@@ -56,8 +59,7 @@ class Collector:
     timeout: float
 
 
-@dataclass(frozen=True)
-class Probe:
+class Probe(msgspec.Struct, frozen=True):
     """An active probe: fills ``section`` from the merged facts; runs only when ``wanted``."""
 
     name: str
@@ -94,10 +96,14 @@ def probe(
     return register
 
 
-def _load_modules() -> None:
+def _load_modules(provided: Iterable[str] = ()) -> None:
+    """Import the collector modules, all but those whose every section is in ``provided``
+    (their collectors and probes would be skipped for it anyway)."""
+    given = set(provided)
     # a missing collector is an install error, not sections silently left uncollected
-    for mod in COLLECTOR_MODULES:
-        importlib.import_module(f"{__name__}.{mod}")
+    for mod, sections in COLLECTOR_MODULES.items():
+        if sections is None or not set(sections) <= given:
+            importlib.import_module(f"{__name__}.{mod}")
 
 
 def run_parallel(
@@ -185,7 +191,7 @@ def collect(
     docs = [load_file(f) for f in facts_files] + list(facts_docs)
     provided: set[str] = set().union(*(sections_of(d) for d in docs)) if docs else set()
     cctx = context_for(intent, env=env, python=python or (intent.python if intent else None), probes=probes)
-    _load_modules()
+    _load_modules(provided)
     jobs: list[tuple[str, tuple[str, ...], float, Callable[[], dict[str, Any]]]] = []
     for c in COLLECTORS.values():
         if set(c.sections) <= provided:

@@ -14,16 +14,16 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 #: After a kill, how long to keep reading what the child wrote: a grandchild that left its
 #: process group (a daemon such as a compiler cache's server) can hold the pipes open for ever.
 DRAIN_TIMEOUT = 2.0
 
 
-@dataclass(frozen=True)
-class Proc:
+class Proc(msgspec.Struct, frozen=True):
     """What a child did: exit code (None when it never ran or was killed), output, timing."""
 
     rc: int | None

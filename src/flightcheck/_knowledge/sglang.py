@@ -8,7 +8,8 @@ Sources (SGLang's own code): ``python/sglang/srt/server_args.py`` (flags),
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+import msgspec
 
 from flightcheck._knowledge.vllm import Reader
 from flightcheck._vocabulary.intent import parse_len
@@ -527,8 +528,7 @@ TRTLLM_MLA_NO_PREFILL_GRAPH_ARCH = "DeepseekV3ForCausalLM"
 TRTLLM_MLA_KV_DTYPES = frozenset({"fp8_e4m3", "bf16", "auto"})
 
 
-@dataclass(frozen=True)
-class AttentionChoice:
+class AttentionChoice(msgspec.Struct, frozen=True):
     """What SGLang 0.5.23 resolves for the attention of a launch on one GPU architecture."""
 
     prefill: str

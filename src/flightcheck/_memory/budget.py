@@ -43,8 +43,9 @@ defaults for the GPU, :func:`flightcheck._knowledge.vllm.batch_defaults`):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from flightcheck._knowledge import sglang, vllm
 from flightcheck._knowledge.units import GiB, version
@@ -104,8 +105,7 @@ def sglang_fraction(total: int, layout: Layout, mla: bool = False, **opts: Any) 
     return sglang.mem_fraction_static(total / MiB, layout.tp, layout.pp, mla, **opts)
 
 
-@dataclass(frozen=True)
-class Batch:
+class Batch(msgspec.Struct, frozen=True):
     """The profiling run's size: batched tokens and sequences, whether CUDA graphs count."""
 
     tokens: int = BATCHED_TOKENS
@@ -199,8 +199,7 @@ def pre_snapshot(layout: Layout, nvlink: bool | None) -> dict[str, int]:
 _NO_KV = KvShape(0.0)
 
 
-@dataclass(frozen=True)
-class Fit:
+class Fit(msgspec.Struct, frozen=True):
     """One rank's budget for one launch: the rank of the PP stage with the least room."""
 
     total: int

@@ -8,8 +8,9 @@ field: ``missing`` names it and FC507 reports it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from flightcheck._knowledge import sglang
 
@@ -24,8 +25,7 @@ _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "n_exper
 _MOE_INTER_KEYS = ("moe_intermediate_size", "expert_intermediate_size", "intermediate_size_moe")
 
 
-@dataclass(frozen=True)
-class Quant:
+class Quant(msgspec.Struct, frozen=True):
     """The checkpoint's weight quantization, as far as memory and layout care."""
 
     method: str | None = None  # "fp8-block" | "fp8" | "mxfp4" | "nvfp4" | "int4" | other name
@@ -39,8 +39,7 @@ class Quant:
         return self.block or self.group
 
 
-@dataclass
-class ModelConfig:
+class ModelConfig(msgspec.Struct):
     """The fields of config.json the memory model reads."""
 
     model_type: str = ""
@@ -69,11 +68,11 @@ class ModelConfig:
     first_dense: int = 0  # leading dense-MLP layers of a MoE (first_k_dense_replace)
     top_k: int = 0
     # per-layer attention kind: "full" | "sliding" | "linear"
-    layer_kinds: list[str] = field(default_factory=list)
+    layer_kinds: list[str] = msgspec.field(default_factory=list)
     sliding_window: int | None = None
-    linear: dict[str, Any] = field(default_factory=dict)  # the linear-attention config, raw
-    quant: Quant = field(default_factory=Quant)
-    missing: list[str] = field(default_factory=list)
+    linear: dict[str, Any] = msgspec.field(default_factory=dict)  # the linear-attention config, raw
+    quant: Quant = msgspec.field(default_factory=Quant)
+    missing: list[str] = msgspec.field(default_factory=list)
     #: SGLang's derived context length (``flightcheck._knowledge.sglang.context_length``)
     sglang_context: int = 2048
     #: a vision model's (vision_config.num_hidden_layers, hidden_size), SGLang's defaults 24 / 1024

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from flightcheck._memory.config import ModelConfig
 
@@ -33,8 +33,7 @@ def kv_bytes(kv_cache_dtype: str, cfg: ModelConfig) -> float:
     return 2.0
 
 
-@dataclass(frozen=True)
-class KvShape:
+class KvShape(msgspec.Struct, frozen=True):
     """One rank's KV demand for a sequence of L tokens:
     ``full x L + sliding x min(L, window) + fixed``."""
 
@@ -147,8 +146,7 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@dataclass(frozen=True)
-class Capacity:
+class Capacity(msgspec.Struct, frozen=True):
     """What vLLM logs once the KV cache is sized: blocks, "GPU KV cache size: N tokens" and
     "Maximum concurrency for L tokens per request: Cx"."""
 

@@ -7,8 +7,9 @@ cheaply, which the FC4xx suggestions use.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from flightcheck._knowledge import engines, sglang, vllm
 from flightcheck._memory.budget import (
@@ -27,12 +28,11 @@ from flightcheck._memory.weights import Layout, Tally, largest_stage, per_rank, 
 from flightcheck._vocabulary.intent import AUTO
 
 
-@dataclass
-class MemoryModel:
+class MemoryModel(msgspec.Struct):
     """See the module docstring. ``error`` says why nothing could be computed."""
 
     engine: str = "vllm"
-    layout: Layout = field(default_factory=Layout)
+    layout: Layout = msgspec.field(default_factory=Layout)
     kv_cache_dtype: str = "auto"
     requested_len: int | None = None  # the launch's --max-model-len (None: default, -1: auto)
     cfg: ModelConfig | None = None
@@ -41,7 +41,7 @@ class MemoryModel:
     memory_reserved: int | None = None  # the driver's reservation taken off ``total``
     used_by_others: int | None = None  # memory already in use on the busiest GPU used
     nvlink: bool | None = None  # the GPUs used talk over NVLink / NVSwitch
-    batch: Batch = field(default_factory=Batch)
+    batch: Batch = msgspec.field(default_factory=Batch)
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes (vLLM)
     cpu_offload_bytes: int = 0  # --cpu-offload-gb, per rank
     gpu_name: str | None = None
@@ -50,7 +50,7 @@ class MemoryModel:
     utilization_source: str = ""
     utilization_set: bool = False  # by the launch: kept for every layout tried
     reserve: int | None = None
-    reserve_parts: dict[str, int] = field(default_factory=dict)
+    reserve_parts: dict[str, int] = msgspec.field(default_factory=dict)
     reserve_source: str = ""
     reserve_set: bool = False  # --reserve-gib: kept for every layout tried
     online_fp8: bool = False
@@ -60,12 +60,12 @@ class MemoryModel:
     error: str | None = None
     crash: str | None = None  # a flightcheck bug while building it: the checks say "unknown"
     gpu_error: str | None = None  # why GPU memory is unknown
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
     #: how the weights were counted when not from every shard's header (a partial checkpoint).
     weights_source: str | None = None
     #: SGLang: the launch's terms of mem_fraction_static's default (chunked prefill, attention
     #: DP, DeepEP, CUDA graphs off, --max-running-requests; ``_knowledge.sglang.fraction_options``)
-    sglang_opts: dict[str, Any] = field(default_factory=dict)
+    sglang_opts: dict[str, Any] = msgspec.field(default_factory=dict)
     #: SGLang: what a multimodal model's KV budget loses (``_knowledge.sglang.mm_reservation_bytes``)
     sglang_mm: int = 0
     #: SGLang: the attention backends it picks for this model on the GPU used

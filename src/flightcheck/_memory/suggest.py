@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from flightcheck._knowledge import engines
 from flightcheck._memory.layout import problems
@@ -22,8 +22,7 @@ PP_CANDIDATES = (1, 2, 4, 8)
 MAX_UTILIZATION = 0.98
 
 
-@dataclass(frozen=True)
-class LayoutFit:
+class LayoutFit(msgspec.Struct, frozen=True):
     layout: Layout
     gpus: int
     weights: float

@@ -14,7 +14,8 @@ copies (heads per rank x kv_lora_rank x (qk_nope + v_head) per layer, 2 bytes ea
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+
+import msgspec
 
 from flightcheck._knowledge import engines
 from flightcheck._memory.classes import classify_pattern, with_layer
@@ -23,8 +24,7 @@ from flightcheck._memory.config import ModelConfig
 VOCAB_PAD = 64  # vLLM's pad_vocab_size
 
 
-@dataclass(frozen=True)
-class Layout:
+class Layout(msgspec.Struct, frozen=True):
     """A parallel layout: TP x PP x DP, expert parallel on or off; vLLM's prefill context
     parallel (PCP: more ranks, each holding the TP shard of the dense weights) and decode
     context parallel (DCP: inside the TP group, or across PCP; it shards the KV tokens)."""
@@ -49,14 +49,13 @@ class Layout:
         return engines.layout(engine, self.tp, self.pp, self.dp, self.ep, self.moe_size, self.pcp, self.dcp)
 
 
-@dataclass
-class Tally:
+class Tally(msgspec.Struct):
     """The checkpoint reduced to bytes per (class, layer) and what splitting them needs."""
 
-    bytes: dict[tuple[str, int | None], int] = field(default_factory=dict)
-    expert_tensors: dict[int | None, int] = field(default_factory=dict)  # tensors in expert blocks
-    per_expert: dict[int | None, int] = field(default_factory=dict)  # tensors one expert has
-    vocab_rows: dict[str, int] = field(default_factory=dict)  # "vocab" / "head" -> rows stored
+    bytes: dict[tuple[str, int | None], int] = msgspec.field(default_factory=dict)
+    expert_tensors: dict[int | None, int] = msgspec.field(default_factory=dict)  # tensors in expert blocks
+    per_expert: dict[int | None, int] = msgspec.field(default_factory=dict)  # tensors one expert has
+    vocab_rows: dict[str, int] = msgspec.field(default_factory=dict)  # "vocab" / "head" -> rows stored
     total: int = 0
     skipped: int = 0
 

@@ -9,8 +9,9 @@ headers only between copies of the same size, so one truncated shard is one find
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from flightcheck._checks.cluster.context import names_text, outliers
 from flightcheck._checks.framework import Outcome, fail, ok, unknown
@@ -25,8 +26,7 @@ _IGNORED_PREFIXES = ("readme", "license", "notice", "use_policy", ".git")
 _LIST = 5
 
 
-@dataclass(frozen=True)
-class Diff:
+class Diff(msgspec.Struct, frozen=True):
     """One file of one node that differs from the reference copy."""
 
     file: str

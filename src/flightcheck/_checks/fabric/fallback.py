@@ -34,8 +34,9 @@ decides instead of the table.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from flightcheck._knowledge import sglang, vllm
 from flightcheck._knowledge.derived import package
@@ -56,13 +57,12 @@ def _at_least(text: str | None, since: str) -> bool | None:
     return v.release >= floor.release  # a dev or rc build has the release's features
 
 
-@dataclass
-class Fallback:
+class Fallback(msgspec.Struct):
     """The steps that keep the launch off multicast, or why none can."""
 
-    steps: list[PlanStep] = field(default_factory=list)
+    steps: list[PlanStep] = msgspec.field(default_factory=list)
     blocker: str | None = None
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
 
 
 def engine_reads(ctx: Context, name: str) -> bool | None:

@@ -32,7 +32,7 @@ def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
     Use a TP the model divides by, or ``--enable-expert-parallel`` so experts stay whole;
     the fix lists the valid choices.
     """
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from flightcheck._memory.layout import problems
     from flightcheck._memory.suggest import TP_CANDIDATES, flag
