@@ -1,4 +1,4 @@
-"""The memory model against 85 public vLLM startup logs (tests/fixtures/memory): the KV
+"""The memory model against 95 public vLLM startup logs (tests/fixtures/memory): the KV
 budget it predicts stays within the accuracy reached, launches that died for lack of KV
 room get FC402, and launches that ran are not stopped. ``bench/memory_accuracy.py``
 prints the table."""
@@ -15,19 +15,27 @@ from support.memory_accuracy import RESIDUALS, GiB, _config, evaluate, load, sum
 def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows)
-    assert s["scored"] == 56, [(r.index, r.excluded) for r in rows]
-    # 49 of 56 (88%) within max(3%, 0.5 GiB) of the logged "Available KV cache memory". Of the
+    assert s["scored"] == 66, [(r.index, r.excluded) for r in rows]
+    # 58 of 66 (88%) within max(3%, 0.5 GiB). Points 85-94 were added afterwards without selection
+    # (every usable log found): a Llama-3.1-8B fine-tune on a 48 GB board in 0.15.1, Qwen2.5-7B on a
+    # 32 GB V100 in 0.18.0, Qwen3-8B on an A100-40GB in 0.19.1 (server, bench latency, throughput)
+    # and 0.9.2 (bench latency, throughput), Qwen3-0.6B on an RTX 3060 (94) are all within 0.15 GiB;
+    # Qwen3-30B-A3B on a GB10 next to a co-resident vLLM (92) and the RTX 3060's first launch (93)
+    # logged budgets larger than their requested memory minus their weights: residuals (RESIDUALS).
+    # Before them: 50 of 56 (49 before point 32 was scored as its non-driver worker) within
+    # max(3%, 0.5 GiB) of the logged "Available KV cache memory". Of the
     # 35 points scored since 21, the 34 new launches (vLLM 0.10.0 - 0.26.1: an RTX 3090 series of
     # 12, an llm-d H100 series at TP 1/2, L40S TP 8, A100 eager and 80 GB, A800 TP 4, RTX PRO
     # 6000, RTX 4090, L40S FP8, H100 x 2) are all within but 58 (its source's figures contradict its
-    # stated utilization); point 32, older and unscored until Qwen2.5-14B's config was sourced,
-    # is a V0 TP 2 residual. Reasons in RESIDUALS.
+    # stated utilization); point 32 (V0 TP 2) is scored on the non-driver worker whose figure
+    # it logs (vllm.V0_SAMPLER_ON_DRIVER_ONLY): -0.42 GiB (-0.83 as the driver's). Reasons for
+    # the misses in RESIDUALS.
     # (21 points scored before: 16 within; before the sampler's and V0's terms: 10 of 16,
     # median 0.46 GiB; before the budget by version: 2 of 16, median 1.95 GiB)
-    # the floors are what is achieved: 49 within, median |error| 0.157 GiB, tokens 1.52 %
-    assert s["within"] >= 49 and s["median_abs_error_gib"] <= 0.16
+    # the floors are what is achieved: 58 within, median |error| 0.1490 GiB, tokens 1.37 %
+    assert s["within"] >= 58 and s["median_abs_error_gib"] <= 0.1491
     # token capacity where logged (block-rounded, minus the null block)
-    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.016
+    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0138
 
 
 def test_every_residual_has_its_reason() -> None:
@@ -69,10 +77,41 @@ def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
     assert failed == caught == {28, 29, 31, 32, 52, 54, 56, 60}
     assert stopped == failed - NEAR_MISSES
     # the launches scored since that ran (Phi-3-mini on an RTX 3090 under WSL, Qwen3-32B at
-    # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series) are among those checked above
-    assert {11, 12, 16, 43, 44, 45, 53, 57, 59, 65, 66, 69, 72, 73, 74, 75, 76, 80, 81, 82, 83, 84} <= {
-        r.index for r in rows if r.outcome == "ran"
-    }
+    # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series, points 85-92 and 94) are among those
+    # checked above: FC402 stops none of them
+    assert {
+        11,
+        12,
+        16,
+        43,
+        44,
+        45,
+        53,
+        57,
+        59,
+        65,
+        66,
+        69,
+        72,
+        73,
+        74,
+        75,
+        76,
+        80,
+        81,
+        82,
+        83,
+        84,
+        85,
+        86,
+        87,
+        88,
+        89,
+        90,
+        91,
+        92,
+        94,
+    } <= {r.index for r in rows if r.outcome == "ran"}
 
 
 def test_lora_launches_are_recorded_not_scored() -> None:
@@ -150,3 +189,18 @@ def test_sampler_by_version() -> None:
     assert vllm.sampler_bytes_per_element("sort", 1024) == 38
     assert vllm.sampler_bytes_per_element("sort", 64) == 50
     assert vllm.sampler_bytes_per_element("flashinfer", 1024) == vllm.sampler_bytes_per_element("triton", 8) == 14
+
+
+def test_v0_non_driver_worker_figure_is_scored_as_that_worker() -> None:
+    """Point 32 (V0, TP 2) quotes 8.69 GiB with a 0.19 GiB peak, while its 81,536-token
+    capacity is 7.46 GiB per rank: the engine sizes the cache by the smallest worker, the
+    driver, which alone runs the dummy sampler (vllm.V0_SAMPLER_ON_DRIVER_ONLY). The quoted
+    figure is scored against the non-driver's budget; FC402 and the tokens use the driver's."""
+    assert vllm.V0_SAMPLER_ON_DRIVER_ONLY
+    r = {r.index: r for r in evaluate()}[32]
+    assert r.binding_gib is not None and r.predicted_gib is not None
+    # the non-driver's budget is larger by the sampler's share of the peak
+    assert r.predicted_gib - r.binding_gib > 0.3
+    assert r.within and abs(r.binding_gib - r.logged_gib) > 0.5  # as the driver's, it missed
+    # FC402 on the binding (driver) rank: 12 GiB for one 131,072-token sequence does not fit
+    assert r.predicted_stop and r.kv_need_gib is not None and r.kv_need_gib > r.binding_gib

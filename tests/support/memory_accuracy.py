@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flightcheck._knowledge import vllm
-from flightcheck._memory.budget import NEAR_MISS, Batch, default_reserve, release
+from flightcheck._memory.budget import NEAR_MISS, Batch, activations, default_reserve, forward_peak, release
 from flightcheck._memory.config import parse
 from flightcheck._memory.kv import capacity, kv_shape
 from flightcheck._memory.weights import Layout
@@ -64,6 +64,9 @@ ARCH = {
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B": "qwen2.5-14b",
     # FP8 weights (compressed-tensors): the architecture, KV and activations are Llama-3.3-70B's
     "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic": "llama-3.3-70b",
+    # a merged DPO fine-tune of Llama-3.1-8B-Instruct (point 85: 'Resolved architecture:
+    # LlamaForCausalLM', 14.99 GiB of weights, Llama-3.1-8B's)
+    "models/final_dpo": "llama-3-8b",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
@@ -88,6 +91,11 @@ GPU = {
     # point 82: an 80 GB A800 (cc 8.0 on the 8192-token tier); nvidia-smi gives A800-SXM4-80GB and
     # A100-SXM4-80GB the same 81920 MiB, so the A100 80GB's CUDA total
     "NVIDIA A800 80GB (inferred)": "A100 80GB",
+    # point 85: the board its repository names; the CUDA total is inferred (model_configs.json)
+    "NVIDIA RTX 6000 Ada Generation (inferred)": "48 GB (49140 MiB)",
+    # point 86: cc < 8.0 and more than 16 GB (the note gives the evidence)
+    "Tesla V100 32GB (inferred)": "V100 32GB",
+    "NVIDIA GeForce RTX 3060 12GB": "RTX 3060 12GB",
 }
 #: the point's GPU name as vLLM's batch defaults see it
 TORCH_NAME = {"A100 80GB": "NVIDIA A100-SXM4-80GB", "A100 40GB": "NVIDIA A100-SXM4-40GB"}
@@ -139,20 +147,32 @@ RESIDUALS = {
         "init): the same ~2.1 GiB per rank of NCCL communicator buffers inside the budget, whose "
         "channel count and NVLS use are not in the log (see 15; not modelled)"
     ),
-    32: (
-        "V0 (~0.7.x) at TP 2: the 8.69 GiB the poster quotes comes with a 0.19 GiB activation peak, a "
-        "non-driver worker's — V0 samples only on the driver (worker/model_runner.py execute_model: "
-        "'if not self.is_driver_worker: return []' after compute_logits, 0.6.4.post1 wheel), and the "
-        "engine takes the smallest worker's blocks: its 81,536-token capacity is 7.46 GiB at 98,304 B a "
-        "token per rank, the driver's budget, 0.40 GiB from the model's 7.86. The figure is recorded as "
-        "quoted, so the point stays a residual"
-    ),
     58: (
         "the source's own figures for this row do not add up at the utilization it states (0.9): "
         "ceil(0.9 x 79.18) - 64.38 weights - 7.38 peak activation - 0.13 non-torch = -0.63 GiB, yet it "
         "logs 3.33 GiB and a launch that ran; at 0.95 the same figures give 3.33 exactly (75.23 - 64.38 "
         "- 7.38 - 0.13), and the model predicts 3.26. The utilization is recorded as the source prints it "
         "(not corrected), so the point stays a residual"
+    ),
+    92: (
+        "GB10 (DGX Spark, unified memory), 0.19.2.dev0, next to a co-resident vLLM: the logged 4.85 GiB exceeds "
+        "ceil(0.49 x 121.69) - 56.88 GiB of logged weights = 2.75 GiB, so vLLM's own non-KV total came out 2.1 GiB "
+        "below its weights: the activation peak plus the non-torch increase was negative. On cc 12.1 the snapshot's "
+        "free memory is psutil's 'available' host memory (vllm/utils/mem_utils.py MemorySnapshot.measure, "
+        "shared_sysmem_device_mem_sms, 0.19.0 wheel) and the non-torch increase is the change of (total - available "
+        "- torch reserved) between the baseline and the profile, so host memory freed meanwhile (by the OS or the "
+        "co-resident guard process) shrinks it below zero; how much is the host's, not in vLLM's code (not "
+        "modelled; see 11)"
+    ),
+    93: (
+        "RTX 3060 12GB on a desktop host, 0.19.0: the logged 8.03 GiB exceeds ceil(0.75 x 11.63) - 1.12 GiB of "
+        "logged weights = 7.61 GiB, so vLLM's non-KV total came out below the weights alone: its non-torch increase "
+        "was negative. vllm/utils/mem_utils.py MemorySnapshot.measure (0.19.0 wheel) takes the device-wide "
+        "cudaMemGetInfo, so non-torch memory = total - free - torch reserved includes other processes, and memory "
+        "another process released between the baseline and the profile (this launch downloaded its weights for 708 s "
+        "in between; the host's first attempt found 2.6 GiB held by others) enlarges the budget. Its size is the "
+        "host's, not in vLLM's code (not modelled). The same host's next launch (94), without the download, is "
+        "within 0.09 GiB"
     ),
     34: (
         "V0 on main at PR #10511 (between 0.6.4.post1 and 0.6.5; only 0.6.4.post1's rules are read): "
@@ -174,6 +194,9 @@ class Row:
     logged_tokens: int | None = None
     predicted_tokens: int | None = None
     kv_need_gib: float | None = None  # one max_model_len sequence
+    #: the binding rank's budget where the logged figure is another rank's (V0's driver
+    #: worker, vllm.V0_SAMPLER_ON_DRIVER_ONLY): FC402 and the token capacity use it
+    binding_gib: float | None = None
     excluded: str | None = None
 
     @property
@@ -193,17 +216,19 @@ class Row:
     @property
     def predicted_fail(self) -> bool | None:
         """FC402's verdict: one max-length sequence does not fit what is left."""
-        if self.predicted_gib is None or self.kv_need_gib is None:
+        budget = self.binding_gib if self.binding_gib is not None else self.predicted_gib
+        if budget is None or self.kv_need_gib is None:
             return None
-        return self.kv_need_gib > self.predicted_gib
+        return self.kv_need_gib > budget
 
     @property
     def predicted_stop(self) -> bool | None:
         """FC402 as an error (a stop): short by more than the estimate's error
         (``_memory.budget.NEAR_MISS``); a smaller shortfall is a warning."""
-        if self.predicted_gib is None or self.kv_need_gib is None:
+        budget = self.binding_gib if self.binding_gib is not None else self.predicted_gib
+        if budget is None or self.kv_need_gib is None:
             return None
-        return self.kv_need_gib - self.predicted_gib > NEAR_MISS / GiB
+        return self.kv_need_gib - budget > NEAR_MISS / GiB
 
 
 def load() -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -300,6 +325,14 @@ def evaluate() -> list[Row]:
         requested = math.ceil(total * GiB * util)
         available = requested - weights * GiB - reserve
         row.predicted_gib = available / GiB
+        if p.get("logged_worker") == "non-driver" and vllm.V0_SAMPLER_ON_DRIVER_ONLY:
+            # the figure is a V0 non-driver worker's (point 32): no dummy sampler run on that
+            # rank, so its peak is the forward pass alone; the driver's budget (with the
+            # sampler) is the one the engine sizes the cache by, for FC402 and the tokens
+            nondriver = reserve - activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler)
+            nondriver += forward_peak(cfg, layout, batch.tokens)
+            row.binding_gib = row.predicted_gib
+            row.predicted_gib = (requested - weights * GiB - nondriver) / GiB
         kv_dtype = p["kv_cache_dtype"] or "auto"
         shape = kv_shape(cfg, range(cfg.layers), tp, kv_dtype)
         row.kv_need_gib = shape.bytes_for(length) / GiB if length else None

@@ -297,6 +297,17 @@ FUSED_MOE_CHUNK_TOKENS = 32768
 SNAPSHOT_AFTER_DISTRIBUTED_SINCE = "0.11.0"
 
 
+#: V0 (read in the 0.6.4.post1 wheel) runs the dummy sampler on the driver worker (rank 0)
+#: only: vllm/worker/model_runner.py ``ModelRunner.execute_model`` returns ``[]`` right after
+#: ``compute_logits`` when ``not self.is_driver_worker``, so a non-driver worker's profile
+#: peak is the forward pass alone and its KV budget is larger than the driver's. Every worker
+#: logs its own budget (worker/worker.py ``determine_num_available_blocks``), and the engine
+#: sizes the cache by the smallest (executor/distributed_gpu_executor.py:
+#: ``num_gpu_blocks = min(b[0] for b in num_blocks)``): the driver's binds. (V1 samples on
+#: every rank.)
+V0_SAMPLER_ON_DRIVER_ONLY = True
+
+
 def sampler_kind(
     v: tuple[int, ...] | None, env: dict[str, str | None] | None = None, installed: bool | None = None
 ) -> str:
