@@ -297,6 +297,19 @@ def test_fc510_load_time_estimate(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert statuses(node(), "FC510") == {"skip"}
 
 
+def test_fc510_a_node_reads_what_one_replica_holds_on_it(tmp_path: Path) -> None:
+    """Each rank reads the tensors it holds: with data parallel across 2 nodes (a replica of
+    TP 8 on each) every node reads the whole model; with TP 8 x PP 2 across 2 nodes of 8 each
+    reads half."""
+    root = healthy(tmp_path)
+    (one,) = failing("FC510", root, tensor_parallel_size=8)
+    whole = one.evidence["load_bytes"]
+    (dp,) = failing("FC510", root, tensor_parallel_size=8, data_parallel_size=2, nnodes=2)
+    assert dp.evidence["load_bytes"] == whole
+    (pp,) = failing("FC510", root, tensor_parallel_size=8, pipeline_parallel_size=2, nnodes=2)
+    assert pp.evidence["load_bytes"] == -(-whole // 2)
+
+
 def test_fc511_shard_sparse(tmp_path: Path) -> None:
     root = broken(tmp_path, "sparse")
     (r,) = failing("FC511", root)

@@ -112,7 +112,11 @@ def build(
         )
     # what is read from disk: the GGUF file as it is stored, else the headers' tensors
     loaded = ck.total_bytes if ck.gguf_groups is not None else m.tally.total - m.tally.skipped
-    m.load_bytes = -(-loaded // max(1, intent.nnodes))
+    # Every rank reads the tensors (the slices) it holds, so a node reads what the ranks of
+    # one replica on it hold: the whole model when a replica fits on the node (data
+    # parallel across nodes reads it once per node), a share when TP x PP x PCP spans nodes.
+    spans = min(max(1, intent.nnodes), -(-intent.replica_size // max(1, intent.gpus_per_node)))
+    m.load_bytes = -(-loaded // max(1, spans))
     m.throughput = ck.throughput
     resolve_utilization(m, intent.gpu_memory_utilization)
     resolve_reserve(m, intent.reserve_gib)
