@@ -150,6 +150,7 @@ DS = {"model_type": "deepseek_v3", "num_nextn_predict_layers": 1}
         ({"model": "yuhuili/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 2}, "eagle", 2, 0, None),
         ({"model": "org/small", "num_speculative_tokens": 4}, "draft_model", 4, 0, None),
         ({"model": "org/small"}, "draft_model", None, 0, "num_speculative_tokens"),
+        ({"model": "/m"}, "mtp", None, 0, "required for MTP"),
         ({"method": "eagle", "num_speculative_tokens": 2}, "eagle", 2, 0, "without speculative model"),
         ({"model": "org/small", "num_speculative_tokens": 2, "draft_tensor_parallel_size": 4}, None, 2, 0, "1 or"),
     ],

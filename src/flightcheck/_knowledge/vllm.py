@@ -1056,6 +1056,10 @@ def speculative(
         method = "dspark"
     elif draft_type is not None:
         method = "mtp"
+        if n is None:
+            # the MTP branch compares ``self.num_speculative_tokens > 1`` before defaulting
+            # it to n_predict: vLLM 0.33 dies with a TypeError (conformance-tested)
+            return SpecDecode(method, n, model, error="num_speculative_tokens is required for MTP (vLLM 0.33 raises)")
     if method == "mtp" and n_predict is None and own:
         return SpecDecode(method, n, model, error="the target's config has no MTP layers (num_nextn_predict_layers)")
     if n_predict is not None:
