@@ -94,7 +94,9 @@ def test_mtp_adds_its_layer_weights_and_kv_per_rank(ds, tp: int) -> None:
     plain, spec = mem(path, [], tp=tp), mem(path, [MTP1], tp=tp)
     assert spec.mtp_layers == 1
     added = spec.weights() - plain.weights()
-    expected = mtp_layer_bytes_per_rank(cfg, tp)
+    # + the proposer's hidden_states / inputs_embeds buffers: 2 x batched tokens x hidden x 2
+    assert spec.stages()[0]["mtp_buffers"] == 2 * spec.batch.tokens * 7168 * 2
+    expected = mtp_layer_bytes_per_rank(cfg, tp) + 2 * spec.batch.tokens * 7168 * 2
     assert abs(added - expected) <= expected * 0.001, (added, expected)
     # the shared embedding / head copies (vocab x hidden x 2 bytes / TP each) are not in it
     assert added + 129280 * 7168 * 2 / tp > expected * 1.01
@@ -112,6 +114,7 @@ def test_mtp_sits_on_the_last_pipeline_stage(ds) -> None:
     assert s0[0] == s1[0] and "mtp_draft" in s0[1]
     embed = 129280 * 7168 * 2 / 8  # vocab (padded to 64: already a multiple) / TP
     assert abs(s0[1]["mtp_draft"] - (mtp_layer_bytes_per_rank(cfg, 8) + embed)) < 0.001 * s0[1]["mtp_draft"]
+    assert "mtp_buffers" not in s0[0]
     assert spec.kv(stage=0).per_token == plain.kv(stage=0).per_token
     assert spec.kv(stage=1).per_token == plain.kv(stage=1).per_token + 1152
 
@@ -208,7 +211,8 @@ def fc402_errors(path: str, flags: list[str], util: float, length: int) -> list:
 
 def test_fc402_mtp_tips_a_launch_over(ds) -> None:
     """At a utilisation that leaves 0.05 GiB past one 131,072-token sequence, the MTP layer
-    (0.28 GiB a rank + 1,152 bytes a token) is a shortfall beyond the estimate's error."""
+    (0.28 GiB a rank, the proposer's buffers, 1,152 bytes a token) is a shortfall beyond the
+    estimate's error."""
     path, _ = ds
     util = round(_util_for_slack(path, [], 131072, 0.05 * GiB), 4)
     assert fc402_errors(path, [], util, 131072) == []

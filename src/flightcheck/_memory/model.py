@@ -111,6 +111,11 @@ class MemoryModel(msgspec.Struct):
         out = per_rank(self.tally, self.cfg, lay, online_fp8=self.online_fp8)
         if self.mtp_layers:
             out[-1]["mtp_draft"] = mtp_per_rank(self.tally, self.cfg, lay, self.mtp_layers, online_fp8=self.online_fp8)
+            # the proposer's persistent buffers, allocated with the drafter before the profile
+            # run (vllm/v1/spec_decode/llm_base_proposer.py ``SpecDecodeBaseProposer.__init__``):
+            # ``hidden_states`` and ``inputs_embeds``, max_num_batched_tokens x hidden in the
+            # model dtype each (the int32/int64 index buffers beside them are a few hundred KiB)
+            out[-1]["mtp_buffers"] = float(2 * self.batch.tokens * self.cfg.hidden * self.cfg.dtype_bytes)
         return out
 
     def weights(self, layout: Layout | None = None) -> float:
