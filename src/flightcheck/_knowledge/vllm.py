@@ -883,9 +883,13 @@ FLINT_FP32_PARAMS: tuple[str, ...] = ("self_attn.softmax_offset",)
 
 # ---- speculative decoding (vllm/config/speculative.py, vllm/engine/arg_utils.py) ---------
 #
-# Applied from vLLM 0.33 only: these rules are read from 0.33.0's source; older wheels have
-# not been read for them (the memory model says so in a note on other versions).
-SPEC_DECODE_MEMORY_SINCE = "0.33.0"
+# Read from 0.33.0's source and checked in the 0.32.0 wheel, whose ``__post_init__`` differs
+# only by Medusa / MLP-speculator detection (removed in 0.33) and the Transformers-backend
+# MTP (added), with the same ``--spec-method`` / ``--spec-model`` / ``--spec-tokens``; the
+# memory terms (drafter on the last PP rank, MTP embedding / head sharing, the proposer's
+# buffers) read the same in 0.21.0 and 0.25.0 too, but 0.21 lacks the shortcuts and keeps
+# ``longcat_flash_mtp`` apart, so older versions get a note, not a figure.
+SPEC_DECODE_MEMORY_SINCE = "0.32.0"
 #: ``--speculative-config`` / ``-sc`` (JSON) and its shortcuts ``--spec-method``,
 #: ``--spec-model``, ``--spec-tokens`` (arg_utils.py ``add_cli_args``); a shortcut and the
 #: same key in the JSON are refused together (``create_speculative_config``: "... are

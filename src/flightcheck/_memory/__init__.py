@@ -128,7 +128,7 @@ def build(
 def _speculative(m: MemoryModel, intent: Intent, config: dict[str, object]) -> None:
     """The launch's speculative decoding (``_knowledge.vllm.speculative``) and what it adds:
     the target's own MTP layers (weights and KV) when it drafts with them. Rules read from
-    vLLM 0.33.0's source only: other versions get a note, not a figure."""
+    vLLM 0.33.0's source (and the 0.32.0 wheel): older versions get a note, not a figure."""
     from flightcheck._memory.config import text_config
 
     assert m.cfg is not None
@@ -146,7 +146,7 @@ def _speculative(m: MemoryModel, intent: Intent, config: dict[str, object]) -> N
     if v is not None and v < tuple(int(p) for p in vllm.SPEC_DECODE_MEMORY_SINCE.split(".")):
         m.notes.append(
             f"speculative decoding ({spec.method}): its memory is modelled from vLLM "
-            f"{vllm.SPEC_DECODE_MEMORY_SINCE}'s code only; not counted for {m.engine_version}"
+            f"{vllm.SPEC_DECODE_MEMORY_SINCE}+'s code only; not counted for {m.engine_version}"
         )
         return
     if spec.method == "mtp" and spec.model == intent.model:
