@@ -225,3 +225,18 @@ def test_fc402_does_not_stop_ngram_speculative_decoding(ds) -> None:
     path, _ = ds
     util = round(_util_for_slack(path, [], 131072, 0.05 * GiB), 4)
     assert fc402_errors(path, [NGRAM], util, 131072) == []
+
+
+def test_short_and_dotted_spellings_read_like_the_json() -> None:
+    """``-sc`` is ``--speculative-config`` (arg_utils.py), ``--speculative-config.key v`` one
+    key of it (FlexibleArgumentParser); a shortcut repeating a JSON key is refused."""
+    from flightcheck._launch import parse_command
+
+    argv = ["vllm", "serve", "/m", "-tp", "8", "-sc", json.dumps({"method": "mtp", "num_speculative_tokens": 1})]
+    flags = parse_command([*argv, "--spec-tokens", "2"], None).intent.engine_flags
+    s = vllm.speculative(flags, DS, "/m", 8)
+    assert s is not None and s.error is not None and "mutually exclusive" in s.error
+    dotted = vllm.speculative(
+        ["--speculative-config.method=mtp", "--speculative-config.num_speculative_tokens=2"], DS, "/m", 8
+    )
+    assert dotted is not None and (dotted.method, dotted.num_speculative_tokens, dotted.mtp_layers) == ("mtp", 2, 1)

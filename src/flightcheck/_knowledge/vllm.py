@@ -27,6 +27,7 @@ ALIASES: dict[str, str] = {
     "-q": "--quantization",
     "-n": "--nnodes",
     "-r": "--node-rank",
+    "-sc": "--speculative-config",  # arg_utils.py: add_argument("--speculative-config", "-sc", ...)
 }
 
 #: canonical flag -> (Intent field, converter). A converter raises ValueError or
@@ -986,6 +987,15 @@ def _given(flags: list[str]) -> tuple[dict[str, Any] | None, str | None]:
             if not isinstance(parsed, dict):
                 return None, f"{SPECULATIVE_CONFIG_FLAG} is not a JSON object"
             doc = parsed
+        elif name.startswith(SPECULATIVE_CONFIG_FLAG + "."):
+            # utils/argparse_utils.py FlexibleArgumentParser: ``--json-arg.key value`` sets one
+            # key of the JSON (the value read as JSON when it parses, else as a string)
+            try:
+                v: Any = json.loads(value)
+            except ValueError:
+                v = value
+            doc = {} if doc is None else doc
+            doc[name[len(SPECULATIVE_CONFIG_FLAG) + 1 :]] = v
         elif name in SPECULATIVE_SHORTCUTS:
             shortcuts.append((name, SPECULATIVE_SHORTCUTS[name], value))
     for flag, key, value in shortcuts:
