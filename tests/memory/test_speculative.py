@@ -240,3 +240,14 @@ def test_short_and_dotted_spellings_read_like_the_json() -> None:
         ["--speculative-config.method=mtp", "--speculative-config.num_speculative_tokens=2"], DS, "/m", 8
     )
     assert dotted is not None and (dotted.method, dotted.num_speculative_tokens, dotted.mtp_layers) == ("mtp", 2, 1)
+
+
+def test_kimi_k3_mtp_layers_come_from_its_text_config() -> None:
+    """``hf_config_override``: ``kimi_k3`` (the top level) becomes ``kimi_k3_mtp`` with
+    n_predict from ``text_config.num_nextn_predict_layers``; the published K3 has none."""
+    k3 = {"model_type": "kimi_k3", "text_config": {"model_type": "kimi_linear", "num_nextn_predict_layers": 2}}
+    s = vllm.speculative([sc({"method": "mtp", "num_speculative_tokens": 2})], k3, "/k3", 8)
+    assert s is not None and s.error is None and (s.method, s.mtp_layers) == ("mtp", 2)
+    none = {"model_type": "kimi_k3", "text_config": {"model_type": "kimi_linear", "num_nextn_predict_layers": 0}}
+    s = vllm.speculative([sc({"method": "mtp", "num_speculative_tokens": 1})], none, "/k3", 8)
+    assert s is not None and s.error is not None and "no MTP layers" in s.error

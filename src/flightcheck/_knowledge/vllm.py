@@ -1025,7 +1025,7 @@ def speculative(
     (``n_predict`` = ``num_nextn_predict_layers``), ``num_speculative_tokens`` (defaults to
     ``n_predict``; must divide by it when larger) and the draft's TP
     (``_verify_and_get_draft_tp``: 1 or the target's, the target's when unset).
-    ``target``: the target's config.json (the language model's part)."""
+    ``target``: the target's config.json as stored (a multimodal wrapper's outer config)."""
     doc, err = _given(flags)
     if doc is None:
         return SpecDecode(None, error=err) if err else None
@@ -1056,7 +1056,15 @@ def speculative(
     tcfg = target or {}
     own = model == target_model
     draft_type = MTP_TARGETS.get(str(tcfg.get("model_type") or "")) if own else None
-    n_predict = _pos_int(tcfg.get("num_nextn_predict_layers")) if draft_type else None
+    # ``hf_config_override`` reads n_predict from the top-level config, Kimi-K3's from its
+    # ``text_config`` (the top-level model_type decides the rewrite)
+    raw_inner = tcfg.get("text_config")
+    inner: dict[str, Any] = raw_inner if isinstance(raw_inner, dict) else {}
+    n_predict = (
+        _pos_int(tcfg.get("num_nextn_predict_layers")) or _pos_int(inner.get("num_nextn_predict_layers"))
+        if draft_type
+        else None
+    )
     low = model.lower()
     if method in ("eagle", "eagle3", "dflash", "dspark"):
         pass

@@ -129,10 +129,8 @@ def _speculative(m: MemoryModel, intent: Intent, config: dict[str, object]) -> N
     """The launch's speculative decoding (``_knowledge.vllm.speculative``) and what it adds:
     the target's own MTP layers (weights and KV) when it drafts with them. Rules read from
     vLLM 0.33.0's source (and the 0.32.0 wheel): older versions get a note, not a figure."""
-    from flightcheck._memory.config import text_config
-
     assert m.cfg is not None
-    spec = vllm.speculative(intent.engine_flags or [], text_config(config), intent.model, intent.tensor_parallel_size)
+    spec = vllm.speculative(intent.engine_flags or [], config, intent.model, intent.tensor_parallel_size)
     if spec is None:
         return
     m.speculative = spec.as_dict()
