@@ -150,3 +150,16 @@ def test_fc402_sglang_pool_is_whole_pages_of_the_backend_on_the_gpu(ckpt: str) -
     hopper = fc402(h100(), engine="sglang", model=ckpt, gpu_memory_utilization=0.2)
     assert hopper.evidence["page_size"] == 1
     assert hopper.evidence["kv_tokens"] == hopper.evidence["max_model_len_fit"]
+
+
+def test_fc402_sglang_pool_short_of_the_context_by_page_rounding(ckpt: str) -> None:
+    """B300 (page 64): at this fraction the unrounded KV room holds 8,112 tokens but SGLang's
+    pool of whole pages holds 8,064 (pool_configurator.py ``calculate_pool_sizes``), fewer
+    than --context-length 8100: SGLang caps requests, so a warning naming what it serves,
+    and no fix line that restates the launch's own layout."""
+    r = fc402(facts("b300"), engine="sglang", model=ckpt, gpu_memory_utilization=0.05957, max_model_len=8100)
+    assert r.evidence["max_model_len_fit"] >= 8100 > r.evidence["kv_tokens"] == 8064
+    assert r.status.value == "fail" and r.severity.value == "warning"
+    assert "caps a request at 8,063 tokens" in r.message and "the largest max_model_len that fits is 8,064" in r.message
+    fixes = r.fix.splitlines()
+    assert fixes[0] == "--context-length 8064" and "--tp 1" not in fixes

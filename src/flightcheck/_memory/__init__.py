@@ -102,6 +102,8 @@ def build(
         m.error = "no shard header could be read (FC5xx)"
         return m
     m.tally = tally(groups, m.cfg)
+    if intent.engine == "vllm":
+        _speculative(m, intent, ck.config)
     if len(ck.scanned) < len(ck.shards):
         _scale_to_index(m, ck)
     q = (intent.quantization or "").lower()
@@ -121,6 +123,50 @@ def build(
     resolve_utilization(m, intent.gpu_memory_utilization)
     resolve_reserve(m, intent.reserve_gib)
     return m
+
+
+def _speculative(m: MemoryModel, intent: Intent, config: dict[str, object]) -> None:
+    """The launch's speculative decoding (``_knowledge.vllm.speculative``) and what it adds:
+    the target's own MTP layers (weights and KV) when it drafts with them. Rules read from
+    vLLM 0.33.0's source (and the 0.32.0 wheel): older versions get a note, not a figure."""
+    assert m.cfg is not None
+    spec = vllm.speculative(intent.engine_flags or [], config, intent.model, intent.tensor_parallel_size)
+    if spec is None:
+        return
+    m.speculative = spec.as_dict()
+    if spec.error is not None:
+        m.notes.append(f"speculative decoding: vLLM refuses the config ({spec.error})")
+        return
+    if not spec.on_gpu:
+        m.notes.append(f"speculative decoding ({spec.method}): no draft weights or KV cache on the GPU")
+        return
+    v = release(m.engine_version)
+    if v is not None and v < tuple(int(p) for p in vllm.SPEC_DECODE_MEMORY_SINCE.split(".")):
+        m.notes.append(
+            f"speculative decoding ({spec.method}): its memory is modelled from vLLM "
+            f"{vllm.SPEC_DECODE_MEMORY_SINCE}+'s code only; not counted for {m.engine_version}"
+        )
+        return
+    if spec.method == "mtp" and spec.model == intent.model:
+        assert m.tally is not None
+        stored = {i for (_, i) in m.tally.mtp}
+        if not stored:
+            # deepseek_mtp.py ``load_weights``: "MTP speculative decoding layer ... weights
+            # missing from checkpoint" -- vLLM refuses; counted as nothing here
+            m.notes.append("speculative decoding (mtp): the checkpoint stores no MTP layers; vLLM refuses to load it")
+            return
+        m.mtp_layers = spec.mtp_layers or len(stored)
+        if spec.draft_tp not in (None, intent.tensor_parallel_size):
+            m.notes.append(f"speculative decoding (mtp) with draft TP {spec.draft_tp}: counted at the target's TP")
+        m.notes.append(
+            f"speculative decoding (mtp): {m.mtp_layers} MTP layer(s) of the checkpoint loaded on the last "
+            f"pipeline stage, with their KV cache; {spec.num_speculative_tokens} speculative token(s)"
+        )
+        return
+    m.notes.append(
+        f"speculative decoding ({spec.method}, draft {spec.model}): the draft's weights and KV cache are "
+        "not counted (its checkpoint is not read)"
+    )
 
 
 def _sglang_attention(m: MemoryModel, flags: list[str], capability: str | None) -> None:

@@ -77,11 +77,21 @@ def with_layer(cls: str, layered: bool, index: int, cfg: ModelConfig) -> tuple[s
     return cls, index
 
 
-def classify_pattern(pattern: str, dtype: str, cfg: ModelConfig) -> tuple[str, bool]:
+def classify_pattern(pattern: str, dtype: str, cfg: ModelConfig, *, mtp: bool = False) -> tuple[str, bool]:
     """(class of the pattern in a layer vLLM loads, whether its index is a decoder layer):
     the part of :func:`classify` that does not depend on the layer, so a model's ~1,000
-    groups (61 layers of the same few dozen patterns) are classified once a pattern."""
+    groups (61 layers of the same few dozen patterns) are classified once a pattern.
+    ``mtp``: the class the tensor has in vLLM's MTP draft (``deepseek_mtp.py``): ``eh_proj``
+    a plain ``nn.Linear`` (whole on every rank), ``embed_tokens`` / ``shared_head.head`` the
+    copies shared with the target (``mtp_embed`` / ``mtp_head``)."""
     p = strip_wrapper(pattern)
+    if mtp:
+        if "shared_head.head" in p:
+            return "mtp_head", True
+        if "embed_tokens" in p:
+            return "mtp_embed", True
+        if "eh_proj" in p:
+            return "replicated", True
     aux = any(a in pattern for a in _AUX)
     k = p.find("#")
     # the first index is a decoder layer only right after a layer container (layers.#)

@@ -24,7 +24,7 @@ from flightcheck._memory.budget import (
 )
 from flightcheck._memory.config import ModelConfig
 from flightcheck._memory.kv import Capacity, KvShape, capacity, kv_bytes, kv_shape
-from flightcheck._memory.weights import Layout, Tally, largest_stage, per_rank, stage_layers
+from flightcheck._memory.weights import Layout, Tally, largest_stage, mtp_per_rank, per_rank, stage_layers
 from flightcheck._vocabulary.intent import AUTO
 
 
@@ -71,6 +71,13 @@ class MemoryModel(msgspec.Struct):
     #: SGLang: the attention backends it picks for this model on the GPU used
     #: (``_knowledge.sglang.attention_backends``; None: vLLM, or the compute capability unknown)
     sglang_attention: sglang.AttentionChoice | None = None
+    #: vLLM: MTP layers of the target's own checkpoint the launch drafts with
+    #: (``--speculative-config`` method ``mtp``, ``_knowledge.vllm.speculative``): their weights
+    #: and KV cache layers sit on the last PP stage's ranks (gpu_model_runner.py: the drafter is
+    #: created only ``if self.speculative_config and get_pp_group().is_last_rank``); 0: none.
+    mtp_layers: int = 0
+    #: the resolved speculative decoding (``SpecDecode.as_dict``), for the report
+    speculative: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ what-ifs
 
@@ -100,7 +107,16 @@ class MemoryModel(msgspec.Struct):
 
     def stages(self, layout: Layout | None = None) -> list[dict[str, float]]:
         assert self.cfg is not None and self.tally is not None
-        return per_rank(self.tally, self.cfg, layout or self.layout, online_fp8=self.online_fp8)
+        lay = layout or self.layout
+        out = per_rank(self.tally, self.cfg, lay, online_fp8=self.online_fp8)
+        if self.mtp_layers:
+            out[-1]["mtp_draft"] = mtp_per_rank(self.tally, self.cfg, lay, self.mtp_layers, online_fp8=self.online_fp8)
+            # the proposer's persistent buffers, allocated with the drafter before the profile
+            # run (vllm/v1/spec_decode/llm_base_proposer.py ``SpecDecodeBaseProposer.__init__``):
+            # ``hidden_states`` and ``inputs_embeds``, max_num_batched_tokens x hidden in the
+            # model dtype each (the int32/int64 index buffers beside them are a few hundred KiB)
+            out[-1]["mtp_buffers"] = float(2 * self.batch.tokens * self.cfg.hidden * self.cfg.dtype_bytes)
+        return out
 
     def weights(self, layout: Layout | None = None) -> float:
         """Bytes the busiest rank holds."""
@@ -113,7 +129,17 @@ class MemoryModel(msgspec.Struct):
         # SGLang with attention DP: each attention-TP group of tp / attn_dp ranks holds the KV
         # heads (srt/layers/dp_attention.py: attention TP size = tp_size // attn_dp_size)
         tp = lay.tp // self.attn_dp if self.attn_dp > 1 and lay.tp % self.attn_dp == 0 else lay.tp
-        return kv_shape(self.cfg, layers, tp, kv_dtype or self.kv_cache_dtype, lay.dcp)
+        shape = kv_shape(self.cfg, layers, tp, kv_dtype or self.kv_cache_dtype, lay.dcp)
+        if self.mtp_layers and stage == min(lay.pp, max(1, self.cfg.layers)) - 1:
+            # Each MTP layer's attention is one more full-attention layer in the static forward
+            # context, so gpu_model_runner.py ``get_kv_cache_spec`` gives it a KV cache spec of
+            # the target's shape (same heads / latent, same --kv-cache-dtype unless the
+            # speculative config sets one) and the unified allocator pages it with the target's
+            # full-attention layers: its bytes per token add to theirs.
+            per = shape.per_layer or kv_shape(self.cfg, range(0), tp, kv_dtype or self.kv_cache_dtype).per_layer
+            n = self.mtp_layers
+            shape = msgspec.structs.replace(shape, full=shape.full + n * per, n_full=shape.n_full + n, per_layer=per)
+        return shape
 
     def fit(
         self,
@@ -306,6 +332,7 @@ class MemoryModel(msgspec.Struct):
                 "reserve_breakdown": self.reserve_parts or None,
                 "reserve_source": self.reserve_source,
                 "kv_cache_dtype": self.kv_cache_dtype,
+                "speculative": self.speculative,
                 "kv_bytes_per_element": kv_bytes(self.kv_cache_dtype, self.cfg),
                 "attention": "mla"
                 if self.cfg.mla

@@ -56,6 +56,12 @@ class Tally(msgspec.Struct):
     expert_tensors: dict[int | None, int] = msgspec.field(default_factory=dict)  # tensors in expert blocks
     per_expert: dict[int | None, int] = msgspec.field(default_factory=dict)  # tensors one expert has
     vocab_rows: dict[str, int] = msgspec.field(default_factory=dict)  # "vocab" / "head" -> rows stored
+    #: MTP layers stored after the decoder (``layers.{num_hidden_layers + i}``): (the class the
+    #: tensor would have in a loaded layer, MTP layer i) -> bytes. They are ``skipped`` (vLLM's
+    #: target model never loads them: deepseek_v2.py ``load_weights`` drops every name
+    #: ``get_spec_layer_idx_from_weight_name`` matches) and counted again only when the launch
+    #: drafts with them (:func:`mtp_per_rank`).
+    mtp: dict[tuple[str, int], int] = msgspec.field(default_factory=dict)
     total: int = 0
     skipped: int = 0
 
@@ -73,6 +79,7 @@ def tally(groups: Iterable[tuple[str, int, str, tuple[int, ...], int, int, int]]
     """Reduce (pattern, index, dtype, shape, nbytes, count, per_item) groups to a Tally."""
     t = Tally()
     seen: dict[tuple[str, str], tuple[str, bool]] = {}  # one classification a pattern, not a layer
+    mtp_seen: dict[tuple[str, str], str] = {}
     for pattern, index, dtype, shape, nbytes, count, per_item in groups:
         key = (pattern, dtype)
         got = seen.get(key)
@@ -80,6 +87,11 @@ def tally(groups: Iterable[tuple[str, int, str, tuple[int, ...], int, int, int]]
             got = seen[key] = classify_pattern(pattern, dtype, cfg)
         cls, layer = with_layer(got[0], got[1], index, cfg)
         t.add(cls, layer, nbytes)
+        if cls == "skipped" and layer is not None and cfg.layers and layer >= cfg.layers:
+            inner = mtp_seen.get(key)
+            if inner is None:
+                inner = mtp_seen[key] = classify_pattern(pattern, dtype, cfg, mtp=True)[0]
+            t.mtp[(inner, layer - cfg.layers)] = t.mtp.get((inner, layer - cfg.layers), 0) + nbytes
         if cls == "expert" and dtype == "":
             t.expert_tensors[layer] = t.expert_tensors.get(layer, 0) + count
             t.per_expert[layer] = max(t.per_expert.get(layer, 1), per_item)
@@ -177,3 +189,38 @@ def largest_stage(stages: list[dict[str, float]]) -> tuple[int, float]:
     totals = [sum(s.values()) for s in stages]
     i = max(range(len(totals)), key=totals.__getitem__)
     return i, totals[i]
+
+
+#: parts of an MTP layer shared with the target when PP is 1 (vllm/v1/spec_decode/
+#: llm_base_proposer.py ``_maybe_share_embeddings`` / ``_maybe_share_lm_head``: "Detected MTP
+#: model. Sharing target model embedding / lm_head weights", ``shared_head.head`` replaced by
+#: the target's lm_head): the copies the checkpoint stores are freed after loading.
+MTP_SHARED = ("mtp_embed", "mtp_head")
+
+
+def mtp_per_rank(t: Tally, cfg: ModelConfig, layout: Layout, n_layers: int, *, online_fp8: bool = False) -> float:
+    """Bytes one rank holds of the first ``n_layers`` MTP layers (vllm/model_executor/models/
+    deepseek_mtp.py ``DeepSeekMultiTokenPredictor``: layers ``num_hidden_layers`` ..
+    ``+ num_nextn_predict_layers``, each a ``DeepseekV2DecoderLayer`` split like the target's
+    layers at the draft's TP, plus ``enorm`` / ``hnorm`` / ``shared_head.norm`` and ``eh_proj``
+    — a plain ``nn.Linear``, whole on every rank). Embeddings and head copies are shared
+    with the target at PP 1 (:data:`MTP_SHARED`); with PP > 1 the drafter loads its own
+    vocabulary embedding ("will be loaded separately"). MLA layers add their bf16
+    ``W_UK_T``/``W_UV`` copies as the target's do."""
+    sub = Tally(vocab_rows=dict(t.vocab_rows))
+    for (cls, i), nbytes in t.mtp.items():
+        if i >= n_layers:
+            continue
+        if cls in MTP_SHARED:
+            if cls == "mtp_head" or layout.pp == 1:
+                continue
+            cls = "vocab"
+        sub.add(cls, None, nbytes)
+    one = Layout(layout.tp, 1, layout.dp, layout.ep, layout.pcp, layout.dcp)
+    parts = per_rank(sub, cfg, one, online_fp8=online_fp8)[0]
+    parts.pop("mla_copies", None)
+    total = sum(parts.values())
+    if cfg.mla and cfg.kv_lora_rank:
+        heads = max(1, cfg.heads // max(1, layout.tp))
+        total += n_layers * heads * cfg.kv_lora_rank * (cfg.qk_nope_head_dim + cfg.v_head_dim) * 2
+    return total

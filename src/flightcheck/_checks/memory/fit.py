@@ -76,7 +76,8 @@ def _fitting_layouts(m: Any) -> tuple[list[str], str]:
     from flightcheck._memory.suggest import smallest_layout
 
     best, tp_only = smallest_layout(m), smallest_layout(m, vary_pp=False)
-    found = [lf for lf in (best, tp_only) if lf is not None]
+    # the launch's own layout is never a fix (SGLang: it fits before the pool is rounded to pages)
+    found = [lf for lf in (best, tp_only) if lf is not None and lf.layout != m.layout]
     if not found:
         return [], "no layout up to TP 64 x PP 8 fits the weights and the KV cache on this GPU model"
     if len(found) == 2 and found[0].layout == found[1].layout:
@@ -224,7 +225,10 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     pool = m.sglang_pool(f)
     if pool is not None:
         ev.update(pool)
-    if f.kv_fits and f.max_model_len_fit > 0:
+    # SGLang's pool is whole pages (pool_configurator.py ``calculate_pool_sizes``): the
+    # unrounded fit can hold the context while the pool, up to a page smaller, does not
+    pages_short = pool is not None and pool["kv_tokens"] < f.max_model_len
+    if f.kv_fits and f.max_model_len_fit > 0 and not pages_short:
         table = _sglang_request_table(m, f, pool, ev) if pool is not None else None
         if table is not None:
             yield table
@@ -247,8 +251,10 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     )
     limit, _var, allowed = _window(ctx, m)
     suggest = f.max_model_len_fit if (limit is None or allowed) else min(f.max_model_len_fit, limit // 16 * 16)
+    if pool is not None:  # what SGLang's pool of whole pages holds
+        suggest = min(suggest, pool["kv_tokens"])
     options = [f"{flag('max_len', m.engine)} {suggest}"]
-    said = [f"the largest max_model_len that fits is {f.max_model_len_fit:,}"]
+    said = [f"the largest max_model_len that fits is {suggest if pool is not None else f.max_model_len_fit:,}"]
     fp8 = fp8_kv(m)
     if fp8 is not None:
         if fp8[0]:
