@@ -116,6 +116,39 @@ def test_rules_safetensors_relaxed_or_added() -> None:
     assert v.parse_header(empty, len(empty)).ok
 
 
+def test_metadata_after_the_header_is_data_not_metadata() -> None:
+    """The header is parsed as a view of the buffer: bytes past its length (tensor data
+    that happens to spell a bad ``__metadata__``) are never read as header."""
+    good = raw_shard({"x": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}}, 0)
+    buf = good + b'"__metadata__":{"n":1}'
+    assert v.parse_header(buf).ok
+    bad = raw_shard({"__metadata__": {"n": 1}, "x": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}}, 0)
+    assert "__metadata__" in v.parse_header(bad + b'"__metadata__":{"format":"pt"}').problems[0].message
+
+
+def test_a_header_rewritten_between_its_two_reads_is_read_as_two_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """read_header reads the length, then length + header in one buffer; when the length
+    it read first is no longer the file's, it reads the header after that length instead,
+    as two separate reads would."""
+    from flightcheck._checkpoint import shardio
+
+    buf = raw_shard({"x": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]}}, 2)
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(buf)
+    n = int.from_bytes(buf[:8], "little")
+    assert shardio.read_header(str(path)) == (len(buf), buf[: 8 + n])
+    real = shardio.pread_all
+
+    def rewritten(fd: int, size: int, offset: int, expect: int | None = None) -> bytes:
+        got = real(fd, size, offset, expect)
+        return b"\xff" * 8 + got[8:] if (size, offset) == (8 + n, 0) else got
+
+    monkeypatch.setattr(shardio, "pread_all", rewritten)
+    assert shardio.read_header(str(path)) == (len(buf), buf[: 8 + n])
+
+
 @pytest.mark.parametrize("where", ["tensor", "metadata"])
 def test_absurd_nesting_is_invalid_not_a_crash(where: str) -> None:
     deep = b"[" * 200_000 + b"]" * 200_000 if where == "tensor" else b'{"a":' * 200_000 + b"1" + b"}" * 200_000

@@ -11,8 +11,7 @@ which tensor is missing where.
 from __future__ import annotations
 
 import posixpath
-from itertools import compress, islice, pairwise
-from operator import ne
+from itertools import groupby
 from pathlib import Path
 from typing import Any, Literal
 
@@ -76,22 +75,21 @@ def parse(raw: bytes, on_disk: list[str]) -> IndexScan:
 
 def _by_file(weight_map: dict[str, str]) -> dict[str, list[str]]:
     """file -> its tensor names, in C-level passes: an index lists names sorted, so one
-    shard's names come in a few long runs (one Python step a run, not a tensor)."""
-    return _runs(list(weight_map), list(weight_map.values()))
+    shard's names come in a few long runs (one Python step a run, not a tensor).
 
-
-def _runs(names: list[str], files: list[str]) -> dict[str, list[str]]:
-    """file -> its names, ``files[i]`` being the file of ``names[i]``."""
-    n = len(files)
-    # where the file changes: one C pass (identical strings compare by identity first)
-    cuts = [0, *compress(range(1, n), map(ne, files, islice(files, 1, None))), n]
+    ``groupby`` finds the runs in C (identical strings compare by identity first) and
+    ``len(list(run))`` sizes each without a Python step per name."""
+    names = list(weight_map)
     out: dict[str, list[str]] = {}
-    for a, b in pairwise(cuts):
-        got = out.get(files[a])
+    a = 0
+    for file, run in groupby(weight_map.values()):
+        b = a + len(list(run))
+        got = out.get(file)
         if got is None:
-            out[files[a]] = names[a:b]
+            out[file] = names[a:b]
         else:
             got += names[a:b]
+        a = b
     return out
 
 
