@@ -36,14 +36,8 @@ HEADERS_PER_INDEX_BYTE = 4 / 3
 EARLY_LOOK_S = 1.0  # the index's stat and the cache's, before any worker is started early
 
 # this directory first: the site-packages that holds msgspec may hold a `validate` of its
-# own (configobj installs one), which would make every worker fail. typing_extensions is
-# blocked (None in sys.modules makes its import fail): msgspec._utils then uses `typing`'s
-# get_type_hints, its own documented fallback, which reads the worker's plain structs
-# alike, and the worker starts ~10 ms sooner (typing_extensions imports inspect)
-BOOT = (
-    "import sys;sys.modules['typing_extensions']=None;sys.path[:0]=[{here!r},{msgspec_dir!r}];"
-    "import validate;sys.exit(validate.main())"
-)
+# own (configobj installs one), which would make every worker fail
+BOOT = "import sys;sys.path[:0]=[{here!r},{msgspec_dir!r}];import validate;sys.exit(validate.main())"
 
 
 def cpus() -> int:
