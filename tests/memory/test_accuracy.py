@@ -15,8 +15,12 @@ from support.memory_accuracy import RESIDUALS, GiB, _config, evaluate, load, sum
 def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows)
-    assert s["scored"] == 66, [(r.index, r.excluded) for r in rows]
-    # 58 of 66 (88%) within max(3%, 0.5 GiB). Points 85-94 were added afterwards without selection
+    assert s["scored"] == 69, [(r.index, r.excluded) for r in rows]
+    # 60 of 69 (87%) within max(3%, 0.5 GiB). Vision models scored since (their encoder's
+    # profile-run terms: _memory.budget.encoder_terms): LLaVA-1.5-7B AWQ on an RTX 4080 (19,
+    # 0.10.2) -0.07 GiB, Mistral-Small-3.2-24B on an H100 (67, 0.11.0) +0.13 GiB, both within;
+    # Qwen3-VL-30B-A3B at TP 2 (24, 0.12.0) +2.95 GiB, a residual (its item size is not in
+    # config.json: RESIDUALS). Before them: 58 of 66 (88%). Points 85-94 were added afterwards without selection
     # (every usable log found): a Llama-3.1-8B fine-tune on a 48 GB board in 0.15.1, Qwen2.5-7B on a
     # 32 GB V100 in 0.18.0, Qwen3-8B on an A100-40GB in 0.19.1 (server, bench latency, throughput)
     # and 0.9.2 (bench latency, throughput), Qwen3-0.6B on an RTX 3060 (94) are all within 0.15 GiB;
@@ -32,10 +36,10 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # the misses in RESIDUALS.
     # (21 points scored before: 16 within; before the sampler's and V0's terms: 10 of 16,
     # median 0.46 GiB; before the budget by version: 2 of 16, median 1.95 GiB)
-    # the floors are what is achieved: 58 within, median |error| 0.1490 GiB, tokens 1.37 %
-    assert s["within"] >= 58 and s["median_abs_error_gib"] <= 0.1491
+    # the floors are what is achieved: 60 within, median |error| 0.1488 GiB, tokens 1.25 %
+    assert s["within"] >= 60 and s["median_abs_error_gib"] <= 0.1488
     # token capacity where logged (block-rounded, minus the null block)
-    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0138
+    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0125
 
 
 def test_every_residual_has_its_reason() -> None:
@@ -111,6 +115,9 @@ def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
         91,
         92,
         94,
+        19,
+        24,
+        67,
     } <= {r.index for r in rows if r.outcome == "ran"}
 
 

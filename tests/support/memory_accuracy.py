@@ -67,6 +67,10 @@ ARCH = {
     # a merged DPO fine-tune of Llama-3.1-8B-Instruct (point 85: 'Resolved architecture:
     # LlamaForCausalLM', 14.99 GiB of weights, Llama-3.1-8B's)
     "models/final_dpo": "llama-3-8b",
+    # vision-language models (the encoder's profile-run terms: _memory.budget.encoder_peak)
+    "ybelkada/llava-1.5-7b-hf-awq": "llava-1.5-7b",  # AWQ weights of llava-hf/llava-1.5-7b-hf
+    "mistralai/Mistral-Small-3.2-24B-Instruct-2506": "mistral-small-3.2-24b",
+    "Qwen/Qwen3-VL-30B-A3B-Instruct": "qwen3-vl-30b-a3b",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
@@ -173,6 +177,18 @@ RESIDUALS = {
         "in between; the host's first attempt found 2.6 GiB held by others) enlarges the budget. Its size is the "
         "host's, not in vLLM's code (not modelled). The same host's next launch (94), without the download, is "
         "within 0.09 GiB"
+    ),
+    24: (
+        "Qwen3-VL-30B-A3B at TP 2 in 0.12.0: the vision encoder's profile-run terms are modelled only as a floor "
+        "(max_num_batched_tokens' worth of images, _memory.budget.encoder_terms: 0.12 GiB), because Qwen-VL's item "
+        "size is not in config.json. vLLM profiles the modality with the most tokens per item (v1/worker/"
+        "gpu_model_runner.py profile_run); in the 0.12.0 wheel qwen3_vl.py get_max_video_tokens sizes a dummy video "
+        "from the image and video processors' pixel limits (preprocessor_config.json / video_preprocessor_config.json "
+        "size.longest_edge) and the frames max_model_len allows, and counts 12.5 language-model tokens per video token "
+        "(the timestamp text); profile_run then zero-pads each encoder output to that many tokens ('expanded_outputs') "
+        "and holds it, 8,192 values a token (2,048 x (1 + 3 deepstack layers)), through the forward pass and the "
+        "sampler — GiB-scale, from files flightcheck does not read (not modelled). 0.33.0 no longer pads "
+        "(encoder_cache keeps the outputs as they are) nor multiplies by 12.5"
     ),
     34: (
         "V0 on main at PR #10511 (between 0.6.4.post1 and 0.6.5; only 0.6.4.post1's rules are read): "
@@ -319,6 +335,8 @@ def evaluate() -> list[Row]:
             sampler=vllm.sampler_kind(v, installed=p["sampler"] == "flashinfer")
             if p.get("sampler")
             else vllm.sampler_kind(v),
+            encoder=vllm.encoder_profiled(v),
+            max_model_len=length or None,
         )
         reserve, _ = default_reserve(cfg, layout, "vllm", eager=bool(p["enforce_eager"]), batch=batch)
         util = p["gpu_memory_utilization"] or vllm.default_utilization(v)

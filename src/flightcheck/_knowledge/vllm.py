@@ -253,6 +253,47 @@ SAMPLER_BYTES_TRITON = 14
 USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
 FLASHINFER_SAMPLER_OPT_IN_SINCE = "0.11.2"
 TRITON_TOP_K_TOP_P_SINCE = "0.17.0"
+# ---- the vision encoder in the profile run ------------------------------------------------
+# v1/worker/gpu_model_runner.py ``profile_run`` (0.33.0; the same structure in the 0.10.0,
+# 0.10.2, 0.11.0 and 0.12.0 wheels, read): for a model with multimodal inputs, unless
+# ``--skip-mm-profiling``, it first runs the encoder (``embed_multimodal``) on a dummy batch
+# of the modality with the most tokens per item, then keeps the outputs in ``encoder_cache``
+# while the dummy forward pass and the dummy sampler run, and clears them afterwards — all
+# inside the peak the budget subtracts. The batch (multimodal/encoder_budget.py
+# ``MultiModalBudget._get_max_items`` and v1/core/encoder_cache_manager.py
+# ``compute_mm_encoder_budget``; vllm/multimodal/profiling.py's dummy inputs): the encoder
+# budget is ``max(max_num_batched_tokens, max tokens per item)`` (config/scheduler.py sets
+# ``max_num_encoder_input_tokens`` and ``encoder_cache_size`` to the batched tokens), the
+# items ``max(1, min(budget // tokens per item, max_num_seqs x items per prompt))``. The
+# encoder's layers are split over the TP ranks by default (config/multimodal.py
+# ``mm_encoder_tp_mode = "weights"``). vLLM 0.8.0 (the first release whose default engine
+# is V1: vllm/envs.py ``VLLM_USE_V1`` defaults to "1"; its wheel rounds the items up,
+# ``cdiv(encoder_budget, max_tokens_per_mm_item)``, at most one item more) profiles the
+# encoder the same way; V0 before it builds max_num_seqs dummy sequences with their
+# images instead (not modelled).
+ENCODER_PROFILED_SINCE = "0.8.0"
+
+
+def encoder_profiled(v: tuple[int, ...] | None) -> bool:
+    """Whether this release's profile run holds the vision encoder's peak and outputs in
+    the budget (V1's ``profile_run``; unknown counts as yes, every V1 release does)."""
+    return v is None or v >= _release(ENCODER_PROFILED_SINCE)
+
+
+def encoder_items(
+    tokens_per_item: int, batched_tokens: int, max_num_seqs: int, max_model_len: int | None = None
+) -> int:
+    """How many maximal items the profile run encodes at once (``_get_max_items`` with
+    chunked prefill on, V1's default): the encoder budget's worth, capped by
+    ``max_num_seqs x items per prompt``, the items per prompt ``min(limit,
+    max_model_len // tokens per item)`` (at least 1; the limit is taken as not binding,
+    and as 1 when the length is unknown)."""
+    per = max(1, tokens_per_item)
+    budget = max(batched_tokens, per)
+    per_prompt = max(1, max_model_len // per) if max_model_len else 1
+    return max(1, min(budget // per, max(1, max_num_seqs) * per_prompt))
+
+
 #: vllm/envs.py ``VLLM_FUSED_MOE_CHUNK_SIZE`` default: fused_moe.py processes at most this
 #: many tokens at a time, so its workspaces stop growing there.
 FUSED_MOE_CHUNK_TOKENS = 32768

@@ -232,4 +232,8 @@ def batch_for(
         cudagraphs=vllm.cudagraphs_in_budget(v, env),
         source=source,
         sampler=vllm.sampler_kind(v, env),
+        encoder=vllm.encoder_profiled(v),
+        max_model_len=intent.max_model_len
+        if isinstance(intent.max_model_len, int) and intent.max_model_len > 0
+        else None,
     )

@@ -35,7 +35,9 @@ defaults for the GPU, :func:`flightcheck._knowledge.vllm.batch_defaults`):
   sampler run (:func:`sampler_peak`: ``min(max_num_seqs, batched tokens)`` requests x the
   whole vocabulary x the bytes per element of the top-k/top-p implementation the version
   runs — ``flightcheck._knowledge.vllm.sampler_kind``, read from vLLM's and torch's code),
-  which run one after the other in ``profile_run``;
+  which run one after the other in ``profile_run``; for a vision model, the encoder run
+  before them and its outputs held through them (:func:`encoder_terms`,
+  ``vision_encoder`` in the breakdown: what it adds to the text model's peak);
 - CUDA graphs 0.5 GiB when vLLM subtracts its estimate (0 with ``--enforce-eager``),
   non-torch allocations 0.25 GiB.
 """
@@ -113,6 +115,8 @@ class Batch(msgspec.Struct, frozen=True):
     cudagraphs: bool = True
     source: str = "vLLM's serving defaults"
     sampler: str = "sort"  # the profile run's top-k/top-p implementation (vllm.sampler_kind)
+    encoder: bool = True  # the profile run exercises a vision encoder (vllm.encoder_profiled)
+    max_model_len: int | None = None  # bounds the images per prompt (vllm.encoder_items)
 
 
 def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
@@ -163,6 +167,49 @@ def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int, sample
     return max(forward_peak(cfg, layout, tokens), sampler_peak(cfg, tokens, seqs, sampler))
 
 
+def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
+    """(the encoder run's transient peak, the encoder outputs held in ``encoder_cache``
+    through the forward pass and the sampler run) for a vision model whose engine version
+    profiles the encoder (``flightcheck._knowledge.vllm``, next to ENCODER_PROFILED_SINCE).
+
+    The dummy batch is ``vllm.encoder_items`` maximal images, when config.json gives an
+    image's tokens (``_memory.config.vision_tower``); otherwise the encoder budget's worth,
+    ``max_num_batched_tokens`` tokens — what the items add up to when an item divides the
+    budget, fewer than vLLM encodes when one item is larger (then the term is a floor).
+    The run's peak is the dummy pixels (float32 from the processor and the tower's cast to
+    the model dtype) plus one encoder layer's widest point over all the patches, with the
+    hidden state and residual alive: attention's q/k/v and output (heads split over TP)
+    or the MLP's fc1 output and activation (intermediate / TP); the attention itself is
+    FlashAttention / memory-efficient (no patches x patches scores). The outputs are one
+    language-model embedding per token (with Qwen3-VL's deepstack features)."""
+    t = cfg.tower
+    if t is None or not batch.encoder:
+        return 0, 0
+    tp = max(1, layout.tp)
+    if t.tokens_per_item:
+        items = vllm.encoder_items(t.tokens_per_item, batch.tokens, batch.seqs, batch.max_model_len)
+        tokens = items * t.tokens_per_item
+        patches = items * (t.patches_per_item or t.tokens_per_item * t.patches_per_token)
+    else:
+        tokens = batch.tokens
+        patches = tokens * t.patches_per_token
+    dt = cfg.dtype_bytes or 2
+    pixels = patches * t.patch_values * (4 + dt)
+    widest = max(4 * t.hidden / tp + t.hidden, 3 * t.intermediate / tp)
+    block = patches * dt * (2 * t.hidden + widest)
+    return int(pixels + block), int(tokens * t.out_hidden * dt)
+
+
+def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
+    """(the text model's peak, what the vision encoder adds to it): ``profile_run`` runs
+    the encoder, then the forward pass and the sampler with the encoder outputs held."""
+    text = activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler)
+    run, held = encoder_terms(cfg, layout, batch)
+    if not run and not held:
+        return text, 0
+    return text, max(run, text + held) - text
+
+
 def default_reserve(
     cfg: ModelConfig,
     layout: Layout,
@@ -177,11 +224,14 @@ def default_reserve(
     if engine == "sglang":
         return (sglang_mm, {"multimodal_cache": sglang_mm}) if sglang_mm and cfg.vision else (0, {})
     b = batch or Batch()
+    text, encoder = profile_peak(cfg, layout, b)
     parts = {
-        "activations": activations(cfg, layout, b.tokens, b.seqs, b.sampler),
+        "activations": text,
         "cuda_graphs": 0 if (eager or not b.cudagraphs) else CUDA_GRAPHS,
         "non_torch": NON_TORCH,
     }
+    if cfg.tower is not None and b.encoder:
+        parts["vision_encoder"] = encoder  # the profile run's peak above the text model's
     return sum(parts.values()), parts
 
 
