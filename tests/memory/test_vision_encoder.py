@@ -14,7 +14,7 @@ from flightcheck._knowledge import vllm
 from flightcheck._memory.budget import Batch, default_reserve, encoder_terms, profile_peak
 from flightcheck._memory.config import ModelConfig, parse
 from flightcheck._memory.weights import Layout
-from support.memory_accuracy import _config, evaluate, load
+from support.memory_accuracy import GiB, _config, evaluate, load
 
 
 def _cfg(name: str) -> ModelConfig:
@@ -110,3 +110,24 @@ def test_public_vision_launches_score_with_the_term() -> None:
     assert rows[19].logged_gib == 8.99 and rows[67].logged_gib == 28.2
     # Qwen3-VL-30B-A3B (0.12.0): the floor leaves it short — a recorded residual
     assert rows[24].within is False and rows[24].error_gib is not None and rows[24].error_gib > 0
+
+
+def test_an_absurd_image_size_gives_no_item_size() -> None:
+    """A hostile vision_config (a 10^9-pixel side) is as good as absent: no item size, the
+    batch's floor instead of an astronomical reserve."""
+    doc = {
+        "architectures": ["LlavaForConditionalGeneration"],
+        "model_type": "llava",
+        "text_config": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4},
+        "vision_config": {
+            "model_type": "clip_vision_model",
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "image_size": 10**9,
+            "patch_size": 14,
+        },
+    }
+    tower = parse(doc).tower
+    assert tower is not None and tower.tokens_per_item is None
+    run, held = encoder_terms(parse(doc), Layout(1), Batch(tokens=2048, seqs=256))
+    assert 0 < run < GiB // 4 and held == 2048 * 64 * 2

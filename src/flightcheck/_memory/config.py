@@ -19,6 +19,8 @@ REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads")
 #: Far beyond any model; bounds the per-layer lists a hostile config could ask for.
 MAX_LAYERS = 100_000
 MAX_ROPE_FACTOR = 1 << 20
+#: Far beyond any vision tower's input side (pixels); a larger one is as good as absent.
+MAX_IMAGE_SIDE = 1 << 16
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp32": 4, "bf16": 2, "fp16": 2}
 _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "n_experts", "moe_num_experts")
@@ -251,6 +253,7 @@ def vision_tower(doc: dict[str, Any], vision: dict[str, Any], text_hidden: int) 
     kind = str(doc.get("model_type") or "")
     vkind = str(vision.get("model_type") or "")
     image = _int(vision, "image_size")
+    image = image if image and image <= MAX_IMAGE_SIDE else None
     tokens = patches = None
     source = "not derivable from config.json"
     if (

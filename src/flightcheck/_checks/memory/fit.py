@@ -164,7 +164,8 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     layers a fixed state — times max_model_len (the model's ``max_position_embeddings``
     unless given) against ``usable - weights - reserve``. The reserve defaults to an
     estimate of vLLM's profiling peak at 8192 batched tokens and 1024 sequences (layer
-    temporaries + fp32 logits) + 0.5 GiB CUDA graphs + 0.25 GiB non-torch + 0.5 GiB
+    temporaries + fp32 logits; for a vision model, the encoder run on a batch of maximal
+    images and its outputs held through the pass) + 0.5 GiB CUDA graphs + 0.25 GiB non-torch + 0.5 GiB
     communication buffers with several ranks; ``--reserve-gib`` replaces it.
 
     ## Why the launch dies
