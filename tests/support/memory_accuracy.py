@@ -67,6 +67,26 @@ ARCH = {
     # a merged DPO fine-tune of Llama-3.1-8B-Instruct (point 85: 'Resolved architecture:
     # LlamaForCausalLM', 14.99 GiB of weights, Llama-3.1-8B's)
     "models/final_dpo": "llama-3-8b",
+    # AWQ 4-bit weights of Qwen2.5-14B-Instruct: point 13's log prints 'Resolved architecture:
+    # Qwen2ForCausalLM'; the architecture, KV and activations are Qwen2.5-14B's
+    "Qwen/Qwen2.5-14B-Instruct-AWQ": "qwen2.5-14b",
+    # FP8 weights of Qwen3-Coder-30B-A3B-Instruct (mapped above): point 27's '24.0 GiB KV cache
+    # is needed' for 262,144 tokens is 48 layers x 2 x 4 KV heads x 128 x 2 bytes, Qwen3-30B-A3B's
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8": "qwen3-30b-a3b",
+    # INT8 w8a8 weights of Llama 3.1 70B Instruct, whose figures (maxtext
+    # src/maxtext/configs/models/llama3.1-70b.yml, commit e591f30c: 80 layers, 8192 hidden,
+    # 64 heads, 8 KV heads, head_dim 128, mlp 28672, vocab 128256) are llama-3.3-70b's
+    "neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8": "llama-3.3-70b",
+    # the FP8 release of Qwen3-Coder-480B-A35B-Instruct (model_configs.json cites its figures)
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8": "qwen3-coder-480b-a35b",
+    # DeepSeek-R1 and its 0528 update are DeepseekV3ForCausalLM checkpoints (MLA, 61 layers):
+    # the DeepSeek-V3 architecture (model_configs.json, from a copy of R1's config.json)
+    "deepseek-ai/DeepSeek-R1": "deepseek-v3",
+    "deepseek-ai/DeepSeek-R1-0528": "deepseek-v3",
+    # the chat fine-tune of DeepSeek-V2-Lite: the same architecture (point 41's 0.95 GiB for
+    # 32,768 tokens is 27 layers x 576 x 2 bytes)
+    "deepseek-ai/DeepSeek-V2-Lite": "deepseek-v2-lite",
+    "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-v2-lite",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
