@@ -204,3 +204,20 @@ def test_v0_non_driver_worker_figure_is_scored_as_that_worker() -> None:
     assert r.within and abs(r.binding_gib - r.logged_gib) > 0.5  # as the driver's, it missed
     # FC402 on the binding (driver) rank: 12 GiB for one 131,072-token sequence does not fit
     assert r.predicted_stop and r.kv_need_gib is not None and r.kv_need_gib > r.binding_gib
+
+
+def test_text_only_points_with_sourced_configs_are_excluded_for_what_they_lack() -> None:
+    """The text-only architectures of the excluded points are sourced (model_configs.json:
+    Qwen3-Coder-480B-A35B, DeepSeek-V3 for R1 / R1-0528, DeepSeek-V2-Lite; Qwen2.5-14B,
+    Qwen3-30B-A3B and Llama-3.3-70B for the AWQ / FP8 / w8a8 releases): what keeps them out of
+    the score is now a missing GPU total (no GPU named, or one whose CUDA total no public log
+    gives: H20, RTX 5070 Ti + 5090 D) or per-rank weights the log does not print."""
+    rows = {r.index: r for r in evaluate()}
+    for i in (13, 25, 26, 27, 37, 41, 71):
+        assert rows[i].excluded == "GPU total unknown", (i, rows[i].excluded)
+    for i in (42, 68):
+        assert (rows[i].excluded or "").startswith("weights per rank not logged"), (i, rows[i].excluded)
+    # Qwen3.6 (a Qwen3.5-MoE vision wrapper with gated-delta-net layers and MTP) and Laguna-S-2.1
+    # (with a DFlash drafter) on a GB10: no sourced config, not modelled
+    for i in (8, 9, 10):
+        assert rows[i].excluded == "no sourced config.json figures for this architecture"
