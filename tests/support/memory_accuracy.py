@@ -214,6 +214,9 @@ class Row:
     logged_tokens: int | None = None
     predicted_tokens: int | None = None
     kv_need_gib: float | None = None  # one max_model_len sequence
+    #: the token capacity flightcheck computes from the *logged* KV budget (block-rounded,
+    #: minus the null block, by vLLM's rules): the conversion alone, free of the budget's error
+    tokens_from_logged: int | None = None
     #: the binding rank's budget where the logged figure is another rank's (V0's driver
     #: worker, vllm.V0_SAMPLER_ON_DRIVER_ONLY): FC402 and the token capacity use it
     binding_gib: float | None = None
@@ -366,6 +369,18 @@ def evaluate() -> list[Row]:
                 batched_tokens=batch.tokens,
                 by_concurrency=by_conc,
             ).tokens
+        # vLLM sizes the cache by the smallest budget over the workers; a figure logged by a
+        # V0 non-driver worker (point 32) is not the one its token count came from
+        logged_ok = row.logged_tokens and row.logged_gib and row.logged_gib > 0
+        if length and logged_ok and p.get("logged_worker") != "non-driver":
+            row.tokens_from_logged = capacity(
+                shape,
+                int(row.logged_gib * GiB),
+                length,
+                block=p.get("block_size") or 16,
+                batched_tokens=batch.tokens,
+                by_concurrency=v is None or v >= (0, 21),
+            ).tokens
     return rows
 
 
@@ -377,8 +392,17 @@ def summary(rows: list[Row]) -> dict[str, Any]:
         for r in scored
         if r.predicted_tokens and r.logged_tokens
     ]
+    conv = [
+        abs(r.tokens_from_logged - r.logged_tokens) / r.logged_tokens
+        for r in scored
+        if r.tokens_from_logged and r.logged_tokens
+    ]
     return {
         "median_token_error": statistics.median(tok) if tok else None,
+        # the token capacity from the logged budget: how exactly the conversion follows vLLM
+        "conversion_points": len(conv),
+        "conversion_within_3pct": sum(1 for e in conv if e <= 0.03),
+        "max_conversion_error": max(conv) if conv else None,
         "points": len(rows),
         "scored": len(scored),
         "within": sum(1 for r in scored if r.within),
