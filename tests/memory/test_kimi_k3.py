@@ -135,7 +135,7 @@ def test_kimi_k3_tp4_does_not_hold_the_weights() -> None:
 def test_kimi_k3_memory_block_shows_the_vision_encoder_term() -> None:
     """K3's vision tower (vt_* fields: 27 layers x 1024) is profiled by vLLM 0.33's
     profile_run; its image size comes from the media processor config, not config.json, so
-    the term is the batch's floor (_memory.budget.encoder_terms). It is in the JSON memory
+    the term is the encoder budget's worth (_memory.budget.encoder_terms). It is in the JSON memory
     block's reserve breakdown, and the launch still fits."""
     m = model()
     assert m.cfg is not None and m.cfg.tower is not None

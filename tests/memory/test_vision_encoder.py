@@ -98,7 +98,7 @@ def test_tp_splits_the_encoder_layers() -> None:
     tp1, held1 = encoder_terms(cfg, Layout(1), batch)
     tp4, held4 = encoder_terms(cfg, Layout(4), batch)
     assert tp4 < tp1 and held4 == held1
-    # the floor grows with the batch: 16,384 tokens' worth of 2 x 2-merged patches
+    # the budget's worth grows with the batch: 16,384 tokens of 2 x 2-merged patches
     half, _ = encoder_terms(cfg, Layout(1), Batch(tokens=8192, seqs=1024))
     assert tp1 == pytest.approx(2 * half, rel=1e-6)
 
@@ -108,13 +108,13 @@ def test_public_vision_launches_score_with_the_term() -> None:
     # LLaVA-1.5-7B AWQ on an RTX 4080 (0.10.2) and Mistral-Small-3.2-24B on an H100 (0.11.0)
     assert rows[19].within and rows[67].within
     assert rows[19].logged_gib == 8.99 and rows[67].logged_gib == 28.2
-    # Qwen3-VL-30B-A3B (0.12.0): the floor leaves it short — a recorded residual
+    # Qwen3-VL-30B-A3B (0.12.0): the budget's worth leaves it short — a recorded residual
     assert rows[24].within is False and rows[24].error_gib is not None and rows[24].error_gib > 0
 
 
 def test_an_absurd_image_size_gives_no_item_size() -> None:
     """A hostile vision_config (a 10^9-pixel side) is as good as absent: no item size, the
-    batch's floor instead of an astronomical reserve."""
+    budget's worth instead of an astronomical reserve."""
     doc = {
         "architectures": ["LlavaForConditionalGeneration"],
         "model_type": "llava",

@@ -175,7 +175,9 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
     The dummy batch is ``vllm.encoder_items`` maximal images, when config.json gives an
     image's tokens (``_memory.config.vision_tower``); otherwise the encoder budget's worth,
     ``max_num_batched_tokens`` tokens — what the items add up to when an item divides the
-    budget, fewer than vLLM encodes when one item is larger (then the term is a floor).
+    budget, up to twice what they add up to when it does not (``budget // item`` whole
+    items), and fewer tokens than vLLM encodes when one item is larger than the budget (a
+    preprocessor's pixel limit, a video: then the term is too small).
     The run's peak is the dummy pixels (float32 from the processor and the tower's cast to
     the model dtype) plus one encoder layer's widest point over all the patches, with the
     hidden state and residual alive: attention's q/k/v and output (heads split over TP)
