@@ -128,7 +128,10 @@ def communication(
     parts = {f"nccl_{k}": communicators * b for k, b in one.parts.items()}
     if car:
         parts["custom_allreduce"] = car
-    return Communication(communicators * one.low + car, communicators * one.high + car, parts, True, one.note)
+    # custom all-reduce's buffers were read in the 0.10.x wheels (vllm.CUSTOM_ALLREDUCE_BYTES):
+    # certain there; from 0.11 only in the high end (not re-read)
+    car_low = car if vllm.comm_in_budget(v) else 0
+    return Communication(communicators * one.low + car_low, communicators * one.high + car, parts, True, one.note)
 
 
 def release(engine_version: str | None) -> tuple[int, ...] | None:
