@@ -89,3 +89,29 @@ def test_sampler_and_snapshot_rules_match_the_installed_vllm(conformance, engine
     assert got["triton_top_k_top_p"] and got["warms_native"] and got["flashinfer_default"]
     assert vllm.sampler_kind(v) == "triton"
     assert got["snapshot_after_distributed"] and not vllm.comm_in_budget(v)
+
+
+PP_CHECK_PROBE = r"""
+import inspect, json
+from vllm.v1.core import kv_cache_planning
+src = inspect.getsource(kv_cache_planning.get_kv_cache_configs)
+print(json.dumps({
+    "whole_model_against_smallest": "min(available_memory)" in src,
+    "per_worker_projected": "_project_kv_cache_groups_to_worker" in src
+    and "for groups, avail_mem in zip(projected_groups_per_worker" in src,
+}))
+"""
+
+
+def test_pp_kv_check_matches_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
+    """With PP, the installed vLLM checks one max_model_len sequence per worker against that
+    worker's own layers (``_project_kv_cache_groups_to_worker``), not the whole model against
+    the smallest worker as 0.14 - 0.16 did: ``vllm.pp_kv_check_whole_model`` is off for it."""
+    run = subprocess.run(
+        [engine_python, "-c", PP_CHECK_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
+    assert got["per_worker_projected"] and not got["whole_model_against_smallest"]
+    assert vllm.pp_kv_check_whole_model(v) is got["whole_model_against_smallest"]

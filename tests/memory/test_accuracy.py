@@ -55,6 +55,25 @@ def test_nvswitch_tp8_points_count_the_derived_communicators() -> None:
     assert rows[3].comm_gib is None
 
 
+def test_token_capacity_from_the_logged_budget_is_within_3_percent() -> None:
+    """Where a log gives both the KV memory and "GPU KV cache size: N tokens", the tokens
+    flightcheck computes from that logged memory (block-rounded, minus the null block, the
+    hybrid allocator's pages for gpt-oss) are within 3% of vLLM's: the conversion alone,
+    free of the budget's error (which the predicted tokens inherit). The logged GiB have two
+    decimals, hence the small differences (at most 0.88%, point 55: 9,088 tokens)."""
+    rows = evaluate()
+    conv = {r.index: (r.logged_tokens, r.tokens_from_logged) for r in rows if r.tokens_from_logged}
+    assert len(conv) == 48, sorted(conv)
+    off = {i: t for i, t in conv.items() if abs(t[1] - t[0]) > 0.03 * t[0]}
+    assert not off, off
+    # point 32 logs a V0 non-driver worker's KV memory; its tokens come from the driver's
+    # smaller budget (vLLM takes the minimum over the workers), so it is not converted
+    assert 32 not in conv and rows[32].logged_tokens == 81536
+    s = summary(rows)
+    assert s["conversion_within_3pct"] == s["conversion_points"] == 48
+    assert s["max_conversion_error"] is not None and s["max_conversion_error"] < 0.009
+
+
 def test_every_residual_has_its_reason() -> None:
     """The points outside max(3%, 0.5 GiB) are exactly those RESIDUALS explains."""
     off = {r.index for r in evaluate() if r.within is False}
@@ -221,3 +240,20 @@ def test_v0_non_driver_worker_figure_is_scored_as_that_worker() -> None:
     assert r.within and abs(r.binding_gib - r.logged_gib) > 0.5  # as the driver's, it missed
     # FC402 on the binding (driver) rank: 12 GiB for one 131,072-token sequence does not fit
     assert r.predicted_stop and r.kv_need_gib is not None and r.kv_need_gib > r.binding_gib
+
+
+def test_text_only_points_with_sourced_configs_are_excluded_for_what_they_lack() -> None:
+    """The text-only architectures of the excluded points are sourced (model_configs.json:
+    Qwen3-Coder-480B-A35B, DeepSeek-V3 for R1 / R1-0528, DeepSeek-V2-Lite; Qwen2.5-14B,
+    Qwen3-30B-A3B and Llama-3.3-70B for the AWQ / FP8 / w8a8 releases): what keeps them out of
+    the score is now a missing GPU total (no GPU named, or one whose CUDA total no public log
+    gives: H20, RTX 5070 Ti + 5090 D) or per-rank weights the log does not print."""
+    rows = {r.index: r for r in evaluate()}
+    for i in (13, 25, 26, 27, 37, 41, 71):
+        assert rows[i].excluded == "GPU total unknown", (i, rows[i].excluded)
+    for i in (42, 68):
+        assert (rows[i].excluded or "").startswith("weights per rank not logged"), (i, rows[i].excluded)
+    # Qwen3.6 (a Qwen3.5-MoE vision wrapper with gated-delta-net layers and MTP) and Laguna-S-2.1
+    # (with a DFlash drafter) on a GB10: no sourced config, not modelled
+    for i in (8, 9, 10):
+        assert rows[i].excluded == "no sourced config.json figures for this architecture"

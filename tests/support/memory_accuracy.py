@@ -76,6 +76,26 @@ ARCH = {
     # a merged DPO fine-tune of Llama-3.1-8B-Instruct (point 85: 'Resolved architecture:
     # LlamaForCausalLM', 14.99 GiB of weights, Llama-3.1-8B's)
     "models/final_dpo": "llama-3-8b",
+    # AWQ 4-bit weights of Qwen2.5-14B-Instruct: point 13's log prints 'Resolved architecture:
+    # Qwen2ForCausalLM'; the architecture, KV and activations are Qwen2.5-14B's
+    "Qwen/Qwen2.5-14B-Instruct-AWQ": "qwen2.5-14b",
+    # FP8 weights of Qwen3-Coder-30B-A3B-Instruct (mapped above): point 27's '24.0 GiB KV cache
+    # is needed' for 262,144 tokens is 48 layers x 2 x 4 KV heads x 128 x 2 bytes, Qwen3-30B-A3B's
+    "Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8": "qwen3-30b-a3b",
+    # INT8 w8a8 weights of Llama 3.1 70B Instruct, whose figures (maxtext
+    # src/maxtext/configs/models/llama3.1-70b.yml, commit e591f30c: 80 layers, 8192 hidden,
+    # 64 heads, 8 KV heads, head_dim 128, mlp 28672, vocab 128256) are llama-3.3-70b's
+    "neuralmagic/Meta-Llama-3.1-70B-Instruct-quantized.w8a8": "llama-3.3-70b",
+    # the FP8 release of Qwen3-Coder-480B-A35B-Instruct (model_configs.json cites its figures)
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8": "qwen3-coder-480b-a35b",
+    # DeepSeek-R1 and its 0528 update are DeepseekV3ForCausalLM checkpoints (MLA, 61 layers):
+    # the DeepSeek-V3 architecture (model_configs.json, from a copy of R1's config.json)
+    "deepseek-ai/DeepSeek-R1": "deepseek-v3",
+    "deepseek-ai/DeepSeek-R1-0528": "deepseek-v3",
+    # the chat fine-tune of DeepSeek-V2-Lite: the same architecture (point 41's 0.95 GiB for
+    # 32,768 tokens is 27 layers x 576 x 2 bytes)
+    "deepseek-ai/DeepSeek-V2-Lite": "deepseek-v2-lite",
+    "deepseek-ai/DeepSeek-V2-Lite-Chat": "deepseek-v2-lite",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
@@ -184,6 +204,9 @@ class Row:
     logged_tokens: int | None = None
     predicted_tokens: int | None = None
     kv_need_gib: float | None = None  # one max_model_len sequence
+    #: the token capacity flightcheck computes from the *logged* KV budget (block-rounded,
+    #: minus the null block, by vLLM's rules): the conversion alone, free of the budget's error
+    tokens_from_logged: int | None = None
     #: the binding rank's budget where the logged figure is another rank's (V0's driver
     #: worker, vllm.V0_SAMPLER_ON_DRIVER_ONLY): FC402 and the token capacity use it
     binding_gib: float | None = None
@@ -354,6 +377,18 @@ def evaluate() -> list[Row]:
                 batched_tokens=batch.tokens,
                 by_concurrency=by_conc,
             ).tokens
+        # vLLM sizes the cache by the smallest budget over the workers; a figure logged by a
+        # V0 non-driver worker (point 32) is not the one its token count came from
+        logged_ok = row.logged_tokens and row.logged_gib and row.logged_gib > 0
+        if length and logged_ok and p.get("logged_worker") != "non-driver":
+            row.tokens_from_logged = capacity(
+                shape,
+                int(row.logged_gib * GiB),
+                length,
+                block=p.get("block_size") or 16,
+                batched_tokens=batch.tokens,
+                by_concurrency=v is None or v >= (0, 21),
+            ).tokens
     return rows
 
 
@@ -365,8 +400,17 @@ def summary(rows: list[Row]) -> dict[str, Any]:
         for r in scored
         if r.predicted_tokens and r.logged_tokens
     ]
+    conv = [
+        abs(r.tokens_from_logged - r.logged_tokens) / r.logged_tokens
+        for r in scored
+        if r.tokens_from_logged and r.logged_tokens
+    ]
     return {
         "median_token_error": statistics.median(tok) if tok else None,
+        # the token capacity from the logged budget: how exactly the conversion follows vLLM
+        "conversion_points": len(conv),
+        "conversion_within_3pct": sum(1 for e in conv if e <= 0.03),
+        "max_conversion_error": max(conv) if conv else None,
         "points": len(rows),
         "scored": len(scored),
         "within": sum(1 for r in scored if r.within),

@@ -325,6 +325,18 @@ CUSTOM_ALLREDUCE_BYTES = 2 * 8 * (1 << 20)
 #: every rank.)
 V0_SAMPLER_ON_DRIVER_ONLY = True
 
+#: How vLLM checks that one max_model_len sequence fits when the workers hold different layers
+#: (PP stages). 0.14.0 - 0.16.x (vllm/v1/core/kv_cache_utils.py ``get_kv_cache_configs``, read
+#: in the 0.14.0, 0.15.0, 0.15.1 and 0.16.0 wheels) merge every worker's KV cache specs into the
+#: whole model's and call ``_check_enough_kv_cache_memory(min(available_memory), ...)`` with the
+#: merged groups: the KV of *every* layer for max_model_len must fit the *smallest* worker's
+#: budget, although each PP stage holds only its own layers (vLLM issue #34076: "24.0 GiB KV cache
+#: is needed" for all 48 layers of Qwen3-Coder-30B-A3B at PP 2, tests/fixtures/memory point 27).
+#: 0.13.0 checks each worker's own specs against its own memory (``check_enough_kv_cache_memory``
+#: in the per-worker loop); from 0.17.0 each worker's groups projected onto its own layers
+#: (``_project_kv_cache_groups_to_worker``; 0.33.0: v1/core/kv_cache_planning.py). [since, until)
+PP_KV_CHECK_WHOLE_MODEL = ("0.14.0", "0.17.0")
+
 
 def sampler_kind(
     v: tuple[int, ...] | None, env: dict[str, str | None] | None = None, installed: bool | None = None
@@ -362,6 +374,15 @@ def comm_in_budget(v: tuple[int, ...] | None) -> bool:
     """Whether NCCL / custom all-reduce buffers are inside the KV budget (snapshot before
     the distributed init: before 0.11.0)."""
     return v is not None and v < _release(SNAPSHOT_AFTER_DISTRIBUTED_SINCE)
+
+
+def pp_kv_check_whole_model(v: tuple[int, ...] | None) -> bool:
+    """Whether this release refuses a launch unless the whole model's KV for one max_model_len
+    sequence fits the smallest worker's budget (``PP_KV_CHECK_WHOLE_MODEL``; only differs from
+    the per-stage check with PP > 1). An unknown release gets the per-stage check, the one
+    that stops fewer launches."""
+    since, until = PP_KV_CHECK_WHOLE_MODEL
+    return v is not None and _release(since) <= v < _release(until)
 
 
 def default_utilization(v: tuple[int, ...] | None) -> float:

@@ -147,6 +147,22 @@ class MemoryModel(msgspec.Struct):
             shape = msgspec.structs.replace(shape, full=shape.full + n * per, n_full=shape.n_full + n, per_layer=per)
         return shape
 
+    def kv_checked_whole(self, layout: Layout | None = None) -> bool:
+        """Whether the engine checks one max_model_len sequence's KV for the whole model (every
+        PP stage's layers) against each worker's budget, the smallest binding: vLLM 0.14 - 0.16
+        with PP > 1 (``vllm.PP_KV_CHECK_WHOLE_MODEL``); otherwise each stage's own layers."""
+        lay = layout or self.layout
+        return self.engine == "vllm" and lay.pp > 1 and vllm.pp_kv_check_whole_model(release(self.engine_version))
+
+    def kv_checked(self, layout: Layout | None = None, kv_dtype: str | None = None, stage: int = 0) -> KvShape:
+        """The KV demand the engine's one-sequence check uses on ``stage`` (see
+        ``kv_checked_whole``)."""
+        assert self.cfg is not None
+        lay = layout or self.layout
+        if not self.kv_checked_whole(lay):
+            return self.kv(lay, kv_dtype, stage)
+        return _merged([self.kv(lay, kv_dtype, i) for i in range(len(stage_layers(self.cfg.layers or 1, lay.pp)))])
+
     def fit(
         self,
         layout: Layout | None = None,
@@ -168,12 +184,20 @@ class MemoryModel(msgspec.Struct):
         length = self.max_model_len if max_len is None else max_len
         worst: Fit | None = None
         override = self.kv_cache_memory_bytes if self.engine == "vllm" else None
-        for i, stage in enumerate(self.stages(lay)):
+        stages = self.stages(lay)
+        shapes = [self.kv(lay, kv_dtype, i) for i in range(len(stages))]
+        # each stage allocates its own layers (``shape``, the token capacity), but the check
+        # may be of the whole model's KV (``kv_checked_whole``)
+        whole = _merged(shapes) if self.kv_checked_whole(lay) and len(shapes) > 1 else None
+        for i, stage in enumerate(stages):
             w = max(0.0, sum(stage.values()) - self.cpu_offload_bytes)
-            shape = self.kv(lay, kv_dtype, i)
-            need = shape.bytes_for(length) if length else 0.0
+            shape = shapes[i]
+            checked = whole or shape
+            need = checked.bytes_for(length) if length else 0.0
             f = Fit(self.total, util, usable, reserve, w, need, length, 0, i, shape, override)
-            f = Fit(self.total, util, usable, reserve, w, need, length, shape.max_len(f.kv_budget), i, shape, override)
+            f = Fit(
+                self.total, util, usable, reserve, w, need, length, checked.max_len(f.kv_budget), i, shape, override
+            )
             if worst is None or (f.fits, f.max_model_len_fit, -f.weights) < (
                 worst.fits,
                 worst.max_model_len_fit,
@@ -423,3 +447,17 @@ def resolve_utilization(m: MemoryModel, given: float | None) -> None:
         m.utilization, m.utilization_source = default_utilization(
             m.engine, m.engine_version, m.total, m.layout, mla=mla, sglang_opts=m._opts()
         )
+
+
+def _merged(shapes: list[KvShape]) -> KvShape:
+    """The whole model's KV demand from its PP stages' (their layers added up)."""
+    first = shapes[0]
+    return msgspec.structs.replace(
+        first,
+        full=sum(s.full for s in shapes),
+        sliding=sum(s.sliding for s in shapes),
+        window=max(s.window for s in shapes),
+        fixed=sum(s.fixed for s in shapes),
+        n_full=sum(s.n_full for s in shapes),
+        n_sliding=sum(s.n_sliding for s in shapes),
+    )

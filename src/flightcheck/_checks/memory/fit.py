@@ -199,7 +199,8 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         return
     if not f.weights_fit:
         raise Skip("the weights alone do not fit (FC401)")
-    per_tok = f.shape.per_token
+    # the bytes a token of the KV vLLM checks: the whole model's with PP on vLLM 0.14 - 0.16
+    per_tok = m.kv_checked(stage=f.stage).per_token
     ev = {
         "kv_bytes_per_token": int(per_tok),
         "kv_budget_bytes": int(f.kv_budget),
@@ -255,6 +256,11 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         suggest = min(suggest, pool["kv_tokens"])
     options = [f"{flag('max_len', m.engine)} {suggest}"]
     said = [f"the largest max_model_len that fits is {suggest if pool is not None else f.max_model_len_fit:,}"]
+    if m.kv_checked_whole():
+        said.append(
+            f"vLLM {m.engine_version} checks the KV of every pipeline stage's layers against one GPU's "
+            "budget (from 0.17.0 each stage is checked on its own layers)"
+        )
     fp8 = fp8_kv(m)
     if fp8 is not None:
         if fp8[0]:
