@@ -18,7 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from flightcheck._knowledge import vllm
-from flightcheck._memory.budget import NEAR_MISS, Batch, activations, default_reserve, forward_peak, release
+from flightcheck._memory.budget import (
+    NEAR_MISS,
+    Batch,
+    Interconnect,
+    activations,
+    communication,
+    default_reserve,
+    forward_peak,
+    release,
+)
 from flightcheck._memory.config import parse
 from flightcheck._memory.kv import capacity, kv_shape
 from flightcheck._memory.weights import Layout
@@ -153,27 +162,13 @@ NOT_SOURCED = {
 RESIDUALS = {
     2: (
         "TP 2 across two nodes (Ray) in 0.10.1.1, whose snapshot precedes the distributed init "
-        "(vllm.SNAPSHOT_AFTER_DISTRIBUTED_SINCE): the TP group's pynccl communicator, custom all-reduce's "
-        "~16 MiB of IPC buffers and torch's NCCL communicator for the TP device group (created by the "
-        "profile run's logits all-gather) count inside the budget (flightcheck._knowledge.vllm, read in the "
-        "wheels). Across nodes NCCL's connections go over its network transport, whose buffers sit on "
-        "the GPU or in host memory depending on GPUDirect RDMA; the log has no NCCL_DEBUG lines, so the "
-        "transport, channels and where the buffers went are unknown (not modelled). The same launch on "
-        "one node (points 3, 4) is within 0.1 GiB"
-    ),
-    15: (
-        "TP 8 on an NVSwitch H100 node in 0.10.0 (snapshot before the distributed init): ~2.1 GiB per "
-        "rank of non-torch memory the model lacks. From source (flightcheck._knowledge.vllm, next to "
-        "SNAPSHOT_AFTER_DISTRIBUTED_SINCE): two NCCL communicators of 8 ranks per GPU land inside the "
-        "budget — the TP group's pynccl one and torch's for the TP device group, created by the profile "
-        "run's logits all-gather — plus custom all-reduce's ~16 MiB of IPC buffers; with vLLM's "
-        "NCCL_CUMEM_ENABLE=0 NCCL 2.26.2 (the log prints 'vLLM is using nccl==2.26.2') connects every "
-        "ring and tree at init, 9.19 MiB per P2P connection, and NVLS takes 16 x 2 x 1 MiB x 8 heads = "
-        "256 MiB per communicator when multicast is available. Unknown, so not modelled: the ring/tree "
-        "channel count NCCL's topology search chose on this node, the distinct tree peers, and whether "
-        "NVLS ran — the log has no NCCL_DEBUG lines (16-32 channels x 1-3 connections' worth of 9.19 MiB, "
-        "+ 256 MiB if NVLS ran, x 2 communicators spans 0.3-2.2 GiB). The pre-0.11 L40S TP 8 launch on PCIe "
-        "(point 69, 0.10.2, non-torch 0.21 GiB logged) is within 0.03 GiB"
+        "(vllm.SNAPSHOT_AFTER_DISTRIBUTED_SINCE): the TP group's pynccl communicator, torch's NCCL communicator "
+        "for the TP device group and custom all-reduce's buffers count inside the budget. NCCL's per-rank size is "
+        "derived from its source only on one node (flightcheck._knowledge.nccl: NVSwitch or an NVLink pair, "
+        "which points 15 and 16 now use); across nodes the connections go over NCCL's network transport, whose "
+        "buffers sit on the GPU only with GPUDirect RDMA (src/transport/net.cc) and whose channel count follows "
+        "the NICs' speed — the log names neither (no NCCL_DEBUG lines), so the source gives 0 as the low end and "
+        "the point keeps its +0.77 GiB. The same launch on one node (points 3, 4) is within 0.1 GiB"
     ),
     11: (
         "GB10 (DGX Spark, unified memory) in 0.13.0: vLLM's snapshot takes free memory from psutil's "
@@ -181,11 +176,6 @@ RESIDUALS = {
         "memory the process and the OS take between the baseline and the profile (this log compiles "
         "with torch.compile for 50 s) counts as non-torch memory inside the budget; its size is the "
         "host's, not in vLLM's code (not modelled)"
-    ),
-    16: (
-        "the same 8 x H100 NVSwitch job as point 15 (0.10.0, TP 8, snapshot before the distributed "
-        "init): the same ~2.1 GiB per rank of NCCL communicator buffers inside the budget, whose "
-        "channel count and NVLS use are not in the log (see 15; not modelled)"
     ),
     58: (
         "the source's own figures for this row do not add up at the utilization it states (0.9): "
@@ -252,6 +242,9 @@ class Row:
     #: the binding rank's budget where the logged figure is another rank's (V0's driver
     #: worker, vllm.V0_SAMPLER_ON_DRIVER_ONLY): FC402 and the token capacity use it
     binding_gib: float | None = None
+    #: the TP group's NCCL communicators + custom all-reduce inside the budget (before vLLM
+    #: 0.11), (low, high) GiB, where the point records its interconnect (``interconnect``)
+    comm_gib: tuple[float, float] | None = None
     excluded: str | None = None
 
     @property
@@ -378,6 +371,21 @@ def evaluate() -> list[Row]:
             max_model_len=length or None,
         )
         reserve, _ = default_reserve(cfg, layout, "vllm", eager=bool(p["enforce_eager"]), batch=batch)
+        ic = p.get("interconnect")
+        if ic and vllm.comm_in_budget(v) and tp > 1:
+            # before 0.11 the snapshot precedes the distributed init: the TP group's two NCCL
+            # communicators and custom all-reduce count inside the budget; their derived size
+            # (flightcheck._knowledge.nccl) on the binding (middle) rank, the certain low end as
+            # the model uses it (NVLS only where the point says multicast was supported)
+            comm = communication(
+                layout,
+                Interconnect(ic.get("nvlinks"), ic.get("nvswitch"), ic.get("compute_capability"), ic.get("multicast")),
+                p["vllm_version"] or p.get("vllm_version_inferred"),
+                {},
+                vllm.TP_COMMUNICATORS_IN_BUDGET,
+            )
+            row.comm_gib = (comm.low / GiB, comm.high / GiB)
+            reserve += comm.low
         util = p["gpu_memory_utilization"] or vllm.default_utilization(v)
         requested = math.ceil(total * GiB * util)
         available = requested - weights * GiB - reserve

@@ -323,20 +323,37 @@ FUSED_MOE_CHUNK_TOKENS = 32768
 #:   budget (not modelled either: the H100 TP 2 points 59, 66 (0.11.0) and 23 (0.12.0) are
 #:   predicted 0.35 - 0.40 GiB above their logs, within the tolerance).
 #:
-#: Each NCCL communicator's device buffers (NVIDIA/nccl v2.26.2, the version point 15 logs):
-#: env_override.py sets NCCL_CUMEM_ENABLE=0 (unless /dev/nvidia-caps-imex-channels exists),
-#: so ``runtimeConn`` is off (src/init.cc) and every ring and tree connection and the NVLS
-#: buffers are set up at init; a P2P connection holds LL 512 KiB + LL128 4,915,200 B +
-#: SIMPLE 4 MiB = 9.19 MiB (src/include/device.h, src/init.cc DEFAULT_*BUFFSIZE,
-#: src/transport/p2p.cc); NVLS (more than two GPUs with multicast support) ``nvlsChannels
-#: (16 on sm90) x 2 x NVLS_CHUNKSIZE 128 KiB x NCCL_STEPS 8 x nHeads`` — 256 MiB at 8 heads —
-#: plus credits, rounded up to the driver's allocation granularity (src/transport/nvls.cc).
-#: What is *not* in any source: the number of ring/tree channels the topology search picks
-#: on the node (``ncclTopoCompute``; public 8-GPU NVSwitch logs: 16 on an H800, NVIDIA/nccl
-#: issue 892, more than 20 in issue 1259), how many distinct peers its trees add to its
-#: rings, and whether multicast was available — so the term is not modelled
-#: (tests/support/memory_accuracy.py RESIDUALS 2, 15, 16).
+#: Each NCCL communicator's device buffers are derived from NCCL's source in
+#: ``flightcheck._knowledge.nccl`` (channel search, chain trees, P2P and NVLS buffer sizes):
+#: on 8 x H100 on one NVSwitch node, 24 channels and 576 MiB of ring/tree connections on a
+#: middle rank, plus 256 MiB of NVLS buffers when the driver reports multicast support. vLLM
+#: before 0.10.2 sets NCCL_CUMEM_ENABLE=0 itself (``NCCL_CUMEM_OFF_UNTIL``), so NCCL connects
+#: every ring and tree at init; from 0.10.2 NCCL's default (cuMem on) connects them when a
+#: collective first needs them. The KV cache is sized by the smallest budget across ranks, so
+#: the binding rank is a middle one of NCCL's chain (``nccl.chain_connections``).
 SNAPSHOT_AFTER_DISTRIBUTED_SINCE = "0.11.0"
+#: First release that no longer sets NCCL_CUMEM_ENABLE=0: 0.6.4.post1 sets it in
+#: worker/worker_base.py, 0.10.0 and 0.10.1.1 in env_override.py (unless the variable is already
+#: set to something other than "0", or /dev/nvidia-caps-imex-channels exists); the 0.10.2 wheel
+#: sets it nowhere (read in the wheels).
+NCCL_CUMEM_OFF_UNTIL = "0.10.2"
+#: The torch each release pins (the wheel's ``Requires-Dist: torch==``), whose NCCL is
+#: ``flightcheck._knowledge.nccl.NCCL_BY_TORCH`` (0.10.0 logs "vLLM is using nccl==2.26.2").
+TORCH_BY_RELEASE = {
+    "0.10.0": "2.7.1",
+    "0.10.1.1": "2.7.1",
+    "0.10.2": "2.8.0",
+    "0.11.0": "2.8.0",
+    "0.12.0": "2.9.0",
+    "0.33.0": "2.14.0",
+}
+#: NCCL communicators over the TP group in vLLM's budget before 0.11.0: the pynccl one and
+#: torch's for the device group (see above); from 0.11.0 the pynccl one is made before the
+#: snapshot (FC406's slack) — torch's is still made by the profile run's all-gather.
+TP_COMMUNICATORS_IN_BUDGET = 2
+#: custom all-reduce's two IPC buffers (``meta_size() + max_size`` and ``max_size``,
+#: ``max_size`` 8 MiB; the small metadata is left out): custom_all_reduce.py
+CUSTOM_ALLREDUCE_BYTES = 2 * 8 * (1 << 20)
 
 
 #: V0 (read in the 0.6.4.post1 wheel) runs the dummy sampler on the driver worker (rank 0)
@@ -387,6 +404,11 @@ def sampler_bytes_per_element(kind: str, rows: int) -> int:
     if kind == "triton":
         return SAMPLER_BYTES_TRITON
     return SAMPLER_BYTES_NATIVE if rows >= SAMPLER_SORT_SEGMENTED_MIN_ROWS else SAMPLER_BYTES_NATIVE_FEW_ROWS
+
+
+def nccl_cumem_forced_off(v: tuple[int, ...] | None) -> bool:
+    """Whether this release sets NCCL_CUMEM_ENABLE=0 itself (unknown: no)."""
+    return v is not None and v < _release(NCCL_CUMEM_OFF_UNTIL)
 
 
 def comm_in_budget(v: tuple[int, ...] | None) -> bool:

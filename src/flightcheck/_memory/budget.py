@@ -49,7 +49,7 @@ from typing import Any
 
 import msgspec
 
-from flightcheck._knowledge import sglang, vllm
+from flightcheck._knowledge import nccl, sglang, vllm
 from flightcheck._knowledge.units import GiB, version
 from flightcheck._memory.config import ModelConfig
 from flightcheck._memory.kv import KvShape
@@ -68,10 +68,72 @@ HEADROOM_MIN = 0.05  # FC403: under 5% of usable memory left over
 # 0.08 GiB). A stop must be one the engine would also make: only a shortfall beyond this.
 NEAR_MISS = GiB // 4
 # before vLLM's snapshot (estimates): CUDA context + cuBLAS handles; NCCL communicators and
-# custom all-reduce buffers per interconnect when more than one rank.
+# custom all-reduce buffers per interconnect when more than one rank — the high end where the
+# interconnect is one NCCL's source does not pin down (``communication``).
 CONTEXT = 350 * MiB
 COMM_NVLINK = GiB // 2
 COMM_PCIE = 100 * MiB
+
+
+class Interconnect(msgspec.Struct, frozen=True):
+    """What NCCL's topology search sees of the GPUs one TP group uses (from NVML facts)."""
+
+    nvlinks: int | None = None  # active NVLinks of the GPU with the fewest
+    nvswitch: bool | None = None  # every GPU's NVLinks go to an NVSwitch
+    compute_capability: str | None = None
+    multicast: bool | None = None  # CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED on every GPU
+
+
+class Communication(msgspec.Struct, frozen=True):
+    """The TP group's NCCL communicators and custom all-reduce buffers on the binding rank:
+    ``low`` is certain (what a stop may rest on), ``high`` what it comes to at most."""
+
+    low: int
+    high: int
+    parts: dict[str, int]
+    derived: bool
+    note: str = ""
+
+
+def communication(
+    layout: Layout,
+    ic: Interconnect | None,
+    engine_version: str | None,
+    env: dict[str, str | None] | None,
+    communicators: int,
+) -> Communication:
+    """``communicators`` NCCL communicators over the TP group (``flightcheck._knowledge.nccl``,
+    on one node, a middle rank of NCCL's chain: the one with the most) plus custom
+    all-reduce's IPC buffers where it runs (all GPUs on NVLink). Where the source does not pin
+    the size down, ``low`` is 0 and ``high`` the old estimate (``COMM_NVLINK`` / ``COMM_PCIE``)."""
+    tp = max(1, layout.tp)
+    if tp <= 1 or communicators <= 0:
+        return Communication(0, 0, {}, True)
+    ic = ic or Interconnect()
+    v = release(engine_version)
+    at_init = nccl.connects_at_init(env, vllm.nccl_cumem_forced_off(v))
+    # NCCL_NVLS_ENABLE=0: ncclNvlsInit returns before asking the driver (nvls.cc)
+    multicast = False if ((env or {}).get("NCCL_NVLS_ENABLE") or "").strip() == "0" else ic.multicast
+    one = nccl.communicator_bytes(
+        ngpus=tp,
+        compute_capability=ic.compute_capability,
+        nvlinks=ic.nvlinks,
+        nvswitch=ic.nvswitch,
+        connect_at_init=at_init,
+        multicast=multicast,
+    )
+    nvlink = bool(ic.nvlinks) and (bool(ic.nvswitch) or tp == 2)
+    car = vllm.CUSTOM_ALLREDUCE_BYTES if nvlink else 0
+    if not one.derived:
+        high = COMM_NVLINK if nvlink else COMM_PCIE
+        return Communication(0, high, {"communication_estimate": high}, False, one.note)
+    parts = {f"nccl_{k}": communicators * b for k, b in one.parts.items()}
+    if car:
+        parts["custom_allreduce"] = car
+    # custom all-reduce's buffers were read in the 0.10.x wheels (vllm.CUSTOM_ALLREDUCE_BYTES):
+    # certain there; from 0.11 only in the high end (not re-read)
+    car_low = car if vllm.comm_in_budget(v) else 0
+    return Communication(communicators * one.low + car_low, communicators * one.high + car, parts, True, one.note)
 
 
 def release(engine_version: str | None) -> tuple[int, ...] | None:
@@ -237,14 +299,21 @@ def default_reserve(
     return sum(parts.values()), parts
 
 
-def pre_snapshot(layout: Layout, nvlink: bool | None) -> dict[str, int]:
-    """What vLLM allocates before its baseline snapshot (estimates): the CUDA context and
-    cuBLAS handles, and with more than one rank NCCL's communicators and the custom
-    all-reduce buffers (larger over NVLink / NVSwitch, where custom all-reduce and NVLS run,
-    than over PCIe)."""
+def pre_snapshot(
+    layout: Layout,
+    nvlink: bool | None,
+    comm: Communication | None = None,
+) -> dict[str, int]:
+    """What vLLM allocates before its baseline snapshot (estimates, the high end): the CUDA
+    context and cuBLAS handles, and with more than one rank NCCL's communicators and the
+    custom all-reduce buffers — ``comm`` where derived (:func:`communication`), else larger
+    over NVLink / NVSwitch, where custom all-reduce and NVLS run, than over PCIe."""
     parts = {"cuda_context": CONTEXT}
     if layout.tp * layout.pp > 1:
-        parts["communication"] = COMM_NVLINK if nvlink else COMM_PCIE
+        if comm is not None and comm.derived:
+            parts["communication"] = comm.high
+        else:
+            parts["communication"] = COMM_NVLINK if nvlink else COMM_PCIE
     return parts
 
 
