@@ -57,7 +57,7 @@ def main() -> int:
             f"error {_f(r.error_gib, '{:+.2f}')} GiB -> {_f((r.error_gib or 0) - (hi - lo), '{:+.2f}')} GiB"
         )
     print(
-        f"\n{s['scored']} of {s['points']} points scored; {s['within']} ({100 * s['share_within']:.0f}%) within "
+        f"\n{s['scored']} of {s['points']} points scored; {s['within']} ({100 * s['share_within']:.1f}%) within "
         f"max(3%, 0.5 GiB); median |error| {s['median_abs_error_gib']:.2f} GiB, max {s['max_abs_error_gib']:.2f} GiB; "
         f"KV tokens: median |error| {100 * s['median_token_error']:.1f}%"
     )
