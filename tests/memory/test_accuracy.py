@@ -16,7 +16,10 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows)
     assert s["scored"] == 69, [(r.index, r.excluded) for r in rows]
-    # 62 of 69 (90%) within max(3%, 0.5 GiB). Vision models scored since (their encoder's
+    # 63 of 69 (91.3%) within max(3%, 0.5 GiB): Qwen3-VL-30B-A3B at TP 2 (24, 0.12.0) moved
+    # from +2.95 to +0.73 GiB with Qwen-VL's item from its processor configs (vllm.qwen_vl_item:
+    # 0.12.0's 24,576-frame dummy video, 12,288 tokens x 12.5 = 153,600, each output zero-padded
+    # to that and held). Before: 62 of 69 (89.9%). Vision models scored since (their encoder's
     # profile-run terms: _memory.budget.encoder_terms): LLaVA-1.5-7B AWQ on an RTX 4080 (19,
     # 0.10.2) -0.07 GiB, Mistral-Small-3.2-24B on an H100 (67, 0.11.0) +0.13 GiB, both within;
     # Qwen3-VL-30B-A3B at TP 2 (24, 0.12.0) +2.95 GiB, a residual (its item size is not in
@@ -40,8 +43,8 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # the misses in RESIDUALS.
     # (21 points scored before: 16 within; before the sampler's and V0's terms: 10 of 16,
     # median 0.46 GiB; before the budget by version: 2 of 16, median 1.95 GiB)
-    # the floors are what is achieved: 62 within, median |error| 0.1488 GiB, tokens 1.25 %
-    assert s["within"] >= 62 and s["median_abs_error_gib"] <= 0.1488
+    # the floors are what is achieved: 63 within, median |error| 0.1488 GiB, tokens 1.25 %
+    assert s["within"] >= 63 and s["median_abs_error_gib"] <= 0.1488
     # token capacity where logged (block-rounded, minus the null block)
     assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0125
 
