@@ -41,6 +41,8 @@ CASES = [
     (Q(True, 16, 2, 2, 65536, 16777216, 4096, 25165824, 2), 8192),
     # a narrow image budget: the factorisation's aspect-ratio limit matters (251 cells is prime)
     (Q(True, 16, 2, 2, 1024, 251 * 1024, 4096, 2 * 251 * 1024, 2), 4096),
+    # small images, large videos: the two-frame video wins
+    (Q(True, 16, 2, 2, 4096, 1 << 20, 4096, 8 << 20, 2), 2048),
     # Qwen2.5-VL's (14-pixel patches, 12,845,056 pixels); videos at the image limits
     (Q(False, 14, 2, 2, 3136, 12845056, 3136, 12845056, 2), 32768),
     (Q(False, 14, 2, 2, 3136, 12845056, 3136, 12845056, 2), 4096),

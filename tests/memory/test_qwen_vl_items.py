@@ -53,11 +53,25 @@ def test_qwen3_vl_before_0_13_counts_12_5_tokens_per_video_token() -> None:
 
 def test_qwen3_vl_from_0_13_neither_multiplies_nor_pads() -> None:
     # the 4096 x 4096 image's (256 x 256 patches) / 4 = 16,384 tokens beat the video's 12,288
-    for release in ("0.13.0", "0.15.0", "0.17.0", "0.33.0"):
+    for release in ("0.13.0", "0.14.0", "0.15.0", "0.17.0", "0.33.0"):
         item = qwen_vl_item(R(release), QWEN3, 65536)
         assert (item.modality, item.budget_tokens, item.encoder_tokens) == ("image", 16384, 16384)
         assert not vllm.encoder_output_padded(R(release))
     assert not vllm.encoder_output_padded(R("0.10.2")) and not vllm.encoder_output_padded(None)
+
+
+def test_qwen3_vl_video_by_release_when_it_beats_the_image() -> None:
+    # 1024 x 1024 images (1,024 tokens) against 8 x 1024^2-pixel videos: the video wins
+    p = QwenVisionProcessor(True, 16, 2, 2, 4096, 1 << 20, 4096, 8 << 20, 2)
+    # 0.13.0 - 0.14.0: the most frames whose tokens fit max_model_len (the frames shrink
+    # together once 8 MiB pixels bind, down to 32 x 32 each: one token per two frames)
+    old = qwen_vl_item(R("0.14.0"), p, 4096)
+    assert old.modality == "video" and old.budget_tokens == old.encoder_tokens == 4096
+    # from 0.15.0: two frames of the largest image under 8 MiB / 2 pixels: 2048 x 2048 -> 4,096
+    assert qwen_vl_item(R("0.15.0"), p, 4096) == vllm.QwenItem("video", 4096, 4096)
+    # a short max_model_len bounds the old search, not the two-frame video
+    assert qwen_vl_item(R("0.14.0"), p, 2048).budget_tokens <= 2048
+    assert qwen_vl_item(R("0.15.0"), p, 2048).budget_tokens == 4096
 
 
 def test_qwen2_vl_video_frames_fit_max_model_len() -> None:

@@ -305,13 +305,16 @@ def encoder_profiled(v: tuple[int, ...] | None) -> bool:
 # - Video, Qwen2-VL / Qwen2.5-VL (qwen2_vl.py ``get_num_frames_with_most_features``): the
 #   most frames (from 1) whose tokens fit in ``seq_len``, at most ``_MAX_FRAMES_PER_VIDEO``
 #   = 14, at the largest image's size.
-# - Video, Qwen3-VL (qwen3_vl.py): 0.11.0 - 0.16.0 the same search from 2 frames with the
-#   video processor, at most 24,576 frames (``_MAX_FRAMES_PER_VIDEO``, 0.11.0 - 0.14.0) or
-#   2,048 (``DUMMY_VIDEO_NUM_FRAMES``, 0.15.0 - 0.16.0); 0.11.0 - 0.12.0 multiply the tokens by
+# - Video, Qwen3-VL (qwen3_vl.py): 0.11.0 - 0.14.0 the same search from 2 frames with the
+#   video processor, at most 24,576 frames (``_MAX_FRAMES_PER_VIDEO``), the frames resized
+#   together so that all of them fit the video ``longest_edge``; the dummy video
+#   (``get_dummy_mm_data``, ``_get_dummy_videos``) has that many frames at that size and is
+#   processed unsampled (``do_sample_frames: False``). 0.11.0 - 0.12.0 multiply the tokens by
 #   12.5 (``get_max_video_tokens``: "<{timestamp} seconds>" text per video token, ``int()``ed),
-#   so the item the budget counts is 12.5x what the encoder outputs. From 0.17.0 two frames
-#   of the largest image under ``video longest_edge // temporal_patch_size`` (qwen3_vl.py
-#   ``get_max_video_tokens`` and ``get_dummy_mm_data``: "treat videos as special images").
+#   so the item the budget counts is 12.5x what the encoder outputs. From 0.15.0 both the
+#   budget's item and the dummy are two frames of the largest image under ``video
+#   longest_edge // temporal_patch_size`` ("treat videos as special images"; 0.15.0's
+#   ``DUMMY_VIDEO_NUM_FRAMES`` = 2048 caps a search these no longer use).
 # - 0.11.0 - 0.12.0's ``profile_run`` (v1/worker/gpu_model_runner.py, ``expanded_outputs``)
 #   zero-pads each encoder output to the modality's max tokens per item and keeps the padded
 #   copies in ``encoder_cache`` through the forward pass and the sampler; not in the 0.10.2
@@ -320,8 +323,8 @@ QWEN_VL_FACTORISED_IMAGE_SINCE = "0.13.0"
 QWEN_VL_MAX_ASPECT = 200
 QWEN_VL_OLD_SIDE = 9999999
 QWEN2_VL_MAX_FRAMES = 14
-QWEN3_VL_MAX_FRAMES = ((0, 0, 0), 24576), ((0, 15, 0), 2048)
-QWEN3_VL_TWO_FRAME_VIDEO_SINCE = "0.17.0"
+QWEN3_VL_MAX_FRAMES = 24576
+QWEN3_VL_TWO_FRAME_VIDEO_SINCE = "0.15.0"
 QWEN3_VL_VIDEO_TEXT_FACTOR = 12.5
 QWEN3_VL_VIDEO_TEXT_RANGE = ("0.11.0", "0.13.0")  # [since, until)
 ENCODER_OUTPUT_PADDED_RANGE = ("0.11.0", "0.13.0")  # [since, until)
@@ -430,7 +433,7 @@ def qwen_vl_item(v: tuple[int, ...] | None, p: QwenVisionProcessor, seq_len: int
         encoded = video
     else:
         if p.qwen3:
-            cap = max(n for since, n in QWEN3_VL_MAX_FRAMES if v is None or v >= since)
+            cap = QWEN3_VL_MAX_FRAMES
 
             def count(f: int) -> int:
                 return _tokens(
