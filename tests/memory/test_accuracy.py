@@ -16,7 +16,10 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows)
     assert s["scored"] == 66, [(r.index, r.excluded) for r in rows]
-    # 58 of 66 (88%) within max(3%, 0.5 GiB). Points 85-94 were added afterwards without selection
+    # 59 of 66 (89%) within max(3%, 0.5 GiB): point 34 (V0) came inside by 0.03 GiB when V0's own
+    # sampler (sort unless VLLM_USE_FLASHINFER_SAMPLER=1, vllm.V0_FLASHINFER_SAMPLER_OPT_IN) was
+    # modelled: its logged 1.26 GiB activation peak is now 1.22 modelled (0.78 before).
+    # Before that: 58 of 66 (88%). Points 85-94 were added afterwards without selection
     # (every usable log found): a Llama-3.1-8B fine-tune on a 48 GB board in 0.15.1, Qwen2.5-7B on a
     # 32 GB V100 in 0.18.0, Qwen3-8B on an A100-40GB in 0.19.1 (server, bench latency, throughput)
     # and 0.9.2 (bench latency, throughput), Qwen3-0.6B on an RTX 3060 (94) are all within 0.15 GiB;
@@ -32,8 +35,8 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # the misses in RESIDUALS.
     # (21 points scored before: 16 within; before the sampler's and V0's terms: 10 of 16,
     # median 0.46 GiB; before the budget by version: 2 of 16, median 1.95 GiB)
-    # the floors are what is achieved: 58 within, median |error| 0.1490 GiB, tokens 1.37 %
-    assert s["within"] >= 58 and s["median_abs_error_gib"] <= 0.1491
+    # the floors are what is achieved: 59 within, median |error| 0.1490 GiB, tokens 1.37 %
+    assert s["within"] >= 59 and s["median_abs_error_gib"] <= 0.1491
     # token capacity where logged (block-rounded, minus the null block)
     assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0138
 
@@ -96,8 +99,8 @@ def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
     assert failed == caught == {28, 29, 31, 32, 52, 54, 56, 60}
     assert stopped == failed - NEAR_MISSES
     # the launches scored since that ran (Phi-3-mini on an RTX 3090 under WSL, Qwen3-32B at
-    # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series, points 85-92 and 94) are among those
-    # checked above: FC402 stops none of them
+    # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series, points 85-92 and 94) are among
+    # those checked above: FC402 stops none of them
     assert {
         11,
         12,
@@ -223,3 +226,41 @@ def test_v0_non_driver_worker_figure_is_scored_as_that_worker() -> None:
     assert r.within and abs(r.binding_gib - r.logged_gib) > 0.5  # as the driver's, it missed
     # FC402 on the binding (driver) rank: 12 GiB for one 131,072-token sequence does not fit
     assert r.predicted_stop and r.kv_need_gib is not None and r.kv_need_gib > r.binding_gib
+
+
+def test_v0_fallback_of_0_8_runs_v0s_sampler_and_batch_rule() -> None:
+    """From 0.8.0 V1 is the default, but until 0.10.1.1 a GPU below compute capability 8.0 (and,
+    in 0.8.x, --quantization gguf) falls back to V0 (vllm/engine/arg_utils.py
+    ``_is_v1_supported_oracle``, read in the 0.8.0, 0.8.5, 0.10.0 and 0.10.1.1 wheels), whose
+    sampler sorts unless VLLM_USE_FLASHINFER_SAMPLER=1 and whose profile run batches
+    max(max_model_len, 2048) tokens without chunked prefill (2048 with it, past 32K)."""
+    t4, a100 = "7.5", "8.0"
+    assert vllm.runs_v0((0, 8, 5), t4) and vllm.runs_v0((0, 10, 1, 1), "7.0")
+    assert not vllm.runs_v0((0, 8, 5), a100) and not vllm.runs_v0((0, 9, 2), a100)
+    assert not vllm.runs_v0((0, 10, 2), t4) and not vllm.runs_v0((0, 11, 0), t4)  # no fallback / no V0
+    assert vllm.runs_v0((0, 8, 2), a100, "gguf") and not vllm.runs_v0((0, 10, 0), a100, "gguf")
+    assert vllm.runs_v0((0, 6, 4)) and not vllm.runs_v0(None, t4)
+    assert vllm.runs_v0((0, 8, 5), a100, env={vllm.USE_V1: "0"})
+    # V0's sampler: the sort whether or not FlashInfer is installed, unless opted in
+    assert vllm.sampler_kind((0, 8, 5), v0=True) == "sort"
+    assert vllm.sampler_kind((0, 8, 5), {vllm.USE_FLASHINFER_SAMPLER: "1"}, v0=True) == "flashinfer"
+    assert vllm.sampler_kind((0, 8, 5)) == "flashinfer"  # the same release on V1
+    # V0's batch: the launch's length up to 32K; past it 0.8's chunked default is 2048, not 512
+    assert vllm.batch_defaults((0, 8, 2), int(7.65 * GiB), "RTX 4070", None, 10000, v0=True) == (10000, 256)
+    assert vllm.batch_defaults((0, 8, 2), int(7.65 * GiB), "RTX 4070", None, 10000) == (2048, 256)
+    assert vllm.v0_batch(65536, (0, 8, 5)) == (2048, 256) and vllm.v0_batch(65536, (0, 6, 4)) == (512, 256)
+
+
+def test_the_launch_path_applies_the_v0_fallback() -> None:
+    """``batch_for`` (what a real check uses) takes V0's batch and sampler for a 0.8.5 launch on
+    a T4 and V1's on an A100, from the compute capability the collector reports."""
+    from flightcheck._memory import batch_for
+    from flightcheck._vocabulary.intent import Intent
+
+    it = Intent(max_model_len=10000)
+    t4 = batch_for(it, int(14.74 * GiB), "Tesla T4", "0.8.5", "7.5")
+    a100 = batch_for(it, int(39.39 * GiB), "NVIDIA A100-SXM4-40GB", "0.8.5", "8.0")
+    assert (t4.tokens, t4.seqs, t4.sampler) == (10000, 256, "sort")
+    assert (a100.tokens, a100.seqs, a100.sampler) == (2048, 256, "flashinfer")
+    gguf = batch_for(Intent(max_model_len=10000, quantization="gguf"), int(7.65 * GiB), "RTX 4070", "0.8.2", "8.9")
+    assert gguf.sampler == "sort" and gguf.tokens == 10000
