@@ -67,6 +67,11 @@ ARCH = {
     # a merged DPO fine-tune of Llama-3.1-8B-Instruct (point 85: 'Resolved architecture:
     # LlamaForCausalLM', 14.99 GiB of weights, Llama-3.1-8B's)
     "models/final_dpo": "llama-3-8b",
+    # the Qwen3-30B-A3B directory the post of points 97-98 mounts (its title and volume name it)
+    "/qwen/qwen3-30b-a3b": "qwen3-30b-a3b",
+    "unsloth/Llama-3.2-3B-Instruct": "llama-3.2-3b",
+    # Q8_0 GGUF weights of Llama-3.2-3B-Instruct (point 100): the architecture is Llama-3.2-3B's
+    "lmstudio-community/Llama-3.2-3B-Instruct-GGUF (Q8_0)": "llama-3.2-3b",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
