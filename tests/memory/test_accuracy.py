@@ -1,4 +1,4 @@
-"""The memory model against 104 public vLLM startup logs (tests/fixtures/memory): the KV
+"""The memory model against 107 public vLLM startup logs (tests/fixtures/memory): the KV
 budget it predicts stays within the accuracy reached, launches that died for lack of KV
 room get FC402, and launches that ran are not stopped. ``bench/memory_accuracy.py``
 prints the table."""
@@ -15,8 +15,12 @@ from support.memory_accuracy import RESIDUALS, GiB, _config, evaluate, load, sum
 def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows)
-    assert s["scored"] == 72, [(r.index, r.excluded) for r in rows]
-    # 65 of 72 (90%) within max(3%, 0.5 GiB). Points 95-103 were added afterwards without
+    assert s["scored"] == 73, [(r.index, r.excluded) for r in rows]
+    # 66 of 73 (90%) within max(3%, 0.5 GiB). Points 104-106 came from a second round of the same
+    # searches: Llama-3.1-8B in fp16 on an A100 (40GB inferred, as point 20) in 0.10.1.1 (105,
+    # -0.22 GiB); Qwen3-VL-30B-A3B at TP 4 on RTX 3090s (104, no sourced config) and Llama-3.1-8B
+    # on a Jetson Thor (106, CUDA total unknown) are recorded, not scored.
+    # 65 of 72 (90%) before them. Points 95-103 were added afterwards without
     # selection (every usable log the searches found; the queries and the candidates rejected are
     # in the branch's report): Llama-3.1-8B on an A100-80GB in 0.31.0 (95, +0.51), Qwen2.5-7B on an
     # RTX 3090 in 0.6.6 (96, -0.03), Qwen3-30B-A3B at TP 4 on 22 GB boards in 0.8.5 at 131072 and
@@ -43,11 +47,11 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # the misses in RESIDUALS.
     # (21 points scored before: 16 within; before the sampler's and V0's terms: 10 of 16,
     # median 0.46 GiB; before the budget by version: 2 of 16, median 1.95 GiB)
-    # the floors are what is achieved: 65 within, median |error| 0.1490 GiB, tokens 1.25 %
-    # (before points 95-103: 58 within, 0.1490 GiB, 1.37 %)
-    assert s["within"] >= 65 and s["median_abs_error_gib"] <= 0.1491
+    # the floors are what is achieved: 66 within, median |error| 0.1493 GiB, tokens 1.12 %
+    # (before point 105: 65, 0.1490 GiB, 1.25 %; before points 95-103: 58 within, 0.1490 GiB, 1.37 %)
+    assert s["within"] >= 66 and s["median_abs_error_gib"] <= 0.1494
     # token capacity where logged (block-rounded, minus the null block)
-    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0125
+    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0113
 
 
 def test_token_capacity_from_the_logged_budget_is_within_3_percent() -> None:
@@ -58,14 +62,14 @@ def test_token_capacity_from_the_logged_budget_is_within_3_percent() -> None:
     decimals, hence the small differences (at most 0.88%, point 55: 9,088 tokens)."""
     rows = evaluate()
     conv = {r.index: (r.logged_tokens, r.tokens_from_logged) for r in rows if r.tokens_from_logged}
-    assert len(conv) == 49, sorted(conv)  # 48 before point 95
+    assert len(conv) == 50, sorted(conv)  # 48 before point 95, 49 before 105
     off = {i: t for i, t in conv.items() if abs(t[1] - t[0]) > 0.03 * t[0]}
     assert not off, off
     # point 32 logs a V0 non-driver worker's KV memory; its tokens come from the driver's
     # smaller budget (vLLM takes the minimum over the workers), so it is not converted
     assert 32 not in conv and rows[32].logged_tokens == 81536
     s = summary(rows)
-    assert s["conversion_within_3pct"] == s["conversion_points"] == 49
+    assert s["conversion_within_3pct"] == s["conversion_points"] == 50
     assert s["max_conversion_error"] is not None and s["max_conversion_error"] < 0.009
 
 
@@ -108,8 +112,8 @@ def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
     assert failed == caught == {28, 29, 31, 32, 52, 54, 56, 60}
     assert stopped == failed - NEAR_MISSES
     # the launches scored since that ran (Phi-3-mini on an RTX 3090 under WSL, Qwen3-32B at
-    # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series, points 85-92, 94 and 95-100) are
-    # among those checked above: FC402 stops none of them
+    # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series, points 85-92, 94, 95-100 and
+    # 105) are among those checked above: FC402 stops none of them
     assert {
         11,
         12,
@@ -148,6 +152,7 @@ def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
         98,
         99,
         100,
+        105,
     } <= {r.index for r in rows if r.outcome == "ran"}
 
 

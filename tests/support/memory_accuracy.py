@@ -72,6 +72,9 @@ ARCH = {
     "unsloth/Llama-3.2-3B-Instruct": "llama-3.2-3b",
     # Q8_0 GGUF weights of Llama-3.2-3B-Instruct (point 100): the architecture is Llama-3.2-3B's
     "lmstudio-community/Llama-3.2-3B-Instruct-GGUF (Q8_0)": "llama-3.2-3b",
+    # a local copy of Meta-Llama-3.1-8B-Instruct (point 105: 'Resolved architecture: LlamaForCausalLM',
+    # 14.9889 GiB of weights, Llama-3.1-8B's of points 6, 20)
+    "/home/jupyter/models/Meta-Llama-3.1-8B-Instruct": "llama-3-8b",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
