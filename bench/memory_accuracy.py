@@ -47,8 +47,17 @@ def main() -> int:
         print("\nresiduals (outside max(3%, 0.5 GiB)), and why:")
     for r in off:
         print(f"{r.index:>2} {r.error_gib:+.2f} GiB: {RESIDUALS.get(r.index, 'no reason recorded')}")
+    comm = [r for r in rows if r.comm_gib is not None]
+    if comm:
+        print("\nNCCL communicators + custom all-reduce inside the budget (derived, flightcheck._knowledge.nccl):")
+    for r in comm:
+        lo, hi = r.comm_gib or (0.0, 0.0)
+        print(
+            f"{r.index:>2} {lo:.2f} GiB counted (certain); {hi:.2f} GiB if NVLS allocated: "
+            f"error {_f(r.error_gib, '{:+.2f}')} GiB -> {_f((r.error_gib or 0) - (hi - lo), '{:+.2f}')} GiB"
+        )
     print(
-        f"\n{s['scored']} of {s['points']} points scored; {s['within']} ({100 * s['share_within']:.0f}%) within "
+        f"\n{s['scored']} of {s['points']} points scored; {s['within']} ({100 * s['share_within']:.1f}%) within "
         f"max(3%, 0.5 GiB); median |error| {s['median_abs_error_gib']:.2f} GiB, max {s['max_abs_error_gib']:.2f} GiB; "
         f"KV tokens: median |error| {100 * s['median_token_error']:.1f}%"
     )
