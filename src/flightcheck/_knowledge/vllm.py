@@ -562,16 +562,85 @@ V0_SAMPLER_ON_DRIVER_ONLY = True
 PP_KV_CHECK_WHOLE_MODEL = ("0.14.0", "0.17.0")
 
 
+#: The V0 engine's sampler (vllm/model_executor/layers/sampler.py, read in the 0.6.4.post1,
+#: 0.8.0, 0.8.5 and 0.10.0 wheels) imports FlashInfer's top-k/top-p only under ``if
+#: envs.VLLM_USE_FLASHINFER_SAMPLER and find_spec("flashinfer")``, and that variable is off
+#: unless set (envs.py: ``bool(int(os.getenv(..., "0")))`` in 0.6.4.post1, ``None`` when unset
+#: in 0.8.x): whether FlashInfer is installed does not matter. Otherwise ``Sampler.forward``
+#: casts the logits to fp32 and ``_apply_top_k_top_p`` sorts them (``logits.sort``) — the
+#: V0 profile run's dummy request asks for ``top_p=0.99, top_k=vocab - 1``
+#: (worker/model_runner.py ``profile_run``). Its peak is at that sort, with the same bytes per
+#: element as V1's PyTorch-native path above: the model-dtype logits still held by
+#: ``execute_model`` (2), the fp32 copy (4), the sorted values (4) and int64 indices (8) and
+#: torch's stable-sort temporaries (20 with >= 128 rows); the masks, softmax, cumsum and the
+#: scatter that follow free the sort's temporaries first and stay below it (32 bytes), and
+#: ``probs`` / ``logprobs`` come after ``_apply_top_k_top_p`` returned.
+V0_FLASHINFER_SAMPLER_OPT_IN = True
+
+#: Which engine a 0.8 - 0.10.1 launch runs: V1 is the default from 0.8.0 (envs.py
+#: ``VLLM_USE_V1`` defaults to "1", read in the 0.8.0 wheel), but
+#: ``EngineArgs._is_v1_supported_oracle`` (vllm/engine/arg_utils.py) falls back to V0 —
+#: unless ``VLLM_USE_V1=1`` was set explicitly, when it raises instead — for, among others,
+#: "Compute Capability < 8.0" (read in the 0.8.0, 0.8.5, 0.10.0 and 0.10.1.1 wheels; gone in
+#: 0.10.2, and 0.11.0 has no V0 engine) and for ``--quantization gguf``
+#: (``V1_UNSUPPORTED_QUANT``: ["bitsandbytes", "gguf"] in 0.8.0, ["gguf"] in 0.8.5, absent in
+#: 0.10.0). 0.9.x is not read: the compute-capability fallback is taken from its neighbours,
+#: the GGUF one is not (0.9.x counts as V1 for GGUF). 0.7.x (V0 by default) is not read
+#: either and keeps the V1 rules. The oracle's other fallbacks (flags) are not modelled.
+V1_DEFAULT_SINCE = "0.8.0"
+V0_CC_FALLBACK_BEFORE = "0.10.2"
+V0_GGUF_FALLBACK_BEFORE = "0.9.0"
+V0_CC_BELOW = (8, 0)
+USE_V1 = "VLLM_USE_V1"
+
+
+def runs_v0(
+    v: tuple[int, ...] | None,
+    compute_capability: str | None = None,
+    quantization: str | None = None,
+    env: dict[str, str | None] | None = None,
+) -> bool:
+    """Whether the launch runs vLLM's V0 engine (see above): every release before 0.7.0,
+    and a 0.8.0 - 0.10.1 launch that falls back to it (compute capability below 8.0; GGUF
+    before 0.9.0; ``VLLM_USE_V1=0``). Unknown version or compute capability: False."""
+    if v is None:
+        return False
+    if v < _release(V0_RULES_BEFORE):
+        return True
+    if v < _release(V1_DEFAULT_SINCE) or v >= _release(V0_CC_FALLBACK_BEFORE):
+        return False
+    val = (env or {}).get(USE_V1)
+    if val is not None and val.strip() != "":
+        # set to 1, the oracle raises rather than falls back (not this question): False
+        return val.strip() in ("0", "false", "False")
+    if compute_capability:
+        try:
+            major, minor = (int(x) for x in compute_capability.split(".")[:2])
+        except ValueError:
+            major, minor = V0_CC_BELOW
+        if (major, minor) < V0_CC_BELOW:
+            return True
+    return (quantization or "").lower() == "gguf" and v < _release(V0_GGUF_FALLBACK_BEFORE)
+
+
 def sampler_kind(
-    v: tuple[int, ...] | None, env: dict[str, str | None] | None = None, installed: bool | None = None
+    v: tuple[int, ...] | None,
+    env: dict[str, str | None] | None = None,
+    installed: bool | None = None,
+    *,
+    v0: bool = False,
 ) -> str:
     """The profile run's top-k/top-p implementation: "flashinfer", "sort" (PyTorch) or
     "triton" (see above). ``installed``: whether FlashInfer is importable by the engine;
     unknown counts as installed before 0.11.2, where the smaller reserve keeps FC402 from
-    stopping a launch that would start."""
+    stopping a launch that would start. ``v0``: the launch runs the V0 engine
+    (:func:`runs_v0`), whose sampler sorts unless ``VLLM_USE_FLASHINFER_SAMPLER=1``."""
+    val = (env or {}).get(USE_FLASHINFER_SAMPLER)
+    if v0 and V0_FLASHINFER_SAMPLER_OPT_IN:
+        on = val is not None and val.strip() not in ("", "0", "false", "False") and installed is not False
+        return "flashinfer" if on else "sort"
     if v is not None and v >= _release(TRITON_TOP_K_TOP_P_SINCE):
         return "triton"
-    val = (env or {}).get(USE_FLASHINFER_SAMPLER)
     if val is not None and val.strip() != "":
         on = val.strip() not in ("0", "false", "False") and installed is not False
         return "flashinfer" if on else "sort"
@@ -642,13 +711,21 @@ V0_LONG_CONTEXT = 32768
 V0_CHUNKED_TOKENS = 512
 V0_MIN_TOKENS = 2048
 V0_MAX_SEQS = 256
+#: A V0 launch of 0.8.x (the fallback, :func:`runs_v0`) sizes its profile run by the same
+#: rule (vllm/engine/arg_utils.py ``_set_default_args_v0``: chunked prefill by default only
+#: past 32K; max_num_seqs 256; vllm/config.py ``SchedulerConfig``: without chunked prefill
+#: max(max_model_len, 2048)), but with chunked prefill it takes
+#: ``_DEFAULT_MAX_NUM_BATCHED_TOKENS`` = 2048, not 512 (read in the 0.8.0 and 0.8.5 wheels).
+V0_CHUNKED_TOKENS_SINCE_0_8 = 2048
 
 
-def v0_batch(max_model_len: int) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) of the V0 engine (0.6.4.post1) when the
-    launch sets neither (the defaults of the common case; see above)."""
+def v0_batch(max_model_len: int, v: tuple[int, ...] | None = None) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of the V0 engine when the launch sets neither
+    (the defaults of the common case; see above): 0.6.4.post1's rule, or 0.8.x's for a V0
+    fallback of 0.8.0 or later."""
     if max_model_len > V0_LONG_CONTEXT:
-        return V0_CHUNKED_TOKENS, V0_MAX_SEQS
+        late = v is not None and v >= _release(V1_DEFAULT_SINCE)
+        return (V0_CHUNKED_TOKENS_SINCE_0_8 if late else V0_CHUNKED_TOKENS), V0_MAX_SEQS
     return max(max_model_len, V0_MIN_TOKENS), V0_MAX_SEQS
 
 
@@ -658,6 +735,8 @@ def batch_defaults(
     gpu_name: str | None,
     compute_capability: str | None,
     max_model_len: int | None = None,
+    *,
+    v0: bool = False,
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) the OpenAI server picks when the launch sets
     neither — vllm/engine/arg_utils.py ``EngineArgs.get_batch_defaults``: >= 160 GiB of
@@ -670,9 +749,9 @@ def batch_defaults(
     (read in the 0.15.1 wheel; point 11 of tests/fixtures/memory logs 2048 tokens); 0.33
     falls back to torch's total and keeps cc 12.1 on the small tier. Pass 0 for a GB10
     before 0.33. Before 0.7.0 the V0 rule (:func:`v0_batch`), which depends on
-    ``max_model_len``."""
-    if v is not None and v < _release(V0_RULES_BEFORE) and max_model_len:
-        return v0_batch(max_model_len)
+    ``max_model_len``; likewise a later launch that runs V0 (``v0``, :func:`runs_v0`)."""
+    if v is not None and (v0 or v < _release(V0_RULES_BEFORE)) and max_model_len:
+        return v0_batch(max_model_len, v)
     gib = total_bytes / (1 << 30)
     name = (gpu_name or "").lower()
     new = v is None or v >= _release(BATCH_TIER_160_SINCE)
