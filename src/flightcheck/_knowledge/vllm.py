@@ -1346,9 +1346,7 @@ def draft_shares(
         embed = "own"
     else:
         embed = "if_equal" if embed_stored else "shared"
-    if method == "eagle":
-        head = "shared"
-    elif not head_stored:
+    if method == "eagle" or not head_stored:
         head = "shared"
     else:
         head = "if_equal" if head_same_shape else "own"

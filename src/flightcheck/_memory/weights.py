@@ -288,7 +288,7 @@ def draft_tally(
             d.head_stored = True
             d.head_rows = max(d.head_rows, shape[0] if shape else 0)
             continue
-        if p.startswith("fc.") or p.startswith("input_norm") or p.startswith("fc_norm"):
+        if p.startswith(("fc.", "input_norm", "fc_norm")):
             d.tally.add("replicated", None, nbytes)
             continue
         cls, _ = classify_pattern(p.replace("midlayer.", "layers.0."), dtype, cfg)
