@@ -160,6 +160,26 @@ def test_eagle3_weights_per_rank_follow_its_config(ckpts, tp: int) -> None:
     assert doc["weights_breakdown"]["draft_head"] == DRAFT_VOCAB // tp * H * 2
     assert doc["per_rank"]["kv_bytes_per_token"] == 32 * 2 * (KV // tp) * HD * 2 + 2 * (KV // tp) * HD * 2
     assert any("eagle3" in n and "embeddings shared with the target" in n for n in m.notes)
+    block = doc["speculative"]
+    assert (block["draft_layers"], block["draft_tp"]) == (1, tp)
+    assert (block["draft_embeddings"], block["draft_lm_head"]) == ("shared", "own")
+    assert block["draft_kv_bytes_per_token"] == 2 * (KV // tp) * HD * 2
+    assert abs(block["draft_weights_bytes"] - expected) < 2
+
+
+def test_the_text_report_says_what_the_draft_adds(ckpts) -> None:
+    from rich.console import Console
+
+    from flightcheck._report.memory_text import render_memory
+
+    m = mem(ckpts["target"], [spec(ckpts["eagle3"])])
+    console = Console(record=True, width=200)
+    render_memory(console, m.to_dict())
+    text = console.export_text()
+    # under a GiB the draft is given in MiB
+    want = f"{m.to_dict()['speculative']['draft_weights_bytes'] / (1 << 20):.0f} MiB of the weights"
+    assert "speculative (eagle3): draft 1 layer(s) at TP 1" in text and want in text, text
+    assert "4,096 B/token of the KV" in text
 
 
 def test_eagle_weights_per_rank_and_fp16_stored_as_bf16(ckpts) -> None:

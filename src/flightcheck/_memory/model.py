@@ -398,6 +398,40 @@ class MemoryModel(msgspec.Struct):
 
     # ------------------------------------------------------------------ report
 
+    def _speculative_block(self, parts: dict[str, float], stage: int) -> dict[str, Any] | None:
+        """The resolved speculative config, with what its draft adds on the last PP stage
+        (``draft_weights_bytes``: weights and proposer buffers per rank;
+        ``draft_kv_bytes_per_token``; ``draft_layers``; for a separate draft its TP and
+        whether its embeddings / head are shared) when it is counted."""
+        if self.speculative is None:
+            return None
+        out = dict(self.speculative)
+        last = len(self.stages()) - 1
+        if self.draft is not None and self.draft_cfg is not None:
+            kv = self.draft_kv()
+            _, shares = self.draft_parts()
+            out.update(
+                draft_layers=self.draft_cfg.layers,
+                draft_tp=self.draft_tp(),
+                draft_kv_bytes_per_token=int(kv.per_token) if kv is not None else 0,
+                draft_embeddings=shares["embed"],
+                draft_lm_head=shares["head"],
+            )
+        elif self.mtp_layers and self.cfg is not None:
+            out.update(draft_layers=self.mtp_layers, draft_kv_bytes_per_token=int(self.mtp_layers * self._mtp_per()))
+        else:
+            return out
+        on_last = self.stages()[last] if stage != last else parts
+        out["draft_weights_bytes"] = int(
+            sum(v for k, v in on_last.items() if k.startswith(("draft_", "mtp_draft", "mtp_buffers")))
+        )
+        return out
+
+    def _mtp_per(self) -> float:
+        """KV bytes per token of one MTP layer (the target's attention shape)."""
+        assert self.cfg is not None
+        return kv_shape(self.cfg, range(0), self.layout.tp, self.kv_cache_dtype).per_layer
+
     def to_dict(self) -> dict[str, Any]:
         """The report's ``memory`` block (spec shape, plus detail)."""
         per: dict[str, Any] = {
@@ -473,7 +507,7 @@ class MemoryModel(msgspec.Struct):
                 "reserve_breakdown": self.reserve_parts or None,
                 "reserve_source": self.reserve_source,
                 "kv_cache_dtype": self.kv_cache_dtype,
-                "speculative": self.speculative,
+                "speculative": self._speculative_block(parts, stage),
                 "kv_bytes_per_element": kv_bytes(self.kv_cache_dtype, self.cfg),
                 "attention": "mla"
                 if self.cfg.mla
