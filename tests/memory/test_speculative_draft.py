@@ -23,8 +23,8 @@ from flightcheck._collect.checkpoint import read_checkpoint
 from flightcheck._knowledge import vllm
 from flightcheck._memory import build
 from flightcheck._vocabulary.intent import Intent
-from support.ckptgen import load_config, write_checkpoint
-from support.evaluation import facts, results
+from support.ckptgen import load_config, write_checkpoint, write_hf_cache
+from support.evaluation import facts, host_doc, results
 
 H200 = 150754820096
 GiB = 1 << 30
@@ -220,6 +220,32 @@ def test_draft_tp_one_holds_the_whole_draft_on_every_rank(ckpts) -> None:
     assert m.kv().per_token - plain.kv().per_token == 2 * KV * HD * 2  # all 8 KV heads
 
 
+def test_a_draft_model_repo_id_is_read_from_the_engines_hf_cache(ckpts, tmp_path: Path) -> None:
+    """``draft_model`` (v1/spec_decode/draft_model.py): a whole model whose embeddings and
+    head are its own (both ``_maybe_share_*`` overridden to do nothing), found as the target
+    is, in the engine's Hugging Face cache (``HF_HUB_CACHE`` of the facts' environment)."""
+    tiny = load_config("tiny-llama")
+    write_hf_cache(tmp_path / "hub", "acme/tiny-draft", tiny, shards=2)
+    env = {**host_doc("b300")["env"], "HF_HUB_CACHE": str(tmp_path / "hub")}
+    tp = 2
+    intent = Intent(model=ckpts["target"], tensor_parallel_size=tp, engine_flags=[spec("acme/tiny-draft")])
+    ck = read_checkpoint(intent, facts("b300", env=env))
+    assert ck is not None and ck.draft is not None and ck.draft.found
+    m = build(ck, intent, total=H200, engine_version="0.33.0")
+    plain = mem(ckpts["target"], [], tp=tp)
+    assert m.speculative is not None and m.speculative["method"] == "draft_model"
+    h, v, inter, kv, hd = 64, 512, 128, 2, 8
+    layer = 2 * (8 * hd * h / tp + 2 * kv * hd * h / tp + h * 8 * hd / tp + 3 * inter * h / tp) + 2 * h * 2
+    expected = 4 * layer + 2 * (v * h * 2 / tp) + 2 * h + 2 * m.batch.tokens * h * 2
+    assert abs((m.weights() - plain.weights()) - expected) < 1
+    assert m.kv().per_token - plain.kv().per_token == 4 * 2 * (kv // tp) * hd * 2
+    # the same repo id without the cache the engine reads: the note, no figure
+    ck = read_checkpoint(intent, facts("b300"))
+    assert ck is not None and ck.draft is not None and not ck.draft.found
+    m = build(ck, intent, total=H200, engine_version="0.33.0")
+    assert m.draft is None and any("not counted" in n for n in m.notes)
+
+
 def test_draft_model_tp_must_match_the_target() -> None:
     """draft_model.py ``_raise_if_draft_tp_mismatch``: a separate draft model at TP 1 under a
     TP 8 target is refused at startup."""
@@ -302,3 +328,15 @@ def test_fc402_does_not_stop_an_eagle3_draft_that_fits(ckpts) -> None:
 def test_fc402_does_not_stop_when_the_draft_is_unreadable(ckpts, tmp_path: Path) -> None:
     util = round(_util_for_slack(ckpts["target"], [], 0.05 * GiB), 4)
     assert fc402_errors(ckpts["target"], [spec(str(tmp_path / "EAGLE3-gone"))], util) == []
+
+
+def test_a_settled_launch_whose_flags_name_a_draft_reads_it(ckpts) -> None:
+    """The engine's own reading of the command (``assess(settle=...)``) may add the
+    speculative config: the draft is then read without reading the target again."""
+    from flightcheck._pipeline import assess
+
+    first = Intent(model=ckpts["target"])
+    final = Intent(model=ckpts["target"], engine_flags=[spec(ckpts["eagle3"])])
+    report = assess(first, facts_docs=[host_doc("b300")], settle=lambda _: final)
+    block = report.memory["speculative"]
+    assert block["method"] == "eagle3" and block["draft_kv_bytes_per_token"] == 2 * KV * HD * 2
