@@ -340,3 +340,13 @@ def test_a_settled_launch_whose_flags_name_a_draft_reads_it(ckpts) -> None:
     report = assess(first, facts_docs=[host_doc("b300")], settle=lambda _: final)
     block = report.memory["speculative"]
     assert block["method"] == "eagle3" and block["draft_kv_bytes_per_token"] == 2 * KV * HD * 2
+
+
+def test_the_draft_kv_cache_dtype_of_the_speculative_config(ckpts) -> None:
+    """``SpeculativeConfig.kv_cache_dtype`` overrides the draft's cache dtype only
+    (llm_base_proposer.py ``_create_draft_vllm_config``); unset, it is the target's."""
+    plain = mem(ckpts["target"], [], tp=8)
+    fp8 = mem(ckpts["target"], [spec(ckpts["eagle3"], kv_cache_dtype="fp8")], tp=8)
+    assert fp8.kv().per_token - plain.kv().per_token == 2 * 1 * HD * 1  # one KV head a rank, 1 byte
+    inherit = mem(ckpts["target"], [spec(ckpts["eagle3"])], tp=8)
+    assert inherit.kv().per_token - plain.kv().per_token == 2 * 1 * HD * 2

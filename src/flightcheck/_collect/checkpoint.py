@@ -159,6 +159,7 @@ def _read_draft(intent: Intent, ck: Checkpoint, envs: tuple[Any, ...]) -> Checkp
     if model is None:
         return None
     try:
-        return load(model, envs=envs, engine=intent.engine)
+        # the draft's own ``revision`` (config/speculative.py: ``revision=self.revision``)
+        return load(model, revision=spec.revision if spec is not None else None, envs=envs, engine=intent.engine)
     except Exception as exc:  # noqa: BLE001 - an unreadable draft is a note, never a crash
         return Checkpoint(Resolved(model=model), crash=f"{type(exc).__name__}: {exc}")

@@ -1102,7 +1102,16 @@ class SpecDecode:
     """What a launch's speculative decoding resolves to, as far as memory cares
     (``SpeculativeConfig.__post_init__``). ``error``: the engine refuses the config."""
 
-    __slots__ = ("draft_tp", "error", "method", "model", "mtp_layers", "num_speculative_tokens")
+    __slots__ = (
+        "draft_tp",
+        "error",
+        "kv_cache_dtype",
+        "method",
+        "model",
+        "mtp_layers",
+        "num_speculative_tokens",
+        "revision",
+    )
 
     def __init__(
         self,
@@ -1112,9 +1121,15 @@ class SpecDecode:
         draft_tp: int | None = None,
         mtp_layers: int = 0,
         error: str | None = None,
+        kv_cache_dtype: str | None = None,
+        revision: str | None = None,
     ) -> None:
         self.method, self.num_speculative_tokens, self.model = method, num_speculative_tokens, model
         self.draft_tp, self.mtp_layers, self.error = draft_tp, mtp_layers, error
+        #: the draft's own KV cache dtype (``SpeculativeConfig.kv_cache_dtype``: "When
+        #: ``None``, the draft inherits the target model's ``--kv-cache-dtype``"; applied by
+        #: llm_base_proposer.py ``_create_draft_vllm_config``), and the draft's revision
+        self.kv_cache_dtype, self.revision = kv_cache_dtype, revision
 
     @property
     def on_gpu(self) -> bool:
@@ -1276,7 +1291,16 @@ def speculative(
             error=f"Currently, 'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the same. "
             f"Got {draft_tp} and {tp}.",
         )
-    return SpecDecode(method, n, model, int(draft_tp), (n_predict or 0) if method == "mtp" else 0)
+    kv_dtype, revision = doc.get("kv_cache_dtype"), doc.get("revision")
+    return SpecDecode(
+        method,
+        n,
+        model,
+        int(draft_tp),
+        (n_predict or 0) if method == "mtp" else 0,
+        kv_cache_dtype=kv_dtype if isinstance(kv_dtype, str) else None,
+        revision=revision if isinstance(revision, str) else None,
+    )
 
 
 # ---- a separate draft checkpoint (EAGLE / EAGLE-3 / draft_model) --------------------------

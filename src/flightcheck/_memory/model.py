@@ -178,7 +178,14 @@ class MemoryModel(msgspec.Struct):
             return None
         lay = layout or self.layout
         dc = self.draft_cfg
-        return kv_shape(dc, range(dc.layers), self.draft_tp(lay), kv_dtype or self.kv_cache_dtype, lay.dcp)
+        return kv_shape(dc, range(dc.layers), self.draft_tp(lay), self.draft_kv_dtype(kv_dtype), lay.dcp)
+
+    def draft_kv_dtype(self, kv_dtype: str | None = None) -> str:
+        """The KV cache dtype of the draft's layers (MTP or separate): the speculative
+        config's ``kv_cache_dtype`` when it sets one, else the target's (``kv_dtype``, a
+        what-if, or the launch's)."""
+        own = (self.speculative or {}).get("kv_cache_dtype")
+        return own if isinstance(own, str) else (kv_dtype or self.kv_cache_dtype)
 
     def weights(self, layout: Layout | None = None) -> float:
         """Bytes the busiest rank holds."""
@@ -198,9 +205,11 @@ class MemoryModel(msgspec.Struct):
             # the target's shape (same heads / latent, same --kv-cache-dtype unless the
             # speculative config sets one) and the unified allocator pages it with the target's
             # full-attention layers: its bytes per token add to theirs.
-            per = shape.per_layer or kv_shape(self.cfg, range(0), tp, kv_dtype or self.kv_cache_dtype).per_layer
+            per = kv_shape(self.cfg, range(0), tp, self.draft_kv_dtype(kv_dtype)).per_layer
             n = self.mtp_layers
-            shape = msgspec.structs.replace(shape, full=shape.full + n * per, n_full=shape.n_full + n, per_layer=per)
+            shape = msgspec.structs.replace(
+                shape, full=shape.full + n * per, n_full=shape.n_full + n, per_layer=shape.per_layer or per
+            )
         if self.draft is not None and stage == min(lay.pp, max(1, self.cfg.layers)) - 1:
             d = self.draft_kv(lay, kv_dtype)
             if d is not None:
@@ -430,7 +439,7 @@ class MemoryModel(msgspec.Struct):
     def _mtp_per(self) -> float:
         """KV bytes per token of one MTP layer (the target's attention shape)."""
         assert self.cfg is not None
-        return kv_shape(self.cfg, range(0), self.layout.tp, self.kv_cache_dtype).per_layer
+        return kv_shape(self.cfg, range(0), self.layout.tp, self.draft_kv_dtype()).per_layer
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``memory`` block (spec shape, plus detail)."""
