@@ -319,7 +319,9 @@ def draft_per_rank(
     if cfg.mla and cfg.kv_lora_rank:
         heads = max(1, cfg.heads // max(1, tp))
         parts["mla_copies"] = cfg.layers * heads * cfg.kv_lora_rank * (cfg.qk_nope_head_dim + cfg.v_head_dim) * 2
-    out = {f"draft_{k}": v for k, v in parts.items() if k != "skipped"}
+    # "draft_tp" would read as the draft's TP: the TP-split class is "draft_split"
+    names = {"tp": "split", "kv": "kv_proj", "qkv": "qkv_proj"}
+    out = {f"draft_{names.get(k, k)}": v for k, v in parts.items() if k != "skipped"}
     if d.method == "draft_model":
         return out, {"embed": "own", "head": "own"}
     shares = vllm.draft_shares(
