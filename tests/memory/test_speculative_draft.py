@@ -13,6 +13,7 @@ expected figure below is derived from these configs, not read back from the code
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,10 @@ def test_eagle_weights_per_rank_and_fp16_stored_as_bf16(ckpts) -> None:
     assert abs((m.weights() - plain.weights()) - expected) < 1
     parts = m.stages()[-1]
     assert "draft_head" not in parts and "draft_vocab" not in parts
+    # the draft's file is read too: its stored (fp16) bytes join the load estimate
+    stored = sum(2 * math.prod(shape) for _, _, shape in EAGLE_TENSORS)
+    assert m.load_bytes is not None and plain.load_bytes is not None
+    assert stored <= m.load_bytes - plain.load_bytes < stored + 4096  # + its header
     assert m.kv().per_token - plain.kv().per_token == 2 * KV * HD * 2
 
 

@@ -116,6 +116,8 @@ def build(
         )
     # what is read from disk: the GGUF file as it is stored, else the headers' tensors
     loaded = ck.total_bytes if ck.gguf_groups is not None else m.tally.total - m.tally.skipped
+    if m.draft is not None and ck.draft is not None:
+        loaded += ck.draft.total_bytes  # the draft checkpoint is read too
     # Every rank reads the tensors (the slices) it holds, so a node reads what the ranks of
     # one replica on it hold: the whole model when a replica fits on the node (data
     # parallel across nodes reads it once per node), a share when TP x PP x PCP spans nodes.
