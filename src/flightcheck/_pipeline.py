@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from flightcheck._checks.evaluate import evaluate
 from flightcheck._collect import collect
-from flightcheck._collect.checkpoint import Early, read_checkpoint, start_reading
+from flightcheck._collect.checkpoint import Early, read_checkpoint, refresh_draft, start_reading
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.intent import Intent
 from flightcheck._vocabulary.report import Report
@@ -63,6 +63,8 @@ def assess(
             checkpoint = read_checkpoint(final, facts)
         elif _differs(intent, final, CHECKPOINT_BY):
             checkpoint = read_checkpoint(final, facts)
+        elif _differs(intent, final, ("engine_flags",)):
+            refresh_draft(final, facts, checkpoint)  # a speculative draft named by the flags
         intent = final
         t1 = time.perf_counter()
     report = evaluate(facts, intent, checkpoint, strict=strict)

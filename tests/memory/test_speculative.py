@@ -103,6 +103,9 @@ def test_mtp_adds_its_layer_weights_and_kv_per_rank(ds, tp: int) -> None:
     # one more MLA layer: (kv_lora_rank + qk_rope_head_dim) x 2 bytes per token, on every rank
     assert spec.kv().per_token - plain.kv().per_token == (512 + 64) * 2
     assert spec.kv().n_full == plain.kv().n_full + 1
+    block = spec.to_dict()["speculative"]
+    assert block["draft_layers"] == 1 and block["draft_kv_bytes_per_token"] == (512 + 64) * 2
+    assert abs(block["draft_weights_bytes"] - expected) <= expected * 0.001
 
 
 def test_mtp_sits_on_the_last_pipeline_stage(ds) -> None:

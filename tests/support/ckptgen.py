@@ -23,7 +23,7 @@ from typing import Any
 MODELS = Path(__file__).resolve().parents[1] / "fixtures" / "models"
 
 #: bytes per element of the stored dtypes the generator writes.
-DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F8_E4M3": 1, "U8": 1, "I8": 1, "I32": 4, "I64": 8}
+DTYPE_BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F8_E4M3": 1, "U8": 1, "I8": 1, "I32": 4, "I64": 8, "BOOL": 1}
 
 Tensor = tuple[str, str, list[int]]  # name, dtype, shape
 

@@ -93,6 +93,10 @@ class Checkpoint(msgspec.Struct):
     gguf_loaded: str | None = None
     gguf_groups: list[Group] | None = None
     gguf_uncounted: str | None = None
+    #: the separate draft checkpoint of the launch's speculative decoding (EAGLE / EAGLE-3 /
+    #: draft_model, ``_knowledge.vllm.separate_draft``), read the same bounded way; None when
+    #: the launch has none (or it is not read)
+    draft: Checkpoint | None = None
 
     @property
     def found(self) -> bool:

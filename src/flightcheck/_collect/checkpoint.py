@@ -126,8 +126,40 @@ def read_checkpoint(intent: Intent, facts: Facts, early: Early | None = None) ->
             )
     except Exception as exc:  # noqa: BLE001 - a bug here must become one "unknown", not a crash
         return Checkpoint(Resolved(model=intent.model), crash=f"{type(exc).__name__}: {exc}")
+    refresh_draft(intent, facts, ck)
     if intent.deep and ck.found and ck.shards:
         from flightcheck._collect.throughput import measure
 
         ck.throughput = measure([s.path for s in ck.shards if s.scan is not None and s.size > 0])
     return ck
+
+
+def refresh_draft(intent: Intent, facts: Facts, ck: Checkpoint | None) -> None:
+    """Read (again) the separate draft checkpoint of ``intent``'s speculative decoding into
+    ``ck.draft`` (vLLM only): the launch's flags decide it, so a settled intent whose flags
+    differ needs only this, not the target read again."""
+    if ck is None or intent.engine != "vllm" or not ck.found or ck.crash is not None:
+        return
+    from flightcheck._checkpoint.resolve import env_views
+
+    ck.draft = _read_draft(intent, ck, tuple(env_views(facts.env)))
+
+
+def _read_draft(intent: Intent, ck: Checkpoint, envs: tuple[Any, ...]) -> Checkpoint | None:
+    """The separate draft checkpoint of the launch's speculative decoding, resolved and
+    read as the target is (a directory, or a repo id in the engine's Hugging Face cache;
+    every file touch bounded by :func:`load`'s deadline). None without one; a bug while
+    reading it is kept in its ``crash`` (the memory model then keeps its note)."""
+    from flightcheck._checkpoint import Checkpoint, load
+    from flightcheck._checkpoint.resolve import Resolved
+    from flightcheck._knowledge import vllm
+
+    spec = vllm.speculative(intent.engine_flags or [], ck.config, intent.model, intent.tensor_parallel_size)
+    model = vllm.separate_draft(spec, intent.model)
+    if model is None:
+        return None
+    try:
+        # the draft's own ``revision`` (config/speculative.py: ``revision=self.revision``)
+        return load(model, revision=spec.revision if spec is not None else None, envs=envs, engine=intent.engine)
+    except Exception as exc:  # noqa: BLE001 - an unreadable draft is a note, never a crash
+        return Checkpoint(Resolved(model=model), crash=f"{type(exc).__name__}: {exc}")

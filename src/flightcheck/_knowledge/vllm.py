@@ -1285,7 +1285,16 @@ class SpecDecode:
     """What a launch's speculative decoding resolves to, as far as memory cares
     (``SpeculativeConfig.__post_init__``). ``error``: the engine refuses the config."""
 
-    __slots__ = ("draft_tp", "error", "method", "model", "mtp_layers", "num_speculative_tokens")
+    __slots__ = (
+        "draft_tp",
+        "error",
+        "kv_cache_dtype",
+        "method",
+        "model",
+        "mtp_layers",
+        "num_speculative_tokens",
+        "revision",
+    )
 
     def __init__(
         self,
@@ -1295,9 +1304,15 @@ class SpecDecode:
         draft_tp: int | None = None,
         mtp_layers: int = 0,
         error: str | None = None,
+        kv_cache_dtype: str | None = None,
+        revision: str | None = None,
     ) -> None:
         self.method, self.num_speculative_tokens, self.model = method, num_speculative_tokens, model
         self.draft_tp, self.mtp_layers, self.error = draft_tp, mtp_layers, error
+        #: the draft's own KV cache dtype (``SpeculativeConfig.kv_cache_dtype``: "When
+        #: ``None``, the draft inherits the target model's ``--kv-cache-dtype``"; applied by
+        #: llm_base_proposer.py ``_create_draft_vllm_config``), and the draft's revision
+        self.kv_cache_dtype, self.revision = kv_cache_dtype, revision
 
     @property
     def on_gpu(self) -> bool:
@@ -1449,4 +1464,105 @@ def speculative(
             error=f"draft_tensor_parallel_size={draft_tp} cannot be other value than 1 or target model "
             "tensor_parallel_size",
         )
-    return SpecDecode(method, n, model, int(draft_tp), (n_predict or 0) if method == "mtp" else 0)
+    if method == "draft_model" and draft_tp != tp:
+        # v1/spec_decode/draft_model.py ``_raise_if_draft_tp_mismatch`` (the proposer's
+        # __init__, at startup): a separate draft model runs at the target's TP only
+        return SpecDecode(
+            method,
+            n,
+            model,
+            error=f"Currently, 'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the same. "
+            f"Got {draft_tp} and {tp}.",
+        )
+    kv_dtype, revision = doc.get("kv_cache_dtype"), doc.get("revision")
+    return SpecDecode(
+        method,
+        n,
+        model,
+        int(draft_tp),
+        (n_predict or 0) if method == "mtp" else 0,
+        kv_cache_dtype=kv_dtype if isinstance(kv_dtype, str) else None,
+        revision=revision if isinstance(revision, str) else None,
+    )
+
+
+# ---- a separate draft checkpoint (EAGLE / EAGLE-3 / draft_model) --------------------------
+#
+# Read from 0.33.0's source; the files below are the same in the 0.32.0 wheel (llama_eagle.py,
+# llama_eagle3.py identical; draft_model.py and llm_base_proposer.py's sharing identical but
+# for a comment), so the counting is gated like the MTP terms (``SPEC_DECODE_MEMORY_SINCE``).
+#
+#: methods whose draft is a checkpoint of its own that flightcheck reads and counts:
+#: ``eagle`` (model_executor/models/llama_eagle.py ``EagleLlamaForCausalLM``), ``eagle3``
+#: (llama_eagle3.py ``Eagle3LlamaForCausalLM``) and ``draft_model`` (v1/spec_decode/
+#: draft_model.py ``DraftModelProposer``: a whole model, embeddings and head its own). Other
+#: methods with a draft checkpoint (dflash, dspark) keep a note.
+SEPARATE_DRAFT_METHODS: frozenset[str] = frozenset({"eagle", "eagle3", "draft_model"})
+
+
+def separate_draft(spec: SpecDecode | None, target_model: str | None) -> str | None:
+    """The draft checkpoint a launch loads besides the target (``SpeculativeConfig.model``),
+    when it is one flightcheck counts (:data:`SEPARATE_DRAFT_METHODS`); None otherwise (off,
+    refused, n-gram, or the target's own MTP layers)."""
+    if spec is None or not spec.on_gpu or spec.method not in SEPARATE_DRAFT_METHODS:
+        return None
+    if not spec.model or spec.model == target_model:
+        return None
+    return spec.model
+
+
+class DraftShares:
+    """What a separate draft shares with the target once loaded (v1/spec_decode/
+    llm_base_proposer.py ``load_model``, ``_maybe_share_embeddings``,
+    ``_maybe_share_lm_head``; the memory profile runs after ``empty_cache``, so a shared
+    copy's bytes are freed): ``embed`` / ``head``: "own" (allocated and kept), "shared"
+    (the target's is used; the draft's copy freed or never allocated), "if_equal" (kept
+    unless its values equal the target's, which only the loaded tensors tell)."""
+
+    __slots__ = ("embed", "head")
+
+    def __init__(self, embed: str, head: str) -> None:
+        self.embed, self.head = embed, head
+
+
+def draft_shares(
+    method: str,
+    pp: int,
+    *,
+    embed_stored: bool,
+    head_stored: bool,
+    same_width: bool,
+    head_same_shape: bool,
+) -> DraftShares:
+    """The sharing rules of vLLM 0.33's proposer for a separate draft:
+
+    - ``draft_model``: nothing shared (draft_model.py overrides both ``_maybe_share_*`` to
+      ``pass``);
+    - EAGLE / EAGLE-3 embeddings (``VocabParallelEmbedding(vocab_size, hidden)``, always
+      allocated): with PP 1, shared when the checkpoint has none (``has_own_embed_tokens``
+      is set by ``process_eagle_weight`` only for a stored ``embed_tokens``) or when the
+      stored one equals the target's, and never when the widths differ; with PP > 1 "The
+      draft's vocab embedding will be loaded separately": kept;
+    - the LM head: EAGLE (``EagleLlamaForCausalLM``) has none and always uses the target's;
+      EAGLE-3's ``ParallelLMHead(draft_vocab_size, hidden)`` is kept when stored
+      (``has_own_lm_head``) unless equal to the target's (only possible at the same shape),
+      shared when not stored."""
+    if method == "draft_model":
+        return DraftShares("own", "own")
+    if pp > 1 or not same_width:
+        embed = "own"
+    else:
+        embed = "if_equal" if embed_stored else "shared"
+    if method == "eagle" or not head_stored:
+        head = "shared"
+    else:
+        head = "if_equal" if head_same_shape else "own"
+    return DraftShares(embed, head)
+
+
+#: EAGLE-3's draft-to-target vocabulary map: ``draft_id_to_target_id``, int64 of
+#: ``draft_vocab_size``, a parameter only when the draft vocabulary differs from the
+#: target's (llama_eagle3.py); ``t2d`` is never loaded (``load_weights``: ``continue``).
+#: ``fc`` fusing the target's hidden states is a ``ReplicatedLinear`` (EAGLE: 2 x hidden ->
+#: hidden; EAGLE-3: target_hidden x num_aux_hidden_states -> hidden): whole on every rank.
+EAGLE3_D2T_BYTES = 8

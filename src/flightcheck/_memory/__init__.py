@@ -19,7 +19,9 @@ from flightcheck._knowledge import sglang, vllm
 from flightcheck._memory.budget import Batch, release
 from flightcheck._memory.config import ModelConfig, parse
 from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization
-from flightcheck._memory.weights import Layout, tally
+from flightcheck._memory.weights import Layout, draft_tally, tally
+
+GIB = 1 << 30
 
 if TYPE_CHECKING:
     from flightcheck._checkpoint import Checkpoint
@@ -103,7 +105,7 @@ def build(
         return m
     m.tally = tally(groups, m.cfg)
     if intent.engine == "vllm":
-        _speculative(m, intent, ck.config)
+        _speculative(m, intent, ck.config, ck.draft)
     if len(ck.scanned) < len(ck.shards):
         _scale_to_index(m, ck)
     q = (intent.quantization or "").lower()
@@ -114,6 +116,8 @@ def build(
         )
     # what is read from disk: the GGUF file as it is stored, else the headers' tensors
     loaded = ck.total_bytes if ck.gguf_groups is not None else m.tally.total - m.tally.skipped
+    if m.draft is not None and ck.draft is not None:
+        loaded += ck.draft.total_bytes  # the draft checkpoint is read too
     # Every rank reads the tensors (the slices) it holds, so a node reads what the ranks of
     # one replica on it hold: the whole model when a replica fits on the node (data
     # parallel across nodes reads it once per node), a share when TP x PP x PCP spans nodes.
@@ -125,9 +129,10 @@ def build(
     return m
 
 
-def _speculative(m: MemoryModel, intent: Intent, config: dict[str, object]) -> None:
+def _speculative(m: MemoryModel, intent: Intent, config: dict[str, object], draft: Checkpoint | None) -> None:
     """The launch's speculative decoding (``_knowledge.vllm.speculative``) and what it adds:
-    the target's own MTP layers (weights and KV) when it drafts with them. Rules read from
+    the target's own MTP layers (weights and KV) when it drafts with them, a separate
+    draft checkpoint's (``draft``, read by the collector) otherwise. Rules read from
     vLLM 0.33.0's source (and the 0.32.0 wheel): older versions get a note, not a figure."""
     assert m.cfg is not None
     spec = vllm.speculative(intent.engine_flags or [], config, intent.model, intent.tensor_parallel_size)
@@ -163,10 +168,70 @@ def _speculative(m: MemoryModel, intent: Intent, config: dict[str, object]) -> N
             f"pipeline stage, with their KV cache; {spec.num_speculative_tokens} speculative token(s)"
         )
         return
+    why = _separate_draft(m, spec, draft) if spec.method in vllm.SEPARATE_DRAFT_METHODS else None
+    if why is None and m.draft is not None:
+        return
     m.notes.append(
         f"speculative decoding ({spec.method}, draft {spec.model}): the draft's weights and KV cache are "
-        "not counted (its checkpoint is not read)"
+        f"not counted ({why or 'its checkpoint is not read'})"
     )
+
+
+def _separate_draft(m: MemoryModel, spec: vllm.SpecDecode, draft: Checkpoint | None) -> str | None:
+    """Count a separate draft checkpoint (EAGLE / EAGLE-3 / draft_model) on the last PP
+    stage: its weights at the draft's TP less what it shares with the target, the proposer's
+    buffers and its attention layers' KV (see ``MemoryModel.draft_parts`` / ``draft_kv``).
+    Returns why it is not counted (unread, unreadable, no config, no header), else None."""
+    assert m.cfg is not None
+    if draft is None:
+        return None
+    if draft.crash is not None:
+        return f"reading it failed: {draft.crash}"
+    if not draft.found:
+        return f"it was not found: {draft.unread}" if draft.unread else "it was not found"
+    if draft.config is None:
+        return draft.config_error or "its config.json cannot be read"
+    dcfg = parse(draft.config, draft.hf_quant)
+    if dcfg.missing:
+        return f"its config.json lacks {', '.join(dcfg.missing)}"
+    if draft.unread:
+        return f"its weights were not read: {draft.unread}"
+    if len(draft.scanned) < len(draft.shards) or not draft.scanned:
+        return "a shard header of it could not be read"
+    # the draft's ModelConfig takes the target's dtype (config/speculative.py
+    # ``ModelConfig(..., dtype=self.target_model_config.dtype)``): so do its KV cache and
+    # its unquantized weights
+    dcfg.dtype_bytes, dcfg.dtype_name = m.cfg.dtype_bytes, m.cfg.dtype_name
+    groups = [
+        (g.pattern, g.index, g.dtype, g.shape, g.nbytes, g.count, g.per_item)
+        for s in draft.scanned
+        if s.scan is not None
+        for g in s.scan.groups
+    ]
+    assert spec.method is not None
+    m.draft = draft_tally(groups, dcfg, spec.method, m.cfg.vocab, m.cfg.dtype_bytes)
+    m.draft_cfg = dcfg
+    m.draft_tp_one = spec.draft_tp == 1 and m.layout.tp != 1
+    parts, shares = m.draft_parts()
+    weights = sum(parts.values())
+    kv = m.draft_kv()
+    per_token = kv.per_token if kv is not None else 0.0
+    text = (
+        f"speculative decoding ({spec.method}, draft {spec.model}): {dcfg.layers} draft layer(s) at TP "
+        f"{m.draft_tp()} on the last pipeline stage, {weights / GIB:,.2f} GiB per rank and "
+        f"{per_token:,.0f} B of KV cache per token; {spec.num_speculative_tokens} speculative token(s)"
+    )
+    shared = [n for n, k in (("embeddings", "embed"), ("LM head", "head")) if shares[k] == "shared"]
+    if shared:
+        text += f"; {' and '.join(shared)} shared with the target"
+    m.notes.append(text)
+    for name, key in (("embeddings", "embed"), ("LM head", "head")):
+        if shares[key] == "if_equal":
+            m.notes.append(
+                f"speculative decoding: the draft stores its own {name}; vLLM shares the target's only if their "
+                "values are equal, which the headers do not tell: counted as shared"
+            )
+    return None
 
 
 def _sglang_attention(m: MemoryModel, flags: list[str], capability: str | None) -> None:

@@ -76,6 +76,9 @@ class ModelConfig(msgspec.Struct):
     kv_heads: int = 0
     head_dim: int = 0
     vocab: int | None = None
+    #: an EAGLE-3 draft's own vocabulary (``draft_vocab_size``; llama_eagle3.py defaults it
+    #: to ``vocab_size``)
+    draft_vocab: int | None = None
     max_position: int | None = None
     rope_factor: float | None = None  # linear / dynamic rope scaling multiplies the limit
     dtype_bytes: int = 2
@@ -178,6 +181,7 @@ def parse(
     c.kv_heads = _int(d, "num_key_value_heads", "num_kv_heads") or c.heads
     c.head_dim = _int(d, "head_dim") or (c.hidden // c.heads if c.heads else 0)
     c.vocab = _int(d, "vocab_size", "padded_vocab_size")
+    c.draft_vocab = _int(d, "draft_vocab_size")
     c.max_position = _int(
         d, "max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length"
     )

@@ -27,7 +27,16 @@ from flightcheck._memory.budget import (
 )
 from flightcheck._memory.config import ModelConfig
 from flightcheck._memory.kv import Capacity, KvShape, capacity, kv_bytes, kv_shape
-from flightcheck._memory.weights import Layout, Tally, largest_stage, mtp_per_rank, per_rank, stage_layers
+from flightcheck._memory.weights import (
+    DraftTally,
+    Layout,
+    Tally,
+    draft_per_rank,
+    largest_stage,
+    mtp_per_rank,
+    per_rank,
+    stage_layers,
+)
 from flightcheck._vocabulary.intent import AUTO
 
 
@@ -84,6 +93,14 @@ class MemoryModel(msgspec.Struct):
     mtp_layers: int = 0
     #: the resolved speculative decoding (``SpecDecode.as_dict``), for the report
     speculative: dict[str, Any] | None = None
+    #: vLLM: a separate draft checkpoint the launch drafts with (EAGLE / EAGLE-3 /
+    #: draft_model), read and reduced (``weights.draft_tally``), and its config.json; like
+    #: MTP layers, its weights, buffers and KV layers sit on the last PP stage's ranks
+    draft: DraftTally | None = None
+    draft_cfg: ModelConfig | None = None
+    #: ``draft_tensor_parallel_size: 1`` with a larger target TP: the whole draft on every
+    #: rank (else it follows the layout's TP, as ``_verify_and_get_draft_tp`` defaults it)
+    draft_tp_one: bool = False
 
     # ------------------------------------------------------------------ what-ifs
 
@@ -122,7 +139,53 @@ class MemoryModel(msgspec.Struct):
             # ``hidden_states`` and ``inputs_embeds``, max_num_batched_tokens x hidden in the
             # model dtype each (the int32/int64 index buffers beside them are a few hundred KiB)
             out[-1]["mtp_buffers"] = float(2 * self.batch.tokens * self.cfg.hidden * self.cfg.dtype_bytes)
+        if self.draft is not None and self.draft_cfg is not None:
+            parts, _ = self.draft_parts(lay)
+            out[-1].update(parts)
+            # the same proposer buffers, at the draft's hidden size (llm_base_proposer.py:
+            # ``draft_model_config.get_hidden_size()``), in the target's dtype
+            out[-1]["draft_buffers"] = float(2 * self.batch.tokens * self.draft_cfg.hidden * self.cfg.dtype_bytes)
         return out
+
+    def draft_tp(self, layout: Layout | None = None) -> int:
+        """The separate draft's TP on ``layout`` (1, or the target's)."""
+        return 1 if self.draft_tp_one else (layout or self.layout).tp
+
+    def draft_parts(self, layout: Layout | None = None) -> tuple[dict[str, float], dict[str, str]]:
+        """The separate draft's bytes per rank by part, and how its embeddings / head count
+        (``weights.draft_per_rank``)."""
+        assert self.cfg is not None and self.draft is not None and self.draft_cfg is not None
+        lay = layout or self.layout
+        return draft_per_rank(
+            self.draft,
+            self.draft_cfg,
+            self.draft_tp(lay),
+            lay.pp,
+            self.cfg.hidden,
+            self.cfg.vocab,
+            self.cfg.dtype_bytes,
+        )
+
+    def draft_kv(self, layout: Layout | None = None, kv_dtype: str | None = None) -> KvShape | None:
+        """The separate draft's KV demand on one rank of the last stage (None: no draft).
+        Its attention layers join the static forward context after the target's
+        (llm_base_proposer.py ``load_model``: ``draft_attn_layer_names``), so
+        gpu_model_runner.py ``get_kv_cache_spec`` gives each a spec of the draft's own heads
+        at the draft's TP and the launch's --kv-cache-dtype (the draft shares the cache
+        config), and the unified allocator pages them with the target's: their bytes per
+        token add to the target's (v1/core/kv_cache_utils.py ``get_kv_cache_configs``)."""
+        if self.draft is None or self.draft_cfg is None:
+            return None
+        lay = layout or self.layout
+        dc = self.draft_cfg
+        return kv_shape(dc, range(dc.layers), self.draft_tp(lay), self.draft_kv_dtype(kv_dtype), lay.dcp)
+
+    def draft_kv_dtype(self, kv_dtype: str | None = None) -> str:
+        """The KV cache dtype of the draft's layers (MTP or separate): the speculative
+        config's ``kv_cache_dtype`` when it sets one, else the target's (``kv_dtype``, a
+        what-if, or the launch's)."""
+        own = (self.speculative or {}).get("kv_cache_dtype")
+        return own if isinstance(own, str) else (kv_dtype or self.kv_cache_dtype)
 
     def weights(self, layout: Layout | None = None) -> float:
         """Bytes the busiest rank holds."""
@@ -142,9 +205,24 @@ class MemoryModel(msgspec.Struct):
             # the target's shape (same heads / latent, same --kv-cache-dtype unless the
             # speculative config sets one) and the unified allocator pages it with the target's
             # full-attention layers: its bytes per token add to theirs.
-            per = shape.per_layer or kv_shape(self.cfg, range(0), tp, kv_dtype or self.kv_cache_dtype).per_layer
+            per = kv_shape(self.cfg, range(0), tp, self.draft_kv_dtype(kv_dtype)).per_layer
             n = self.mtp_layers
-            shape = msgspec.structs.replace(shape, full=shape.full + n * per, n_full=shape.n_full + n, per_layer=per)
+            shape = msgspec.structs.replace(
+                shape, full=shape.full + n * per, n_full=shape.n_full + n, per_layer=shape.per_layer or per
+            )
+        if self.draft is not None and stage == min(lay.pp, max(1, self.cfg.layers)) - 1:
+            d = self.draft_kv(lay, kv_dtype)
+            if d is not None:
+                shape = msgspec.structs.replace(
+                    shape,
+                    full=shape.full + d.full,
+                    sliding=shape.sliding + d.sliding,
+                    window=max(shape.window, d.window),
+                    fixed=shape.fixed + d.fixed,
+                    n_full=shape.n_full + d.n_full,
+                    n_sliding=shape.n_sliding + d.n_sliding,
+                    per_layer=shape.per_layer or d.per_layer,
+                )
         return shape
 
     def kv_checked_whole(self, layout: Layout | None = None) -> bool:
@@ -329,6 +407,40 @@ class MemoryModel(msgspec.Struct):
 
     # ------------------------------------------------------------------ report
 
+    def _speculative_block(self, parts: dict[str, float], stage: int) -> dict[str, Any] | None:
+        """The resolved speculative config, with what its draft adds on the last PP stage
+        (``draft_weights_bytes``: weights and proposer buffers per rank;
+        ``draft_kv_bytes_per_token``; ``draft_layers``; for a separate draft its TP and
+        whether its embeddings / head are shared) when it is counted."""
+        if self.speculative is None:
+            return None
+        out = dict(self.speculative)
+        last = len(self.stages()) - 1
+        if self.draft is not None and self.draft_cfg is not None:
+            kv = self.draft_kv()
+            _, shares = self.draft_parts()
+            out.update(
+                draft_layers=self.draft_cfg.layers,
+                draft_tp=self.draft_tp(),
+                draft_kv_bytes_per_token=int(kv.per_token) if kv is not None else 0,
+                draft_embeddings=shares["embed"],
+                draft_lm_head=shares["head"],
+            )
+        elif self.mtp_layers and self.cfg is not None:
+            out.update(draft_layers=self.mtp_layers, draft_kv_bytes_per_token=int(self.mtp_layers * self._mtp_per()))
+        else:
+            return out
+        on_last = self.stages()[last] if stage != last else parts
+        out["draft_weights_bytes"] = int(
+            sum(v for k, v in on_last.items() if k.startswith(("draft_", "mtp_draft", "mtp_buffers")))
+        )
+        return out
+
+    def _mtp_per(self) -> float:
+        """KV bytes per token of one MTP layer (the target's attention shape)."""
+        assert self.cfg is not None
+        return kv_shape(self.cfg, range(0), self.layout.tp, self.draft_kv_dtype()).per_layer
+
     def to_dict(self) -> dict[str, Any]:
         """The report's ``memory`` block (spec shape, plus detail)."""
         per: dict[str, Any] = {
@@ -404,7 +516,7 @@ class MemoryModel(msgspec.Struct):
                 "reserve_breakdown": self.reserve_parts or None,
                 "reserve_source": self.reserve_source,
                 "kv_cache_dtype": self.kv_cache_dtype,
-                "speculative": self.speculative,
+                "speculative": self._speculative_block(parts, stage),
                 "kv_bytes_per_element": kv_bytes(self.kv_cache_dtype, self.cfg),
                 "attention": "mla"
                 if self.cfg.mla

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 
 import msgspec
 
-from flightcheck._knowledge import engines
-from flightcheck._memory.classes import classify_pattern, with_layer
+from flightcheck._knowledge import engines, vllm
+from flightcheck._memory.classes import classify_pattern, strip_wrapper, with_layer
 from flightcheck._memory.config import ModelConfig
 
 VOCAB_PAD = 64  # vLLM's pad_vocab_size
@@ -224,3 +224,120 @@ def mtp_per_rank(t: Tally, cfg: ModelConfig, layout: Layout, n_layers: int, *, o
         heads = max(1, cfg.heads // max(1, layout.tp))
         total += n_layers * heads * cfg.kv_lora_rank * (cfg.qk_nope_head_dim + cfg.v_head_dim) * 2
     return total
+
+
+class DraftTally(msgspec.Struct):
+    """A separate draft checkpoint (EAGLE / EAGLE-3 / draft_model) reduced for the memory
+    model: its tensors by class as vLLM allocates them, without the embeddings and LM head
+    of an EAGLE draft (those are sized from the config: :func:`draft_per_rank`), and what
+    the sharing rules need to know of the stored ones."""
+
+    tally: Tally = msgspec.field(default_factory=Tally)
+    method: str = "eagle"
+    embed_stored: bool = False
+    head_stored: bool = False
+    head_rows: int = 0  # EAGLE-3's stored lm_head rows (its draft vocabulary)
+
+
+_FLOAT_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
+
+
+def draft_tally(
+    groups: Iterable[tuple[str, int, str, tuple[int, ...], int, int, int]],
+    cfg: ModelConfig,
+    method: str,
+    target_vocab: int | None,
+    dtype_bytes: int,
+) -> DraftTally:
+    """Reduce a draft checkpoint's groups. ``draft_model`` drafts are whole models, tallied
+    as the target is. EAGLE / EAGLE-3 (model_executor/models/llama_eagle.py,
+    llama_eagle3.py): names without the ``model.`` prefix, EAGLE-3's ``midlayer.`` is
+    ``layers.0.``; ``fc`` is a ``ReplicatedLinear`` (whole on every rank); ``d2t`` becomes
+    ``draft_id_to_target_id`` (int64, loaded only when the draft vocabulary differs from the
+    target's), ``t2d`` is never loaded. An unquantized draft's float tensors are allocated
+    in the target's dtype (the draft's ModelConfig takes ``dtype=target.dtype``,
+    config/speculative.py), whatever they are stored in."""
+    d = DraftTally(method=method)
+    cast = cfg.quant.method is None
+    for pattern, index, dtype, shape, nbytes, count, per_item in groups:
+        if cast and dtype in _FLOAT_BYTES:
+            nbytes = nbytes * dtype_bytes // _FLOAT_BYTES[dtype]
+        if method == "draft_model":
+            one = tally([(pattern, index, dtype, shape, nbytes, count, per_item)], cfg)
+            for k, v in one.bytes.items():
+                d.tally.add(k[0], k[1], v)
+            for k2, v2 in one.vocab_rows.items():
+                d.tally.vocab_rows[k2] = max(d.tally.vocab_rows.get(k2, 0), v2)
+            for k3, v3 in one.expert_tensors.items():
+                d.tally.expert_tensors[k3] = d.tally.expert_tensors.get(k3, 0) + v3
+            for k4, v4 in one.per_expert.items():
+                d.tally.per_expert[k4] = max(d.tally.per_expert.get(k4, 1), v4)
+            continue
+        # a group's pattern spells its digits ``#``: ``t2d`` is ``t#d``
+        p = strip_wrapper(pattern)
+        if p.startswith(("t#d", "mask_hidden")):
+            continue
+        if p.startswith("d#t"):
+            if cfg.vocab is not None and target_vocab is not None and cfg.draft_vocab not in (None, target_vocab):
+                d.tally.add("replicated", None, nbytes)
+            continue
+        if "embed_tokens" in p:
+            d.embed_stored = True
+            continue
+        if p.startswith("lm_head"):
+            d.head_stored = True
+            d.head_rows = max(d.head_rows, shape[0] if shape else 0)
+            continue
+        if p.startswith(("fc.", "input_norm", "fc_norm")):
+            d.tally.add("replicated", None, nbytes)
+            continue
+        cls, _ = classify_pattern(p.replace("midlayer.", "layers.0."), dtype, cfg)
+        d.tally.add("skipped" if cls == "skipped" else cls, None, nbytes)
+    return d
+
+
+def draft_per_rank(
+    d: DraftTally,
+    cfg: ModelConfig,
+    tp: int,
+    pp: int,
+    target_hidden: int,
+    target_vocab: int | None,
+    dtype_bytes: int,
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Bytes one rank of the last PP stage holds of a separate draft at the draft's TP, by
+    part, and how its embeddings / head were counted (``_knowledge.vllm.draft_shares``).
+    The decoder layers are split as the target's are (``LlamaDecoderLayer`` at the draft's
+    parallel config); an EAGLE draft's embeddings (``VocabParallelEmbedding(vocab_size,
+    hidden)``) and EAGLE-3's head (``ParallelLMHead(draft_vocab_size, hidden)``) are sized as
+    allocated: the vocabulary padded to 64, split by TP, in the model dtype. A part that
+    is shared, or kept only if it differs from the target's ("if_equal"), is not counted
+    (so no launch is stopped on a copy vLLM frees); the second value says which."""
+    one = Layout(tp, 1)
+    parts = per_rank(d.tally, cfg, one)[0]
+    parts.pop("mla_copies", None)
+    if cfg.mla and cfg.kv_lora_rank:
+        heads = max(1, cfg.heads // max(1, tp))
+        parts["mla_copies"] = cfg.layers * heads * cfg.kv_lora_rank * (cfg.qk_nope_head_dim + cfg.v_head_dim) * 2
+    # "draft_tp" would read as the draft's TP: the TP-split class is "draft_split"
+    names = {"tp": "split", "kv": "kv_proj", "qkv": "qkv_proj"}
+    out = {f"draft_{names.get(k, k)}": v for k, v in parts.items() if k != "skipped"}
+    if d.method == "draft_model":
+        return out, {"embed": "own", "head": "own"}
+    shares = vllm.draft_shares(
+        d.method,
+        pp,
+        embed_stored=d.embed_stored,
+        head_stored=d.head_stored,
+        same_width=cfg.hidden == target_hidden,
+        head_same_shape=d.head_rows == (target_vocab or 0) and cfg.hidden == target_hidden,
+    )
+
+    def vocab_share(rows: int) -> float:
+        return float(_round_up(_round_up(rows, VOCAB_PAD) / tp, 1) * cfg.hidden * dtype_bytes)
+
+    if shares.embed == "own" and cfg.vocab:
+        out["draft_vocab"] = vocab_share(cfg.vocab)
+    if shares.head == "own":
+        out["draft_head"] = vocab_share(cfg.draft_vocab or cfg.vocab or d.head_rows)
+    return out, {"embed": shares.embed, "head": shares.head}

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from flightcheck._knowledge.units import gib as _gib
+from flightcheck._knowledge.units import mem_size
 from flightcheck._knowledge.units import si_bytes as _size
 from flightcheck._vocabulary.intent import AUTO
 
@@ -105,6 +106,15 @@ def _lines(console: Any, memory: dict[str, Any], per: dict[str, Any]) -> None:
         )
     if bits:
         console.print("   " + " · ".join(bits))
+    spec = memory.get("speculative") or {}
+    if spec.get("draft_weights_bytes") is not None:
+        # the draft is already inside the weights and B/token above; this says how much
+        tp = f" at TP {spec['draft_tp']}" if spec.get("draft_tp") else ""
+        console.print(
+            f"   speculative ({spec.get('method')}): draft {spec.get('draft_layers', 0)} layer(s){tp}, "
+            f"{mem_size(spec['draft_weights_bytes'])} of the weights · "
+            f"{spec.get('draft_kv_bytes_per_token', 0):,} B/token of the KV"
+        )
     load = memory.get("load_bytes")
     if load:
         est = memory.get("load_seconds_estimate")

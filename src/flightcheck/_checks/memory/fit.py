@@ -112,8 +112,10 @@ def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
 
     ## What it checks
     Per-rank weights — every tensor classed as replicated, split by TP (vocabulary padded
-    to 64), or an expert split by TP or owned by an EP rank; MTP layers skipped; MXFP4
-    padding and MLA's bf16 copies added; the largest PP stage — against
+    to 64), or an expert split by TP or owned by an EP rank; MTP layers skipped unless
+    vLLM drafts with them; MXFP4 padding and MLA's bf16 copies added; on the last PP stage
+    a speculative draft (MTP layers, or a separate EAGLE / EAGLE-3 / draft-model checkpoint
+    at its draft TP, less what it shares with the target); the largest PP stage — against
     ``memory_total x gpu_memory_utilization`` minus the reserve, on the smallest GPU used.
 
     ## Why the launch dies
@@ -161,8 +163,9 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     KV bytes per token on one rank — standard attention ``2 x max(1, kv_heads/TP) x
     head_dim x bytes`` per layer; MLA ``(kv_lora_rank + qk_rope_head_dim) x bytes`` per
     layer on every rank; sliding-window layers capped at their window; linear-attention
-    layers a fixed state — times max_model_len (the model's ``max_position_embeddings``
-    unless given) against ``usable - weights - reserve``. The reserve defaults to an
+    layers a fixed state; with vLLM speculative decoding the draft's attention layers too
+    (they share the target's KV pages) — times max_model_len (the model's
+    ``max_position_embeddings`` unless given) against ``usable - weights - reserve``. The reserve defaults to an
     estimate of vLLM's profiling peak at 8192 batched tokens and 1024 sequences (layer
     temporaries + fp32 logits; for a vision model, the encoder run on a batch of maximal
     images and its outputs held through the pass) + 0.5 GiB CUDA graphs + 0.25 GiB non-torch + 0.5 GiB
