@@ -5,7 +5,8 @@
 Prints, per point of tests/fixtures/memory/vllm_startup_logs.jsonl, the "Available KV cache
 memory" vLLM logged and the one flightcheck predicts (from the logged weights per rank, the
 GPU's CUDA-visible total, the launch's utilization and batch limits, and the engine
-version's rules), the KV tokens both ways, the outcome and FC402's verdict; then the error
+version's rules), the KV tokens logged, predicted and converted from the logged budget
+(the conversion alone: block rounding, null block, hybrid pages), the outcome and FC402's verdict; then the error
 distribution. Excluded points say why.
 """
 
@@ -27,7 +28,7 @@ def _f(x: float | None, fmt: str = "{:7.2f}") -> str:
 def main() -> int:
     rows = evaluate()
     head = f"{'#':>2} {'model':34} {'version':10} {'logged':>7} {'pred':>7} {'err':>6}"
-    print(f"{head} {'tok log':>9} {'tok pred':>9}  outcome / FC402")
+    print(f"{head} {'tok log':>9} {'tok pred':>9} {'tok conv':>9}  outcome / FC402")
     for r in rows:
         if r.excluded:
             print(f"{r.index:>2} {r.model[:34]:34} {str(r.version)[:10]:10}  excluded: {r.excluded}")
@@ -36,7 +37,8 @@ def main() -> int:
         mark = "" if r.within is None else (" ok" if r.within else " OFF")
         print(
             f"{r.index:>2} {r.model[:34]:34} {str(r.version)[:10]:10} {_f(r.logged_gib)} {_f(r.predicted_gib)} "
-            f"{_f(r.error_gib, '{:+6.2f}')} {r.logged_tokens or '-':>9} {r.predicted_tokens or '-':>9}  "
+            f"{_f(r.error_gib, '{:+6.2f}')} {r.logged_tokens or '-':>9} {r.predicted_tokens or '-':>9} "
+            f"{r.tokens_from_logged or '-':>9}  "
             f"{r.outcome} / {verdict}{mark}"
         )
     s = summary(rows)
@@ -45,10 +47,23 @@ def main() -> int:
         print("\nresiduals (outside max(3%, 0.5 GiB)), and why:")
     for r in off:
         print(f"{r.index:>2} {r.error_gib:+.2f} GiB: {RESIDUALS.get(r.index, 'no reason recorded')}")
+    comm = [r for r in rows if r.comm_gib is not None]
+    if comm:
+        print("\nNCCL communicators + custom all-reduce inside the budget (derived, flightcheck._knowledge.nccl):")
+    for r in comm:
+        lo, hi = r.comm_gib or (0.0, 0.0)
+        print(
+            f"{r.index:>2} {lo:.2f} GiB counted (certain); {hi:.2f} GiB if NVLS allocated: "
+            f"error {_f(r.error_gib, '{:+.2f}')} GiB -> {_f((r.error_gib or 0) - (hi - lo), '{:+.2f}')} GiB"
+        )
     print(
-        f"\n{s['scored']} of {s['points']} points scored; {s['within']} ({100 * s['share_within']:.0f}%) within "
+        f"\n{s['scored']} of {s['points']} points scored; {s['within']} ({100 * s['share_within']:.1f}%) within "
         f"max(3%, 0.5 GiB); median |error| {s['median_abs_error_gib']:.2f} GiB, max {s['max_abs_error_gib']:.2f} GiB; "
         f"KV tokens: median |error| {100 * s['median_token_error']:.1f}%"
+    )
+    print(
+        f"KV tokens from the logged budget ('tok conv', the conversion alone): {s['conversion_within_3pct']} of "
+        f"{s['conversion_points']} within 3%, max |error| {100 * s['max_conversion_error']:.2f}%"
     )
     return 0
 

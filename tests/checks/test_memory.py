@@ -254,6 +254,38 @@ def test_fc406_tight_utilization_with_communication_buffers_warns(ckpts) -> None
     assert_silent("FC406", f, model=ckpts["qwen2-7b"], tensor_parallel_size=4)
 
 
+def _h100(**env):
+    """The recorded 8 x H100 HGX node (vLLM 0.11.0, NCCL 2.27.3; 18 NVLinks a GPU to the
+    NVSwitch, multicast not recorded) with NCCL variables added to the engine's environment."""
+    doc = host_doc("hgx-h100")
+    return facts("hgx-h100", env={**(doc.get("env") or {}), **env})
+
+
+def test_fc406_nccl_connected_at_init_is_certain_on_nvswitch(ckpts) -> None:
+    """NCCL_CUMEM_ENABLE=0 turns NCCL's runtime connect off (src/init.cc): the TP 8 pynccl
+    communicator's 24 channels of ring/tree buffers (576 MiB on a middle rank) are on the GPU
+    at vLLM's snapshot. With the 0.52 GiB in use and the context, 1.43 GiB is certain: at 0.99
+    (0.8 GiB of slack) vLLM raises — an error whose fix leaves room for the high end too
+    (NVLS's 256 MiB, multicast being unknown, and custom all-reduce's 16 MiB)."""
+    f = _h100(NCCL_CUMEM_ENABLE="0")
+    kw = {"model": ckpts["llama-3-8b"], "tensor_parallel_size": 8}
+    (r,) = assert_fires("FC406", f, gpu_memory_utilization=0.99, **kw)
+    assert r.severity.value == "error"
+    assert r.evidence["pre_snapshot_certain_bytes"] == 350 * 2**20 + 576 * 2**20
+    assert r.evidence["pre_snapshot_bytes"] == 350 * 2**20 + (576 + 16 + 256) * 2**20 + 16 * 2 * 8 * 64
+    util = float(r.fix.split()[-1])
+    assert_silent("FC406", f, gpu_memory_utilization=util, **kw)
+
+
+def test_fc406_lazy_nccl_is_only_a_warning(ckpts) -> None:
+    """NCCL 2.27's default (cuMem on) connects on first use: nothing of the communicator is
+    certain at the snapshot, so a utilization only its derived size tips is a warning."""
+    f = _h100()
+    (r,) = assert_fires("FC406", f, model=ckpts["llama-3-8b"], tensor_parallel_size=8, gpu_memory_utilization=0.985)
+    assert r.severity.value == "warning"
+    assert r.evidence["pre_snapshot_certain_bytes"] == 350 * 2**20
+
+
 def test_fc406_kv_cache_memory_bytes_bypasses_utilization(ckpts) -> None:
     f = _with_gpus(memory_used_bytes=40 * GiB)
     assert statuses(f, "FC406", model=ckpts["qwen2-7b"], kv_cache_memory_bytes=8 * GiB) == {"skip"}

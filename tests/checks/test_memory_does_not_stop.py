@@ -69,6 +69,21 @@ def test_fc406_does_not_stop_a_gpu_another_process_leaves_room_on(ckpts) -> None
     assert stops("FC406", node, model=ckpts["qwen2-7b"], tensor_parallel_size=4) == []
 
 
+def test_fc406_does_not_stop_tp8_on_nvswitch_at_a_utilization_vllm_serves(ckpts) -> None:
+    """8 x H100 on NVSwitch (vLLM 0.11.0, NCCL 2.27.3), TP 8 at 0.97 with NCCL connecting
+    at init (NCCL_CUMEM_ENABLE=0): the 2.4 GiB outside vLLM's share holds the 0.52 GiB in use,
+    the context and the pynccl communicator's derived high end (24 channels of ring/tree
+    buffers, NVLS, custom all-reduce: 1.7 GiB in all), so vLLM starts; at 0.98 only the NVLS
+    part (multicast not recorded) would tip it, which is no stop either."""
+    doc = host_doc("hgx-h100")
+    node = facts("hgx-h100", env={**(doc.get("env") or {}), "NCCL_CUMEM_ENABLE": "0"})
+    kw = {"model": ckpts["llama-3-8b"], "tensor_parallel_size": 8}
+    assert stops("FC406", node, gpu_memory_utilization=0.97, **kw) == []
+    assert stops("FC406", node, gpu_memory_utilization=0.98, **kw) == []
+    # NCCL's default (cuMem on): connected on first use, nothing certain beyond the context
+    assert stops("FC406", facts("hgx-h100"), gpu_memory_utilization=0.985, **kw) == []
+
+
 def test_fc405_does_not_stop_a_longer_len_with_the_engine_override(ckpts) -> None:
     """VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: vLLM accepts the longer length (vllm/config/model.py)."""
     assert stops("FC405", allow_long(), model=ckpts["llama-3-8b"], max_model_len=16384) == []

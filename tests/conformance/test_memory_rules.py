@@ -89,3 +89,80 @@ def test_sampler_and_snapshot_rules_match_the_installed_vllm(conformance, engine
     assert got["triton_top_k_top_p"] and got["warms_native"] and got["flashinfer_default"]
     assert vllm.sampler_kind(v) == "triton"
     assert got["snapshot_after_distributed"] and not vllm.comm_in_budget(v)
+
+
+PP_CHECK_PROBE = r"""
+import inspect, json
+from vllm.v1.core import kv_cache_planning
+src = inspect.getsource(kv_cache_planning.get_kv_cache_configs)
+print(json.dumps({
+    "whole_model_against_smallest": "min(available_memory)" in src,
+    "per_worker_projected": "_project_kv_cache_groups_to_worker" in src
+    and "for groups, avail_mem in zip(projected_groups_per_worker" in src,
+}))
+"""
+
+
+def test_pp_kv_check_matches_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
+    """With PP, the installed vLLM checks one max_model_len sequence per worker against that
+    worker's own layers (``_project_kv_cache_groups_to_worker``), not the whole model against
+    the smallest worker as 0.14 - 0.16 did: ``vllm.pp_kv_check_whole_model`` is off for it."""
+    run = subprocess.run(
+        [engine_python, "-c", PP_CHECK_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
+    assert got["per_worker_projected"] and not got["whole_model_against_smallest"]
+    assert vllm.pp_kv_check_whole_model(v) is got["whole_model_against_smallest"]
+
+
+ENCODER_PROBE = r"""
+import dataclasses, inspect, json
+from types import SimpleNamespace
+from vllm.config.multimodal import MultiModalConfig
+from vllm.config import scheduler
+from vllm.multimodal.encoder_budget import MultiModalBudget
+from vllm.v1.core.encoder_cache_manager import compute_mm_encoder_budget
+from vllm.v1.worker import gpu_model_runner
+run = inspect.getsource(gpu_model_runner.GPUModelRunner.profile_run)
+sched = inspect.getsource(scheduler)
+cases = []
+for tpi, tokens, seqs, max_len in ((576, 2048, 256, 4096), (3025, 8192, 1024, 16000), (16384, 8192, 256, 65536),
+                                   (576, 8192, 1, 1200), (280, 2496, 32, 262144)):
+    cfg = SimpleNamespace(max_num_encoder_input_tokens=tokens, encoder_cache_size=tokens,
+                          disable_chunked_mm_input=False, max_num_batched_tokens=tokens, enable_chunked_prefill=True)
+    compute, cache = compute_mm_encoder_budget(cfg, {"image": tpi})
+    b = object.__new__(MultiModalBudget)
+    b.encoder_compute_budget, b.encoder_cache_size = compute, cache
+    b.mm_limits, b.max_model_len, b.max_num_reqs, b.scheduler_config = {"image": 10**6}, max_len, seqs, cfg
+    cases.append([tpi, tokens, seqs, max_len, b._get_max_items("image", tpi)[1]])
+print(json.dumps({
+    "encoder_first": run.index("embed_multimodal") < run.index("_dummy_run(") < run.index("_dummy_sampler_run("),
+    "outputs_held": "self.encoder_cache[" in run
+                    and run.index("encoder_cache.clear()") > run.index("_dummy_sampler_run("),
+    "budget_is_batch": "self.encoder_cache_size = self.max_num_batched_tokens" in sched
+                       and "self.max_num_encoder_input_tokens = self.max_num_batched_tokens" in sched,
+    "tp_mode": {f.name: f.default for f in dataclasses.fields(MultiModalConfig)}["mm_encoder_tp_mode"],
+    "items": cases,
+}))
+"""
+
+
+def test_vision_encoder_profile_rules_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
+    """The vision encoder in ``profile_run`` (``_memory.budget.encoder_terms``): encoded
+    before the forward pass, its outputs held in ``encoder_cache`` until after the sampler;
+    the encoder budget is the batch (``max_num_batched_tokens``); the items per batch are
+    ``vllm.encoder_items`` (vLLM's own ``_get_max_items`` on the same inputs); the tower's
+    layers split over TP by default."""
+    run = subprocess.run(
+        [engine_python, "-c", ENCODER_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
+    assert vllm.encoder_profiled(v)
+    assert got["encoder_first"] and got["outputs_held"] and got["budget_is_batch"]
+    assert got["tp_mode"] == "weights"
+    for tpi, tokens, seqs, max_len, items in got["items"]:
+        assert vllm.encoder_items(tpi, tokens, seqs, max_len) == items, (tpi, tokens, seqs, max_len)

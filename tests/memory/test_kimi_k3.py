@@ -130,3 +130,18 @@ def test_kimi_k3_tp8_on_b300_fits_a_million_tokens() -> None:
 def test_kimi_k3_tp4_does_not_hold_the_weights() -> None:
     f = model(tp=4).fit()
     assert f is not None and not f.weights_fit
+
+
+def test_kimi_k3_memory_block_shows_the_vision_encoder_term() -> None:
+    """K3's vision tower (vt_* fields: 27 layers x 1024) is profiled by vLLM 0.33's
+    profile_run; its image size comes from the media processor config, not config.json, so
+    the term is the encoder budget's worth (_memory.budget.encoder_terms). It is in the JSON memory
+    block's reserve breakdown, and the launch still fits."""
+    m = model()
+    assert m.cfg is not None and m.cfg.tower is not None
+    assert (m.cfg.tower.layers, m.cfg.tower.hidden, m.cfg.tower.tokens_per_item) == (27, 1024, None)
+    block = m.to_dict()["reserve_breakdown"]
+    assert 0 < block["vision_encoder"] < 2 * GiB
+    assert m.reserve == sum(block.values())
+    f = m.fit()
+    assert f is not None and f.fits

@@ -253,6 +253,47 @@ SAMPLER_BYTES_TRITON = 14
 USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
 FLASHINFER_SAMPLER_OPT_IN_SINCE = "0.11.2"
 TRITON_TOP_K_TOP_P_SINCE = "0.17.0"
+# ---- the vision encoder in the profile run ------------------------------------------------
+# v1/worker/gpu_model_runner.py ``profile_run`` (0.33.0; the same structure in the 0.10.0,
+# 0.10.2, 0.11.0 and 0.12.0 wheels, read): for a model with multimodal inputs, unless
+# ``--skip-mm-profiling``, it first runs the encoder (``embed_multimodal``) on a dummy batch
+# of the modality with the most tokens per item, then keeps the outputs in ``encoder_cache``
+# while the dummy forward pass and the dummy sampler run, and clears them afterwards — all
+# inside the peak the budget subtracts. The batch (multimodal/encoder_budget.py
+# ``MultiModalBudget._get_max_items`` and v1/core/encoder_cache_manager.py
+# ``compute_mm_encoder_budget``; vllm/multimodal/profiling.py's dummy inputs): the encoder
+# budget is ``max(max_num_batched_tokens, max tokens per item)`` (config/scheduler.py sets
+# ``max_num_encoder_input_tokens`` and ``encoder_cache_size`` to the batched tokens), the
+# items ``max(1, min(budget // tokens per item, max_num_seqs x items per prompt))``. The
+# encoder's layers are split over the TP ranks by default (config/multimodal.py
+# ``mm_encoder_tp_mode = "weights"``). vLLM 0.8.0 (the first release whose default engine
+# is V1: vllm/envs.py ``VLLM_USE_V1`` defaults to "1"; its wheel rounds the items up,
+# ``cdiv(encoder_budget, max_tokens_per_mm_item)``, at most one item more) profiles the
+# encoder the same way; V0 before it builds max_num_seqs dummy sequences with their
+# images instead (not modelled).
+ENCODER_PROFILED_SINCE = "0.8.0"
+
+
+def encoder_profiled(v: tuple[int, ...] | None) -> bool:
+    """Whether this release's profile run holds the vision encoder's peak and outputs in
+    the budget (V1's ``profile_run``; unknown counts as yes, every V1 release does)."""
+    return v is None or v >= _release(ENCODER_PROFILED_SINCE)
+
+
+def encoder_items(
+    tokens_per_item: int, batched_tokens: int, max_num_seqs: int, max_model_len: int | None = None
+) -> int:
+    """How many maximal items the profile run encodes at once (``_get_max_items`` with
+    chunked prefill on, V1's default): the encoder budget's worth, capped by
+    ``max_num_seqs x items per prompt``, the items per prompt ``min(limit,
+    max_model_len // tokens per item)`` (at least 1; the limit is taken as not binding,
+    and as 1 when the length is unknown)."""
+    per = max(1, tokens_per_item)
+    budget = max(batched_tokens, per)
+    per_prompt = max(1, max_model_len // per) if max_model_len else 1
+    return max(1, min(budget // per, max(1, max_num_seqs) * per_prompt))
+
+
 #: vllm/envs.py ``VLLM_FUSED_MOE_CHUNK_SIZE`` default: fused_moe.py processes at most this
 #: many tokens at a time, so its workspaces stop growing there.
 FUSED_MOE_CHUNK_TOKENS = 32768
@@ -282,20 +323,37 @@ FUSED_MOE_CHUNK_TOKENS = 32768
 #:   budget (not modelled either: the H100 TP 2 points 59, 66 (0.11.0) and 23 (0.12.0) are
 #:   predicted 0.35 - 0.40 GiB above their logs, within the tolerance).
 #:
-#: Each NCCL communicator's device buffers (NVIDIA/nccl v2.26.2, the version point 15 logs):
-#: env_override.py sets NCCL_CUMEM_ENABLE=0 (unless /dev/nvidia-caps-imex-channels exists),
-#: so ``runtimeConn`` is off (src/init.cc) and every ring and tree connection and the NVLS
-#: buffers are set up at init; a P2P connection holds LL 512 KiB + LL128 4,915,200 B +
-#: SIMPLE 4 MiB = 9.19 MiB (src/include/device.h, src/init.cc DEFAULT_*BUFFSIZE,
-#: src/transport/p2p.cc); NVLS (more than two GPUs with multicast support) ``nvlsChannels
-#: (16 on sm90) x 2 x NVLS_CHUNKSIZE 128 KiB x NCCL_STEPS 8 x nHeads`` — 256 MiB at 8 heads —
-#: plus credits, rounded up to the driver's allocation granularity (src/transport/nvls.cc).
-#: What is *not* in any source: the number of ring/tree channels the topology search picks
-#: on the node (``ncclTopoCompute``; public 8-GPU NVSwitch logs: 16 on an H800, NVIDIA/nccl
-#: issue 892, more than 20 in issue 1259), how many distinct peers its trees add to its
-#: rings, and whether multicast was available — so the term is not modelled
-#: (tests/support/memory_accuracy.py RESIDUALS 2, 15, 16).
+#: Each NCCL communicator's device buffers are derived from NCCL's source in
+#: ``flightcheck._knowledge.nccl`` (channel search, chain trees, P2P and NVLS buffer sizes):
+#: on 8 x H100 on one NVSwitch node, 24 channels and 576 MiB of ring/tree connections on a
+#: middle rank, plus 256 MiB of NVLS buffers when the driver reports multicast support. vLLM
+#: before 0.10.2 sets NCCL_CUMEM_ENABLE=0 itself (``NCCL_CUMEM_OFF_UNTIL``), so NCCL connects
+#: every ring and tree at init; from 0.10.2 NCCL's default (cuMem on) connects them when a
+#: collective first needs them. The KV cache is sized by the smallest budget across ranks, so
+#: the binding rank is a middle one of NCCL's chain (``nccl.chain_connections``).
 SNAPSHOT_AFTER_DISTRIBUTED_SINCE = "0.11.0"
+#: First release that no longer sets NCCL_CUMEM_ENABLE=0: 0.6.4.post1 sets it in
+#: worker/worker_base.py, 0.10.0 and 0.10.1.1 in env_override.py (unless the variable is already
+#: set to something other than "0", or /dev/nvidia-caps-imex-channels exists); the 0.10.2 wheel
+#: sets it nowhere (read in the wheels).
+NCCL_CUMEM_OFF_UNTIL = "0.10.2"
+#: The torch each release pins (the wheel's ``Requires-Dist: torch==``), whose NCCL is
+#: ``flightcheck._knowledge.nccl.NCCL_BY_TORCH`` (0.10.0 logs "vLLM is using nccl==2.26.2").
+TORCH_BY_RELEASE = {
+    "0.10.0": "2.7.1",
+    "0.10.1.1": "2.7.1",
+    "0.10.2": "2.8.0",
+    "0.11.0": "2.8.0",
+    "0.12.0": "2.9.0",
+    "0.33.0": "2.14.0",
+}
+#: NCCL communicators over the TP group in vLLM's budget before 0.11.0: the pynccl one and
+#: torch's for the device group (see above); from 0.11.0 the pynccl one is made before the
+#: snapshot (FC406's slack) — torch's is still made by the profile run's all-gather.
+TP_COMMUNICATORS_IN_BUDGET = 2
+#: custom all-reduce's two IPC buffers (``meta_size() + max_size`` and ``max_size``,
+#: ``max_size`` 8 MiB; the small metadata is left out): custom_all_reduce.py
+CUSTOM_ALLREDUCE_BYTES = 2 * 8 * (1 << 20)
 
 
 #: V0 (read in the 0.6.4.post1 wheel) runs the dummy sampler on the driver worker (rank 0)
@@ -308,17 +366,98 @@ SNAPSHOT_AFTER_DISTRIBUTED_SINCE = "0.11.0"
 #: every rank.)
 V0_SAMPLER_ON_DRIVER_ONLY = True
 
+#: How vLLM checks that one max_model_len sequence fits when the workers hold different layers
+#: (PP stages). 0.14.0 - 0.16.x (vllm/v1/core/kv_cache_utils.py ``get_kv_cache_configs``, read
+#: in the 0.14.0, 0.15.0, 0.15.1 and 0.16.0 wheels) merge every worker's KV cache specs into the
+#: whole model's and call ``_check_enough_kv_cache_memory(min(available_memory), ...)`` with the
+#: merged groups: the KV of *every* layer for max_model_len must fit the *smallest* worker's
+#: budget, although each PP stage holds only its own layers (vLLM issue #34076: "24.0 GiB KV cache
+#: is needed" for all 48 layers of Qwen3-Coder-30B-A3B at PP 2, tests/fixtures/memory point 27).
+#: 0.13.0 checks each worker's own specs against its own memory (``check_enough_kv_cache_memory``
+#: in the per-worker loop); from 0.17.0 each worker's groups projected onto its own layers
+#: (``_project_kv_cache_groups_to_worker``; 0.33.0: v1/core/kv_cache_planning.py). [since, until)
+PP_KV_CHECK_WHOLE_MODEL = ("0.14.0", "0.17.0")
+
+
+#: The V0 engine's sampler (vllm/model_executor/layers/sampler.py, read in the 0.6.4.post1,
+#: 0.8.0, 0.8.5 and 0.10.0 wheels) imports FlashInfer's top-k/top-p only under ``if
+#: envs.VLLM_USE_FLASHINFER_SAMPLER and find_spec("flashinfer")``, and that variable is off
+#: unless set (envs.py: ``bool(int(os.getenv(..., "0")))`` in 0.6.4.post1, ``None`` when unset
+#: in 0.8.x): whether FlashInfer is installed does not matter. Otherwise ``Sampler.forward``
+#: casts the logits to fp32 and ``_apply_top_k_top_p`` sorts them (``logits.sort``) — the
+#: V0 profile run's dummy request asks for ``top_p=0.99, top_k=vocab - 1``
+#: (worker/model_runner.py ``profile_run``). Its peak is at that sort, with the same bytes per
+#: element as V1's PyTorch-native path above: the model-dtype logits still held by
+#: ``execute_model`` (2), the fp32 copy (4), the sorted values (4) and int64 indices (8) and
+#: torch's stable-sort temporaries (20 with >= 128 rows); the masks, softmax, cumsum and the
+#: scatter that follow free the sort's temporaries first and stay below it (32 bytes), and
+#: ``probs`` / ``logprobs`` come after ``_apply_top_k_top_p`` returned.
+V0_FLASHINFER_SAMPLER_OPT_IN = True
+
+#: Which engine a 0.8 - 0.10.1 launch runs: V1 is the default from 0.8.0 (envs.py
+#: ``VLLM_USE_V1`` defaults to "1", read in the 0.8.0 wheel), but
+#: ``EngineArgs._is_v1_supported_oracle`` (vllm/engine/arg_utils.py) falls back to V0 —
+#: unless ``VLLM_USE_V1=1`` was set explicitly, when it raises instead — for, among others,
+#: "Compute Capability < 8.0" (read in the 0.8.0, 0.8.5, 0.10.0 and 0.10.1.1 wheels; gone in
+#: 0.10.2, and 0.11.0 has no V0 engine) and for ``--quantization gguf``
+#: (``V1_UNSUPPORTED_QUANT``: ["bitsandbytes", "gguf"] in 0.8.0, ["gguf"] in 0.8.5, absent in
+#: 0.10.0). 0.9.x is not read: the compute-capability fallback is taken from its neighbours,
+#: the GGUF one is not (0.9.x counts as V1 for GGUF). 0.7.x (V0 by default) is not read
+#: either and keeps the V1 rules. The oracle's other fallbacks (flags) are not modelled.
+V1_DEFAULT_SINCE = "0.8.0"
+V0_CC_FALLBACK_BEFORE = "0.10.2"
+V0_GGUF_FALLBACK_BEFORE = "0.9.0"
+V0_CC_BELOW = (8, 0)
+USE_V1 = "VLLM_USE_V1"
+
+
+def runs_v0(
+    v: tuple[int, ...] | None,
+    compute_capability: str | None = None,
+    quantization: str | None = None,
+    env: dict[str, str | None] | None = None,
+) -> bool:
+    """Whether the launch runs vLLM's V0 engine (see above): every release before 0.7.0,
+    and a 0.8.0 - 0.10.1 launch that falls back to it (compute capability below 8.0; GGUF
+    before 0.9.0; ``VLLM_USE_V1=0``). Unknown version or compute capability: False."""
+    if v is None:
+        return False
+    if v < _release(V0_RULES_BEFORE):
+        return True
+    if v < _release(V1_DEFAULT_SINCE) or v >= _release(V0_CC_FALLBACK_BEFORE):
+        return False
+    val = (env or {}).get(USE_V1)
+    if val is not None and val.strip() != "":
+        # set to 1, the oracle raises rather than falls back (not this question): False
+        return val.strip() in ("0", "false", "False")
+    if compute_capability:
+        try:
+            major, minor = (int(x) for x in compute_capability.split(".")[:2])
+        except ValueError:
+            major, minor = V0_CC_BELOW
+        if (major, minor) < V0_CC_BELOW:
+            return True
+    return (quantization or "").lower() == "gguf" and v < _release(V0_GGUF_FALLBACK_BEFORE)
+
 
 def sampler_kind(
-    v: tuple[int, ...] | None, env: dict[str, str | None] | None = None, installed: bool | None = None
+    v: tuple[int, ...] | None,
+    env: dict[str, str | None] | None = None,
+    installed: bool | None = None,
+    *,
+    v0: bool = False,
 ) -> str:
     """The profile run's top-k/top-p implementation: "flashinfer", "sort" (PyTorch) or
     "triton" (see above). ``installed``: whether FlashInfer is importable by the engine;
     unknown counts as installed before 0.11.2, where the smaller reserve keeps FC402 from
-    stopping a launch that would start."""
+    stopping a launch that would start. ``v0``: the launch runs the V0 engine
+    (:func:`runs_v0`), whose sampler sorts unless ``VLLM_USE_FLASHINFER_SAMPLER=1``."""
+    val = (env or {}).get(USE_FLASHINFER_SAMPLER)
+    if v0 and V0_FLASHINFER_SAMPLER_OPT_IN:
+        on = val is not None and val.strip() not in ("", "0", "false", "False") and installed is not False
+        return "flashinfer" if on else "sort"
     if v is not None and v >= _release(TRITON_TOP_K_TOP_P_SINCE):
         return "triton"
-    val = (env or {}).get(USE_FLASHINFER_SAMPLER)
     if val is not None and val.strip() != "":
         on = val.strip() not in ("0", "false", "False") and installed is not False
         return "flashinfer" if on else "sort"
@@ -336,10 +475,24 @@ def sampler_bytes_per_element(kind: str, rows: int) -> int:
     return SAMPLER_BYTES_NATIVE if rows >= SAMPLER_SORT_SEGMENTED_MIN_ROWS else SAMPLER_BYTES_NATIVE_FEW_ROWS
 
 
+def nccl_cumem_forced_off(v: tuple[int, ...] | None) -> bool:
+    """Whether this release sets NCCL_CUMEM_ENABLE=0 itself (unknown: no)."""
+    return v is not None and v < _release(NCCL_CUMEM_OFF_UNTIL)
+
+
 def comm_in_budget(v: tuple[int, ...] | None) -> bool:
     """Whether NCCL / custom all-reduce buffers are inside the KV budget (snapshot before
     the distributed init: before 0.11.0)."""
     return v is not None and v < _release(SNAPSHOT_AFTER_DISTRIBUTED_SINCE)
+
+
+def pp_kv_check_whole_model(v: tuple[int, ...] | None) -> bool:
+    """Whether this release refuses a launch unless the whole model's KV for one max_model_len
+    sequence fits the smallest worker's budget (``PP_KV_CHECK_WHOLE_MODEL``; only differs from
+    the per-stage check with PP > 1). An unknown release gets the per-stage check, the one
+    that stops fewer launches."""
+    since, until = PP_KV_CHECK_WHOLE_MODEL
+    return v is not None and _release(since) <= v < _release(until)
 
 
 def default_utilization(v: tuple[int, ...] | None) -> float:
@@ -375,13 +528,21 @@ V0_LONG_CONTEXT = 32768
 V0_CHUNKED_TOKENS = 512
 V0_MIN_TOKENS = 2048
 V0_MAX_SEQS = 256
+#: A V0 launch of 0.8.x (the fallback, :func:`runs_v0`) sizes its profile run by the same
+#: rule (vllm/engine/arg_utils.py ``_set_default_args_v0``: chunked prefill by default only
+#: past 32K; max_num_seqs 256; vllm/config.py ``SchedulerConfig``: without chunked prefill
+#: max(max_model_len, 2048)), but with chunked prefill it takes
+#: ``_DEFAULT_MAX_NUM_BATCHED_TOKENS`` = 2048, not 512 (read in the 0.8.0 and 0.8.5 wheels).
+V0_CHUNKED_TOKENS_SINCE_0_8 = 2048
 
 
-def v0_batch(max_model_len: int) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) of the V0 engine (0.6.4.post1) when the
-    launch sets neither (the defaults of the common case; see above)."""
+def v0_batch(max_model_len: int, v: tuple[int, ...] | None = None) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of the V0 engine when the launch sets neither
+    (the defaults of the common case; see above): 0.6.4.post1's rule, or 0.8.x's for a V0
+    fallback of 0.8.0 or later."""
     if max_model_len > V0_LONG_CONTEXT:
-        return V0_CHUNKED_TOKENS, V0_MAX_SEQS
+        late = v is not None and v >= _release(V1_DEFAULT_SINCE)
+        return (V0_CHUNKED_TOKENS_SINCE_0_8 if late else V0_CHUNKED_TOKENS), V0_MAX_SEQS
     return max(max_model_len, V0_MIN_TOKENS), V0_MAX_SEQS
 
 
@@ -391,6 +552,8 @@ def batch_defaults(
     gpu_name: str | None,
     compute_capability: str | None,
     max_model_len: int | None = None,
+    *,
+    v0: bool = False,
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) the OpenAI server picks when the launch sets
     neither — vllm/engine/arg_utils.py ``EngineArgs.get_batch_defaults``: >= 160 GiB of
@@ -403,9 +566,9 @@ def batch_defaults(
     (read in the 0.15.1 wheel; point 11 of tests/fixtures/memory logs 2048 tokens); 0.33
     falls back to torch's total and keeps cc 12.1 on the small tier. Pass 0 for a GB10
     before 0.33. Before 0.7.0 the V0 rule (:func:`v0_batch`), which depends on
-    ``max_model_len``."""
-    if v is not None and v < _release(V0_RULES_BEFORE) and max_model_len:
-        return v0_batch(max_model_len)
+    ``max_model_len``; likewise a later launch that runs V0 (``v0``, :func:`runs_v0`)."""
+    if v is not None and (v0 or v < _release(V0_RULES_BEFORE)) and max_model_len:
+        return v0_batch(max_model_len, v)
     gib = total_bytes / (1 << 30)
     name = (gpu_name or "").lower()
     new = v is None or v >= _release(BATCH_TIER_160_SINCE)

@@ -223,7 +223,10 @@ def batch_for(
     """The profiling run's size: the launch's batch limits, else vLLM's defaults for this
     GPU and version; whether the CUDA-graph estimate comes off the KV budget."""
     v = release(engine_version)
-    tokens, seqs = vllm.batch_defaults(v, total, gpu_name, compute_capability) if total else (None, None)
+    # a 0.8 - 0.10.1 launch on a pre-Ampere GPU (or GGUF on 0.8) runs V0: its batch rule and sampler
+    v0 = vllm.runs_v0(v, compute_capability, intent.quantization, env)
+    length = intent.max_model_len if isinstance(intent.max_model_len, int) and intent.max_model_len > 0 else None
+    tokens, seqs = vllm.batch_defaults(v, total, gpu_name, compute_capability, length, v0=v0) if total else (None, None)
     given = [n for n, x in (("tokens", intent.max_num_batched_tokens), ("seqs", intent.max_num_seqs)) if x]
     source = "the launch's" if len(given) == 2 else ("vLLM's defaults for this GPU" if total else "assumed")
     return Batch(
@@ -231,5 +234,7 @@ def batch_for(
         seqs=intent.max_num_seqs or seqs or Batch.seqs,
         cudagraphs=vllm.cudagraphs_in_budget(v, env),
         source=source,
-        sampler=vllm.sampler_kind(v, env),
+        sampler=vllm.sampler_kind(v, env, v0=v0),
+        encoder=vllm.encoder_profiled(v),
+        max_model_len=length,
     )

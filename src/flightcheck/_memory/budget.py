@@ -35,7 +35,9 @@ defaults for the GPU, :func:`flightcheck._knowledge.vllm.batch_defaults`):
   sampler run (:func:`sampler_peak`: ``min(max_num_seqs, batched tokens)`` requests x the
   whole vocabulary x the bytes per element of the top-k/top-p implementation the version
   runs — ``flightcheck._knowledge.vllm.sampler_kind``, read from vLLM's and torch's code),
-  which run one after the other in ``profile_run``;
+  which run one after the other in ``profile_run``; for a vision model, the encoder run
+  before them and its outputs held through them (:func:`encoder_terms`,
+  ``vision_encoder`` in the breakdown: what it adds to the text model's peak);
 - CUDA graphs 0.5 GiB when vLLM subtracts its estimate (0 with ``--enforce-eager``),
   non-torch allocations 0.25 GiB.
 """
@@ -47,7 +49,7 @@ from typing import Any
 
 import msgspec
 
-from flightcheck._knowledge import sglang, vllm
+from flightcheck._knowledge import nccl, sglang, vllm
 from flightcheck._knowledge.units import GiB, version
 from flightcheck._memory.config import ModelConfig
 from flightcheck._memory.kv import KvShape
@@ -66,10 +68,72 @@ HEADROOM_MIN = 0.05  # FC403: under 5% of usable memory left over
 # 0.08 GiB). A stop must be one the engine would also make: only a shortfall beyond this.
 NEAR_MISS = GiB // 4
 # before vLLM's snapshot (estimates): CUDA context + cuBLAS handles; NCCL communicators and
-# custom all-reduce buffers per interconnect when more than one rank.
+# custom all-reduce buffers per interconnect when more than one rank — the high end where the
+# interconnect is one NCCL's source does not pin down (``communication``).
 CONTEXT = 350 * MiB
 COMM_NVLINK = GiB // 2
 COMM_PCIE = 100 * MiB
+
+
+class Interconnect(msgspec.Struct, frozen=True):
+    """What NCCL's topology search sees of the GPUs one TP group uses (from NVML facts)."""
+
+    nvlinks: int | None = None  # active NVLinks of the GPU with the fewest
+    nvswitch: bool | None = None  # every GPU's NVLinks go to an NVSwitch
+    compute_capability: str | None = None
+    multicast: bool | None = None  # CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED on every GPU
+
+
+class Communication(msgspec.Struct, frozen=True):
+    """The TP group's NCCL communicators and custom all-reduce buffers on the binding rank:
+    ``low`` is certain (what a stop may rest on), ``high`` what it comes to at most."""
+
+    low: int
+    high: int
+    parts: dict[str, int]
+    derived: bool
+    note: str = ""
+
+
+def communication(
+    layout: Layout,
+    ic: Interconnect | None,
+    engine_version: str | None,
+    env: dict[str, str | None] | None,
+    communicators: int,
+) -> Communication:
+    """``communicators`` NCCL communicators over the TP group (``flightcheck._knowledge.nccl``,
+    on one node, a middle rank of NCCL's chain: the one with the most) plus custom
+    all-reduce's IPC buffers where it runs (all GPUs on NVLink). Where the source does not pin
+    the size down, ``low`` is 0 and ``high`` the old estimate (``COMM_NVLINK`` / ``COMM_PCIE``)."""
+    tp = max(1, layout.tp)
+    if tp <= 1 or communicators <= 0:
+        return Communication(0, 0, {}, True)
+    ic = ic or Interconnect()
+    v = release(engine_version)
+    at_init = nccl.connects_at_init(env, vllm.nccl_cumem_forced_off(v))
+    # NCCL_NVLS_ENABLE=0: ncclNvlsInit returns before asking the driver (nvls.cc)
+    multicast = False if ((env or {}).get("NCCL_NVLS_ENABLE") or "").strip() == "0" else ic.multicast
+    one = nccl.communicator_bytes(
+        ngpus=tp,
+        compute_capability=ic.compute_capability,
+        nvlinks=ic.nvlinks,
+        nvswitch=ic.nvswitch,
+        connect_at_init=at_init,
+        multicast=multicast,
+    )
+    nvlink = bool(ic.nvlinks) and (bool(ic.nvswitch) or tp == 2)
+    car = vllm.CUSTOM_ALLREDUCE_BYTES if nvlink else 0
+    if not one.derived:
+        high = COMM_NVLINK if nvlink else COMM_PCIE
+        return Communication(0, high, {"communication_estimate": high}, False, one.note)
+    parts = {f"nccl_{k}": communicators * b for k, b in one.parts.items()}
+    if car:
+        parts["custom_allreduce"] = car
+    # custom all-reduce's buffers were read in the 0.10.x wheels (vllm.CUSTOM_ALLREDUCE_BYTES):
+    # certain there; from 0.11 only in the high end (not re-read)
+    car_low = car if vllm.comm_in_budget(v) else 0
+    return Communication(communicators * one.low + car_low, communicators * one.high + car, parts, True, one.note)
 
 
 def release(engine_version: str | None) -> tuple[int, ...] | None:
@@ -113,6 +177,8 @@ class Batch(msgspec.Struct, frozen=True):
     cudagraphs: bool = True
     source: str = "vLLM's serving defaults"
     sampler: str = "sort"  # the profile run's top-k/top-p implementation (vllm.sampler_kind)
+    encoder: bool = True  # the profile run exercises a vision encoder (vllm.encoder_profiled)
+    max_model_len: int | None = None  # bounds the images per prompt (vllm.encoder_items)
 
 
 def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
@@ -163,6 +229,51 @@ def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int, sample
     return max(forward_peak(cfg, layout, tokens), sampler_peak(cfg, tokens, seqs, sampler))
 
 
+def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
+    """(the encoder run's transient peak, the encoder outputs held in ``encoder_cache``
+    through the forward pass and the sampler run) for a vision model whose engine version
+    profiles the encoder (``flightcheck._knowledge.vllm``, next to ENCODER_PROFILED_SINCE).
+
+    The dummy batch is ``vllm.encoder_items`` maximal images, when config.json gives an
+    image's tokens (``_memory.config.vision_tower``); otherwise the encoder budget's worth,
+    ``max_num_batched_tokens`` tokens — what the items add up to when an item divides the
+    budget, up to twice what they add up to when it does not (``budget // item`` whole
+    items), and fewer tokens than vLLM encodes when one item is larger than the budget (a
+    preprocessor's pixel limit, a video: then the term is too small).
+    The run's peak is the dummy pixels (float32 from the processor and the tower's cast to
+    the model dtype) plus one encoder layer's widest point over all the patches, with the
+    hidden state and residual alive: attention's q/k/v and output (heads split over TP)
+    or the MLP's fc1 output and activation (intermediate / TP); the attention itself is
+    FlashAttention / memory-efficient (no patches x patches scores). The outputs are one
+    language-model embedding per token (with Qwen3-VL's deepstack features)."""
+    t = cfg.tower
+    if t is None or not batch.encoder:
+        return 0, 0
+    tp = max(1, layout.tp)
+    if t.tokens_per_item:
+        items = vllm.encoder_items(t.tokens_per_item, batch.tokens, batch.seqs, batch.max_model_len)
+        tokens = items * t.tokens_per_item
+        patches = items * (t.patches_per_item or t.tokens_per_item * t.patches_per_token)
+    else:
+        tokens = batch.tokens
+        patches = tokens * t.patches_per_token
+    dt = cfg.dtype_bytes or 2
+    pixels = patches * t.patch_values * (4 + dt)
+    widest = max(4 * t.hidden / tp + t.hidden, 3 * t.intermediate / tp)
+    block = patches * dt * (2 * t.hidden + widest)
+    return int(pixels + block), int(tokens * t.out_hidden * dt)
+
+
+def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
+    """(the text model's peak, what the vision encoder adds to it): ``profile_run`` runs
+    the encoder, then the forward pass and the sampler with the encoder outputs held."""
+    text = activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler)
+    run, held = encoder_terms(cfg, layout, batch)
+    if not run and not held:
+        return text, 0
+    return text, max(run, text + held) - text
+
+
 def default_reserve(
     cfg: ModelConfig,
     layout: Layout,
@@ -177,22 +288,32 @@ def default_reserve(
     if engine == "sglang":
         return (sglang_mm, {"multimodal_cache": sglang_mm}) if sglang_mm and cfg.vision else (0, {})
     b = batch or Batch()
+    text, encoder = profile_peak(cfg, layout, b)
     parts = {
-        "activations": activations(cfg, layout, b.tokens, b.seqs, b.sampler),
+        "activations": text,
         "cuda_graphs": 0 if (eager or not b.cudagraphs) else CUDA_GRAPHS,
         "non_torch": NON_TORCH,
     }
+    if cfg.tower is not None and b.encoder:
+        parts["vision_encoder"] = encoder  # the profile run's peak above the text model's
     return sum(parts.values()), parts
 
 
-def pre_snapshot(layout: Layout, nvlink: bool | None) -> dict[str, int]:
-    """What vLLM allocates before its baseline snapshot (estimates): the CUDA context and
-    cuBLAS handles, and with more than one rank NCCL's communicators and the custom
-    all-reduce buffers (larger over NVLink / NVSwitch, where custom all-reduce and NVLS run,
-    than over PCIe)."""
+def pre_snapshot(
+    layout: Layout,
+    nvlink: bool | None,
+    comm: Communication | None = None,
+) -> dict[str, int]:
+    """What vLLM allocates before its baseline snapshot (estimates, the high end): the CUDA
+    context and cuBLAS handles, and with more than one rank NCCL's communicators and the
+    custom all-reduce buffers — ``comm`` where derived (:func:`communication`), else larger
+    over NVLink / NVSwitch, where custom all-reduce and NVLS run, than over PCIe."""
     parts = {"cuda_context": CONTEXT}
     if layout.tp * layout.pp > 1:
-        parts["communication"] = COMM_NVLINK if nvlink else COMM_PCIE
+        if comm is not None and comm.derived:
+            parts["communication"] = comm.high
+        else:
+            parts["communication"] = COMM_NVLINK if nvlink else COMM_PCIE
     return parts
 
 

@@ -19,6 +19,8 @@ REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads")
 #: Far beyond any model; bounds the per-layer lists a hostile config could ask for.
 MAX_LAYERS = 100_000
 MAX_ROPE_FACTOR = 1 << 20
+#: Far beyond any vision tower's input side (pixels); a larger one is as good as absent.
+MAX_IMAGE_SIDE = 1 << 16
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp32": 4, "bf16": 2, "fp16": 2}
 _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "n_experts", "moe_num_experts")
@@ -37,6 +39,27 @@ class Quant(msgspec.Struct, frozen=True):
     def alignment(self) -> int | None:
         """What the per-rank intermediate size must be a multiple of (FC404)."""
         return self.block or self.group
+
+
+class VisionTower(msgspec.Struct, frozen=True):
+    """A vision model's encoder as vLLM's profile run exercises it (``vision_config``).
+
+    ``tokens_per_item``: the language-model tokens of one maximal image, where vLLM derives
+    it from config.json alone (``get_mm_max_tokens_per_item`` of the model's processing
+    info); None where it comes from files flightcheck does not read (a preprocessor's pixel
+    limits, video frame counts). ``patches_per_item``: the encoder's sequence for that
+    image (before any patch merge). ``patches_per_token``: the merge factor, used when the
+    item size is unknown."""
+
+    layers: int
+    hidden: int
+    intermediate: int
+    out_hidden: int  # the width of what the encoder hands the language model (one token)
+    patch_values: int  # channels x patch x patch (x temporal patch): one patch of dummy pixels
+    patches_per_token: int = 1
+    tokens_per_item: int | None = None
+    patches_per_item: int | None = None
+    source: str = ""
 
 
 class ModelConfig(msgspec.Struct):
@@ -79,6 +102,8 @@ class ModelConfig(msgspec.Struct):
     vision: tuple[int, int] | None = None
     #: the top-level ``architectures`` (a multimodal wrapper's; SGLang's hf_config.architectures)
     outer_architectures: tuple[str, ...] = ()
+    #: the vision encoder vLLM's profile run exercises (:func:`vision_tower`)
+    tower: VisionTower | None = None
     #: a DeepSeek-family sparse-attention (DSA) model: config.json has ``index_topk``
     #: (SGLang's configs/model_config.py ``is_deepseek_dsa``, which also asks the architecture)
     dsa: bool = False
@@ -184,7 +209,80 @@ def parse(doc: dict[str, Any], hf_quant: dict[str, Any] | None = None) -> ModelC
     if isinstance(vision, dict):
         # memory_hook.py adjust_mem_fraction_for_vlm: getattr(vision_config, ..., 24 / 1024)
         c.vision = (_int(vision, "num_hidden_layers") or 24, _int(vision, "hidden_size") or 1024)
+        c.tower = vision_tower(doc, vision, c.hidden)
     return c
+
+
+def vision_tower(doc: dict[str, Any], vision: dict[str, Any], text_hidden: int) -> VisionTower | None:
+    """The encoder's sizes from ``vision_config`` (the spellings of CLIP / SigLIP / Pixtral,
+    Qwen-VL's ``depth`` / ``num_heads``, Kimi's ``vt_*``), and one maximal image's tokens
+    where vLLM 0.33 derives them from config.json:
+
+    - LLaVA (model_executor/models/llava.py ``get_num_image_tokens``, clip.py /
+      siglip.py ``get_num_image_tokens``): the tower sees ``(image_size / patch_size)^2``
+      patches (+1 class token for CLIP); the ``default`` feature-select strategy drops
+      the class token (vision.py ``get_num_selected_vision_tokens``), ``full`` keeps it;
+    - Mistral3 (mistral3.py ``Mistral3HFEncoderInfo.get_patch_grid_size`` and pixtral.py
+      ``PixtralHFEncoderInfo.get_num_image_tokens``): ``ceil(image_size / (patch_size x
+      spatial_merge_size))^2`` tokens from ``(image_size / patch_size)^2`` patches.
+
+    Anything else (Qwen-VL's pixel limits and video frames live in preprocessor_config.json;
+    Gemma 4 and Kimi also profile video or read a media processor config) has no item
+    size here: the budget falls back to the batch (``_memory.budget.encoder_terms``).
+    None when the sizes themselves are missing."""
+    layers = _int(vision, "num_hidden_layers", "depth", "vt_num_hidden_layers", "num_layers")
+    hidden = _int(vision, "hidden_size", "embed_dim", "vt_hidden_size", "width")
+    inter = _int(vision, "intermediate_size", "vt_intermediate_size", "mlp_dim")
+    if not layers or not hidden:
+        return None
+    if not inter:
+        ratio = vision.get("mlp_ratio")
+        inter = int(hidden * ratio) if isinstance(ratio, (int, float)) and 0 < ratio < 64 else 4 * hidden
+    patch = _int(vision, "patch_size") or 14
+    channels = _int(vision, "num_channels", "in_channels", "in_chans") or 3
+    temporal = _int(vision, "temporal_patch_size") or 1
+    merge = _int(doc, "spatial_merge_size") or _int(vision, "spatial_merge_size") or 1
+    kernel = vision.get("merge_kernel_size")
+    per_token = merge * merge
+    if isinstance(kernel, list) and len(kernel) == 2 and all(isinstance(k, int) and k > 0 for k in kernel):
+        per_token = kernel[0] * kernel[1]
+    elif _int(vision, "pooling_kernel_size"):
+        per_token = (_int(vision, "pooling_kernel_size") or 1) ** 2
+    deepstack = vision.get("deepstack_visual_indexes")
+    out = text_hidden * (1 + (len(deepstack) if isinstance(deepstack, list) else 0))
+    kind = str(doc.get("model_type") or "")
+    vkind = str(vision.get("model_type") or "")
+    image = _int(vision, "image_size")
+    image = image if image and image <= MAX_IMAGE_SIDE else None
+    tokens = patches = None
+    source = "not derivable from config.json"
+    if (
+        image
+        and patch
+        and image % patch == 0
+        and kind == "llava"
+        and vkind in ("clip_vision_model", "siglip_vision_model")
+    ):
+        grid = (image // patch) ** 2
+        patches = grid + (1 if vkind == "clip_vision_model" else 0)
+        strategy = doc.get("vision_feature_select_strategy", "default")
+        tokens = patches - 1 if strategy == "default" and vkind == "clip_vision_model" else patches
+        source = "llava.py: (image_size / patch_size)^2 patches, the feature-select strategy's tokens"
+    elif image and patch and kind == "mistral3" and vkind == "pixtral":
+        side = (image - 1) // (patch * merge) + 1
+        tokens, patches = side * side, ((image - 1) // patch + 1) ** 2
+        source = "mistral3.py: ceil(image_size / (patch_size x spatial_merge_size))^2 tokens"
+    return VisionTower(
+        layers=layers,
+        hidden=hidden,
+        intermediate=inter,
+        out_hidden=out,
+        patch_values=channels * patch * patch * temporal,
+        patches_per_token=per_token,
+        tokens_per_item=tokens,
+        patches_per_item=patches,
+        source=source,
+    )
 
 
 def _layer_kinds(d: dict[str, Any], layers: int) -> tuple[list[str], int | None, dict[str, Any]]:

@@ -14,8 +14,11 @@ import msgspec
 from flightcheck._knowledge import engines, sglang, vllm
 from flightcheck._memory.budget import (
     Batch,
+    Communication,
     Fit,
     GiB,
+    Interconnect,
+    communication,
     default_reserve,
     default_utilization,
     pre_snapshot,
@@ -41,6 +44,9 @@ class MemoryModel(msgspec.Struct):
     memory_reserved: int | None = None  # the driver's reservation taken off ``total``
     used_by_others: int | None = None  # memory already in use on the busiest GPU used
     nvlink: bool | None = None  # the GPUs used talk over NVLink / NVSwitch
+    #: what NCCL's topology search sees of them (``budget.communication``)
+    interconnect: Interconnect | None = None
+    nccl_env: dict[str, str | None] = msgspec.field(default_factory=dict)  # NCCL_* of the launch
     batch: Batch = msgspec.field(default_factory=Batch)
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes (vLLM)
     cpu_offload_bytes: int = 0  # --cpu-offload-gb, per rank
@@ -141,6 +147,22 @@ class MemoryModel(msgspec.Struct):
             shape = msgspec.structs.replace(shape, full=shape.full + n * per, n_full=shape.n_full + n, per_layer=per)
         return shape
 
+    def kv_checked_whole(self, layout: Layout | None = None) -> bool:
+        """Whether the engine checks one max_model_len sequence's KV for the whole model (every
+        PP stage's layers) against each worker's budget, the smallest binding: vLLM 0.14 - 0.16
+        with PP > 1 (``vllm.PP_KV_CHECK_WHOLE_MODEL``); otherwise each stage's own layers."""
+        lay = layout or self.layout
+        return self.engine == "vllm" and lay.pp > 1 and vllm.pp_kv_check_whole_model(release(self.engine_version))
+
+    def kv_checked(self, layout: Layout | None = None, kv_dtype: str | None = None, stage: int = 0) -> KvShape:
+        """The KV demand the engine's one-sequence check uses on ``stage`` (see
+        ``kv_checked_whole``)."""
+        assert self.cfg is not None
+        lay = layout or self.layout
+        if not self.kv_checked_whole(lay):
+            return self.kv(lay, kv_dtype, stage)
+        return _merged([self.kv(lay, kv_dtype, i) for i in range(len(stage_layers(self.cfg.layers or 1, lay.pp)))])
+
     def fit(
         self,
         layout: Layout | None = None,
@@ -162,12 +184,20 @@ class MemoryModel(msgspec.Struct):
         length = self.max_model_len if max_len is None else max_len
         worst: Fit | None = None
         override = self.kv_cache_memory_bytes if self.engine == "vllm" else None
-        for i, stage in enumerate(self.stages(lay)):
+        stages = self.stages(lay)
+        shapes = [self.kv(lay, kv_dtype, i) for i in range(len(stages))]
+        # each stage allocates its own layers (``shape``, the token capacity), but the check
+        # may be of the whole model's KV (``kv_checked_whole``)
+        whole = _merged(shapes) if self.kv_checked_whole(lay) and len(shapes) > 1 else None
+        for i, stage in enumerate(stages):
             w = max(0.0, sum(stage.values()) - self.cpu_offload_bytes)
-            shape = self.kv(lay, kv_dtype, i)
-            need = shape.bytes_for(length) if length else 0.0
+            shape = shapes[i]
+            checked = whole or shape
+            need = checked.bytes_for(length) if length else 0.0
             f = Fit(self.total, util, usable, reserve, w, need, length, 0, i, shape, override)
-            f = Fit(self.total, util, usable, reserve, w, need, length, shape.max_len(f.kv_budget), i, shape, override)
+            f = Fit(
+                self.total, util, usable, reserve, w, need, length, checked.max_len(f.kv_budget), i, shape, override
+            )
             if worst is None or (f.fits, f.max_model_len_fit, -f.weights) < (
                 worst.fits,
                 worst.max_model_len_fit,
@@ -196,6 +226,7 @@ class MemoryModel(msgspec.Struct):
             else default_reserve(
                 self.cfg, layout, self.engine, eager=self.eager, batch=self.batch, sglang_mm=self.sglang_mm
             )[0]
+            + self.comm_in_reserve(layout)
         )
         return util or 0.9, reserve or 0
 
@@ -251,9 +282,50 @@ class MemoryModel(msgspec.Struct):
             by_concurrency=v is None or v >= tuple(int(p) for p in vllm.KV_TOKENS_BY_CONCURRENCY_SINCE.split(".")),
         )
 
+    def communication(self, layout: Layout | None = None, communicators: int = 1) -> Communication:
+        """The TP group's NCCL communicators and custom all-reduce buffers on ``layout``
+        (``budget.communication``)."""
+        lay = layout or self.layout
+        return communication(lay, self.interconnect, self.engine_version, self.nccl_env, communicators)
+
+    def comm_in_reserve(self, layout: Layout | None = None) -> int:
+        """vLLM before 0.11.0 snapshots before the distributed init, so its communicators sit
+        inside the KV budget (``vllm.comm_in_budget``): their certain size (the low end, so
+        FC402 stops no launch the engine would serve); 0 otherwise."""
+        if self.engine != "vllm" or not vllm.comm_in_budget(release(self.engine_version)):
+            return 0
+        return self.communication(layout, vllm.TP_COMMUNICATORS_IN_BUDGET).low
+
+    def add_comm_to_reserve(self) -> None:
+        """Fold :meth:`comm_in_reserve` into the launch's default reserve (once the
+        interconnect is known; ``--reserve-gib`` is kept as given)."""
+        if self.reserve_set or self.reserve is None:
+            return
+        extra = self.comm_in_reserve()
+        if extra:
+            self.reserve += extra
+            self.reserve_parts = {**self.reserve_parts, "communication": extra}
+
+    def _comm_before_snapshot(self) -> Communication | None:
+        """The communicators made before vLLM's snapshot (one over the TP group: pynccl),
+        None where they are inside the budget instead (before 0.11.0) or not vLLM."""
+        if self.engine != "vllm" or vllm.comm_in_budget(release(self.engine_version)):
+            return None
+        return self.communication()
+
     def pre_snapshot(self) -> dict[str, int]:
-        """What vLLM allocates before its baseline snapshot (see ``budget.pre_snapshot``)."""
-        return pre_snapshot(self.layout, self.nvlink)
+        """What vLLM allocates before its baseline snapshot, the high end (see
+        ``budget.pre_snapshot``); before 0.11.0 the communicators come after it."""
+        if self.engine == "vllm" and vllm.comm_in_budget(release(self.engine_version)):
+            return pre_snapshot(Layout(1, 1), None)
+        return pre_snapshot(self.layout, self.nvlink, self._comm_before_snapshot())
+
+    def pre_snapshot_certain(self) -> int:
+        """The part of :meth:`pre_snapshot` that is certain: the CUDA context, plus the
+        communicators' derived low end (0 where NCCL connects lazily or the source does not
+        pin the interconnect down)."""
+        comm = self._comm_before_snapshot()
+        return pre_snapshot(Layout(1, 1), None)["cuda_context"] + (comm.low if comm is not None else 0)
 
     # ------------------------------------------------------------------ report
 
@@ -375,3 +447,17 @@ def resolve_utilization(m: MemoryModel, given: float | None) -> None:
         m.utilization, m.utilization_source = default_utilization(
             m.engine, m.engine_version, m.total, m.layout, mla=mla, sglang_opts=m._opts()
         )
+
+
+def _merged(shapes: list[KvShape]) -> KvShape:
+    """The whole model's KV demand from its PP stages' (their layers added up)."""
+    first = shapes[0]
+    return msgspec.structs.replace(
+        first,
+        full=sum(s.full for s in shapes),
+        sliding=sum(s.sliding for s in shapes),
+        window=max(s.window for s in shapes),
+        fixed=sum(s.fixed for s in shapes),
+        n_full=sum(s.n_full for s in shapes),
+        n_sliding=sum(s.n_sliding for s in shapes),
+    )

@@ -164,7 +164,8 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     layers a fixed state — times max_model_len (the model's ``max_position_embeddings``
     unless given) against ``usable - weights - reserve``. The reserve defaults to an
     estimate of vLLM's profiling peak at 8192 batched tokens and 1024 sequences (layer
-    temporaries + fp32 logits) + 0.5 GiB CUDA graphs + 0.25 GiB non-torch + 0.5 GiB
+    temporaries + fp32 logits; for a vision model, the encoder run on a batch of maximal
+    images and its outputs held through the pass) + 0.5 GiB CUDA graphs + 0.25 GiB non-torch + 0.5 GiB
     communication buffers with several ranks; ``--reserve-gib`` replaces it.
 
     ## Why the launch dies
@@ -199,7 +200,8 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         return
     if not f.weights_fit:
         raise Skip("the weights alone do not fit (FC401)")
-    per_tok = f.shape.per_token
+    # the bytes a token of the KV vLLM checks: the whole model's with PP on vLLM 0.14 - 0.16
+    per_tok = m.kv_checked(stage=f.stage).per_token
     ev = {
         "kv_bytes_per_token": int(per_tok),
         "kv_budget_bytes": int(f.kv_budget),
@@ -255,6 +257,11 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         suggest = min(suggest, pool["kv_tokens"])
     options = [f"{flag('max_len', m.engine)} {suggest}"]
     said = [f"the largest max_model_len that fits is {suggest if pool is not None else f.max_model_len_fit:,}"]
+    if m.kv_checked_whole():
+        said.append(
+            f"vLLM {m.engine_version} checks the KV of every pipeline stage's layers against one GPU's "
+            "budget (from 0.17.0 each stage is checked on its own layers)"
+        )
     fp8 = fp8_kv(m)
     if fp8 is not None:
         if fp8[0]:

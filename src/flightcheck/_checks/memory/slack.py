@@ -20,11 +20,19 @@ def startup_slack_too_small(ctx: Context) -> Iterator[Outcome]:
     communicators and the custom all-reduce buffers exist, then asks for
     ``ceil(total x gpu_memory_utilization)`` (``total`` as CUDA reports it: the board's
     memory less the driver's reservation). The memory already in use on the busiest GPU
-    used (other processes, from NVML), plus an estimate of those allocations (0.35 GiB
-    context; with several ranks 0.5 GiB of communication buffers over NVLink / NVSwitch,
-    0.1 GiB over PCIe), must fit in ``total - requested``. An error when the memory already
-    in use and the context alone do not fit; a warning when the estimate tips it.
-    ``--kv-cache-memory-bytes`` skips the utilization, and this check.
+    used (other processes, from NVML), plus those allocations (0.35 GiB context; with several
+    ranks the TP group's NCCL communicator and custom all-reduce's buffers), must fit in
+    ``total - requested``. The communicator's size is derived from NCCL's source
+    (``flightcheck._knowledge.nccl``) where it is pinned down: on one NVSwitch node, its
+    channels (24 on H100 / H200 / A100, 32 on B200) x the P2P buffers of each ring and tree
+    connection, plus NVLS's when the GPUs report multicast; NCCL connects at init only when
+    cuMem is off (NCCL_CUMEM_ENABLE=0 or NCCL_RUNTIME_CONNECT=0), else on first use, which
+    makes nothing certain. Elsewhere (PCIe, partial NVLink, unknown links) an estimate: 0.5 GiB
+    over NVLink, 0.1 GiB over PCIe. An error when what is certain (memory in use, the context,
+    a communicator connected at init) does not fit; a warning when the estimate tips it.
+    Before vLLM 0.11.0 the snapshot precedes the distributed init: the communicators count
+    inside the KV budget instead (FC402). ``--kv-cache-memory-bytes`` skips the utilization,
+    and this check.
 
     ## Why the launch dies
     Each worker raises at startup, before loading a weight: "Free memory on device
@@ -47,9 +55,14 @@ def startup_slack_too_small(ctx: Context) -> Iterator[Outcome]:
     slack = m.total - requested
     pre = m.pre_snapshot()
     others = m.used_by_others or 0
-    certain = others + pre["cuda_context"]
+    certain = others + m.pre_snapshot_certain()
     estimate = others + sum(pre.values())
-    ev = {"slack_bytes": slack, "in_use_bytes": others, "pre_snapshot_bytes": sum(pre.values())}
+    ev = {
+        "slack_bytes": slack,
+        "in_use_bytes": others,
+        "pre_snapshot_bytes": sum(pre.values()),
+        "pre_snapshot_certain_bytes": certain - others,
+    }
     if estimate <= slack:
         yield ok(
             f"{_gib(estimate)} in use or allocated before vLLM's snapshot fits in the "

@@ -6,10 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from flightcheck._knowledge.derived import package
+from flightcheck._knowledge.units import major_minor
 from flightcheck._memory import MemoryModel, build
+from flightcheck._memory.budget import Interconnect
 
 if TYPE_CHECKING:
     from flightcheck._checks.framework import Context
+    from flightcheck._vocabulary.facts import Gpu
 
 
 def model_for_context(ctx: Context) -> MemoryModel:
@@ -52,4 +55,29 @@ def _for_context(ctx: Context) -> MemoryModel:
     m.used_by_others = max(used) if used and len(used) == len(gpus) else None
     links = [g.nvlink.active for g in gpus if g.nvlink is not None]
     m.nvlink = (all(bool(a) for a in links) if links and len(links) == len(gpus) else None) if len(gpus) > 1 else None
+    m.interconnect = _interconnect(gpus)
+    m.nccl_env = {k: v for k, v in (ctx.facts.env or {}).items() if k.startswith("NCCL_")}
+    m.add_comm_to_reserve()
     return m
+
+
+def _all(values: list[bool | None]) -> bool | None:
+    """True when every value is True, False when one is False, else unknown."""
+    if any(v is False for v in values):
+        return False
+    return True if values and all(v is True for v in values) else None
+
+
+def _interconnect(gpus: list[Gpu]) -> Interconnect | None:
+    """What NCCL's topology search sees of the GPUs used (NVML's NVLink counts, whether they
+    reach an NVSwitch, multicast support, the smallest compute capability)."""
+    if len(gpus) < 2:
+        return None
+    active = [g.nvlink.active for g in gpus if g.nvlink is not None and g.nvlink.active is not None]
+    ccs = sorted((mm, g.compute_capability) for g in gpus if (mm := major_minor(g.compute_capability)))
+    return Interconnect(
+        nvlinks=min(active) if active and len(active) == len(gpus) else None,
+        nvswitch=_all([g.nvlink.to_switch if g.nvlink is not None else None for g in gpus]),
+        compute_capability=ccs[0][1] if ccs and len(ccs) == len(gpus) else None,
+        multicast=_all([g.multicast_supported for g in gpus]),
+    )
