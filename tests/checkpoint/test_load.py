@@ -383,39 +383,6 @@ def test_workers_start_early_only_for_a_directory_read_cold(tmp_path: Path, monk
     assert workers.start_early(str(root)) == []  # the cache file is there now: a warm read
 
 
-def test_prestarted_workers_go_to_the_read_of_their_model_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``check`` starts a cold read's workers before it knows the intent (Prestart): the
-    read of that directory takes them and scans with them; the read of another model gets
-    none of them (they are killed), and nor does anything after ``close``."""
-    from flightcheck._checkpoint import workers
-
-    monkeypatch.setattr(workers, "cpus", lambda: 2)
-    monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(workers, "WORKER_START_BYTES", 1)
-    root = healthy(tmp_path, shards=3)
-    pre = workers.Prestart(str(root))
-    ready = pre.take(str(root))
-    assert ready is not None and len(ready) == 1 and ready[0].returncode is None
-    taken = ready[0]
-    ck = load(str(root), ready=ready)
-    assert ready == [] and ck.stats.workers == 1 and ck.findings == []
-    assert taken.returncode is not None  # used, then killed and reaped by the scan
-    pre.close()  # taken: nothing left to kill
-
-    shutil.rmtree(tmp_path / "xdg")  # cold again
-    for read_of in (str(tmp_path / "another"), None):
-        pre = workers.Prestart(str(root))
-        pre._thread.join()
-        started = list(pre._procs)
-        assert len(started) == 1 and started[0].returncode is None
-        if read_of is not None:
-            assert pre.take(read_of) is None  # another model's read: not given, killed
-        else:
-            pre.close()  # the read never came (a usage error): killed
-            assert pre.take(str(root)) is None
-        assert started[0].returncode is not None  # and reaped
-
-
 def test_workers_started_for_nothing_are_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from flightcheck._checkpoint import workers
 

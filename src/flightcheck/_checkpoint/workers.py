@@ -122,52 +122,6 @@ def start_early(model: str, env: Mapping[str, str] | None = None) -> list[subpro
     return procs
 
 
-class Prestart:
-    """:func:`start_early` for ``model`` begun on a daemon thread at once: ``check`` does
-    this first thing, so that the workers' own start (an interpreter, then msgspec: ~45 ms
-    of a second CPU) overlaps the imports this process still has to do before its read
-    begins. :meth:`take` gives the workers to the read of the same ``model``; anything not
-    taken is killed by :meth:`close` (an error before the read began)."""
-
-    def __init__(self, model: str) -> None:
-        import threading
-
-        self.model = model
-        self._procs: list[subprocess.Popen[bytes]] = []
-        self._taken = False
-        self._lock = threading.Lock()  # take (the read's thread) against close (an error)
-        self._thread = threading.Thread(target=self._run, daemon=True, name="fc-prestart")
-        self._thread.start()
-
-    def _run(self) -> None:
-        self._procs = start_early(self.model)
-
-    def take(self, model: str) -> list[subprocess.Popen[bytes]] | None:
-        """The workers started for ``model`` (waiting for the start: bounded by
-        :data:`EARLY_LOOK_S` and the process starts), or None when they were started for
-        another model (those are killed)."""
-        self._thread.join()
-        if model != self.model:
-            self.close()
-            return None
-        with self._lock:
-            if self._taken:  # closed meanwhile
-                return None
-            self._taken = True
-            return self._procs
-
-    def close(self) -> None:
-        """Kill the workers unless :meth:`take` handed them on."""
-        self._thread.join()
-        with self._lock:
-            if self._taken:
-                return
-            self._taken = True
-            procs, self._procs = self._procs, []
-        for proc in procs:
-            kill(proc)
-
-
 def _wanted(model: str, env: Mapping[str, str] | None) -> int:
     st = os.stat(os.path.join(model, INDEX_NAME))
     if not stat.S_ISREG(st.st_mode):

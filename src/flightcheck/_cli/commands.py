@@ -23,22 +23,6 @@ def _engine_command(args: argparse.Namespace) -> list[str]:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """``flightcheck check``."""
-    prestart = None
-    if getattr(args, "model", None) and not getattr(args, "engine_command", None):
-        # A cold read's scan workers start now, before the intent, the checks and the
-        # collectors are imported (~50 ms of this process): they are then ready when the
-        # read has work for them (workers.Prestart; killed if the read does not take them).
-        from flightcheck._checkpoint.workers import Prestart
-
-        prestart = Prestart(args.model)
-    try:
-        return _check(args, prestart)
-    finally:
-        if prestart is not None:
-            prestart.close()
-
-
-def _check(args: argparse.Namespace, prestart: Any) -> int:
     from flightcheck._examples import load_example
     from flightcheck._vocabulary.intent import Intent
 
@@ -65,7 +49,7 @@ def _check(args: argparse.Namespace, prestart: Any) -> int:
     # report are imported: its scan workers start while this process imports.
     from flightcheck._collect.checkpoint import start_reading
 
-    early = start_reading(intent, prestart)
+    early = start_reading(intent)
     from flightcheck._pipeline import assess
     from flightcheck._report import emit, render
 

@@ -19,7 +19,6 @@ from flightcheck._vocabulary.intent import Intent
 
 if TYPE_CHECKING:
     from flightcheck._checkpoint import Checkpoint
-    from flightcheck._checkpoint.workers import Prestart
 
 
 # The checkpoint is always read from disk, never taken from a snapshot (the contract): a
@@ -51,24 +50,17 @@ def collect_checkpoint(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
 Early = Callable[[], "dict[str, Any]"]
 
 
-def start_reading(intent: Intent, prestart: Prestart | None = None) -> Early | None:
+def start_reading(intent: Intent) -> Early | None:
     """Start reading a ``--model`` that is a path now, on a thread, while the facts are
     collected: a directory needs no engine environment to be found, and the scan workers
     then use the CPUs the collection leaves idle. :func:`read_checkpoint` takes the result
-    (``early``); a repo id (whose cache the engine's environment locates) waits for the facts.
-    ``prestart``: scan workers the caller began starting for a model before it knew the
-    intent (:class:`~flightcheck._checkpoint.workers.Prestart`): used when they are for
-    ``intent.model``, else killed."""
+    (``early``); a repo id (whose cache the engine's environment locates) waits for the facts."""
     model = intent.model
     if not model:
-        if prestart is not None:
-            prestart.close()
         return None
     from flightcheck._checkpoint.resolve import looks_like_repo_id
 
     if looks_like_repo_id(model) and not model.startswith(("/", ".", "~")):
-        if prestart is not None:
-            prestart.close()
         return None
     import threading
 
@@ -79,8 +71,7 @@ def start_reading(intent: Intent, prestart: Prestart | None = None) -> Early | N
     def run() -> None:
         # a directory read cold gets its scan workers now: they start while the reader
         # (and, on the main thread, the checks) are imported
-        taken = prestart.take(model) if prestart is not None else None
-        ready = start_early(model) if taken is None else taken
+        ready = start_early(model)
         try:
             from flightcheck._checkpoint import load
 
