@@ -395,3 +395,24 @@ def test_workers_started_for_nothing_are_killed(tmp_path: Path, monkeypatch: pyt
         workers.kill(proc)
     assert all(p.returncode is not None for p in ready)
     assert workers.start_early(str(tmp_path / "nowhere")) == []
+
+
+def test_a_vision_models_processor_configs_are_read_and_optional(tmp_path: Path, no_hang) -> None:
+    """A vision model's preprocessor_config.json / video_preprocessor_config.json (Qwen-VL's
+    pixel limits: vllm.qwen_vl_item) are read when present; missing, not JSON, or a FIFO
+    (never opened for reading: it would block) leaves them None without a finding."""
+    root = healthy(tmp_path)
+    doc = json.loads((root / "config.json").read_text())
+    image = {"size": {"shortest_edge": 65536, "longest_edge": 16777216}, "patch_size": 16}
+    (root / "config.json").write_text(json.dumps({**doc, "vision_config": {"depth": 2, "hidden_size": 64}}))
+    (root / "preprocessor_config.json").write_text(json.dumps(image))
+    ck = load(str(root))
+    assert ck.findings == [] and ck.processor == image and ck.video_processor is None
+    (root / "preprocessor_config.json").write_text("{not json")
+    os.mkfifo(root / "video_preprocessor_config.json")
+    ck = load(str(root))
+    assert ck.findings == [] and ck.processor is None and ck.video_processor is None
+    # a text model's directory: not read at all
+    (root / "preprocessor_config.json").write_text(json.dumps(image))
+    (root / "config.json").write_text(json.dumps(doc))
+    assert load(str(root)).processor is None

@@ -219,25 +219,6 @@ RESIDUALS = {
         "host's, not in vLLM's code (not modelled). The same host's next launch (94), without the download, is "
         "within 0.09 GiB"
     ),
-    24: (
-        "Qwen3-VL-30B-A3B at TP 2 in 0.12.0: the vision encoder's profile-run terms are modelled only as the encoder "
-        "budget's worth (max_num_batched_tokens of image tokens, _memory.budget.encoder_terms: 0.12 GiB), because "
-        "Qwen-VL's item size is not in config.json. vLLM profiles the modality with the most tokens per item "
-        "(v1/worker/gpu_model_runner.py profile_run); in the 0.12.0 wheel qwen3_vl.py get_max_video_tokens sizes a "
-        "dummy video from the image and video processors' pixel limits (preprocessor_config.json / "
-        "video_preprocessor_config.json size.longest_edge) and the frames max_model_len allows, and counts 12.5 "
-        "language-model tokens per video token (the timestamp text); profile_run then zero-pads each encoder output "
-        "to that many tokens ('expanded_outputs') and holds it, 8,192 values a token (2,048 x (1 + 3 deepstack "
-        "layers)), through the forward pass and the sampler — GiB-scale, from files flightcheck does not read (not "
-        "modelled). 0.33.0 no longer pads (encoder_cache keeps the outputs as they are) nor multiplies by 12.5"
-    ),
-    104: (
-        "Qwen3-VL-30B-A3B at TP 4 on RTX 3090s in 0.11.0, the architecture of point 24 and the same cause: the log "
-        "profiles '1 video items' with an encoder budget of 153600 tokens, and the 0.11.0 wheel has the same "
-        "mechanism as 0.12.0's (model_executor/models/qwen3_vl.py get_max_video_tokens, 12.5 language-model tokens "
-        "per video token; v1/worker/gpu_model_runner.py profile_run's zero-padded 'expanded_outputs'), sized from "
-        "the processors' pixel limits that config.json does not hold (not modelled; see 24)"
-    ),
 }
 
 
@@ -360,7 +341,8 @@ def evaluate() -> list[Row]:
         if p["outcome"] not in ("ran", "failed-no-kv-room", "unknown", "failed-oom"):
             row.excluded = f"outcome {p['outcome']}"
             continue
-        cfg = parse(_config(configs[arch]))
+        entry = configs[arch]
+        cfg = parse(_config(entry), None, entry.get("preprocessor_config"), entry.get("video_preprocessor_config"))
         tp, pp = p["tp"] or 1, p["pp"] or 1
         layout = Layout(tp, pp)
         # the version the log prints, else the one its log format / line sites date it to
@@ -391,6 +373,7 @@ def evaluate() -> list[Row]:
             if p.get("sampler")
             else vllm.sampler_kind(v, v0=v0),
             encoder=vllm.encoder_profiled(v),
+            release=v,
             max_model_len=length or None,
         )
         reserve, _ = default_reserve(cfg, layout, "vllm", eager=bool(p["enforce_eager"]), batch=batch)

@@ -64,6 +64,10 @@ class Checkpoint(msgspec.Struct):
     config: dict[str, Any] | None = None
     config_error: str | None = None
     hf_quant: dict[str, Any] | None = None  # hf_quant_config.json, when config.json says no quantization
+    #: preprocessor_config.json / video_preprocessor_config.json (a vision model's pixel
+    #: limits, which size vLLM's profiled encoder item for Qwen-VL), when present
+    processor: dict[str, Any] | None = None
+    video_processor: dict[str, Any] | None = None
     index_name: str | None = None  # "model.safetensors.index.json" when there is one
     index: IndexScan | None = None
     shards: list[Shard] = msgspec.field(default_factory=list)

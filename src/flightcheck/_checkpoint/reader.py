@@ -379,10 +379,19 @@ def _read_config(ck: Checkpoint, root: Path, guard: Guard, got: Any = None) -> N
     ck.config = doc
     if not doc.get("quantization_config") and not guard.withheld(root / "hf_quant_config.json"):
         ck.hf_quant = _read_json_object(root / "hf_quant_config.json")
+    if isinstance(doc.get("vision_config"), dict):
+        # optional and bounded like hf_quant_config.json: a missing, withheld or bad file is None
+        for name, attr in (
+            ("preprocessor_config.json", "processor"),
+            ("video_preprocessor_config.json", "video_processor"),
+        ):
+            if not guard.withheld(root / name):
+                setattr(ck, attr, _read_json_object(root / name))
 
 
 def _read_json_object(path: Path) -> dict[str, Any] | None:
-    """A small JSON object file (ModelOpt's legacy hf_quant_config.json), or None."""
+    """A small JSON object file (ModelOpt's legacy hf_quant_config.json, a processor
+    config), or None."""
     try:
         doc = msgspec.json.decode(read_small(path, MAX_CONFIG))
     except (OSError, msgspec.DecodeError, RecursionError):

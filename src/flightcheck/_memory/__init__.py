@@ -77,7 +77,7 @@ def build(
     if ck.config is None:
         m.error = f"{ck.config_error} (FC507)"
         return m
-    m.cfg = parse(ck.config, ck.hf_quant)
+    m.cfg = parse(ck.config, ck.hf_quant, ck.processor, ck.video_processor)
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
@@ -236,5 +236,6 @@ def batch_for(
         source=source,
         sampler=vllm.sampler_kind(v, env, v0=v0),
         encoder=vllm.encoder_profiled(v),
+        release=v,
         max_model_len=length,
     )

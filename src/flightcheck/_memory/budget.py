@@ -179,6 +179,7 @@ class Batch(msgspec.Struct, frozen=True):
     sampler: str = "sort"  # the profile run's top-k/top-p implementation (vllm.sampler_kind)
     encoder: bool = True  # the profile run exercises a vision encoder (vllm.encoder_profiled)
     max_model_len: int | None = None  # bounds the images per prompt (vllm.encoder_items)
+    release: tuple[int, ...] | None = None  # the engine release (Qwen-VL's item rules by version)
 
 
 def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
@@ -235,7 +236,9 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
     profiles the encoder (``flightcheck._knowledge.vllm``, next to ENCODER_PROFILED_SINCE).
 
     The dummy batch is ``vllm.encoder_items`` maximal images, when config.json gives an
-    image's tokens (``_memory.config.vision_tower``); otherwise the encoder budget's worth,
+    image's tokens (``_memory.config.vision_tower``), or maximal items of the modality with
+    more tokens for Qwen-VL with its processor configs (``vllm.qwen_vl_item``: 0.11.0 -
+    0.12.0 hold each output zero-padded to the budget's item size); otherwise the encoder budget's worth,
     ``max_num_batched_tokens`` tokens — what the items add up to when an item divides the
     budget, up to twice what they add up to when it does not (``budget // item`` whole
     items), and fewer tokens than vLLM encodes when one item is larger than the budget (a
@@ -250,7 +253,17 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
     if t is None or not batch.encoder:
         return 0, 0
     tp = max(1, layout.tp)
-    if t.tokens_per_item:
+    if t.qwen is not None:
+        # Qwen-VL: the item from the processor configs by release (vllm.qwen_vl_item); the
+        # budget counts items of ``budget_tokens``, the encoder outputs ``encoder_tokens`` each,
+        # zero-padded to ``budget_tokens`` where the release pads (vllm.encoder_output_padded)
+        seq_len = batch.max_model_len or cfg.max_position or batch.tokens
+        item = vllm.qwen_vl_item(batch.release, t.qwen, seq_len)
+        items = vllm.encoder_items(item.budget_tokens, batch.tokens, batch.seqs, batch.max_model_len)
+        held = item.budget_tokens if vllm.encoder_output_padded(batch.release) else item.encoder_tokens
+        tokens = items * max(held, item.encoder_tokens)
+        patches = items * item.encoder_tokens * t.patches_per_token
+    elif t.tokens_per_item:
         items = vllm.encoder_items(t.tokens_per_item, batch.tokens, batch.seqs, batch.max_model_len)
         tokens = items * t.tokens_per_item
         patches = items * (t.patches_per_item or t.tokens_per_item * t.patches_per_token)

@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from flightcheck._knowledge import sglang
+from flightcheck._knowledge import sglang, vllm
 
 #: Fields without which no memory figure can be computed (FC507): positive integers.
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads")
@@ -46,8 +46,8 @@ class VisionTower(msgspec.Struct, frozen=True):
 
     ``tokens_per_item``: the language-model tokens of one maximal image, where vLLM derives
     it from config.json alone (``get_mm_max_tokens_per_item`` of the model's processing
-    info); None where it comes from files flightcheck does not read (a preprocessor's pixel
-    limits, video frame counts). ``patches_per_item``: the encoder's sequence for that
+    info); None where it comes from elsewhere (Qwen-VL: ``qwen``, the processor configs'
+    figures; others: files flightcheck does not read). ``patches_per_item``: the encoder's sequence for that
     image (before any patch merge). ``patches_per_token``: the merge factor, used when the
     item size is unknown."""
 
@@ -60,6 +60,9 @@ class VisionTower(msgspec.Struct, frozen=True):
     tokens_per_item: int | None = None
     patches_per_item: int | None = None
     source: str = ""
+    #: Qwen-VL's processor figures, when the checkpoint has its processor configs: the item
+    #: then depends on the release and max_model_len (``vllm.qwen_vl_item``)
+    qwen: vllm.QwenVisionProcessor | None = None
 
 
 class ModelConfig(msgspec.Struct):
@@ -151,8 +154,14 @@ def text_config(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def parse(doc: dict[str, Any], hf_quant: dict[str, Any] | None = None) -> ModelConfig:
-    """Read ``doc`` (config.json); ``hf_quant`` is ModelOpt's hf_quant_config.json if any."""
+def parse(
+    doc: dict[str, Any],
+    hf_quant: dict[str, Any] | None = None,
+    processor: dict[str, Any] | None = None,
+    video_processor: dict[str, Any] | None = None,
+) -> ModelConfig:
+    """Read ``doc`` (config.json); ``hf_quant`` is ModelOpt's hf_quant_config.json if any,
+    ``processor`` / ``video_processor`` the checkpoint's (video_)preprocessor_config.json."""
     d = text_config(doc)
     archs = d.get("architectures")
     c = ModelConfig(
@@ -210,7 +219,56 @@ def parse(doc: dict[str, Any], hf_quant: dict[str, Any] | None = None) -> ModelC
         # memory_hook.py adjust_mem_fraction_for_vlm: getattr(vision_config, ..., 24 / 1024)
         c.vision = (_int(vision, "num_hidden_layers") or 24, _int(vision, "hidden_size") or 1024)
         c.tower = vision_tower(doc, vision, c.hidden)
+        qwen = qwen_processor(doc, vision, processor, video_processor)
+        if c.tower is not None and qwen is not None:
+            c.tower = msgspec.structs.replace(
+                c.tower, qwen=qwen, source="the processor configs' pixel limits (vllm.qwen_vl_item)"
+            )
     return c
+
+
+#: config.json model types whose item vLLM sizes by qwen2_vl.py's rules (qwen2_5_vl.py's
+#: processing info inherits them) and by qwen3_vl.py's (qwen3_vl_moe.py inherits them)
+QWEN2_VL_TYPES = ("qwen2_vl", "qwen2_5_vl")
+QWEN3_VL_TYPES = ("qwen3_vl", "qwen3_vl_moe")
+
+
+def _pixel_limits(proc: dict[str, Any] | None) -> tuple[int, int] | None:
+    """(min, max) pixels as the HF processor holds them: ``min_pixels`` / ``max_pixels``
+    over ``size.shortest_edge`` / ``longest_edge`` (transformers
+    qwen2_vl/image_processing_qwen2_vl.py: "backward compatibility: override size with
+    min_pixels and max_pixels"; vLLM's ``_get_vision_size`` lets them win the same way); None
+    when either is missing (the processor's class defaults are not assumed) or implausible."""
+    if not isinstance(proc, dict):
+        return None
+    raw = proc.get("size")
+    size: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    lo = _int(proc, "min_pixels") or _int(size, "shortest_edge")
+    hi = _int(proc, "max_pixels") or _int(size, "longest_edge")
+    return (lo, hi) if lo and hi and lo <= hi <= MAX_IMAGE_SIDE * MAX_IMAGE_SIDE else None
+
+
+def qwen_processor(
+    doc: dict[str, Any], vision: dict[str, Any], processor: dict[str, Any] | None, video: dict[str, Any] | None
+) -> vllm.QwenVisionProcessor | None:
+    """Qwen2-VL / Qwen2.5-VL / Qwen3-VL processor figures: vision_config's patch_size,
+    spatial_merge_size and temporal_patch_size (what vLLM's ``_get_vision_info`` reads), the
+    image processor's pixel limits (preprocessor_config.json) and, for Qwen3-VL, the video
+    processor's (video_preprocessor_config.json, whose ``temporal_patch_size`` 0.33's
+    ``get_max_video_tokens`` reads); Qwen2-VL's videos use the image processor's limits.
+    None for other models or when a figure is missing (no guessing)."""
+    kind = str(doc.get("model_type") or "")
+    if kind not in QWEN2_VL_TYPES + QWEN3_VL_TYPES:
+        return None
+    patch, merge = _int(vision, "patch_size"), _int(vision, "spatial_merge_size")
+    temporal = _int(vision, "temporal_patch_size")
+    image = _pixel_limits(processor)
+    qwen3 = kind in QWEN3_VL_TYPES
+    vid = _pixel_limits(video) if qwen3 else image
+    if not (patch and merge and temporal and image and vid):
+        return None
+    vt = (_int(video, "temporal_patch_size") if qwen3 and isinstance(video, dict) else None) or temporal
+    return vllm.QwenVisionProcessor(qwen3, patch, merge, temporal, image[0], image[1], vid[0], vid[1], vt)
 
 
 def vision_tower(doc: dict[str, Any], vision: dict[str, Any], text_hidden: int) -> VisionTower | None:
@@ -226,9 +284,10 @@ def vision_tower(doc: dict[str, Any], vision: dict[str, Any], text_hidden: int) 
       ``PixtralHFEncoderInfo.get_num_image_tokens``): ``ceil(image_size / (patch_size x
       spatial_merge_size))^2`` tokens from ``(image_size / patch_size)^2`` patches.
 
-    Anything else (Qwen-VL's pixel limits and video frames live in preprocessor_config.json;
-    Gemma 4 and Kimi also profile video or read a media processor config) has no item
-    size here: the budget falls back to the batch (``_memory.budget.encoder_terms``).
+    Qwen-VL's item comes from its processor configs instead (:func:`qwen_processor`, set by
+    :func:`parse`). Anything else (Gemma 4 and Kimi also profile video or read a media
+    processor config) has no item size here: the budget falls back to the batch
+    (``_memory.budget.encoder_terms``).
     None when the sizes themselves are missing."""
     layers = _int(vision, "num_hidden_layers", "depth", "vt_num_hidden_layers", "num_layers")
     hidden = _int(vision, "hidden_size", "embed_dim", "vt_hidden_size", "width")

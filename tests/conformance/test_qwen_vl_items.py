@@ -1,0 +1,65 @@
+"""Qwen-VL's maximal item (``flightcheck._knowledge.vllm.qwen_vl_item``) against the
+installed vLLM's own ``get_max_image_tokens`` / ``get_max_video_tokens`` (qwen2_vl.py,
+qwen3_vl.py), called in the engine's interpreter with the config and processors stood in
+for (no GPU, no checkpoint)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import msgspec
+
+from flightcheck._knowledge import vllm
+
+PROBE = r"""
+import json, sys
+from types import SimpleNamespace as NS
+from vllm.model_executor.models.qwen3_vl import Qwen3VLProcessingInfo
+from vllm.model_executor.models.qwen2_vl import Qwen2VLProcessingInfo
+from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+out = []
+for a, seq_len in json.loads(sys.argv[1]):
+    info = object.__new__(Qwen3VLProcessingInfo if a["qwen3"] else Qwen2VLProcessingInfo)
+    vc = NS(patch_size=a["patch"], spatial_merge_size=a["merge"], temporal_patch_size=a["temporal"])
+    info.get_hf_config = lambda vc=vc: NS(vision_config=vc)
+    info._merge_and_resolve_mm_processor_kwargs = lambda kw: {}
+    img = NS(size={"shortest_edge": a["image_min"], "longest_edge": a["image_max"]})
+    vid = object.__new__(Qwen3VLVideoProcessor)
+    vid.size = {"shortest_edge": a["video_min"], "longest_edge": a["video_max"]}
+    vid.temporal_patch_size = a["video_temporal"]
+    info.get_image_processor = lambda img=img: img
+    info.get_video_processor = lambda vid=vid: vid
+    out.append([info.get_max_image_tokens(), info.get_max_video_tokens(seq_len, {"video": 1})])
+print(json.dumps(out))
+"""
+
+Q = vllm.QwenVisionProcessor
+CASES = [
+    # Qwen3-VL's processors (16-pixel patches, 4096^2 images, 25,165,824-pixel videos)
+    (Q(True, 16, 2, 2, 65536, 16777216, 4096, 25165824, 2), 65536),
+    (Q(True, 16, 2, 2, 65536, 16777216, 4096, 25165824, 2), 8192),
+    # a narrow image budget: the factorisation's aspect-ratio limit matters (251 cells is prime)
+    (Q(True, 16, 2, 2, 1024, 251 * 1024, 4096, 2 * 251 * 1024, 2), 4096),
+    # small images, large videos: the two-frame video wins
+    (Q(True, 16, 2, 2, 4096, 1 << 20, 4096, 8 << 20, 2), 2048),
+    # Qwen2.5-VL's (14-pixel patches, 12,845,056 pixels); videos at the image limits
+    (Q(False, 14, 2, 2, 3136, 12845056, 3136, 12845056, 2), 32768),
+    (Q(False, 14, 2, 2, 3136, 12845056, 3136, 12845056, 2), 4096),
+    (Q(False, 14, 2, 2, 3136, 1003520, 3136, 1003520, 2), 262144),
+]
+
+
+def test_qwen_vl_items_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
+    arg = json.dumps([[msgspec.to_builtins(p), n] for p, n in CASES])
+    run = subprocess.run(
+        [engine_python, "-c", PROBE, arg], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
+    for (p, seq_len), (image, video) in zip(CASES, got, strict=True):
+        item = vllm.qwen_vl_item(v, p, seq_len)
+        want = ("image", image) if image >= video else ("video", video)
+        assert (item.modality, item.budget_tokens) == want, (p, seq_len, image, video)
+        assert item.encoder_tokens == item.budget_tokens  # 0.33.0 neither pads nor multiplies
