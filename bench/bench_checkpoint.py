@@ -81,8 +81,14 @@ def generate(root: Path) -> tuple[int, int]:
     return len(tensors), size
 
 
+#: CPU seconds (user + system, the process and the workers it waited for) of the last run:
+#: less sensitive than wall time to other work on the machine.
+LAST_CPU = [0.0]
+
+
 def run_rss(cmd: list[str], env: dict[str, str], kill_after: float | None = None) -> tuple[float, int, str]:
-    """(wall seconds, the child's own peak RSS in MB, its stdout): fork/exec + os.wait4.
+    """(wall seconds, the child's own peak RSS in MB, its stdout): fork/exec + os.wait4;
+    its CPU seconds (its workers' included) go to ``LAST_CPU[0]``.
     ``kill_after``: SIGKILL it then (the stdout is then empty)."""
     t0 = time.perf_counter()
     r, w = os.pipe()
@@ -111,6 +117,7 @@ def run_rss(cmd: list[str], env: dict[str, str], kill_after: float | None = None
     if timer is not None:
         timer.cancel()
     wall = time.perf_counter() - t0
+    LAST_CPU[0] = usage.ru_utime + usage.ru_stime
     code = os.waitstatus_to_exitcode(status)
     if code == -9 and kill_after is not None:
         return wall, usage.ru_maxrss // 1024, ""
@@ -145,7 +152,9 @@ def build_slowfs(out: Path) -> Path | None:
 
 
 def profile(root: Path, env: dict[str, str]) -> None:
-    """cProfile of the read (cold, then warm) in a fresh process: the top functions."""
+    """cProfile of the read (cold, then warm) in a fresh process: the top functions; then,
+    unprofiled, where a cold read's CPU goes: this process (the index, its share of the
+    shards, the cross-check) and its scan workers (their start included)."""
     # load() runs the read on a thread (to bound it), which cProfile does not follow: profile
     # its body, _load, in this thread instead
     code = (
@@ -158,6 +167,19 @@ def profile(root: Path, env: dict[str, str]) -> None:
         " pstats.Stats(pr).sort_stats('tottime').print_stats(14)) for kind in ('cold', 'warm', 'warm')]"
     )
     subprocess.run([sys.executable, "-c", code, str(root)], env=env, cwd=REPO, check=False)
+    split = (
+        "import resource as R, sys, time, importlib;"
+        "L = importlib.import_module('flightcheck._checkpoint.reader');"
+        "read = lambda: L._load(sys.argv[1], None, (), None, None, None, False, time.monotonic() + 60, 60.0);"
+        "read(); cpu = lambda who: (lambda u: u.ru_utime + u.ru_stime)(R.getrusage(who));"
+        "s0, c0, t0 = cpu(R.RUSAGE_SELF), cpu(R.RUSAGE_CHILDREN), time.perf_counter(); ck = read();"
+        "print(f'cold read, CPU seconds: this process {cpu(R.RUSAGE_SELF) - s0:.3f}, '"
+        "f'its {ck.stats.workers} worker(s) {cpu(R.RUSAGE_CHILDREN) - c0:.3f}; wall {time.perf_counter() - t0:.3f} s')"
+    )
+    for _ in range(3):
+        subprocess.run(
+            [sys.executable, "-c", split, str(root)], env={**env, "FLIGHTCHECK_NO_CACHE": "1"}, cwd=REPO, check=False
+        )
 
 
 def has_fc508_for(out: str, shard: str) -> bool:
@@ -204,6 +226,7 @@ def main() -> int:
         profile(root, base)
     run_rss(fc, base)  # prime the warm cache (and the page cache for everyone)
     results: dict[str, list[float]] = {"safe_open": [], "cold": [], "warm": [], "passive": []}
+    cpu: dict[str, list[float]] = {}
     rss: dict[str, int] = {}
     runs = [("safe_open", so, base), ("cold", fc, cold_env), ("warm", fc, base), ("passive", passive, base)]
     if args.baseline:
@@ -216,6 +239,7 @@ def main() -> int:
         for name, cmd, env in runs:
             wall, peak, out = run_rss(cmd, env)
             results[name].append(wall)
+            cpu.setdefault(name, []).append(LAST_CPU[0])
             rss[name] = max(rss.get(name, 0), peak)
             if name.startswith(("cold", "warm")):
                 doc = json.loads(out)
@@ -242,9 +266,10 @@ def main() -> int:
             )
     med = {k: statistics.median(v) for k, v in results.items()}
     low = {k: min(v) for k, v in results.items()}
-    print(f"\n{'':14s} {'median':>8s} {'min':>8s}   peak RSS   (whole process, {args.rounds} rounds)")
+    print(f"\n{'':15s} {'median':>8s} {'min':>8s} {'CPU med':>8s}   peak RSS   (whole process, {args.rounds} rounds)")
     for k in results:
-        print(f"{k:14s} {med[k]:7.3f}s {low[k]:7.3f}s   {str(rss[k]) + ' MB' if k in rss else ''}")
+        used = f"{statistics.median(cpu[k]):7.3f}s" if k in cpu else " " * 8
+        print(f"{k:15s} {med[k]:7.3f}s {low[k]:7.3f}s {used}   {str(rss[k]) + ' MB' if k in rss else ''}")
     print(
         f"\ncold / safe_open: {med['cold'] / med['safe_open']:.2f} (median), "
         f"{low['cold'] / low['safe_open']:.2f} (min)   target <= 0.6"

@@ -61,6 +61,45 @@ def test_imap_gives_every_result_and_hung_for_stragglers(release: threading.Even
     assert all(got[i] == i * 2 for i in (0, 1, 2, 4, 6, 7))
 
 
+def test_imap_starts_every_thread_only_when_its_calls_are_blocked(
+    release: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Calls that keep being taken (local files, in a process whose interpreter is busy
+    elsewhere) run on the first few threads; calls that all block (a slow or hung
+    filesystem) get the other threads, so that the rest are not queued behind them."""
+    import time
+
+    monkeypatch.setattr(bounded, "GROW_S", 0.05)
+    threads: set[int] = set()
+
+    def busy(x: int) -> int:  # a call that needs the interpreter a while, as a busy process lets it
+        threads.add(threading.get_ident())
+        end = time.perf_counter() + 0.002
+        while time.perf_counter() < end:
+            pass
+        return x
+
+    got = []
+    for _i, r in bounded.imap(busy, list(range(64)), deadline=time.monotonic() + 60):
+        end = time.perf_counter() + 0.002  # the caller parses what it got, on the interpreter
+        while time.perf_counter() < end:
+            pass
+        got.append(r)
+    assert sorted(got) == list(range(64)) and len(threads) <= bounded.FIRST_THREADS
+
+    threads.clear()
+
+    def blocked(x: int) -> int:
+        threads.add(threading.get_ident())
+        release.wait(0.5 if x >= bounded.FIRST_THREADS else 10)  # the first ones never answer in time
+        return x
+
+    got = dict(bounded.imap(blocked, list(range(64)), deadline=time.monotonic() + 2, budget=2))
+    assert len(threads) == 64  # every call started while the first were stuck
+    assert all(got[i] == i for i in range(bounded.FIRST_THREADS, 64))
+    assert all(isinstance(got[i], bounded.Hung) for i in range(bounded.FIRST_THREADS))
+
+
 def test_a_shard_whose_stat_hangs_is_fc508_and_the_rest_is_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, release: threading.Event
 ) -> None:

@@ -43,3 +43,26 @@ def test_a_path_that_is_no_directory_is_read_again_with_the_facts(tmp_path: Path
     assert early is not None
     ck = read_checkpoint(Intent(model=missing), Facts(), early)
     assert ck is not None and not ck.found
+
+
+def test_a_directory_read_before_is_read_when_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big index with a scan cache file (most likely a warm read, a few ms) is read on
+    the caller's thread when read_checkpoint asks, not on a thread of its own meanwhile
+    (which would contend with the imports): what it reads is the directory as it is then."""
+    from flightcheck._checkpoint import workers
+
+    monkeypatch.setattr(workers, "cpus", lambda: 2)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 1)  # this tiny index counts as big
+    monkeypatch.setattr(workers, "WORKER_START_BYTES", 1)
+    root = write_checkpoint(tmp_path / "m", load_config("tiny-llama"), shards=2, dense=True)
+    intent = Intent(model=str(root))
+    first = read_checkpoint(intent, Facts(), start_reading(intent))  # cold: writes the cache file
+    assert first is not None and first.cache == "cold" and first.findings == []
+    assert workers.look_early(str(root)) == ([], True)
+    early = start_reading(intent)
+    assert early is not None
+    gone = sorted(root.glob("*.safetensors"))[1]
+    gone.unlink()  # after start_reading: a read already under way could not see it
+    ck = read_checkpoint(intent, Facts(), early)
+    assert ck is not None and ck.cache == "warm"  # the shard left is cached
+    assert [f.subject for f in ck.findings if f.kind == "missing-file"] == [f"shard:{gone.name}"]

@@ -24,8 +24,10 @@ R = TypeVar("R")
 #: Concurrent calls at most: a 96-shard model's files all in one round trip (a thread
 #: costs ~50 us to start and a few pages of memory).
 THREADS = 128
-#: Threads started at once; the rest start when the calls have not all answered within
-#: GROW_S (a slow filesystem), so local files do not pay for 96 thread starts.
+#: Threads started at once; the rest start once GROW_S passes in which the threads took no
+#: waiting call (all blocked: a slow or hung filesystem), or once the caller has waited
+#: GROW_S in all for results (latency-bound storage), so local files do not pay for 96
+#: thread starts.
 FIRST_THREADS = 4
 GROW_S = 0.01
 
@@ -85,8 +87,9 @@ def imap(
 
 class _Pool:
     """The daemon threads of one :func:`imap`: a few at first (a local file answers in
-    microseconds, and 96 thread starts cost more than the calls), all of them when work is
-    still waiting after :data:`GROW_S` (a network filesystem: each call a round trip)."""
+    microseconds, and 96 thread starts cost more than the calls), all of them when work
+    has waited a whole :data:`GROW_S` with none of it taken (a network filesystem: each
+    call a round trip; or a hung one) or the caller has waited that long for results."""
 
     def __init__(self, run: Callable[[], None], work: SimpleQueue[int | None], most: int) -> None:
         self.run, self.work, self.most = run, work, most
@@ -105,9 +108,24 @@ class _Pool:
             _thread.start_new_thread(self._grow_later, ())
 
     def _grow_later(self) -> None:
-        time.sleep(GROW_S)
-        if self.work.qsize() > self.started:  # calls still waiting (not only stop marks)
-            self.start(self.most)
+        # Work still waiting is not enough: a process busy elsewhere (parsing the headers
+        # read, on the interpreter these threads need between their system calls) leaves
+        # work waiting on local files too, and 96 threads then cost it ~10% more CPU
+        # (all their buffers read ahead, each thread started). Only a GROW_S in which no
+        # waiting call was taken says the threads are all blocked in the filesystem.
+        waiting = self.work.qsize() - self.started  # (the queue holds a stop mark a thread)
+        while True:
+            time.sleep(GROW_S)
+            with self.lock:
+                if self.started >= self.most:  # stopped meanwhile
+                    return
+            left = self.work.qsize() - self.started
+            if left <= 0:  # every call taken
+                return
+            if left >= waiting:  # none taken: blocked
+                self.start(self.most)
+                return
+            waiting = left
 
     def stop(self) -> None:
         """Drop the work not taken yet: every thread ends after its call."""
@@ -127,15 +145,31 @@ def _results(
 ) -> Iterator[tuple[int, Any]]:
     seen = [False] * n
     left = n
+    # The other way the calls show they are slow (latency-bound storage, where each thread
+    # still takes a call every few ms): the caller, having nothing else to do, waits for
+    # their results here. Waiting GROW_S in all starts the rest of the threads; a caller
+    # that keeps finding results ready (local files) never does.
+    waited = 0.0
     try:
         while left:
-            wait = deadline - time.monotonic()
+            now = time.monotonic()
+            wait = deadline - now
             if wait <= 0:
                 break
+            patient = waited >= GROW_S or pool.started >= pool.most
             try:
-                i, r = done.get(timeout=wait)
+                i, r = done.get(timeout=wait if patient else min(wait, GROW_S - waited))
             except Empty:
-                break
+                if patient:
+                    break
+                waited += time.monotonic() - now
+                if waited >= GROW_S:
+                    pool.start(pool.most)
+                continue
+            if not patient:
+                waited += time.monotonic() - now
+                if waited >= GROW_S:
+                    pool.start(pool.most)
             seen[i] = True
             left -= 1
             yield i, r

@@ -101,15 +101,23 @@ def start_early(model: str, env: Mapping[str, str] | None = None) -> list[subpro
     will not (a small model, one CPU, a cache file already there: most likely a warm
     run) or when the filesystem does not answer within :data:`EARLY_LOOK_S`. The caller
     hands them to the reader and kills those left over."""
+    return look_early(model, env)[0]
+
+
+def look_early(model: str, env: Mapping[str, str] | None = None) -> tuple[list[subprocess.Popen[bytes]], bool]:
+    """:func:`start_early`'s workers, and whether the directory has a big index and a scan
+    cache file already (a warm read, most likely; then no worker is started)."""
     if cpus() < 2:
-        return []
+        return [], False
     try:
         n = bounded.call(_wanted, model, env, deadline=time.monotonic() + EARLY_LOOK_S)
     except (bounded.Hung, OSError, ValueError):
-        return []
+        return [], False
+    if n < 0:
+        return [], True
     spec = find_spec("msgspec")
     if not n or spec is None or spec.origin is None:
-        return []
+        return [], False
     boot = BOOT.format(
         msgspec_dir=os.path.dirname(os.path.dirname(spec.origin)), here=os.path.dirname(os.path.abspath(__file__))
     )
@@ -119,10 +127,11 @@ def start_early(model: str, env: Mapping[str, str] | None = None) -> list[subpro
             procs.append(popen(boot))
         except OSError:
             break
-    return procs
+    return procs, False
 
 
 def _wanted(model: str, env: Mapping[str, str] | None) -> int:
+    """Workers worth starting for a cold read of ``model`` (-1: it has a cache file)."""
     st = os.stat(os.path.join(model, INDEX_NAME))
     if not stat.S_ISREG(st.st_mode):
         return 0
@@ -130,5 +139,5 @@ def _wanted(model: str, env: Mapping[str, str] | None) -> int:
     if n:
         cached = cache_file(os.path.realpath(model), env)
         if cached is not None and os.path.exists(cached):
-            return 0  # read before: most shards are likely cached
+            return -1  # read before: most shards are likely cached
     return n

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Do two checkouts of flightcheck give the same JSON report? (A speed change must not
+change a report.)
+
+Writes test checkpoints (tests/support: a healthy 3-shard model, the same broken every way
+``break_checkpoint`` knows, an MoE, a single-file model, a directory with no index) into a
+temporary directory, then runs ``flightcheck check --facts b300.json --model M -tp 8
+--format json`` on each, cold (FLIGHTCHECK_NO_CACHE=1) and warm (the scan cache primed by a
+first run), once with flightcheck imported from ``--a`` and once from ``--b`` (each tree's
+``src/``, with its own cache directory), and compares the reports with their timings
+removed (``timings``; nothing else in a report depends on the clock). ``--model DIR`` adds
+a checkpoint of your own (e.g. the benchmark's, ``bench/bench_checkpoint.py --keep``).
+Prints one line a report and the first lines of each difference; exits 1 when any
+differs.
+
+    python bench/compare_reports.py --a /work/main/src --b src [--model bench/out/ckpt-1p56tb]
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+from support.checkpoints import break_checkpoint
+from support.ckptgen import load_config, write_checkpoint
+
+B300 = REPO / "src" / "flightcheck" / "_examples" / "b300.json"
+BROKEN = (
+    "truncate",
+    "pad",
+    "delete",
+    "header-1tb",
+    "overlap",
+    "not-json",
+    "escape",
+    "index-lies",
+    "duplicate",
+    "no-config",
+    "config-truncated",
+    "loop",
+    "index-not-json",
+    "sparse",
+)
+
+
+def models(root: Path) -> dict[str, Path]:
+    """The test checkpoints, by name."""
+    tiny = load_config("tiny-llama")
+    out = {"healthy": write_checkpoint(root / "healthy", tiny, shards=3, dense=True)}
+    for how in BROKEN:
+        m = write_checkpoint(root / how, tiny, shards=3, dense=True)
+        break_checkpoint(m, how)
+        out[how] = m
+    out["single-file"] = write_checkpoint(root / "single-file", tiny, shards=1, dense=True)
+    noindex = write_checkpoint(root / "no-index", tiny, shards=3, dense=True)
+    (noindex / "model.safetensors.index.json").unlink()
+    out["no-index"] = noindex
+    moe = load_config("qwen3-30b-a3b")
+    out["moe"] = write_checkpoint(root / "moe", moe, shards=8)
+    # big enough (~7 MB of headers) for the scan's worker processes, sound and with its
+    # index wrong both ways (a name the shard lacks; a tensor the index does not list)
+    big = load_config("deepseek-v3")
+    out["big"] = write_checkpoint(root / "big", big, shards=16)
+    for how in ("ghost", "unlisted"):
+        m = write_checkpoint(root / f"big-{how}", big, shards=16)
+        index = m / "model.safetensors.index.json"
+        doc = json.loads(index.read_text())
+        if how == "ghost":
+            doc["weight_map"]["model.layers.9.ghost.weight"] = sorted(set(doc["weight_map"].values()))[3]
+        else:
+            del doc["weight_map"][sorted(doc["weight_map"])[1000]]
+        index.write_text(json.dumps(doc, indent=2))
+        out[f"big-{how}"] = m
+    return out
+
+
+def report(src: str, model: Path, cache: Path, cold: bool) -> str:
+    """The JSON report, its timings removed, as sorted, indented text."""
+    env = {**os.environ, "PYTHONPATH": src, "NO_COLOR": "1", "XDG_CACHE_HOME": str(cache)}
+    env.pop("FLIGHTCHECK_NO_CACHE", None)
+    if cold:
+        env["FLIGHTCHECK_NO_CACHE"] = "1"
+    cmd = [sys.executable, "-m", "flightcheck", "check", "--facts", str(B300), "--model", str(model)]
+    out = subprocess.run([*cmd, "-tp", "8", "--format", "json"], env=env, capture_output=True, text=True, check=False)
+    if out.returncode not in (0, 1, 3):
+        return f"exit {out.returncode}\n{out.stderr}"
+    doc = json.loads(out.stdout)
+    doc.pop("timings", None)
+    return f"exit {out.returncode}\n" + json.dumps(doc, indent=1, sort_keys=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--a", required=True, help="one checkout's src/ (e.g. main's)")
+    ap.add_argument("--b", default=str(REPO / "src"), help="the other's (default: this checkout's)")
+    ap.add_argument("--model", action="append", default=[], help="also compare on this checkpoint directory")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="fc-compare-"))
+    differ = 0
+    try:
+        todo = models(tmp / "models")
+        todo.update({Path(m).name: Path(m) for m in args.model})
+        for name, model in todo.items():
+            for kind in ("cold", "warm"):
+                got = []
+                for side, src in (("a", args.a), ("b", args.b)):
+                    cache = tmp / f"cache-{side}"
+                    if kind == "warm":
+                        report(os.path.abspath(src), model, cache, cold=False)  # prime it
+                    got.append(report(os.path.abspath(src), model, cache, cold=kind == "cold"))
+                same = got[0] == got[1]
+                differ += not same
+                print(f"{'same   ' if same else 'DIFFERS'} {kind:4s} {name}")
+                if not same:
+                    diff = difflib.unified_diff(got[0].splitlines(), got[1].splitlines(), "a", "b", lineterm="", n=1)
+                    print("\n".join(list(diff)[:40]))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{differ} report(s) differ" if differ else "every report is the same")
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
