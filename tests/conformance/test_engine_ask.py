@@ -17,6 +17,10 @@ from flightcheck._launch.engine_ask import ask_engine
         (["-m", "vllm.entrypoints.openai.api_server", "--model", "M", "-tp", "2", "-pcp", "2"], {"world_size": 4}),
         (["-m", "sglang.launch_server", "--model-path", "M", "--tp", "4", "--dp", "2"], {"world_size": 8}),
         (["-m", "vllm.entrypoints.openai.api_server", "--model", "M", "--swap-space", "4"], {"refused": True}),
+        (
+            ["-m", "vllm.entrypoints.openai.api_server", "--model", "M", "-tp", "2", "--distributed-exec", "ray"],
+            {"world_size": 2, "backend": "ray"},
+        ),
     ],
 )
 def test_the_engine_reads_the_command(
@@ -31,4 +35,6 @@ def test_the_engine_reads_the_command(
         assert cmd.intent.refused
     else:
         assert not cmd.intent.refused and cmd.intent.world_size == expect["world_size"]
+    if "backend" in expect:  # vLLM's reading of --distributed-executor-backend (any spelling)
+        assert cmd.intent.distributed_executor_backend == expect["backend"]
     assert os.environ.get("FLIGHTCHECK_DISABLE") is None  # only the child had the plugin off

@@ -41,6 +41,27 @@ def test_the_engine_answer_replaces_the_builtin_reading() -> None:
     assert (it.data_parallel_size, it.enable_expert_parallel, it.world_size) == (1, True, 8)
 
 
+def test_the_engine_reads_the_executor_backend() -> None:
+    """The engine's reading of --distributed-executor-backend is the one kept (here from a
+    --config file the built-in reader could not open), and a backend the engine leaves unset
+    stays unset (vLLM picks it when it builds the config); a reader that does not report it
+    leaves the built-in reading."""
+    cmd = parse_command(["vllm", "serve", "M", "--config", "/nonexistent.yaml"], env={"PATH": "/nonexistent"})
+    assert cmd.intent.distributed_executor_backend is None
+    apply_engine_reading(
+        cmd,
+        {"reader": "engine", "error": None, "model": "M", "engine_fields": {"distributed_executor_backend": "ray"}},
+    )
+    assert (cmd.intent.reader, cmd.intent.distributed_executor_backend) == ("engine", "ray")
+    cmd = parse_command(["vllm", "serve", "M", "--distributed-exec", "mp"], env={"PATH": "/nonexistent"})
+    assert cmd.intent.distributed_executor_backend == "mp"
+    apply_engine_reading(cmd, {"reader": "engine", "error": None, "model": "M", "engine_fields": {}})
+    assert cmd.intent.distributed_executor_backend == "mp"  # not reported: the built-in reading stays
+    fields = {"distributed_executor_backend": None}
+    apply_engine_reading(cmd, {"reader": "engine", "error": None, "model": "M", "engine_fields": fields})
+    assert cmd.intent.distributed_executor_backend is None
+
+
 def test_an_engine_refusal_is_kept_with_the_builtin_fields() -> None:
     cmd = parse_command(["vllm", "serve", "M", "-tp", "4", "--new-flag"], env={"PATH": "/nonexistent"})
     apply_engine_reading(cmd, {"reader": "engine", "error": "unrecognized arguments: --new-flag"})

@@ -155,6 +155,14 @@ def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
         if name == "cpu_offload_gb" and isinstance(value, (int, float)):
             value = float(value)
         _set(fields, name, value, name, unparsed)
+    if cmd.engine == "vllm":
+        # how vLLM starts its workers, as its parser read it (``--distributed-executor-backend``
+        # in any spelling it accepts): "ray" changes how the plan's variables reach them
+        # (a reader that does not report it leaves the built-in reading)
+        extra = doc.get("engine_fields") or {}
+        if "distributed_executor_backend" in extra:
+            backend = extra["distributed_executor_backend"]
+            fields["distributed_executor_backend"] = backend if isinstance(backend, str) else None
     if cmd.engine == "sglang":
         extra = doc.get("engine_fields") or {}
         if extra.get("enable_dp_attention") and extra.get("attn_dp_size", 1) == 1:
