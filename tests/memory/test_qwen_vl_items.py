@@ -100,3 +100,71 @@ def test_0_12_holds_the_padded_outputs() -> None:
     assert held_012 == 153600 * 8192 * 2
     # 0.33.0: one 16,384-token image as encoded
     assert held_033 == 16384 * 8192 * 2
+
+
+def test_flags_that_turn_the_encoder_profile_off_or_limit_it() -> None:
+    """--skip-mm-profiling and --language-model-only skip the encoder run; --limit-mm-per-prompt
+    in each spelling vLLM takes gives per-modality counts (0.33.0 config/multimodal.py, the
+    last flag winning)."""
+    assert vllm.mm_profiling([]) == (None, None)
+    assert vllm.mm_profiling(["--skip-mm-profiling"]) == ("--skip-mm-profiling", None)
+    assert vllm.mm_profiling(["--skip-mm-profiling", "--no-skip-mm-profiling"]) == (None, None)
+    assert vllm.mm_profiling(["--language-model-only"])[0] == "--language-model-only"
+    _, limits = vllm.mm_profiling(['--limit-mm-per-prompt={"image": 2, "video": {"count": 0, "num_frames": 8}}'])
+    assert limits == {"image": 2, "video": 0}
+    _, limits = vllm.mm_profiling(["--limit-mm-per-prompt.video=0"])
+    assert limits == {"video": 0}
+    assert vllm.mm_limit(limits, "video") == 0 and vllm.mm_limit(limits, "image") == 999
+    assert vllm.mm_profiling(["--limit-mm-per-prompt=not json"]) == (None, None)
+
+
+def test_a_modality_limited_to_zero_is_not_profiled() -> None:
+    cfg = parse(QWEN3_CONFIG, None, IMAGE, VIDEO)
+    lay = Layout(2, 1)
+    # 0.12.0 profiles the padded video (test_0_12_holds_the_padded_outputs); with videos
+    # limited to 0 the image is the item, as encoded: 16,384 tokens
+    no_video = Batch(8192, 256, max_model_len=65536, release=R("0.12.0"), mm_limits={"video": 0})
+    assert encoder_terms(cfg, lay, no_video)[1] == 16384 * 8192 * 2
+    assert qwen_vl_item(R("0.12.0"), QWEN3, 65536, {"video": 0}) == vllm.QwenItem("image", 16384, 16384)
+    # both limited to 0 (what --language-model-only does): nothing is profiled
+    assert qwen_vl_item(R("0.33.0"), QWEN3, 65536, {"image": 0, "video": 0}) is None
+    none = Batch(8192, 256, max_model_len=65536, release=R("0.33.0"), mm_limits={"image": 0, "video": 0})
+    assert encoder_terms(cfg, lay, none) == (0, 0)
+
+
+def test_the_count_caps_the_items_per_prompt() -> None:
+    # 576-token items, a 16,384-token budget: 28 items, unless one sequence of 576 tokens may
+    # carry only one image (limit 1) and 8 sequences run: 8 items
+    assert vllm.encoder_items(576, 16384, 8, 32768) == 28
+    assert vllm.encoder_items(576, 16384, 8, 32768, limit=1) == 8
+
+
+def test_a_tie_between_image_and_video_goes_by_release() -> None:
+    # encoder_budget.py get_modality_with_max_tokens: max by tokens (the first, the image,
+    # on a tie) before 0.17.0; by (tokens, name) from it (the video on a tie)
+    p = QwenVisionProcessor(True, 16, 2, 2, 65536, 16777216, 4096, 16777216 * 2, 2)
+    old, new = qwen_vl_item(R("0.16.0"), p, 65536), qwen_vl_item(R("0.17.0"), p, 65536)
+    assert old is not None and new is not None
+    assert old.budget_tokens == new.budget_tokens == 16384
+    assert (old.modality, new.modality) == ("image", "video")
+
+
+def test_the_launch_flags_reach_the_profile_run() -> None:
+    from flightcheck._memory import batch_for
+    from flightcheck._vocabulary.intent import Intent
+
+    def batch(*flags: str) -> Batch:
+        return batch_for(Intent(engine_flags=list(flags)), 80 << 30, "NVIDIA H100 80GB HBM3", "0.33.0", "9.0")
+
+    assert batch().encoder and batch().mm_limits is None
+    assert not batch("--skip-mm-profiling").encoder
+    assert not batch("--language-model-only").encoder
+    limited = batch('--limit-mm-per-prompt={"video": 0}')
+    assert limited.encoder and limited.mm_limits == {"video": 0}
+    # the reserve without the encoder's profile: the text model's alone
+    cfg = parse(QWEN3_CONFIG, None, IMAGE, VIDEO)
+    from flightcheck._memory.budget import default_reserve
+
+    _, on = default_reserve(cfg, Layout(2), "vllm", batch=batch())
+    _, off = default_reserve(cfg, Layout(2), "vllm", batch=batch("--skip-mm-profiling"))
+    assert on["vision_encoder"] > 0 and "vision_encoder" not in off

@@ -277,6 +277,63 @@ TRITON_TOP_K_TOP_P_SINCE = "0.17.0"
 ENCODER_PROFILED_SINCE = "0.8.0"
 
 
+# What turns the encoder's profiling off or limits it (0.33.0: v1/worker/gpu_model_runner.py
+# ``profile_run``, config/multimodal.py ``MultiModalConfig``, multimodal/encoder_budget.py
+# ``MultiModalBudget``): ``--skip-mm-profiling`` skips the encoder run and its held outputs
+# ("Skipping memory profiling for multimodal encoder and encoder cache"; read in the 0.10.1.1,
+# 0.12.0 and 0.17.0 wheels too, absent from 0.10.0's parser); ``--language-model-only`` sets
+# every modality's limit to 0 (``get_limit_per_prompt``; a flag from 0.17.0); with
+# ``--limit-mm-per-prompt`` (JSON, ``{"image": 2}`` or ``{"image": {"count": 2, ...}}``, or
+# ``--limit-mm-per-prompt.image 2``) a modality limited to 0 is not a tower modality, the
+# profiled one is the remaining modality with the most tokens per item, and its count caps
+# the items per prompt; a modality left out is allowed 999. Width / height / frame options
+# of the configurable form size the dummy item (not modelled: the largest item is assumed).
+SKIP_MM_PROFILING_FLAG = "--skip-mm-profiling"
+LANGUAGE_MODEL_ONLY_FLAG = "--language-model-only"
+LIMIT_MM_PER_PROMPT_FLAG = "--limit-mm-per-prompt"
+MM_DEFAULT_LIMIT = 999
+MODALITY_TIE_BY_NAME_SINCE = "0.17.0"
+
+
+def mm_profiling(flags: list[str]) -> tuple[str | None, dict[str, int] | None]:
+    """(why the encoder is not profiled, or None; the per-modality limits the flags set, or
+    None for vLLM's defaults), from the launch's flags (their long ``--name[=value]`` forms,
+    the last one winning as argparse's does)."""
+    import json
+
+    skip: str | None = None
+    limits: dict[str, int] | None = None
+    for item in flags:
+        name, eq, value = item.partition("=")
+        on = not eq or value.strip().lower() not in ("0", "false", "no", "off")
+        if name == SKIP_MM_PROFILING_FLAG:
+            skip = SKIP_MM_PROFILING_FLAG if on else None
+        elif name == "--no-" + SKIP_MM_PROFILING_FLAG[2:]:
+            skip = None
+        elif name == LANGUAGE_MODEL_ONLY_FLAG and on:
+            skip = LANGUAGE_MODEL_ONLY_FLAG
+        elif name == LIMIT_MM_PER_PROMPT_FLAG or name.startswith(LIMIT_MM_PER_PROMPT_FLAG + "."):
+            try:
+                doc = json.loads(value)
+            except ValueError:
+                continue  # vLLM's parser refuses it (FC7xx): no rule from here
+            if name != LIMIT_MM_PER_PROMPT_FLAG:
+                doc = {name[len(LIMIT_MM_PER_PROMPT_FLAG) + 1 :]: doc}
+            if not isinstance(doc, dict):
+                continue
+            limits = dict(limits or {}) if name != LIMIT_MM_PER_PROMPT_FLAG else {}
+            for k, v in doc.items():
+                n = v.get("count", MM_DEFAULT_LIMIT) if isinstance(v, dict) else v
+                if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+                    limits[str(k)] = n
+    return skip, limits
+
+
+def mm_limit(limits: dict[str, int] | None, modality: str) -> int:
+    """A modality's items per prompt (``get_limit_per_prompt``: 999 when not given)."""
+    return (limits or {}).get(modality, MM_DEFAULT_LIMIT)
+
+
 def encoder_profiled(v: tuple[int, ...] | None) -> bool:
     """Whether this release's profile run holds the vision encoder's peak and outputs in
     the budget (V1's ``profile_run``; unknown counts as yes, every V1 release does)."""
@@ -420,9 +477,15 @@ def _tokens(p: QwenVisionProcessor, frames: int, h: int, w: int, temporal: int) 
     return max(padded // temporal, 1) * (h // p.patch) * (w // p.patch) // (p.merge * p.merge)
 
 
-def qwen_vl_item(v: tuple[int, ...] | None, p: QwenVisionProcessor, seq_len: int) -> QwenItem:
+def qwen_vl_item(
+    v: tuple[int, ...] | None, p: QwenVisionProcessor, seq_len: int, limits: dict[str, int] | None = None
+) -> QwenItem | None:
     """The item ``profile_run`` encodes for a Qwen-VL model at this release and
-    ``max_model_len`` (the rules above; unknown release: 0.33.0's)."""
+    ``max_model_len`` (the rules above; unknown release: 0.33.0's), among the modalities
+    ``--limit-mm-per-prompt`` leaves on (:func:`mm_limit`); None when it turns both off."""
+    image_on, video_on = mm_limit(limits, "image") > 0, mm_limit(limits, "video") > 0
+    if not (image_on or video_on):
+        return None
     unit = p.patch * p.merge
     ih, iw = qwen_largest_image(v, p, p.image_max)
     image = _tokens(p, 1, *qwen_image_resize(ih, iw, unit, p.image_min, p.image_max), p.temporal)
@@ -458,22 +521,31 @@ def qwen_vl_item(v: tuple[int, ...] | None, p: QwenVisionProcessor, seq_len: int
         video = count(frames)
         if p.qwen3 and _in(v, QWEN3_VL_VIDEO_TEXT_RANGE):
             video = int(video * QWEN3_VL_VIDEO_TEXT_FACTOR)
-    if image >= video:
+    # encoder_budget.py ``get_modality_with_max_tokens``: the most tokens; a tie goes to the
+    # first modality (the processor's order, image first) before 0.17.0 and to the larger
+    # name ("video") from it (key ``(tokens, name)``; read in the 0.11.0 - 0.33.0 wheels). A
+    # modality limited to 0 is not a tower modality.
+    by_name = v is None or v >= _release(MODALITY_TIE_BY_NAME_SINCE)
+    if not video_on or (image_on and (image > video or (image == video and not by_name))):
         return QwenItem("image", image, image)
     return QwenItem("video", video, encoded)
 
 
 def encoder_items(
-    tokens_per_item: int, batched_tokens: int, max_num_seqs: int, max_model_len: int | None = None
+    tokens_per_item: int,
+    batched_tokens: int,
+    max_num_seqs: int,
+    max_model_len: int | None = None,
+    limit: int = MM_DEFAULT_LIMIT,
 ) -> int:
     """How many maximal items the profile run encodes at once (``_get_max_items`` with
     chunked prefill on, V1's default): the encoder budget's worth, capped by
     ``max_num_seqs x items per prompt``, the items per prompt ``min(limit,
-    max_model_len // tokens per item)`` (at least 1; the limit is taken as not binding,
-    and as 1 when the length is unknown)."""
+    max_model_len // tokens per item)`` (at least 1; 1 when the length is unknown), the
+    limit ``--limit-mm-per-prompt``'s count for the modality (:func:`mm_limit`)."""
     per = max(1, tokens_per_item)
     budget = max(batched_tokens, per)
-    per_prompt = max(1, max_model_len // per) if max_model_len else 1
+    per_prompt = max(1, min(limit, max_model_len // per)) if max_model_len else 1
     return max(1, min(budget // per, max(1, max_num_seqs) * per_prompt))
 
 

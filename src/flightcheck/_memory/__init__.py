@@ -294,13 +294,16 @@ def batch_for(
     tokens, seqs = vllm.batch_defaults(v, total, gpu_name, compute_capability, length, v0=v0) if total else (None, None)
     given = [n for n, x in (("tokens", intent.max_num_batched_tokens), ("seqs", intent.max_num_seqs)) if x]
     source = "the launch's" if len(given) == 2 else ("vLLM's defaults for this GPU" if total else "assumed")
+    # --skip-mm-profiling / --language-model-only / --limit-mm-per-prompt (vllm.mm_profiling)
+    skip_mm, mm_limits = vllm.mm_profiling(intent.engine_flags or [])
     return Batch(
         tokens=intent.max_num_batched_tokens or tokens or Batch.tokens,
         seqs=intent.max_num_seqs or seqs or Batch.seqs,
         cudagraphs=vllm.cudagraphs_in_budget(v, env),
         source=source,
         sampler=vllm.sampler_kind(v, env, v0=v0),
-        encoder=vllm.encoder_profiled(v),
+        encoder=vllm.encoder_profiled(v) and skip_mm is None,
         release=v,
+        mm_limits=mm_limits,
         max_model_len=length,
     )

@@ -180,6 +180,8 @@ class Batch(msgspec.Struct, frozen=True):
     encoder: bool = True  # the profile run exercises a vision encoder (vllm.encoder_profiled)
     max_model_len: int | None = None  # bounds the images per prompt (vllm.encoder_items)
     release: tuple[int, ...] | None = None  # the engine release (Qwen-VL's item rules by version)
+    #: --limit-mm-per-prompt's counts by modality (vllm.mm_profiling; None: vLLM's 999 each)
+    mm_limits: dict[str, int] | None = None
 
 
 def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
@@ -258,13 +260,19 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
         # budget counts items of ``budget_tokens``, the encoder outputs ``encoder_tokens`` each,
         # zero-padded to ``budget_tokens`` where the release pads (vllm.encoder_output_padded)
         seq_len = batch.max_model_len or cfg.max_position or batch.tokens
-        item = vllm.qwen_vl_item(batch.release, t.qwen, seq_len)
-        items = vllm.encoder_items(item.budget_tokens, batch.tokens, batch.seqs, batch.max_model_len)
+        item = vllm.qwen_vl_item(batch.release, t.qwen, seq_len, batch.mm_limits)
+        if item is None:  # every modality limited to 0: no tower modality, nothing profiled
+            return 0, 0
+        limit = vllm.mm_limit(batch.mm_limits, item.modality)
+        items = vllm.encoder_items(item.budget_tokens, batch.tokens, batch.seqs, batch.max_model_len, limit)
         held = item.budget_tokens if vllm.encoder_output_padded(batch.release) else item.encoder_tokens
         tokens = items * max(held, item.encoder_tokens)
         patches = items * item.encoder_tokens * t.patches_per_token
+    elif vllm.mm_limit(batch.mm_limits, "image") == 0:
+        return 0, 0  # the tower's images limited to 0: not a tower modality
     elif t.tokens_per_item:
-        items = vllm.encoder_items(t.tokens_per_item, batch.tokens, batch.seqs, batch.max_model_len)
+        limit = vllm.mm_limit(batch.mm_limits, "image")
+        items = vllm.encoder_items(t.tokens_per_item, batch.tokens, batch.seqs, batch.max_model_len, limit)
         tokens = items * t.tokens_per_item
         patches = items * (t.patches_per_item or t.tokens_per_item * t.patches_per_token)
     else:

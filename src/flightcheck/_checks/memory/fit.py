@@ -168,8 +168,10 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     ``max_position_embeddings`` unless given) against ``usable - weights - reserve``. The reserve defaults to an
     estimate of vLLM's profiling peak at 8192 batched tokens and 1024 sequences (layer
     temporaries + fp32 logits; for a vision model, the encoder run on a batch of maximal
-    images and its outputs held through the pass) + 0.5 GiB CUDA graphs + 0.25 GiB non-torch + 0.5 GiB
-    communication buffers with several ranks; ``--reserve-gib`` replaces it.
+    images and its outputs held through the pass, unless ``--skip-mm-profiling`` /
+    ``--language-model-only`` / ``--limit-mm-per-prompt`` 0 turn it off) + 0.5 GiB CUDA graphs
+    + 0.25 GiB non-torch + 0.5 GiB communication buffers with several ranks; ``--reserve-gib``
+    replaces it.
 
     ## Why the launch dies
     vLLM loads every weight, profiles, then refuses to start: "To serve at least one
