@@ -69,7 +69,9 @@ def test_imap_starts_every_thread_only_when_its_calls_are_blocked(
     filesystem) get the other threads, so that the rest are not queued behind them."""
     import time
 
-    monkeypatch.setattr(bounded, "GROW_S", 0.05)
+    # GROW_S far longer than the 64 calls take even on a loaded machine: the pool must not
+    # grow while its calls keep being taken (the rule before: a thread a call, at once)
+    monkeypatch.setattr(bounded, "GROW_S", 5.0)
     threads: set[int] = set()
 
     def busy(x: int) -> int:  # a call that needs the interpreter a while, as a busy process lets it
@@ -88,6 +90,7 @@ def test_imap_starts_every_thread_only_when_its_calls_are_blocked(
     assert sorted(got) == list(range(64)) and len(threads) <= bounded.FIRST_THREADS
 
     threads.clear()
+    monkeypatch.setattr(bounded, "GROW_S", 0.05)  # calls that all block: the rest start after it
 
     def blocked(x: int) -> int:
         threads.add(threading.get_ident())
