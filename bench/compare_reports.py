@@ -32,33 +32,17 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from support.checkpoints import break_checkpoint
+from support.checkpoints import BREAKAGES, break_checkpoint
 from support.ckptgen import load_config, write_checkpoint
 
 B300 = REPO / "src" / "flightcheck" / "_examples" / "b300.json"
-BROKEN = (
-    "truncate",
-    "pad",
-    "delete",
-    "header-1tb",
-    "overlap",
-    "not-json",
-    "escape",
-    "index-lies",
-    "duplicate",
-    "no-config",
-    "config-truncated",
-    "loop",
-    "index-not-json",
-    "sparse",
-)
 
 
 def models(root: Path) -> dict[str, Path]:
     """The test checkpoints, by name."""
     tiny = load_config("tiny-llama")
     out = {"healthy": write_checkpoint(root / "healthy", tiny, shards=3, dense=True)}
-    for how in BROKEN:
+    for how in BREAKAGES:
         m = write_checkpoint(root / how, tiny, shards=3, dense=True)
         break_checkpoint(m, how)
         out[how] = m

@@ -36,25 +36,8 @@ from flightcheck._report import render
 from flightcheck._vocabulary.facts import from_dict
 from flightcheck._vocabulary.intent import Intent
 from support import EXAMPLES
-from support.checkpoints import break_checkpoint
+from support.checkpoints import BREAKAGES, break_checkpoint
 from support.ckptgen import load_config, shard_name, write_checkpoint
-
-BREAKAGES = [
-    "truncate",
-    "pad",
-    "delete",
-    "header-1tb",
-    "overlap",
-    "not-json",
-    "escape",
-    "index-lies",
-    "duplicate",
-    "no-config",
-    "config-truncated",
-    "loop",
-    "index-not-json",
-    "sparse",
-]
 
 
 @pytest.fixture(autouse=True)

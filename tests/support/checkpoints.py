@@ -10,6 +10,23 @@ from support.ckptgen import shard_name, write_shard
 
 #: The commit the HF-cache fixtures are written under (refs hold full commit hashes).
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+#: Every way :func:`break_checkpoint` damages a checkpoint.
+BREAKAGES = (
+    "truncate",
+    "pad",
+    "delete",
+    "header-1tb",
+    "overlap",
+    "not-json",
+    "escape",
+    "index-lies",
+    "duplicate",
+    "no-config",
+    "config-truncated",
+    "loop",
+    "index-not-json",
+    "sparse",
+)
 
 
 def break_checkpoint(root: Path, how: str) -> None:

@@ -299,10 +299,7 @@ def mm_profiling(flags: list[str]) -> tuple[str | None, dict[str, int] | None]:
     """(why the encoder is not profiled, or None; the per-modality limits the flags set, or
     None for vLLM's defaults), from the launch's flags (their long ``--name[=value]`` forms,
     the last one winning as argparse's does)."""
-    import json
-
     skip: str | None = None
-    limits: dict[str, int] | None = None
     for item in flags:
         name, eq, value = item.partition("=")
         on = not eq or value.strip().lower() not in ("0", "false", "no", "off")
@@ -312,20 +309,15 @@ def mm_profiling(flags: list[str]) -> tuple[str | None, dict[str, int] | None]:
             skip = None
         elif name == LANGUAGE_MODEL_ONLY_FLAG and on:
             skip = LANGUAGE_MODEL_ONLY_FLAG
-        elif name == LIMIT_MM_PER_PROMPT_FLAG or name.startswith(LIMIT_MM_PER_PROMPT_FLAG + "."):
-            try:
-                doc = json.loads(value)
-            except ValueError:
-                continue  # vLLM's parser refuses it (FC7xx): no rule from here
-            if name != LIMIT_MM_PER_PROMPT_FLAG:
-                doc = {name[len(LIMIT_MM_PER_PROMPT_FLAG) + 1 :]: doc}
-            if not isinstance(doc, dict):
-                continue
-            limits = dict(limits or {}) if name != LIMIT_MM_PER_PROMPT_FLAG else {}
-            for k, v in doc.items():
-                n = v.get("count", MM_DEFAULT_LIMIT) if isinstance(v, dict) else v
-                if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
-                    limits[str(k)] = n
+    # a value vLLM's parser refuses (FC7xx) gives no rule from here
+    doc, err = _json_arg(flags, LIMIT_MM_PER_PROMPT_FLAG)
+    if doc is None or err is not None:
+        return skip, None
+    limits: dict[str, int] = {}
+    for k, v in doc.items():
+        n = v.get("count", MM_DEFAULT_LIMIT) if isinstance(v, dict) else v
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
+            limits[str(k)] = n
     return skip, limits
 
 
@@ -348,7 +340,8 @@ def encoder_profiled(v: tuple[int, ...] | None) -> bool:
 # temporal_patch_size; ``get_mm_max_tokens_per_item`` gives an image's and a video's tokens
 # at ``seq_len = max_model_len`` with one video per prompt (multimodal/registry.py
 # ``get_max_tokens_per_item_by_modality``: ``{modality: 1}``), and the profile run encodes
-# the modality with more (v1/worker/utils.py ``get_modality_with_max_tokens``: image on a tie).
+# the modality with more (multimodal/encoder_budget.py ``get_modality_with_max_tokens``; a tie
+# by release, MODALITY_TIE_BY_NAME_SINCE).
 #
 # - The largest image (qwen2_vl.py ``get_image_size_with_most_features``): before 0.13.0 a
 #   9,999,999-pixel square through the image processor's ``smart_resize`` (transformers
@@ -666,6 +659,15 @@ V0_CC_BELOW = (8, 0)
 USE_V1 = "VLLM_USE_V1"
 
 
+def _env_on(env: dict[str, str | None] | None, name: str) -> bool | None:
+    """A boolean environment variable as vLLM's envs.py reads these ("0" / "false" off,
+    anything else on); None when unset or empty (the release's default applies)."""
+    val = (env or {}).get(name)
+    if val is None or val.strip() == "":
+        return None
+    return val.strip() not in ("0", "false", "False")
+
+
 def runs_v0(
     v: tuple[int, ...] | None,
     compute_capability: str | None = None,
@@ -681,10 +683,10 @@ def runs_v0(
         return True
     if v < _release(V1_DEFAULT_SINCE) or v >= _release(V0_CC_FALLBACK_BEFORE):
         return False
-    val = (env or {}).get(USE_V1)
-    if val is not None and val.strip() != "":
+    use_v1 = _env_on(env, USE_V1)
+    if use_v1 is not None:
         # set to 1, the oracle raises rather than falls back (not this question): False
-        return val.strip() in ("0", "false", "False")
+        return not use_v1
     if compute_capability:
         try:
             major, minor = (int(x) for x in compute_capability.split(".")[:2])
@@ -707,15 +709,13 @@ def sampler_kind(
     unknown counts as installed before 0.11.2, where the smaller reserve keeps FC402 from
     stopping a launch that would start. ``v0``: the launch runs the V0 engine
     (:func:`runs_v0`), whose sampler sorts unless ``VLLM_USE_FLASHINFER_SAMPLER=1``."""
-    val = (env or {}).get(USE_FLASHINFER_SAMPLER)
+    asked = _env_on(env, USE_FLASHINFER_SAMPLER)
     if v0 and V0_FLASHINFER_SAMPLER_OPT_IN:
-        on = val is not None and val.strip() not in ("", "0", "false", "False") and installed is not False
-        return "flashinfer" if on else "sort"
+        return "flashinfer" if asked and installed is not False else "sort"
     if v is not None and v >= _release(TRITON_TOP_K_TOP_P_SINCE):
         return "triton"
-    if val is not None and val.strip() != "":
-        on = val.strip() not in ("0", "false", "False") and installed is not False
-        return "flashinfer" if on else "sort"
+    if asked is not None:
+        return "flashinfer" if asked and installed is not False else "sort"
     if v is not None and v >= _release(FLASHINFER_SAMPLER_OPT_IN_SINCE):
         return "sort"
     return "sort" if installed is False else "flashinfer"
@@ -764,9 +764,9 @@ def default_utilization(v: tuple[int, ...] | None) -> float:
 def cudagraphs_in_budget(v: tuple[int, ...] | None, env: dict[str, str | None] | None = None) -> bool:
     """Whether the KV budget has the CUDA-graph estimate taken out (VLLM_MEMORY_PROFILER_
     ESTIMATE_CUDAGRAPHS, whose default flipped to on in 0.20.0)."""
-    val = (env or {}).get(ESTIMATE_CUDAGRAPHS)
-    if val is not None and val.strip() != "":
-        return val.strip() not in ("0", "false", "False")
+    asked = _env_on(env, ESTIMATE_CUDAGRAPHS)
+    if asked is not None:
+        return asked
     return v is None or v >= _release(CUDAGRAPHS_IN_BUDGET_SINCE)
 
 
@@ -1403,33 +1403,44 @@ def _custom_path(model: str | None) -> bool:
     return len(parts) >= 2 and all(p.isidentifier() for p in parts)
 
 
-def _given(flags: list[str]) -> tuple[dict[str, Any] | None, str | None]:
-    """The speculative config the flags give (arg_utils.py ``create_speculative_config``):
-    the JSON, the shortcuts merged in, keys' dashes as underscores."""
+def _json_arg(flags: list[str], flag: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A JSON-object flag as vLLM's parser builds it (utils/argparse_utils.py
+    ``FlexibleArgumentParser``): ``--flag JSON`` sets the whole object, ``--flag.key value``
+    one key of it (the value read as JSON when it parses, else as a string), in order.
+    (the object or None when not given; an error when vLLM refuses the value)."""
     import json
 
     doc: dict[str, Any] | None = None
-    shortcuts: list[tuple[str, str, str]] = []
     for item in flags:
         name, _, value = item.partition("=")
-        if name == SPECULATIVE_CONFIG_FLAG:
+        if name == flag:
             try:
                 parsed = json.loads(value)
             except ValueError:
-                return None, f"{SPECULATIVE_CONFIG_FLAG} is not JSON"
+                return None, f"{flag} is not JSON"
             if not isinstance(parsed, dict):
-                return None, f"{SPECULATIVE_CONFIG_FLAG} is not a JSON object"
+                return None, f"{flag} is not a JSON object"
             doc = parsed
-        elif name.startswith(SPECULATIVE_CONFIG_FLAG + "."):
-            # utils/argparse_utils.py FlexibleArgumentParser: ``--json-arg.key value`` sets one
-            # key of the JSON (the value read as JSON when it parses, else as a string)
+        elif name.startswith(flag + "."):
             try:
                 v: Any = json.loads(value)
             except ValueError:
                 v = value
             doc = {} if doc is None else doc
-            doc[name[len(SPECULATIVE_CONFIG_FLAG) + 1 :]] = v
-        elif name in SPECULATIVE_SHORTCUTS:
+            doc[name[len(flag) + 1 :]] = v
+    return doc, None
+
+
+def _given(flags: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """The speculative config the flags give (arg_utils.py ``create_speculative_config``):
+    the JSON, the shortcuts merged in, keys' dashes as underscores."""
+    doc, err = _json_arg(flags, SPECULATIVE_CONFIG_FLAG)
+    if err is not None:
+        return None, err
+    shortcuts: list[tuple[str, str, str]] = []
+    for item in flags:
+        name, _, value = item.partition("=")
+        if name in SPECULATIVE_SHORTCUTS:
             shortcuts.append((name, SPECULATIVE_SHORTCUTS[name], value))
     for flag, key, value in shortcuts:
         doc = {} if doc is None else doc

@@ -268,11 +268,10 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
         held = item.budget_tokens if vllm.encoder_output_padded(batch.release) else item.encoder_tokens
         tokens = items * max(held, item.encoder_tokens)
         patches = items * item.encoder_tokens * t.patches_per_token
-    elif vllm.mm_limit(batch.mm_limits, "image") == 0:
+    elif (images := vllm.mm_limit(batch.mm_limits, "image")) == 0:
         return 0, 0  # the tower's images limited to 0: not a tower modality
     elif t.tokens_per_item:
-        limit = vllm.mm_limit(batch.mm_limits, "image")
-        items = vllm.encoder_items(t.tokens_per_item, batch.tokens, batch.seqs, batch.max_model_len, limit)
+        items = vllm.encoder_items(t.tokens_per_item, batch.tokens, batch.seqs, batch.max_model_len, images)
         tokens = items * t.tokens_per_item
         patches = items * (t.patches_per_item or t.tokens_per_item * t.patches_per_token)
     else:
