@@ -19,6 +19,16 @@
 # Idempotent: a venv whose stamp names the same versions and whose engines import is
 # reused as it is. Prints the install time and the venv's size. Needs Python >= 3.11
 # (sglang 0.5.23: Requires-Python >=3.11); PYTHON=... chooses the interpreter.
+#
+# Disk: the venv is 9.7 GiB (torch's CUDA libraries alone 3.5 GiB: torch cannot be imported
+# without them, and vLLM's parser imports torch). With pip's cache off the install peaked at
+# 11.4 GiB (df sampled every 2 s over two fresh installs); with it on, pip also keeps every
+# wheel in ~/.cache/pip, 4.0 GiB more (`pip download vllm==0.33.0`). So pip's cache is off,
+# its temporary files go beside the venv (not to /tmp, which may be small), and the free
+# space is checked first. Too little disk is told apart from every other failure:
+# exit 75 (EX_TEMPFAIL) with one line saying how much is free and how much is needed, and
+# the partial venv removed, so that a caller (.ci/run) can run the rest of the tests; any
+# other failure exits 1.
 set -euo pipefail
 
 VLLM_VERSION=0.33.0
@@ -37,9 +47,35 @@ if [ -z "${PYTHON:-}" ]; then
     command -v python3.11 >/dev/null 2>&1 && PYTHON=python3.11
 fi
 
-export PIP_CONSTRAINT=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1
-pip_in() { "$venv/bin/python" -m pip "$@"; }
+# Peak disk use of a fresh install, measured (see above), rounded up; the environment
+# variable is for testing the too-little-disk path.
+NEED_GIB=${FLIGHTCHECK_CONFORMANCE_NEED_GIB:-12}
+EX_NO_DISK=75
+
+export PIP_CONSTRAINT=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 size() { du -sh "$venv" 2>/dev/null | cut -f1; }
+free_gib() {  # free GiB on the filesystem that holds $1 (or its nearest existing parent)
+    local d="$1"
+    while [ ! -e "$d" ]; do d="$(dirname "$d")"; done
+    df -Pk "$d" | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'
+}
+no_disk() {  # the partial venv removed, then the one line (with what is free after that), exit 75
+    rm -rf "$venv" "${tmp:-}"
+    echo "conformance venv: not built: $1; $(free_gib "$venv") GiB free where $venv would be," \
+        "a fresh install needs about $NEED_GIB GiB (the venv is ~10 GB)" >&2
+    exit $EX_NO_DISK
+}
+pip_in() {  # pip in the venv, its output on stderr less the machine's index-location noise; ENOSPC told apart
+    local out rc=0
+    out=$("$venv/bin/python" -m pip "$@" 2>&1) || rc=$?
+    printf '%s\n' "$out" | grep -v "^WARNING: Location '.*' is ignored" | grep -v '^$' >&2 || true
+    if [ $rc -ne 0 ]; then
+        if printf '%s' "$out" | grep -q 'No space left on device'; then
+            no_disk "pip ran out of disk ($*)"
+        fi
+        return $rc
+    fi
+}
 
 smoke() {  # both engines' parsers, through the reader the tests use
     local rc=0 out
@@ -62,6 +98,17 @@ fi
 
 start=$SECONDS
 "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is needed (sglang 0.5.23)")'
+# pip's temporary files (the downloaded wheels) beside the venv, on the same filesystem.
+tmp="$venv.tmp"
+rm -rf "$tmp"
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+export TMPDIR="$tmp"
+have=$(du -sk "$venv" 2>/dev/null | cut -f1 || echo 0)
+# What is already in a venv being completed counts towards the need.
+if awk -v f="$(free_gib "$venv")" -v h="${have:-0}" -v n="$NEED_GIB" 'BEGIN { exit !(f + h / 1048576 < n) }'; then
+    no_disk "too little disk before the install"
+fi
 if [ ! -x "$venv/bin/python" ]; then
     echo "conformance venv: creating $venv with $("$PYTHON" --version 2>&1)"
     "$PYTHON" -m venv "$venv"
@@ -74,7 +121,7 @@ echo "conformance venv: installing sglang==$SGLANG_VERSION --no-deps (+ ${SGLANG
 pip_in install -q "${SGLANG_EXTRA[@]}"  # first: pip's post-install check would list sglang's pins
 pip_in install -q --no-deps "sglang==$SGLANG_VERSION"
 # sglang's unmet pins are expected (see above): show them, do not fail on them.
-unmet=$(pip_in check 2>/dev/null | grep -i '^sglang' || true)
+unmet=$("$venv/bin/python" -m pip check 2>/dev/null | grep -i '^sglang' || true)
 if [ -n "$unmet" ]; then
     printf 'conformance venv: sglang pins left unmet on purpose: %s not installed; other versions of: %s\n' \
         "$(printf '%s\n' "$unmet" | grep -c 'which is not installed')" \

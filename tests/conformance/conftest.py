@@ -7,8 +7,9 @@ that script pins). Where it is, in this order:
 2. ``<repo>/.conformance-venv/bin/python``,
 3. ``/work/.conformance-venv/bin/python``.
 
-Without one, the tests that need it (fixture ``engine_python``) skip; the checks of the
-committed data files still run. Engine children run offline (the reader sets
+Without one, the tests that need it (fixture ``engine_python``) skip, with the reason
+``$FLIGHTCHECK_CONFORMANCE_UNAVAILABLE`` gives where .ci/run found too little disk for it;
+the checks of the committed data files still run. Engine children run offline (the reader sets
 HF_HUB_OFFLINE) and never reach any network.
 
 The helpers are fixtures (``conformance``), so that no test module imports this file or
@@ -140,4 +141,8 @@ def engine_python(conformance: Conformance) -> str:
         if have != want:
             pytest.skip(f"conformance venv {cand} has {have}, the tests need {want}: rerun scripts/conformance_env.sh")
         return str(cand)
+    # .ci/run sets this when scripts/conformance_env.sh found too little disk (exit 75).
+    why = os.environ.get("FLIGHTCHECK_CONFORMANCE_UNAVAILABLE")
+    if why:
+        pytest.skip(f"no conformance venv: {why}")
     pytest.skip("no conformance venv (scripts/conformance_env.sh; or set FLIGHTCHECK_CONFORMANCE_PYTHON)")
