@@ -168,3 +168,71 @@ def test_the_launch_flags_reach_the_profile_run() -> None:
     _, on = default_reserve(cfg, Layout(2), "vllm", batch=batch())
     _, off = default_reserve(cfg, Layout(2), "vllm", batch=batch("--skip-mm-profiling"))
     assert on["vision_encoder"] > 0 and "vision_encoder" not in off
+
+
+def test_the_image_options_cut_the_dummy_image_from_0_11_1() -> None:
+    """--limit-mm-per-prompt's image width / height: the dummy image is the largest cut to
+    min(largest, given) per side, then smart_resize'd; the budget's item keeps the largest
+    image's tokens (vllm.MM_DUMMY_SIZE_SINCE)."""
+    # 4096 x 4096 largest (16,384 tokens); cut to 512 x 512: 32 x 32 patches / 4 = 256
+    item = qwen_vl_item(R("0.33.0"), QWEN3, 65536, None, (512, 512))
+    assert item == vllm.QwenItem("image", 16384, 256)
+    # one side given: 4096 high x 1024 wide, 256 x 64 patches / 4
+    assert qwen_vl_item(R("0.33.0"), QWEN3, 65536, None, (1024, None)) == vllm.QwenItem("image", 16384, 4096)
+    # larger than the largest image: vLLM warns and keeps the largest
+    assert qwen_vl_item(R("0.33.0"), QWEN3, 65536, None, (100000, 100000)) == vllm.QwenItem("image", 16384, 16384)
+    # below the processor's min_pixels (65,536): smart_resize grows 64 x 64 to 256 x 256, 64 tokens
+    assert qwen_vl_item(R("0.33.0"), QWEN3, 65536, None, (64, 64)) == vllm.QwenItem("image", 16384, 64)
+    # the release: 0.11.0 has no image options (the video is the item there unless limited to 0)
+    assert qwen_vl_item(R("0.11.0"), QWEN3, 65536, {"video": 0}, (512, 512)) == vllm.QwenItem("image", 16384, 16384)
+    assert qwen_vl_item(R("0.11.1"), QWEN3, 65536, {"video": 0}, (512, 512)) == vllm.QwenItem("image", 16384, 256)
+    # the video still wins where it did: the options do not change the modality chosen
+    video = qwen_vl_item(R("0.12.0"), QWEN3, 65536, None, (512, 512))
+    assert video is not None and video.modality == "video"
+
+
+def test_the_image_options_shrink_what_the_encoder_holds_not_how_many_items() -> None:
+    cfg = parse(QWEN3_CONFIG, None, IMAGE, VIDEO)
+    lay = Layout(2, 1)
+    full = Batch(32768, 256, max_model_len=65536, release=R("0.33.0"))
+    cut = Batch(32768, 256, max_model_len=65536, release=R("0.33.0"), mm_image_size=(512, 512))
+    # 32,768 // 16,384 = 2 items either way, each 16,384 or 256 tokens x 8,192 values x 2 bytes
+    assert encoder_terms(cfg, lay, full)[1] == 2 * 16384 * 8192 * 2
+    assert encoder_terms(cfg, lay, cut)[1] == 2 * 256 * 8192 * 2
+    assert encoder_terms(cfg, lay, cut)[0] < encoder_terms(cfg, lay, full)[0] / 32
+    # 0.12.0 pads each output to the budget's item: the held outputs do not shrink there
+    padded = Batch(
+        32768, 256, max_model_len=65536, release=R("0.12.0"), mm_limits={"video": 0}, mm_image_size=(512, 512)
+    )
+    assert encoder_terms(cfg, lay, padded)[1] == 2 * 16384 * 8192 * 2
+
+
+def test_the_image_options_are_read_in_every_spelling() -> None:
+    assert vllm.mm_image_size(['--limit-mm-per-prompt={"image": {"count": 1, "width": 512, "height": 384}}']) == (
+        512,
+        384,
+    )
+    assert vllm.mm_image_size(["--limit-mm-per-prompt.image.width=512", "--limit-mm-per-prompt.image.count=1"]) == (
+        512,
+        None,
+    )
+    assert vllm.mm_image_size(['--limit-mm-per-prompt={"image": 2}']) is None
+    assert vllm.mm_image_size(['--limit-mm-per-prompt={"image": {"count": 2}}']) is None
+    assert vllm.mm_image_size(['--limit-mm-per-prompt={"video": {"width": 512}}']) is None
+    assert vllm.mm_image_size(["--limit-mm-per-prompt=not json"]) is None
+    # vLLM appends the dotted keys as one JSON after every other argument: they replace a JSON given
+    assert (
+        vllm.mm_image_size(['--limit-mm-per-prompt={"image": {"width": 512}}', "--limit-mm-per-prompt.video=0"]) is None
+    )
+    # and the launch's flags reach the profile run's batch
+    from flightcheck._memory import batch_for
+    from flightcheck._vocabulary.intent import Intent
+
+    b = batch_for(
+        Intent(engine_flags=['--limit-mm-per-prompt={"image": {"count": 1, "width": 512}}']),
+        80 << 30,
+        "NVIDIA H100 80GB HBM3",
+        "0.33.0",
+        "9.0",
+    )
+    assert b.mm_image_size == (512, None) and b.mm_limits == {"image": 1}

@@ -286,8 +286,9 @@ ENCODER_PROFILED_SINCE = "0.8.0"
 # ``--limit-mm-per-prompt`` (JSON, ``{"image": 2}`` or ``{"image": {"count": 2, ...}}``, or
 # ``--limit-mm-per-prompt.image 2``) a modality limited to 0 is not a tower modality, the
 # profiled one is the remaining modality with the most tokens per item, and its count caps
-# the items per prompt; a modality left out is allowed 999. Width / height / frame options
-# of the configurable form size the dummy item (not modelled: the largest item is assumed).
+# the items per prompt; a modality left out is allowed 999. The configurable form's image
+# width / height size the dummy image (MM_DUMMY_SIZE_SINCE, :func:`mm_image_size`); its
+# video width / height / frames and audio length are not read (the largest item is assumed).
 SKIP_MM_PROFILING_FLAG = "--skip-mm-profiling"
 LANGUAGE_MODEL_ONLY_FLAG = "--language-model-only"
 LIMIT_MM_PER_PROMPT_FLAG = "--limit-mm-per-prompt"
@@ -319,6 +320,37 @@ def mm_profiling(flags: list[str]) -> tuple[str | None, dict[str, int] | None]:
         if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
             limits[str(k)] = n
     return skip, limits
+
+
+# The configurable form's image size (config/multimodal.py ``ImageDummyOptions``: ``{"image":
+# {"count": n, "width": w, "height": h}}``, each side > 0 or vLLM refuses it). The profile
+# run's dummy image is the largest image cut to ``min(largest, given)`` per side
+# (multimodal/processing ``_get_dummy_images``, which Qwen2-VL / Qwen2.5-VL / Qwen3-VL
+# ``get_dummy_mm_data`` pass the image options to), then the image processor resizes it as
+# any image (``smart_resize``, so a small one grows to ``min_pixels``). The options reach it
+# through multimodal/registry.py ``_extract_mm_options`` -> ``get_decoder_dummy_data``
+# (0.11.1 - 0.14.0) and ``get_dummy_mm_inputs(mm_options=limit_per_prompt)`` (0.33.0). The
+# encoder budget's item keeps the largest image's tokens (Qwen's ``get_mm_max_tokens_per_item``
+# does not read the options), so the number of items profiled and the modality chosen do
+# not change, only what each item encodes. Read in the 0.11.0 (absent), 0.11.1, 0.12.0,
+# 0.14.0 and 0.33.0 wheels.
+MM_DUMMY_SIZE_SINCE = "0.11.1"
+
+
+def mm_image_size(flags: list[str]) -> tuple[int | None, int | None] | None:
+    """(width, height) of ``--limit-mm-per-prompt``'s image options (either may be None),
+    or None when neither is given or the flag is not a JSON object vLLM accepts."""
+    doc, err = _json_arg(flags, LIMIT_MM_PER_PROMPT_FLAG)
+    opts = doc.get("image") if doc is not None and err is None else None
+    if not isinstance(opts, dict):
+        return None
+
+    def side(key: str) -> int | None:
+        n = opts.get(key)
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+    width, height = side("width"), side("height")
+    return (width, height) if (width or height) else None
 
 
 def mm_limit(limits: dict[str, int] | None, modality: str) -> int:
@@ -471,17 +503,28 @@ def _tokens(p: QwenVisionProcessor, frames: int, h: int, w: int, temporal: int) 
 
 
 def qwen_vl_item(
-    v: tuple[int, ...] | None, p: QwenVisionProcessor, seq_len: int, limits: dict[str, int] | None = None
+    v: tuple[int, ...] | None,
+    p: QwenVisionProcessor,
+    seq_len: int,
+    limits: dict[str, int] | None = None,
+    image_size: tuple[int | None, int | None] | None = None,
 ) -> QwenItem | None:
     """The item ``profile_run`` encodes for a Qwen-VL model at this release and
     ``max_model_len`` (the rules above; unknown release: 0.33.0's), among the modalities
-    ``--limit-mm-per-prompt`` leaves on (:func:`mm_limit`); None when it turns both off."""
+    ``--limit-mm-per-prompt`` leaves on (:func:`mm_limit`); None when it turns both off.
+    ``image_size``: the image options' (width, height) (:func:`mm_image_size`), which from
+    MM_DUMMY_SIZE_SINCE shrink the dummy image the encoder runs on, not the budget's item."""
     image_on, video_on = mm_limit(limits, "image") > 0, mm_limit(limits, "video") > 0
     if not (image_on or video_on):
         return None
     unit = p.patch * p.merge
     ih, iw = qwen_largest_image(v, p, p.image_max)
     image = _tokens(p, 1, *qwen_image_resize(ih, iw, unit, p.image_min, p.image_max), p.temporal)
+    image_encoded = image
+    if image_size is not None and (v is None or v >= _release(MM_DUMMY_SIZE_SINCE)):
+        width, height = image_size
+        dh, dw = min(ih, height or ih), min(iw, width or iw)
+        image_encoded = _tokens(p, 1, *qwen_image_resize(dh, dw, unit, p.image_min, p.image_max), p.temporal)
     two_frame = v is None or v >= _release(QWEN3_VL_TWO_FRAME_VIDEO_SINCE)
     if p.qwen3 and two_frame:
         vh, vw = qwen_largest_image(v, p, p.video_max // max(1, p.video_temporal))
@@ -520,7 +563,7 @@ def qwen_vl_item(
     # modality limited to 0 is not a tower modality.
     by_name = v is None or v >= _release(MODALITY_TIE_BY_NAME_SINCE)
     if not video_on or (image_on and (image > video or (image == video and not by_name))):
-        return QwenItem("image", image, image)
+        return QwenItem("image", image, image_encoded)
     return QwenItem("video", video, encoded)
 
 
@@ -1405,12 +1448,15 @@ def _custom_path(model: str | None) -> bool:
 
 def _json_arg(flags: list[str], flag: str) -> tuple[dict[str, Any] | None, str | None]:
     """A JSON-object flag as vLLM's parser builds it (utils/argparse_utils.py
-    ``FlexibleArgumentParser``): ``--flag JSON`` sets the whole object, ``--flag.key value``
-    one key of it (the value read as JSON when it parses, else as a string), in order.
+    ``FlexibleArgumentParser.parse_args``, the same in the 0.10.2 - 0.33.0 wheels): ``--flag
+    JSON`` sets the whole object, the last one winning; every ``--flag.a.b value`` is merged
+    into one nested object (the value read as JSON when it parses, else as a string), which
+    vLLM appends after all other arguments, so that it replaces any ``--flag JSON``.
     (the object or None when not given; an error when vLLM refuses the value)."""
     import json
 
     doc: dict[str, Any] | None = None
+    dotted: dict[str, Any] | None = None
     for item in flags:
         name, _, value = item.partition("=")
         if name == flag:
@@ -1426,9 +1472,29 @@ def _json_arg(flags: list[str], flag: str) -> tuple[dict[str, Any] | None, str |
                 v: Any = json.loads(value)
             except ValueError:
                 v = value
-            doc = {} if doc is None else doc
-            doc[name[len(flag) + 1 :]] = v
-    return doc, None
+            *path, last = name[len(flag) + 1 :].split(".")
+            if dotted is None:
+                dotted = {}
+            node = dotted
+            for key in path:  # recursive_dict_update: a dict merges, anything else is replaced
+                if not isinstance(node.get(key), dict):
+                    node[key] = {}
+                node = node[key]
+            if isinstance(v, dict) and isinstance(node.get(last), dict):
+                _merge(node[last], v)
+            else:
+                node[last] = v
+    return (dotted if dotted is not None else doc), None
+
+
+def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
+    """argparse_utils.py ``recursive_dict_update`` (lists are not concatenated here: only the
+    ``--flag.key+`` spelling makes them, which flightcheck does not read)."""
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
 
 
 def _given(flags: list[str]) -> tuple[dict[str, Any] | None, str | None]:

@@ -305,5 +305,6 @@ def batch_for(
         encoder=vllm.encoder_profiled(v) and skip_mm is None,
         release=v,
         mm_limits=mm_limits,
+        mm_image_size=vllm.mm_image_size(intent.engine_flags or []),
         max_model_len=length,
     )

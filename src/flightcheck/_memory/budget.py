@@ -182,6 +182,8 @@ class Batch(msgspec.Struct, frozen=True):
     release: tuple[int, ...] | None = None  # the engine release (Qwen-VL's item rules by version)
     #: --limit-mm-per-prompt's counts by modality (vllm.mm_profiling; None: vLLM's 999 each)
     mm_limits: dict[str, int] | None = None
+    #: --limit-mm-per-prompt's image (width, height) (vllm.mm_image_size): the dummy image's cut
+    mm_image_size: tuple[int | None, int | None] | None = None
 
 
 def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
@@ -240,7 +242,9 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
     The dummy batch is ``vllm.encoder_items`` maximal images, when config.json gives an
     image's tokens (``_memory.config.vision_tower``), or maximal items of the modality with
     more tokens for Qwen-VL with its processor configs (``vllm.qwen_vl_item``: 0.11.0 -
-    0.12.0 hold each output zero-padded to the budget's item size); otherwise the encoder budget's worth,
+    0.12.0 hold each output zero-padded to the budget's item size; from 0.11.1 the image
+    options' width / height cut the image each item encodes, not how many items there
+    are); otherwise the encoder budget's worth,
     ``max_num_batched_tokens`` tokens — what the items add up to when an item divides the
     budget, up to twice what they add up to when it does not (``budget // item`` whole
     items), and fewer tokens than vLLM encodes when one item is larger than the budget (a
@@ -260,7 +264,7 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
         # budget counts items of ``budget_tokens``, the encoder outputs ``encoder_tokens`` each,
         # zero-padded to ``budget_tokens`` where the release pads (vllm.encoder_output_padded)
         seq_len = batch.max_model_len or cfg.max_position or batch.tokens
-        item = vllm.qwen_vl_item(batch.release, t.qwen, seq_len, batch.mm_limits)
+        item = vllm.qwen_vl_item(batch.release, t.qwen, seq_len, batch.mm_limits, batch.mm_image_size)
         if item is None:  # every modality limited to 0: no tower modality, nothing profiled
             return 0, 0
         limit = vllm.mm_limit(batch.mm_limits, item.modality)
