@@ -364,6 +364,104 @@ def encoder_profiled(v: tuple[int, ...] | None) -> bool:
     return v is None or v >= _release(ENCODER_PROFILED_SINCE)
 
 
+# ``--mm-encoder-tp-mode data`` (config/multimodal.py ``mm_encoder_tp_mode``; default
+# "weights"): the encoder's weights whole on every TP rank (its layers built unsharded,
+# ``use_data_parallel``) and the batch's items split over the ranks instead. A model whose
+# class does not set ``supports_encoder_tp_data`` falls back to "weights" with a warning
+# (config/model.py: "This model does not support `--mm-encoder-tp-mode data`"). In the profile
+# run (model_executor/models/vision.py ``run_dp_sharded_mrope_vision_model`` /
+# ``run_dp_sharded_vision_model``) the items go to the ranks greedily, largest first, so with
+# equal items the busiest rank encodes ``ceil(items / tp)`` of them at the encoder's full
+# width, pads its output to the busiest rank's length, and ``tensor_model_parallel_all_gather``
+# returns ``tp x`` that; the outputs handed back are views into the gathered tensor, so
+# ``encoder_cache`` holds all of it through the forward pass and the sampler
+# (gpu_model_runner.py ``profile_run``). The architectures and the first wheel read whose
+# class (or a base class) sets the attribute: 0.10.2, 0.11.0, 0.12.0 and 0.14.0 read as text;
+# 0.33.0 by importing every multimodal architecture's class in the conformance venv (its
+# test re-derives the list). Before 0.10.2 not read: the flag is taken as "weights".
+MM_ENCODER_TP_MODE_FLAG = "--mm-encoder-tp-mode"
+ENCODER_TP_DATA_SINCE: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "Glm4vForConditionalGeneration",
+            "Glm4vMoeForConditionalGeneration",
+            "KimiVLForConditionalGeneration",
+            "Llama4ForConditionalGeneration",
+            "MiniCPMO",
+            "MiniCPMV",
+            "Qwen2_5_VLForConditionalGeneration",
+            "Step3VLForConditionalGeneration",
+        ),
+        "0.10.2",
+    ),
+    **dict.fromkeys(
+        (
+            "DotsOCRForCausalLM",
+            "H2OVLChatModel",
+            "InternVLChatModel",
+            "NVLM_D",
+            "Qwen2VLForConditionalGeneration",
+            "Qwen3VLForConditionalGeneration",
+            "Qwen3VLMoeForConditionalGeneration",
+        ),
+        "0.11.0",
+    ),
+    "OpenCUAForConditionalGeneration": "0.12.0",
+    "IsaacForConditionalGeneration": "0.14.0",
+    **dict.fromkeys(
+        (
+            "Alpamayo2Super",
+            "CohereCompassForConditionalGeneration",
+            "Cosmos3EdgeForConditionalGeneration",
+            "Cosmos3ForConditionalGeneration",
+            "DeepseekV41ForCausalLM",
+            "Eagle2_5_VLForConditionalGeneration",
+            "Exaone4_5_ForConditionalGeneration",
+            "Glm5NextForConditionalGeneration",
+            "GlmOcrForConditionalGeneration",
+            "InternS1ProForConditionalGeneration",
+            "InternS2MobiusForConditionalGeneration",
+            "InternS2PreviewForConditionalGeneration",
+            "KimiK25ForConditionalGeneration",
+            "KimiK3ForConditionalGeneration",
+            "MiniCPMOcrForConditionalGeneration",
+            "MiniCPMV4_6ForConditionalGeneration",
+            "MiniCPMV4_7ForConditionalGeneration",
+            "MiniMaxM3SparseForConditionalGeneration",
+            "MuseSparkForConditionalGeneration",
+            "QianfanOCRForConditionalGeneration",
+            "Qwen3_5ForConditionalGeneration",
+            "Qwen3_5MoeForConditionalGeneration",
+            "Qwen4ExpForConditionalGeneration",
+            "Step3p7ForConditionalGeneration",
+            "Step5ForConditionalGeneration",
+            "StepVLForConditionalGeneration",
+        ),
+        "0.33.0",
+    ),
+}
+
+
+def encoder_tp_mode(flags: list[str]) -> str:
+    """``--mm-encoder-tp-mode``'s value (the last one given; "weights" when none)."""
+    mode = "weights"
+    for item in flags:
+        name, eq, value = item.partition("=")
+        if name == MM_ENCODER_TP_MODE_FLAG and eq:
+            mode = value.strip()
+    return mode
+
+
+def encoder_data_parallel(v: tuple[int, ...] | None, architectures: tuple[str, ...], mode: str) -> bool:
+    """Whether the encoder runs data-parallel over the TP ranks: ``mode`` "data" and the
+    model's class supports it at this release (ENCODER_TP_DATA_SINCE; unknown release:
+    0.33.0's list), else vLLM's fallback to "weights"."""
+    if mode != "data" or not architectures:
+        return False
+    since = ENCODER_TP_DATA_SINCE.get(architectures[0])
+    return since is not None and (v is None or v >= _release(since))
+
+
 # ---- Qwen-VL: one maximal item's tokens, from the processor configs ----------------------
 # vLLM sizes a Qwen2-VL / Qwen2.5-VL / Qwen3-VL item from the HF processors' pixel limits
 # (preprocessor_config.json / video_preprocessor_config.json ``size.shortest_edge`` /

@@ -306,5 +306,6 @@ def batch_for(
         release=v,
         mm_limits=mm_limits,
         mm_image_size=vllm.mm_image_size(intent.engine_flags or []),
+        mm_encoder_tp_mode=vllm.encoder_tp_mode(intent.engine_flags or []),
         max_model_len=length,
     )

@@ -184,6 +184,9 @@ class Batch(msgspec.Struct, frozen=True):
     mm_limits: dict[str, int] | None = None
     #: --limit-mm-per-prompt's image (width, height) (vllm.mm_image_size): the dummy image's cut
     mm_image_size: tuple[int | None, int | None] | None = None
+    #: --mm-encoder-tp-mode (vllm.encoder_tp_mode): "data" runs the encoder data-parallel over
+    #: TP where the model supports it (vllm.encoder_data_parallel)
+    mm_encoder_tp_mode: str = "weights"
 
 
 def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
@@ -234,6 +237,13 @@ def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int, sample
     return max(forward_peak(cfg, layout, tokens), sampler_peak(cfg, tokens, seqs, sampler))
 
 
+def encoder_dp(cfg: ModelConfig, batch: Batch) -> bool:
+    """Whether this launch runs the vision encoder data-parallel over TP
+    (``--mm-encoder-tp-mode data`` on a model and release that support it)."""
+    archs = cfg.outer_architectures or cfg.architectures
+    return cfg.tower is not None and vllm.encoder_data_parallel(batch.release, archs, batch.mm_encoder_tp_mode)
+
+
 def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(the encoder run's transient peak, the encoder outputs held in ``encoder_cache``
     through the forward pass and the sampler run) for a vision model whose engine version
@@ -254,11 +264,15 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
     hidden state and residual alive: attention's q/k/v and output (heads split over TP)
     or the MLP's fc1 output and activation (intermediate / TP); the attention itself is
     FlashAttention / memory-efficient (no patches x patches scores). The outputs are one
-    language-model embedding per token (with Qwen3-VL's deepstack features)."""
+    language-model embedding per token (with Qwen3-VL's deepstack features).
+    With ``--mm-encoder-tp-mode data`` (:func:`encoder_dp`) and known items, the busiest rank
+    encodes ``ceil(items / tp)`` items at full width and ``encoder_cache`` holds the
+    all-gathered ``tp x`` its output (``vllm.ENCODER_TP_DATA_SINCE``)."""
     t = cfg.tower
     if t is None or not batch.encoder:
         return 0, 0
     tp = max(1, layout.tp)
+    padded = False
     if t.qwen is not None:
         # Qwen-VL: the item from the processor configs by release (vllm.qwen_vl_item); the
         # budget counts items of ``budget_tokens``, the encoder outputs ``encoder_tokens`` each,
@@ -269,23 +283,39 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
             return 0, 0
         limit = vllm.mm_limit(batch.mm_limits, item.modality)
         items = vllm.encoder_items(item.budget_tokens, batch.tokens, batch.seqs, batch.max_model_len, limit)
-        held = item.budget_tokens if vllm.encoder_output_padded(batch.release) else item.encoder_tokens
-        tokens = items * max(held, item.encoder_tokens)
-        patches = items * item.encoder_tokens * t.patches_per_token
+        padded = vllm.encoder_output_padded(batch.release)
+        out_per, held_per = item.encoder_tokens, max(item.budget_tokens, item.encoder_tokens)
+        patches_per = item.encoder_tokens * t.patches_per_token
     elif (images := vllm.mm_limit(batch.mm_limits, "image")) == 0:
         return 0, 0  # the tower's images limited to 0: not a tower modality
     elif t.tokens_per_item:
         items = vllm.encoder_items(t.tokens_per_item, batch.tokens, batch.seqs, batch.max_model_len, images)
-        tokens = items * t.tokens_per_item
-        patches = items * (t.patches_per_item or t.tokens_per_item * t.patches_per_token)
+        out_per = held_per = t.tokens_per_item
+        patches_per = t.patches_per_item or t.tokens_per_item * t.patches_per_token
     else:
-        tokens = batch.tokens
-        patches = tokens * t.patches_per_token
+        # no item size: the batch's worth, split over TP as "weights" mode splits it
+        items, out_per, held_per, patches_per = 1, batch.tokens, batch.tokens, batch.tokens * t.patches_per_token
     dt = cfg.dtype_bytes or 2
-    pixels = patches * t.patch_values * (4 + dt)
-    widest = max(4 * t.hidden / tp + t.hidden, 3 * t.intermediate / tp)
+    pixels = items * patches_per * t.patch_values * (4 + dt)
+    gathered = 0
+    sized = t.qwen is not None or bool(t.tokens_per_item)  # the items are known, not the batch's worth
+    if sized and tp > 1 and encoder_dp(cfg, batch):
+        # --mm-encoder-tp-mode data (vllm.ENCODER_TP_DATA_SINCE): the busiest rank encodes
+        # ceil(items / tp) whole items at full width; the all-gather returns tp x its padded
+        # output, which encoder_cache holds (views of it) unless the release pads copies
+        busiest = -(-items // tp)
+        patches = busiest * patches_per
+        widest: float = max(4 * t.hidden + t.hidden, 3 * t.intermediate)
+        gathered = tp * busiest * out_per
+        tokens = items * held_per if padded else gathered
+    else:
+        patches = items * patches_per
+        widest = max(4 * t.hidden / tp + t.hidden, 3 * t.intermediate / tp)
+        tokens = items * (held_per if padded else out_per)
     block = patches * dt * (2 * t.hidden + widest)
-    return int(pixels + block), int(tokens * t.out_hidden * dt)
+    # where the release pads, the gathered tensor is alive beside the padded copies once
+    run = pixels + block + (gathered * t.out_hidden * dt if padded else 0)
+    return int(run), int(tokens * t.out_hidden * dt)
 
 
 def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:

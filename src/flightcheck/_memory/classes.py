@@ -54,6 +54,11 @@ _KV = re.compile(r"(?:^|\.)(?:k_proj|v_proj|key|value)\.")
 _QKV = re.compile(r"(?:^|\.)(?:qkv_proj|query_key_value|c_attn|Wqkv|W_pack|qkv)\.")
 
 
+def is_encoder(pattern: str) -> bool:
+    """Whether a tensor belongs to a vision / audio tower or its projector (``_AUX``)."""
+    return any(a in pattern for a in _AUX)
+
+
 def strip_wrapper(pattern: str) -> str:
     """``model.layers.#.mlp`` -> ``layers.#.mlp`` (one known wrapper prefix removed)."""
     for w in _WRAPPERS:
@@ -92,7 +97,7 @@ def classify_pattern(pattern: str, dtype: str, cfg: ModelConfig, *, mtp: bool = 
             return "mtp_embed", True
         if "eh_proj" in p:
             return "replicated", True
-    aux = any(a in pattern for a in _AUX)
+    aux = is_encoder(pattern)
     k = p.find("#")
     # the first index is a decoder layer only right after a layer container (layers.#)
     layered = bool(not aux and k > 0 and _CONTAINER.search(p[:k]))

@@ -21,6 +21,7 @@ from flightcheck._memory.budget import (
     communication,
     default_reserve,
     default_utilization,
+    encoder_dp,
     pre_snapshot,
     release,
     usable_bytes,
@@ -32,6 +33,7 @@ from flightcheck._memory.weights import (
     Layout,
     Tally,
     draft_per_rank,
+    encoder_replicated,
     largest_stage,
     mtp_per_rank,
     per_rank,
@@ -132,6 +134,8 @@ class MemoryModel(msgspec.Struct):
         assert self.cfg is not None and self.tally is not None
         lay = layout or self.layout
         out = per_rank(self.tally, self.cfg, lay, online_fp8=self.online_fp8)
+        if lay.tp > 1 and self.engine != "sglang" and encoder_dp(self.cfg, self.batch):
+            encoder_replicated(out, self.tally, lay, online_fp8=self.online_fp8)
         if self.mtp_layers:
             out[-1]["mtp_draft"] = mtp_per_rank(self.tally, self.cfg, lay, self.mtp_layers, online_fp8=self.online_fp8)
             # the proposer's persistent buffers, allocated with the drafter before the profile

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import msgspec
 
 from flightcheck._knowledge import engines, vllm
-from flightcheck._memory.classes import classify_pattern, strip_wrapper, with_layer
+from flightcheck._memory.classes import classify_pattern, is_encoder, strip_wrapper, with_layer
 from flightcheck._memory.config import ModelConfig
 
 VOCAB_PAD = 64  # vLLM's pad_vocab_size
@@ -62,6 +62,9 @@ class Tally(msgspec.Struct):
     #: ``get_spec_layer_idx_from_weight_name`` matches) and counted again only when the launch
     #: drafts with them (:func:`mtp_per_rank`).
     mtp: dict[tuple[str, int], int] = msgspec.field(default_factory=dict)
+    #: the vision / audio towers' bytes (classed "tp": split by TP unless the encoder runs
+    #: data-parallel, :func:`encoder_replicated`)
+    encoder: int = 0
     total: int = 0
     skipped: int = 0
 
@@ -87,6 +90,8 @@ def tally(groups: Iterable[tuple[str, int, str, tuple[int, ...], int, int, int]]
             got = seen[key] = classify_pattern(pattern, dtype, cfg)
         cls, layer = with_layer(got[0], got[1], index, cfg)
         t.add(cls, layer, nbytes)
+        if cls == "tp" and layer is None and is_encoder(pattern):
+            t.encoder += nbytes
         if cls == "skipped" and layer is not None and cfg.layers and layer >= cfg.layers:
             inner = mtp_seen.get(key)
             if inner is None:
@@ -98,6 +103,18 @@ def tally(groups: Iterable[tuple[str, int, str, tuple[int, ...], int, int, int]]
         elif cls in ("vocab", "head") and shape:
             t.vocab_rows[cls] = max(t.vocab_rows.get(cls, 0), shape[0])
     return t
+
+
+def encoder_replicated(stages: list[dict[str, float]], t: Tally, layout: Layout, *, online_fp8: bool = False) -> None:
+    """``--mm-encoder-tp-mode data`` (``_knowledge.vllm.encoder_data_parallel``): the towers'
+    layers are built unsharded, so the first stage's ranks hold them whole — moved from the
+    TP-split class to ``encoder_replicated``."""
+    if not t.encoder or not stages:
+        return
+    shrink = 0.5 if online_fp8 else 1.0
+    first = stages[0]
+    first["tp"] = first.get("tp", 0.0) - t.encoder / max(1, layout.tp) * shrink
+    first["encoder_replicated"] = t.encoder * shrink
 
 
 def stage_layers(layers: int, pp: int) -> list[range]:
