@@ -159,3 +159,18 @@ def test_the_launch_flag_reaches_the_profile_run() -> None:
     )
     assert b.mm_encoder_tp_mode == "data"
     assert batch_for(Intent(), 80 << 30, "NVIDIA H100 80GB HBM3", "0.33.0", "9.0").mm_encoder_tp_mode == "weights"
+
+
+def test_the_json_memory_block_says_how_the_encoder_is_profiled() -> None:
+    data = _model("data")
+    data.batch = Batch(
+        8192, 256, max_model_len=65536, release=R("0.33.0"), mm_encoder_tp_mode="data", mm_image_size=(512, None)
+    )
+    block = data.to_dict()["batch"]["vision_encoder"]
+    assert block == {"tp_mode": "data", "image_size": [512, None]}
+    assert data.to_dict()["weights_breakdown"]["encoder_replicated"] > 0
+    assert _model("weights").to_dict()["batch"]["vision_encoder"] == {"tp_mode": "weights", "image_size": None}
+    # an unsupported model: vLLM falls back, and the block says so
+    fallback = _model("data")
+    fallback.cfg = _cfg("SomeOtherVLForConditionalGeneration")
+    assert fallback.to_dict()["batch"]["vision_encoder"]["tp_mode"] == "weights"

@@ -508,6 +508,15 @@ class MemoryModel(msgspec.Struct):
                     "max_num_seqs": self.batch.seqs,
                     "source": self.batch.source,
                     "cudagraphs_in_budget": self.batch.cudagraphs and not self.eager,
+                    # how the vision encoder is profiled: its TP mode as vLLM runs it
+                    # (--mm-encoder-tp-mode data where the model supports it, else "weights")
+                    # and --limit-mm-per-prompt's image cut
+                    "vision_encoder": {
+                        "tp_mode": "data" if encoder_dp(self.cfg, self.batch) else "weights",
+                        "image_size": list(self.batch.mm_image_size) if self.batch.mm_image_size else None,
+                    }
+                    if self.cfg.tower is not None and self.batch.encoder
+                    else None,
                 }
                 if self.engine == "vllm"
                 else None,
