@@ -96,6 +96,21 @@ class Conformance:
         doc["_rc"], doc["_wall_s"] = proc.returncode, wall
         return doc
 
+    def probe(self, python: str, code: str, arg: Any, cwd: Path, *, timeout: float = 300) -> Any:
+        """Run ``code`` in the engine's interpreter with ``json.dumps(arg)`` as its argument
+        (the environment of :meth:`child_env`); its last stdout line, parsed as JSON."""
+        run = subprocess.run(
+            [python, "-c", code, json.dumps(arg)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+            cwd=cwd,
+            env=self.child_env(),
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+        return json.loads(run.stdout.strip().splitlines()[-1])
+
     def read_many(self, python: str, cases: dict[str, tuple[str, list[str]]], cwd: Path) -> dict[str, dict]:
         """Several readings side by side (each engine import takes seconds, ~1 GiB each)."""
         workers = max(2, min(len(cases), os.cpu_count() or 2, 4))

@@ -6,9 +6,6 @@ equal items the busiest rank encodes (model_executor/models/vision.py
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 from flightcheck._knowledge import vllm
 
 PROBE = r"""
@@ -40,17 +37,7 @@ SPLITS = [(1, 8), (2, 8), (8, 8), (9, 8), (3, 2), (5, 4), (16, 4)]
 def test_supporting_architectures_and_the_busiest_rank_match_the_installed_vllm(
     conformance, engine_python: str, tmp_path
 ) -> None:
-    run = subprocess.run(
-        [engine_python, "-c", PROBE, json.dumps(SPLITS)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-        cwd=tmp_path,
-        env=conformance.child_env(),
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    got = json.loads(run.stdout.strip().splitlines()[-1])
+    got = conformance.probe(engine_python, PROBE, SPLITS, tmp_path, timeout=600)
     assert got["default"] == "weights"
     # the classes that could not be imported here are few, and none is in the table
     assert len(got["failed"]) <= 5, got["failed"]

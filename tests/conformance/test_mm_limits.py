@@ -6,9 +6,6 @@ flags in their JSON and dotted spellings (``vllm._json_arg``) against its own
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 from flightcheck._knowledge import vllm
 
 PROBE = r"""
@@ -33,16 +30,7 @@ CASES = [
 
 def test_limits_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
     kwargs = [{"limit_per_prompt": doc} for _, doc in CASES] + [{"language_model_only": True}]
-    run = subprocess.run(
-        [engine_python, "-c", PROBE, json.dumps(kwargs)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    theirs = json.loads(run.stdout.strip().splitlines()[-1])
+    theirs = conformance.probe(engine_python, PROBE, kwargs, tmp_path)
     for (flags, _), got in zip(CASES, theirs):
         skip, limits = vllm.mm_profiling(flags)
         assert skip is None
@@ -84,17 +72,7 @@ def test_json_flags_read_as_the_installed_parser_reads_them(conformance, engine_
     """vllm._json_arg (and mm_image_size on it) against vLLM's own FlexibleArgumentParser
     and MultiModalConfig: the JSON form, the dotted form, and the two mixed."""
     argvs = [[w for pair in case for w in pair] for case in SPELLINGS]
-    run = subprocess.run(
-        [engine_python, "-c", PARSE_PROBE, json.dumps(argvs)],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        cwd=tmp_path,
-        env=conformance.child_env(),
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    theirs = json.loads(run.stdout.strip().splitlines()[-1])
+    theirs = conformance.probe(engine_python, PARSE_PROBE, argvs, tmp_path)
     for case, (limits, spec, size) in zip(SPELLINGS, theirs, strict=True):
         flags = [f"{name}={value}" for name, value in case]
         mine_limits, err = vllm._json_arg(flags, vllm.LIMIT_MM_PER_PROMPT_FLAG)

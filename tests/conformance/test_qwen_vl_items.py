@@ -6,37 +6,49 @@ for (no GPU, no checkpoint)."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import msgspec
 
 from flightcheck._knowledge import vllm
 
-PROBE = r"""
+#: vLLM's own processing info for a QwenVisionProcessor's figures (dict ``a``), the config
+#: and processors stood in for; shared by the probes below
+STUB = r"""
 import json, sys
 from types import SimpleNamespace as NS
-from vllm.model_executor.models.qwen3_vl import Qwen3VLProcessingInfo
-from vllm.model_executor.models.qwen2_vl import Qwen2VLProcessingInfo
+from vllm.model_executor.models.qwen3_vl import Qwen3VLProcessingInfo, Qwen3VLDummyInputsBuilder
+from vllm.model_executor.models.qwen2_vl import Qwen2VLProcessingInfo, Qwen2VLDummyInputsBuilder
 from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
-from vllm.multimodal.encoder_budget import MultiModalBudget
-out = []
-for a, seq_len in json.loads(sys.argv[1]):
+
+
+def stub_info(a):
     info = object.__new__(Qwen3VLProcessingInfo if a["qwen3"] else Qwen2VLProcessingInfo)
     vc = NS(patch_size=a["patch"], spatial_merge_size=a["merge"], temporal_patch_size=a["temporal"])
-    info.get_hf_config = lambda vc=vc: NS(vision_config=vc)
+    info.get_hf_config = lambda: NS(vision_config=vc)
     info._merge_and_resolve_mm_processor_kwargs = lambda kw: {}
     img = NS(size={"shortest_edge": a["image_min"], "longest_edge": a["image_max"]})
     vid = object.__new__(Qwen3VLVideoProcessor)
     vid.size = {"shortest_edge": a["video_min"], "longest_edge": a["video_max"]}
     vid.temporal_patch_size = a["video_temporal"]
-    info.get_image_processor = lambda img=img: img
-    info.get_video_processor = lambda vid=vid: vid
+    info.get_image_processor = lambda: img
+    info.get_video_processor = lambda: vid
+    return info, img
+"""
+
+PROBE = (
+    STUB
+    + r"""
+from vllm.multimodal.encoder_budget import MultiModalBudget
+out = []
+for a, seq_len in json.loads(sys.argv[1]):
+    info, _ = stub_info(a)
     image, video = info.get_max_image_tokens(), info.get_max_video_tokens(seq_len, {"video": 1})
     # the modality profile_run encodes: vLLM's own choice (multimodal/encoder_budget.py)
     chosen = MultiModalBudget.get_modality_with_max_tokens(NS(mm_max_toks_per_item={"image": image, "video": video}))
     out.append([image, video, chosen])
 print(json.dumps(out))
 """
+)
 
 Q = vllm.QwenVisionProcessor
 CASES = [
@@ -55,12 +67,7 @@ CASES = [
 
 
 def test_qwen_vl_items_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
-    arg = json.dumps([[msgspec.to_builtins(p), n] for p, n in CASES])
-    run = subprocess.run(
-        [engine_python, "-c", PROBE, arg], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    got = json.loads(run.stdout.strip().splitlines()[-1])
+    got = conformance.probe(engine_python, PROBE, [[msgspec.to_builtins(p), n] for p, n in CASES], tmp_path)
     v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
     for (p, seq_len), (image, video, chosen) in zip(CASES, got, strict=True):
         item = vllm.qwen_vl_item(v, p, seq_len)
@@ -70,25 +77,13 @@ def test_qwen_vl_items_match_the_installed_vllm(conformance, engine_python: str,
         assert item.encoder_tokens == item.budget_tokens  # 0.33.0 neither pads nor multiplies
 
 
-CUT_PROBE = r"""
-import json, sys
-from types import SimpleNamespace as NS
-from vllm.model_executor.models.qwen3_vl import Qwen3VLProcessingInfo, Qwen3VLDummyInputsBuilder
-from vllm.model_executor.models.qwen2_vl import Qwen2VLProcessingInfo, Qwen2VLDummyInputsBuilder
-from transformers.models.qwen3_vl.video_processing_qwen3_vl import Qwen3VLVideoProcessor
+CUT_PROBE = (
+    STUB
+    + r"""
 from vllm.config.multimodal import MultiModalConfig
 out = []
 for a, seq_len, limits in json.loads(sys.argv[1]):
-    info = object.__new__(Qwen3VLProcessingInfo if a["qwen3"] else Qwen2VLProcessingInfo)
-    vc = NS(patch_size=a["patch"], spatial_merge_size=a["merge"], temporal_patch_size=a["temporal"])
-    info.get_hf_config = lambda vc=vc: NS(vision_config=vc)
-    info._merge_and_resolve_mm_processor_kwargs = lambda kw: {}
-    img = NS(size={"shortest_edge": a["image_min"], "longest_edge": a["image_max"]})
-    vid = object.__new__(Qwen3VLVideoProcessor)
-    vid.size = {"shortest_edge": a["video_min"], "longest_edge": a["video_max"]}
-    vid.temporal_patch_size = a["video_temporal"]
-    info.get_image_processor = lambda img=img: img
-    info.get_video_processor = lambda vid=vid: vid
+    info, img = stub_info(a)
     # the dummy image profile_run encodes: the model's own builder with the launch's options
     # (processor.py get_dummy_mm_inputs passes mm_config.limit_per_prompt), then its tokens
     builder = (Qwen3VLDummyInputsBuilder if a["qwen3"] else Qwen2VLDummyInputsBuilder)(info)
@@ -100,6 +95,7 @@ for a, seq_len, limits in json.loads(sys.argv[1]):
     out.append([tokens, info.get_max_image_tokens()])
 print(json.dumps(out))
 """
+)
 
 QWEN3_P = Q(True, 16, 2, 2, 65536, 16777216, 4096, 25165824, 2)
 QWEN25_P = Q(False, 14, 2, 2, 3136, 12845056, 3136, 12845056, 2)
@@ -117,18 +113,8 @@ CUT_CASES = [
 def test_the_image_options_cut_the_dummy_image_as_the_installed_vllm_does(
     conformance, engine_python: str, tmp_path
 ) -> None:
-    arg = json.dumps([[msgspec.to_builtins(p), n, limits] for p, n, limits in CUT_CASES])
-    run = subprocess.run(
-        [engine_python, "-c", CUT_PROBE, arg],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        cwd=tmp_path,
-        env=conformance.child_env(),
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    got = json.loads(run.stdout.strip().splitlines()[-1])
+    arg = [[msgspec.to_builtins(p), n, limits] for p, n, limits in CUT_CASES]
+    got = conformance.probe(engine_python, CUT_PROBE, arg, tmp_path)
     v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
     for (p, seq_len, limits), (tokens, largest) in zip(CUT_CASES, got, strict=True):
         flags = [f"--limit-mm-per-prompt={json.dumps(limits)}"]

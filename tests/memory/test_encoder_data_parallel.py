@@ -13,35 +13,9 @@ from flightcheck._memory.budget import Batch, encoder_dp, encoder_terms
 from flightcheck._memory.config import parse
 from flightcheck._memory.weights import Layout, tally
 from flightcheck._vocabulary.intent import Intent
+from support.qwen_vl import IMAGE, QWEN3_CONFIG, VIDEO
 
 R = vllm._release
-QWEN3_CONFIG = {
-    "architectures": ["Qwen3VLMoeForConditionalGeneration"],
-    "model_type": "qwen3_vl_moe",
-    "text_config": {
-        "hidden_size": 2048,
-        "num_hidden_layers": 4,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 4,
-        "head_dim": 128,
-        "intermediate_size": 6144,
-        "vocab_size": 151936,
-        "max_position_embeddings": 262144,
-    },
-    "vision_config": {
-        "deepstack_visual_indexes": [8, 16, 24],
-        "depth": 27,
-        "hidden_size": 1152,
-        "intermediate_size": 4304,
-        "num_heads": 16,
-        "out_hidden_size": 2048,
-        "patch_size": 16,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-    },
-}
-IMAGE = {"size": {"longest_edge": 16777216, "shortest_edge": 65536}, "patch_size": 16, "merge_size": 2}
-VIDEO = {"size": {"longest_edge": 25165824, "shortest_edge": 4096}, "temporal_patch_size": 2}
 OUT = 2048 * 4 * 2  # one output token: 2,048 x (1 + 3 deepstack) values, bf16
 
 

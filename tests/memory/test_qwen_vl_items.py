@@ -9,36 +9,11 @@ from flightcheck._knowledge.vllm import QwenVisionProcessor, qwen_vl_item
 from flightcheck._memory.budget import Batch, encoder_terms
 from flightcheck._memory.config import parse
 from flightcheck._memory.weights import Layout
+from support.qwen_vl import IMAGE, QWEN3_CONFIG, VIDEO
 
 R = vllm._release
 #: Qwen3-VL's processors: 4096 x 4096 images, 25,165,824-pixel videos, 16-pixel patches
 QWEN3 = QwenVisionProcessor(True, 16, 2, 2, 65536, 16777216, 4096, 25165824, 2)
-QWEN3_CONFIG = {
-    "architectures": ["Qwen3VLMoeForConditionalGeneration"],
-    "model_type": "qwen3_vl_moe",
-    "text_config": {
-        "hidden_size": 2048,
-        "num_hidden_layers": 48,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 4,
-        "head_dim": 128,
-        "vocab_size": 151936,
-        "max_position_embeddings": 262144,
-    },
-    "vision_config": {
-        "deepstack_visual_indexes": [8, 16, 24],
-        "depth": 27,
-        "hidden_size": 1152,
-        "intermediate_size": 4304,
-        "num_heads": 16,
-        "out_hidden_size": 2048,
-        "patch_size": 16,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-    },
-}
-IMAGE = {"size": {"longest_edge": 16777216, "shortest_edge": 65536}, "patch_size": 16, "merge_size": 2}
-VIDEO = {"size": {"longest_edge": 25165824, "shortest_edge": 4096}, "temporal_patch_size": 2}
 
 
 def test_qwen3_vl_before_0_13_counts_12_5_tokens_per_video_token() -> None:
