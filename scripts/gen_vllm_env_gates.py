@@ -15,7 +15,7 @@ text. The result goes to ``tests/fixtures/vllm_envs/gates.json`` (committed: CI 
 download ~40 wheels of 250-500 MB each; tests/knowledge/test_vllm_env_gates.py checks the
 knowledge module against it offline).
 
-``--check`` compares ``_knowledge/vllm.py``'s ``SINCE`` (first release declaring the
+``--check`` compares ``_knowledge/vllm/``'s ``SINCE`` (first release declaring the
 variable) and ``ENV_DEFAULTS`` (its default by release) with the fixture; exit 1 on a
 difference, each printed. A variable the fixture never saw declared must not be in
 ``SINCE``. Files named ``envs-<version>.py`` in ``--wheels`` (envs.py extracted before)

@@ -489,7 +489,7 @@ def test_fc119_dg_nvcc_compiler_override_is_what_counts():
 
 
 def test_fc119_block_fp8_on_hopper_and_mxfp4_on_blackwell_without_flashinfer(tmp_path, monkeypatch):
-    """The DeepGEMM paths of vLLM 0.33 (``_knowledge/vllm.py`` DEEP_GEMM_QUANTS): block FP8
+    """The DeepGEMM paths of vLLM 0.33 (``_knowledge/vllm/`` DEEP_GEMM_QUANTS): block FP8
     everywhere DeepGEMM runs; MXFP4 on SM 10.x when FlashInfer is off."""
     from support.ckptgen import load_config, write_checkpoint
 

@@ -1,4 +1,4 @@
-"""The memory rules of _knowledge/vllm.py and sglang.py against the installed engines:
+"""The memory rules of _knowledge/vllm/ and sglang/ against the installed engines:
 vLLM's default gpu_memory_utilization, whether its CUDA-graph estimate comes off the KV
 budget, its batch defaults per GPU (``EngineArgs.get_batch_defaults`` with the platform
 stood in for), and SGLang's prefill CUDA-graph sizes."""

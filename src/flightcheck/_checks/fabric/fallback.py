@@ -16,11 +16,11 @@ Where each setting comes from (read in the projects' sources and pull requests):
   listed; before it only vLLM's own variables reached Ray workers.
 * ``NCCL_NVLS_ENABLE=0``: NCCL's NVLS only (2.17+); it does not touch torch or FlashInfer.
 * vLLM 0.33.0: every multicast path of the installed wheel, its gate and how the plan
-  covers it is listed in ``_knowledge/vllm.py`` (``MULTICAST_PATHS``). Two have no switch
+  covers it is listed in ``_knowledge/vllm/`` (``MULTICAST_PATHS``). Two have no switch
   and stop the launch with a layout that avoids them: Kimi-K3's latent MoE tail and Beam's
   all-reduce workspace (``VLLM_ENABLE_K3_LATENT_MOE_TAIL_FUSION`` of PR #50088 is honoured
   where the installed envs.py declares it; 0.33.0's does not).
-* SGLang (``_knowledge/sglang.py``, read in the wheels 0.5.5-0.5.23): the opt-in multicast
+* SGLang (``_knowledge/sglang/``, read in the wheels 0.5.5-0.5.23): the opt-in multicast
   flags are dropped; the FlashInfer all-reduce fusion binds multicast only from 0.5.14
   (mnnvl), where ``--flashinfer-allreduce-fusion-backend trtllm`` keeps it on CUDA IPC on
   one node and ``--enforce-disable-flashinfer-allreduce-fusion`` turns it off across nodes

@@ -1,6 +1,6 @@
 """FC129–FC130 — the model-specific kernel compilers of vLLM 0.33: tilelang (the mHC ops of
 DeepSeek-V4 and GLM5next) and humming (MoE experts on SM 9.0). Each runs only where vLLM's
-own gate sends the model (``_knowledge/vllm.py``) and reads what the compiler itself reads
+own gate sends the model (``_knowledge/vllm/``) and reads what the compiler itself reads
 (``_knowledge/tilelang.py``, ``_knowledge/humming.py``). Imported through ``toolchain``.
 """
 
