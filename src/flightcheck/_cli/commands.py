@@ -150,8 +150,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_probe(args: argparse.Namespace) -> int:
     """``flightcheck probe multicast``."""
     from flightcheck._collect.multicast import main as probe_main
+    from flightcheck._report import emit
 
-    return probe_main(args)
+    text, code = probe_main(args)
+    emit(text, None)  # a closed or full stdout: one line, exit 2
+    return code
 
 
 def cmd_run(args: argparse.Namespace) -> int:

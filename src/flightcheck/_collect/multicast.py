@@ -194,17 +194,15 @@ def render_text(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(args: Any) -> int:
-    """``flightcheck probe multicast``: 0 ok, 1 multicast failed, 3 the probe could not run."""
+def main(args: Any) -> tuple[str, int]:
+    """``flightcheck probe multicast``: the output to print, and the exit code (0 ok, 1
+    multicast failed, 3 the probe could not run); the command line prints it."""
     devices = _parse_devices(getattr(args, "devices", None))
     timeout = float(getattr(args, "timeout", DEFAULT_TIMEOUT))
     if timeout <= 0:
         raise UsageError("--timeout must be positive")
     result = probe_multicast(devices, timeout, getattr(args, "handle_type", None))
-    if getattr(args, "format", "text") == "json":
-        sys.stdout.write(json.dumps(result, indent=1) + "\n")
-    else:
-        sys.stdout.write(render_text(result))
+    text = json.dumps(result, indent=1) + "\n" if getattr(args, "format", "text") == "json" else render_text(result)
     if result.get("ok") is None:
-        return 3
-    return 0 if result["ok"] else 1
+        return text, 3
+    return text, 0 if result["ok"] else 1

@@ -48,11 +48,13 @@ def emit(text: str, output: str | Path | None) -> None:
 
     Raises:
         UsageError: the output cannot be written (``/dev/full``, a closed pipe's sibling
-            errors, a refused path): one line, exit 2.
+            errors, a closed stdout, a refused path): one line, exit 2.
     """
     if output:
         write_atomic(output, text)
         return
+    if sys.stdout is None:  # `flightcheck ... >&-`: Python starts with no sys.stdout
+        raise UsageError("cannot write to stdout: it is closed")
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
