@@ -164,7 +164,7 @@ def test_a_closed_stdout_is_exit_2(args: tuple[str, ...]) -> None:
         text=True,
         timeout=60,
         check=False,
-        preexec_fn=lambda: os.close(1),  # noqa: PLW1509 - the child's stdout closed, as `>&-` does
+        preexec_fn=lambda: os.close(1),  # the child's stdout closed, as `>&-` does
     )
     last = proc.stderr.splitlines()[-1] if proc.stderr else ""
     assert proc.returncode == 2, proc.stderr
@@ -201,7 +201,7 @@ def test_a_closed_stdout_is_fine_when_the_report_goes_to_a_file(tmp_path: Path) 
         text=True,
         timeout=60,
         check=False,
-        preexec_fn=lambda: os.close(1),  # noqa: PLW1509
+        preexec_fn=lambda: os.close(1),
     )
     assert proc.returncode == 0, proc.stderr
     assert '"verdict"' in out.read_text()
