@@ -34,6 +34,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         from flightcheck._launch.engine_ask import settle_reading, start_asking
 
         parsed = parse_command(command)
+        if args.python:  # --python names the engine's interpreter: its parser is asked
+            parsed.intent.python = intent_from_args(args, parsed.intent).python
         # the engine's own reading when its interpreter has it, asked in the background
         # while the facts are collected (see _launch/engine_ask.py)
         asking = start_asking(parsed, dict(os.environ))

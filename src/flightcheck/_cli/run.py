@@ -96,6 +96,8 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
 
     base_env = dict(os.environ)
     cmd = parse_command(command, base_env)
+    if args.python:  # --python names the engine's interpreter: its parser is asked
+        cmd.intent.python = intent_from_args(args, cmd.intent).python
     # the engine's own reading when its interpreter has it: asked now, in the background,
     # while the facts are collected and the checkpoint is read; awaited before evaluating
     asking = start_asking(cmd, base_env)

@@ -82,11 +82,28 @@ def read_intent(cmd: EngineCommand) -> None:
         cmd.intent.refused = [str(exc)]
         cmd.intent.reader = "built-in"
         return
-    fields = intent_fields(cmd.engine, cmd.form, parsed.values, {d for d, _, _ in parsed.given}, unparsed)
+    refused: list[str] = []
+    fields = intent_fields(cmd.engine, cmd.form, parsed.values, {d for d, _, _ in parsed.given}, unparsed, refused)
     fields["engine_flags"] = _rendered(cmd.engine, parsed.given)
     fields["unparsed"] = unparsed
+    fields["refused"] = refused
     fields["reader"] = "built-in"
     cmd.intent = Intent(**fields)
+
+
+def _table_release() -> tuple[int, ...] | None:
+    """The vLLM release the built-in reader's tables come from (FC703 judges only it)."""
+    from flightcheck._knowledge import argtables
+
+    return release_tuple(argtables.TABLE_VERSION.get("vllm"))
+
+
+def release_tuple(text: object) -> tuple[int, ...] | None:
+    """``"0.33.0"`` (or ``"0.33.0+cpu"``) as (0, 33, 0); None when it is not a release."""
+    import re
+
+    m = re.match(r"(\d+(?:\.\d+)*)", text) if isinstance(text, str) else None
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 
 def _rendered(engine: str, given: list[tuple[str, str, Any]]) -> list[str]:
@@ -127,9 +144,15 @@ def _set(fields: dict[str, Any], name: str, value: Any, where: str, unparsed: li
 
 
 def intent_fields(
-    engine: str, form: str, values: dict[str, Any], given: set[str], unparsed: list[str]
+    engine: str,
+    form: str,
+    values: dict[str, Any],
+    given: set[str],
+    unparsed: list[str],
+    refused: list[str] | None = None,
 ) -> dict[str, Any]:
     """Intent fields from the engine's parsed values (``given``: the settings the line set).
+    ``refused`` collects what the engine refuses at startup though its parser took it.
 
     Shared by the built-in reader and the reading of the engine's own answer."""
     from flightcheck._launch import engine_args
@@ -162,6 +185,12 @@ def intent_fields(
                 continue
         if name == "cpu_offload_gb":
             value = float(value)
+        if engine == "vllm" and name == "gpu_memory_utilization" and refused is not None:
+            # the parser takes any float; CacheConfig refuses it at startup (FC703)
+            why = vllm.utilization_refusal(value, _table_release())
+            if why:
+                refused.append(why)
+                continue
         _set(fields, name, value, dest, unparsed)
     if engine == "vllm":
         # ServeSubcommand.cmd: the positional model_tag wins over --model; the api_server
