@@ -240,3 +240,15 @@ def test_a_vllm_whose_parser_api_moved_keeps_the_builtin_reading(tmp_path, serve
     doc = json.loads(report.read_text())
     assert doc["intent"]["reader"] == "built-in" and doc["intent"]["gpus_per_node"] == 8
     assert "engine_read_s" in doc["timings"]
+
+
+def test_a_refused_secret_never_reaches_the_plugins_stderr(tmp_path, serve_argv):
+    """vLLM refuses unknown flags (FC703 stops the launch); argparse's refusal text names
+    each flag and its value: the plugin's stderr and FLIGHTCHECK_REPORT hold neither secret."""
+    secrets = ["--password", "plain1secret", "--apikey=plain2secret", "--auth-token", "plain3secret"]
+    report = tmp_path / "report.json"
+    proc, out = plugin(tmp_path, [*serve_argv, *secrets], [base_facts(tmp_path)], FLIGHTCHECK_REPORT=str(report))
+    assert out is not None and out["outcome"] == "exit:1", proc.stderr
+    assert "FC703" in proc.stderr and "<redacted>" in proc.stderr
+    for text in (proc.stderr, report.read_text()):
+        assert not any(f"plain{i}secret" in text for i in (1, 2, 3)), text
