@@ -34,6 +34,7 @@ def assess(
     strict: bool = False,
     settle: Callable[[Intent], Intent] | None = None,
     early: Early | None = None,
+    live_env: bool = False,
 ) -> Report:
     """Collect the facts (files over live collection), read ``intent.model``'s checkpoint
     with the engine's environment, and evaluate; ``report.timings`` has each stage.
@@ -46,11 +47,16 @@ def assess(
 
     ``early``: a read of ``intent.model`` the caller already started with
     :func:`~flightcheck._collect.checkpoint.start_reading` (before importing this module:
-    the scan then overlaps the imports)."""
+    the scan then overlaps the imports).
+
+    ``live_env``: ``env`` is the engine's own (``run``, the plugin): it wins over a facts
+    file's recorded ``env`` (:func:`~flightcheck._collect.collect`)."""
     t0 = time.perf_counter()
     if early is None:
         early = start_reading(intent)  # a model directory is read while the facts are collected
-    facts = collect(intent, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs)
+    facts = collect(
+        intent, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs, live_env=live_env
+    )
     checkpoint = read_checkpoint(intent, facts, early)
     t1 = time.perf_counter()
     timings: dict[str, float] = {}
@@ -59,7 +65,9 @@ def assess(
         t_settled = time.perf_counter()
         timings["engine_wait_s"] = round(t_settled - t1, 4)  # how long the verdict waited for the engine
         if _differs(intent, final, COLLECTED_BY):
-            facts = collect(final, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs)
+            facts = collect(
+                final, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs, live_env=live_env
+            )
             checkpoint = read_checkpoint(final, facts)
         elif _differs(intent, final, CHECKPOINT_BY):
             checkpoint = read_checkpoint(final, facts)

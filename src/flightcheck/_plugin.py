@@ -147,8 +147,14 @@ def _guard(command: list[str]) -> None:
     intent.python = sys.executable  # this process is the engine's interpreter
     facts_files = env_facts_files(os.environ)
     probes = ["multicast"] if _on("FLIGHTCHECK_PROBE") else []
-    report = assess(
-        intent, facts_files, env=env, python=sys.executable, probes=probes, strict=_on("FLIGHTCHECK_STRICT")
+    report = assess(  # this process's environment is the engine's: it wins over a recorded one
+        intent,
+        facts_files,
+        env=env,
+        python=sys.executable,
+        probes=probes,
+        strict=_on("FLIGHTCHECK_STRICT"),
+        live_env=True,
     )
     report.timings["engine_read_s"] = round(read_s, 4)  # vLLM's own parser, in this process
     report.timings["total_s"] = round(time.perf_counter() - t0, 4)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from support.evaluation import host_doc
 from support.launch import FALLBACK_ENV, FM_STOPPED, MULTICAST_401, base_facts
 
 DRIVER = r"""
@@ -252,3 +253,14 @@ def test_a_refused_secret_never_reaches_the_plugins_stderr(tmp_path, serve_argv)
     assert "FC703" in proc.stderr and "<redacted>" in proc.stderr
     for text in (proc.stderr, report.read_text()):
         assert not any(f"plain{i}secret" in text for i in (1, 2, 3)), text
+
+
+def test_the_engines_live_env_wins_over_a_recorded_one(tmp_path):
+    """The plugin runs inside the engine: a facts file's recorded HF_HUB_OFFLINE=1 (an init
+    container's shell) must not stop an online download of an uncached repo id."""
+    facts = base_facts(tmp_path, env={**host_doc("b300")["env"], "HF_HUB_OFFLINE": "1"})
+    live = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    proc, out = plugin(
+        tmp_path, [VLLM, "serve", "Qwen/Qwen3-0.6B"], [facts], HF_HOME=str(tmp_path / "hf"), **{"PATH": live["PATH"]}
+    )
+    assert out is not None and out["outcome"] == "returned", proc.stderr

@@ -117,6 +117,7 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
         facts_docs=docs,
         strict=args.strict,
         settle=settle,
+        live_env=True,  # the engine runs with this environment, not a snapshot's
     )
     intent = report.intent
     if not cmd.recognised and args.engine is None:
