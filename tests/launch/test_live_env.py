@@ -27,7 +27,8 @@ def online(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
 
 
 def test_run_online_is_not_stopped_by_a_recorded_offline_env(online: None) -> None:
-    rc, out, err = cli_in_process("run", "--example", "b300", "--dry-run", "--format", "json", "--", "vllm", "serve", UNCACHED)
+    argv = ["run", "--example", "b300", "--dry-run", "--format", "json", "--", "vllm", "serve", UNCACHED]
+    rc, _out, err = cli_in_process(*argv)
     assert rc == 0, err
     report = json.loads(err.split("\nflightcheck:")[0])
     assert "FC501" not in _codes(report, "fail")
@@ -53,4 +54,5 @@ def test_the_offline_fc501_says_why_and_a_fix_that_works_in_that_shell(online: N
     rc, out, _err = cli_in_process("check", "--example", "b300", "--format", "json", "--", "vllm", "serve", UNCACHED)
     fc501 = next(c for c in json.loads(out)["checks"] if c["code"] == "FC501")
     assert rc == 1 and "HF_HUB_OFFLINE=1" in fc501["message"], fc501
-    assert fc501["fix"].startswith(f"HF_HUB_OFFLINE=0 hf download {UNCACHED}") and "unset HF_HUB_OFFLINE" in fc501["fix"]
+    assert fc501["fix"].startswith(f"HF_HUB_OFFLINE=0 hf download {UNCACHED}")
+    assert "unset HF_HUB_OFFLINE" in fc501["fix"]

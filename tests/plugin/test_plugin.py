@@ -259,8 +259,12 @@ def test_the_engines_live_env_wins_over_a_recorded_one(tmp_path):
     """The plugin runs inside the engine: a facts file's recorded HF_HUB_OFFLINE=1 (an init
     container's shell) must not stop an online download of an uncached repo id."""
     facts = base_facts(tmp_path, env={**host_doc("b300")["env"], "HF_HUB_OFFLINE": "1"})
-    live = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     proc, out = plugin(
-        tmp_path, [VLLM, "serve", "Qwen/Qwen3-0.6B"], [facts], HF_HOME=str(tmp_path / "hf"), **{"PATH": live["PATH"]}
+        tmp_path,
+        [VLLM, "serve", "Qwen/Qwen3-0.6B"],
+        [facts],
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_OFFLINE="0",
+        TRANSFORMERS_OFFLINE="0",
     )
     assert out is not None and out["outcome"] == "returned", proc.stderr
