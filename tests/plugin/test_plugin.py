@@ -268,3 +268,42 @@ def test_the_engines_live_env_wins_over_a_recorded_one(tmp_path):
         TRANSFORMERS_OFFLINE="0",
     )
     assert out is not None and out["outcome"] == "returned", proc.stderr
+
+
+FAKE_PLATFORMS = """
+import enum
+class PlatformEnum(enum.Enum):
+    CUDA = enum.auto()
+    ROCM = enum.auto()
+    CPU = enum.auto()
+class _Platform:
+    def __init__(self, which):
+        self._enum = PlatformEnum[which]
+    def is_cuda(self):
+        return self._enum is PlatformEnum.CUDA
+import os
+current_platform = _Platform(os.environ.get("FAKE_VLLM_PLATFORM", "CUDA"))
+"""
+
+
+@pytest.mark.parametrize("platform", ["CPU", "ROCM", "CUDA"])
+def test_a_non_cuda_vllm_is_skipped_in_one_line(tmp_path, platform):
+    """VLLM_TARGET_DEVICE=cpu or a ROCm build: vLLM's own platform (vllm.platforms, already
+    imported when it calls the plugin) is not CUDA, so NVML's absence (FC201) says nothing
+    about the launch: one line, and the launch goes on. On CUDA the same host stops."""
+    pkg = tmp_path / "fakepkgs" / "vllm" / "platforms"
+    pkg.mkdir(parents=True)
+    (pkg.parent / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text(FAKE_PLATFORMS)
+    argv = [VLLM, "serve", "/models/m", "--load-format", "dummy"]
+    proc, out = plugin(tmp_path, argv, None, PLUGIN_IMPORT="vllm.platforms", FAKE_VLLM_PLATFORM=platform)
+    assert out is not None, proc.stderr
+    if platform == "CUDA":  # checked as ever (this host's NVML decides)
+        assert "platform here" not in proc.stderr and "flightcheck" in proc.stderr, proc.stderr
+        return
+    assert out["outcome"] == "returned", proc.stderr
+    assert proc.stderr.count("\n") == 1 and f"{platform.lower()} platform" in proc.stderr, proc.stderr
+    # a snapshot named in FLIGHTCHECK_FACTS is judged whatever the platform
+    nvml_gone = base_facts(tmp_path, driver=None, gpus=[], unavailable={"driver": "NVML: libnvidia-ml.so.1 not found"})
+    proc, out = plugin(tmp_path, argv, [nvml_gone], PLUGIN_IMPORT="vllm.platforms", FAKE_VLLM_PLATFORM=platform)
+    assert out is not None and out["outcome"] == "exit:1" and "FC201" in proc.stderr, proc.stderr
