@@ -205,3 +205,45 @@ def test_a_closed_stdout_is_fine_when_the_report_goes_to_a_file(tmp_path: Path) 
     )
     assert proc.returncode == 0, proc.stderr
     assert '"verdict"' in out.read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="plays another user's symbolic link: needs root to chown it")
+def test_a_directory_swapped_for_another_users_link_during_the_write(tmp_path: Path) -> None:
+    """The race of a shared directory: another user swaps the directory holding --output
+    for a link to a directory they cannot write, between flightcheck's link check and its
+    write. Nothing may land there, and no temp file may be left anywhere."""
+    import threading
+
+    protected = tmp_path / "protected"
+    protected.mkdir()
+    d = tmp_path / "d"
+    d.mkdir()
+    link = tmp_path / "d.link"
+    link.symlink_to(protected)
+    os.lchown(link, 65534, 65534)
+    stop = threading.Event()
+
+    def swap() -> None:
+        for _ in range(100000):
+            if stop.is_set():
+                return
+            os.rename(d, tmp_path / "d.dir")
+            os.rename(link, d)
+            os.rename(d, link)
+            os.rename(tmp_path / "d.dir", d)
+
+    thread = threading.Thread(target=swap, daemon=True)
+    thread.start()
+    try:
+        for i in range(2000):
+            try:
+                write_atomic(str(d / "out.json"), f"{i}\n")
+            except UsageError:
+                pass
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert list(protected.iterdir()) == []
+    left = [p.name for p in (tmp_path / "d").iterdir() if p.name != "out.json"]
+    assert left == [], left
