@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any
 
-from flightcheck._cli.options import T0, intent_from_args
+from flightcheck._cli.options import T0, example_without_deep, intent_from_args
 from flightcheck._vocabulary.errors import UsageError
 
 
@@ -46,7 +46,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         base: Intent | None = parsed.intent
     else:  # the example's layout, unless the flags say otherwise
         base = Intent(**example_fields) if example_fields else None
-    intent = intent_from_args(args, base)
+    intent = example_without_deep(args, intent_from_args(args, base))
     # The model directory's read starts now, before the checks, the collectors and the
     # report are imported: its scan workers start while this process imports.
     from flightcheck._collect.checkpoint import start_reading

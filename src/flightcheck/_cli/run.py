@@ -88,7 +88,7 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError(
             f"run: give the engine command after --, e.g. flightcheck run -- vllm serve MODEL {vllm.layout(8)}"
         )
-    from flightcheck._cli.options import intent_from_args
+    from flightcheck._cli.options import example_without_deep, intent_from_args
     from flightcheck._examples import load_example
     from flightcheck._launch.command import parse_command
     from flightcheck._launch.engine_ask import settle_reading, start_asking
@@ -105,7 +105,7 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
     def settle(provisional: Intent) -> Intent:
         return intent_from_args(args, cmd.intent) if settle_reading(cmd, asking) else provisional
 
-    intent = intent_from_args(args, cmd.intent)
+    intent = example_without_deep(args, intent_from_args(args, cmd.intent))
     engine_env = cmd.engine_env(base_env)
     docs, _ = load_example(args.example)  # its snapshot; the launch is the command's
     report = assess(
