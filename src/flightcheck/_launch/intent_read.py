@@ -48,13 +48,32 @@ def engine_opts(cmd: EngineCommand) -> tuple[list[Opt], list[tuple[int, str]], l
             cmd.config_problem = "--config without a file"
         else:
             try:
-                path = cmd.config
-                tokens, data = config_tokens(path, cmd.engine or "vllm")
-                cmd.config_data = data
+                tokens = _read_config(cmd, cmd.config)
                 opts, _ = tokenize(tokens, cmd.engine, source="config")
             except UsageError as exc:
                 cmd.config_problem = str(exc)  # the engine refuses to start: FC711 blocks
     return opts + cli_opts, positionals, problems
+
+
+def _read_config(cmd: EngineCommand, path: str) -> list[str]:
+    """``--config``'s tokens, read once per command (the parser and the lenient reading of
+    a refused line both ask; a FIFO would give nothing, after its 3 s bound, the second time).
+
+    Raises:
+        UsageError: it cannot be read or parsed.
+    """
+    if cmd.config_read is None or cmd.config_read[0] != path:
+        try:
+            tokens, data = config_tokens(path, cmd.engine or "vllm")
+        except UsageError as exc:
+            cmd.config_read = (path, str(exc))
+            raise
+        cmd.config_data = data
+        cmd.config_read = (path, tokens)
+    got = cmd.config_read[1]
+    if isinstance(got, str):
+        raise UsageError(got)
+    return list(got)
 
 
 def read_intent(cmd: EngineCommand) -> None:
@@ -67,11 +86,9 @@ def read_intent(cmd: EngineCommand) -> None:
     def load_config(path: str) -> list[str]:
         cmd.config = path
         try:
-            tokens, data = config_tokens(path, cmd.engine or "vllm")
+            return _read_config(cmd, path)
         except UsageError as exc:
             raise engine_args.Refused(str(exc)) from None
-        cmd.config_data = data
-        return tokens
 
     try:
         parsed = engine_args.parse(
