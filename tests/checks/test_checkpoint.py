@@ -21,7 +21,7 @@ from flightcheck import Intent, evaluate
 from flightcheck._checks.checkpoint.kinds import CODE_OF, KIND_OF
 from support.checkpoints import COMMIT, break_checkpoint
 from support.ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
-from support.evaluation import counting_bug, facts, host_doc, results, statuses
+from support.evaluation import counting_bug, evaluated, facts, host_doc, results, statuses
 from support.ggufgen import STRING as GGUF_STRING
 from support.ggufgen import flint_model, write_gguf
 
@@ -359,8 +359,7 @@ def public(tmp_path: Path):
 def stops(code: str, model: Path | str, hub: Path | None = None, env: dict | None = None, **intent: Any) -> list:
     """The error-severity failures ``code`` gives for a launch of ``model``."""
     f = node(hub) if env is None else facts("b300", env=env)
-    got = results(f, model=str(model), **intent).get(code, [])
-    assert got, f"{code} was not evaluated"
+    got = evaluated(code, results(f, model=str(model), **intent).get(code, []))
     return [(r.status.value, r.message) for r in got if r.status.value == "fail" and r.severity.value == "error"]
 
 
