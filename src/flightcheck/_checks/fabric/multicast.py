@@ -1,6 +1,6 @@
 """FC303–FC305, FC309 — NVLS multicast: attribute, the bind probe, NCCL_NVLS_ENABLE, no probe.
 
-Part of the FC3 family (:mod:`.fabric` imports this module). The fallback knowledge (which
+Part of the FC3 family (:mod:`flightcheck._checks.fabric` imports this module). The fallback knowledge (which
 settings the installed engine reads, when none can help) is in :mod:`flightcheck._checks.fabric.fallback`.
 """
 

@@ -1,6 +1,8 @@
-"""FC1xx — the other runtime compilers of a launch (FC114–FC120): the host compiler spec,
+"""FC1xx — the other runtime compilers of a launch (FC114–FC128): the host compiler spec,
 Triton's C compiler, ptxas and cache, FlashInfer's ``which nvcc`` lookup, DeepGEMM's nvcc
-and FlashInfer's workspace base. Each reads what the component itself reads (the rules and
+and FlashInfer's workspace base (FC114–FC120); the ``--deep`` Triton ptxas smoke, FlashInfer's
+cubins, the host compiler nvcc accepts, libcuda for Triton, the JIT link tools, ptxas
+overrides and CuTe DSL (FC121–FC128). Each reads what the component itself reads (the rules and
 their sources are in ``_knowledge/triton.py``, ``flashinfer.py`` and ``vllm.py``).
 Imported through ``toolchain`` so the family registers as one.
 """
