@@ -86,3 +86,11 @@ def test_the_contracts_codes_keep_their_meaning(code: str) -> None:
     assert chk.name == CONTRACT[code]["name"]
     assert chk.severity.value == CONTRACT[code]["severity"].split()[0].strip(",")
     assert LEDGER[code] == CONTRACT[code]["name"]
+
+
+def test_the_catalogue_lists_the_former_codes() -> None:
+    from flightcheck._cli.commands import rules_markdown
+
+    page = rules_markdown(sorted(REGISTRY.values(), key=lambda c: c.code))
+    former = page[page.index("## Former codes") :]
+    assert "| FC703 | engine-config-unreadable | FC711 | 2026-12-01, commit ee0b03d |" in former

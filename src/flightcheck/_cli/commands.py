@@ -128,6 +128,11 @@ def rules_markdown(checks: list[Any]) -> str:
             "",
             body.replace("## ", "#### "),
         ]
+    from flightcheck._checks.retired import FORMER
+
+    if FORMER:  # what a code or a name meant before (src/flightcheck/_checks/retired.py)
+        out += ["", "## Former codes", "", "| code | name | now | when | why |", "|---|---|---|---|---|"]
+        out += [f"| {f.code} | {f.name} | {f.now or 'retired'} | {f.when} | {f.why} |" for f in FORMER]
     return "\n".join(out) + "\n"
 
 
