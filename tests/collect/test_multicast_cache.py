@@ -178,3 +178,52 @@ def test_probe_multicast_cli_without_nvml_probes_directly(env, tmp_path):
     r = cli("probe", "multicast", "--format", "json", env=env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["ok"] is True and probed(tmp_path)
+
+
+def _nvml_scenario(tmp_path: Path, n: int = 4) -> dict[str, str]:
+    """A fake pynvml (tests/fakes/nvml) of an n-GPU B300 node, for the NVML child."""
+    healthy = 2 | 2 << 2 | 2 << 4 | 2 << 6 | 1 << 8
+    gpus = [
+        {
+            "name": "NVIDIA B300 SXM6 AC",
+            "uuid": f"GPU-00000000-0000-0000-0000-00000000000{i}",
+            "bus": f"00000000:{0x17 + 16 * i:02X}:00.0",
+            "cc": [10, 3],
+            "mem": [288 << 30, 1 << 29],
+            "mig": 0,
+            "persistence": 1,
+            "virt": 0,
+            "fabric": {"state": 3, "status": 0, "clique": 32766, "uuid": "9e" * 16, "mask": healthy},
+            "links": {"count": 18, "active": 18, "remote": 2},
+            "remap": [0, 0, 0, 0],
+        }
+        for i in range(n)
+    ]
+    path = tmp_path / "nvml.json"
+    path.write_text(json.dumps({"driver": "590.44.01", "cuda": 13010, "gpus": gpus}))
+    return {"FAKE_NVML": str(path), "FAKE_CUDA_DEVICES": str(n)}
+
+
+def test_probe_multicast_cli_reads_and_fills_this_boots_cache(env, tmp_path):
+    """With NVML (the fake pynvml) the key is known: the second ``probe multicast`` is this
+    boot's verdict, ``--fresh`` probes again, and a verdict it stored serves the launch."""
+    src = os.environ.get("PYTHONPATH", "")
+    nvml = {**env, **_nvml_scenario(tmp_path), "PYTHONPATH": os.pathsep.join([str(FAKES / "nvml"), src])}
+    bad = {**nvml, "FAKE_CUDA_FAIL": "cuMulticastBindMem:401"}
+    r = cli("probe", "multicast", "--format", "json", env=bad)
+    assert r.returncode == 1, r.stderr
+    first = json.loads(r.stdout)
+    assert first["cached"] is False and first["cuda_error"] == 401 and first["devices"] == 4 and probed(tmp_path)
+    r = cli("probe", "multicast", env=nvml)  # nothing changed on this node: the boot's verdict
+    assert r.returncode == 1 and "this boot's verdict" in r.stdout and not probed(tmp_path)
+    r = cli("probe", "multicast", "--fresh", env=nvml)  # repaired without a visible restart
+    assert r.returncode == 0 and "multicast probe: ok" in r.stdout and probed(tmp_path)
+    from flightcheck._collect.fabric import imex_channels
+
+    doc = host_doc("b300")
+    doc["gpus"] = [{**g, "uuid": f"GPU-00000000-0000-0000-0000-00000000000{i}"} for i, g in enumerate(doc["gpus"][:4])]
+    doc["driver"] = {"loaded": True, "version": "590.44.01"}
+    doc["imex"] = {"channels": imex_channels(Path("/")), "service": None}  # as this host's NVML collector saw it
+    facts = from_dict(doc)
+    hit, _ = multicast.probe_cached(facts, [0, 1, 2, 3], env)  # the plugin asking for the same GPUs
+    assert hit is not None and hit["cached"] is True and hit["ok"] is True
