@@ -60,6 +60,8 @@ def utilization_refusal(value: object, v: tuple[int, ...] | None) -> str | None:
     if value > 1 and not math.isnan(value):
         return f"gpu_memory_utilization {value!r}: {where} requires value <= 1; the engine refuses it at startup"
     return None
+
+
 #: first release that subtracts the CUDA-graph estimate from the KV budget by default.
 CUDAGRAPHS_IN_BUDGET_SINCE = ENV_DEFAULTS[ESTIMATE_CUDAGRAPHS][0][0]  # "0.20.0": the default flipped to 1
 #: tokens per KV block (vllm/config/cache.py ``block_size`` default for CUDA attention).
