@@ -15,7 +15,15 @@ from flightcheck._knowledge.units import si_bytes
 from flightcheck._vocabulary.results import ERROR, INFO, WARNING
 
 
-@check("FC506", "index-inconsistent", ERROR)
+@check(
+    "FC506",
+    "index-inconsistent",
+    ERROR,
+    logs=(
+        "Cannot find any model weights with",
+        "(?:KeyError|ValueError): .*(?:not found in|missing from) (?:the )?(?:index|checkpoint)",
+    ),
+)
 def index_inconsistent(ctx: Context) -> Iterator[Outcome]:
     """The index and the shards' headers disagree.
 
@@ -44,7 +52,15 @@ def index_inconsistent(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC507", "config-invalid", ERROR)
+@check(
+    "FC507",
+    "config-invalid",
+    ERROR,
+    logs=(
+        r"Unrecognized model in .* Should have a `model_type` key in its config\.json",
+        r"config\.json: No such file or directory|does not appear to have a file named config\.json",
+    ),
+)
 def config_invalid(ctx: Context) -> Iterator[Outcome]:
     """config.json is missing, unparseable, or lacks a field the memory model needs.
 

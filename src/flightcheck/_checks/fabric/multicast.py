@@ -113,7 +113,18 @@ def multicast_unsupported(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC304", "multicast-bind-failed", WARNING)
+@check(
+    "FC304",
+    "multicast-bind-failed",
+    WARNING,
+    logs=(
+        r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory",
+        r"(?:transport/nvls\.cc|cuMulticast\w+).*(?:CUDA error|Cuda failure) 401",
+        "CUDA_ERROR_ILLEGAL_STATE|Cuda failure 401 'the operation cannot be performed in the present state'",
+        "(?:multicast|symm_mem|rendezvous).*(?:operation cannot be performed in the present state)",
+        "(?:[Mm]ulticast|symm_mem|rendezvous|NVLS).*(?:system not yet initialized|CUDA error 802|SYSTEM_NOT_READY)",
+    ),
+)
 def multicast_bind_failed(ctx: Context) -> Iterator[Outcome]:
     """The multicast probe could not bind NVLS multicast memory on the GPUs used.
 
