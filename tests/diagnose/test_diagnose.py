@@ -201,3 +201,32 @@ def test_secret_key_words_match_the_engines_table() -> None:
     from flightcheck._vocabulary.redaction import _SECRET_KEY_WORDS
 
     assert set(_SECRET_KEY_WORDS.split("|")) == set(SECRET_WORDS)
+
+
+def test_every_declared_signature_compiles_and_belongs_to_a_check() -> None:
+    from flightcheck._diagnose.signatures import catalogue
+
+    cat = catalogue()
+    codes = {s.code for s in cat.signatures}
+    # the families the failures come from, runtime.py's checks (runtime_logs.py) included
+    assert {"FC101", "FC102", "FC103", "FC119", "FC122", "FC304", "FC401", "FC402", "FC503", "FC601"} <= codes
+    from flightcheck._checks.framework import REGISTRY
+
+    assert all(REGISTRY[s.code].logs for s in cat.signatures)
+    assert len({(s.code, s.pattern) for s in cat.signatures}) == len(cat.signatures)  # declared once each
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ("AssertionError: Failed to get checksums.txt from https://edge.urm.nvidia.com/x/checksums.txt", "FC122"),
+        ("RuntimeError: Failed to find C compiler. Please specify via CC environment variable or set x.", "FC115"),
+        ("ptxas fatal   : Value 'sm_103a' is not defined for option 'gpu-name'", "FC121"),
+        ("NCCL WARN Error while creating shared memory segment /dev/shm/nccl-abc (size 9637888)", "FC601"),
+        ("torch_symm_mem.rendezvous: CUDA driver error: system not yet initialized (multicast)", "FC304"),
+    ],
+)
+def test_single_lines(tmp_path: Path, line: str, code: str) -> None:
+    log = tmp_path / "one.log"
+    log.write_text(f"(Worker_TP0 pid=1) ERROR 01-01 00:00:00 [m.py:1] {line}\n")
+    assert [c["code"] for c in diagnose(str(log))["causes"]] == [code]

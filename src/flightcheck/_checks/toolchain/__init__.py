@@ -3,6 +3,8 @@
 Importing the package registers every check of the family.
 """
 
-from flightcheck._checks.toolchain import build, deps, kernels, nvcc, runtime
+from flightcheck._checks.toolchain import build, deps, kernels, nvcc, runtime, runtime_logs
+
+runtime_logs.declare()
 
 __all__ = ["build", "deps", "kernels", "nvcc", "runtime"]

@@ -132,10 +132,7 @@ def nvcc_missing(ctx: Context) -> Iterator[Outcome]:
     "FC102",
     "nvcc-too-old-for-gpu",
     ERROR,
-    logs=(
-        r"nvcc fatal\s*: Unsupported gpu architecture 'compute_\d+[af]?'",
-        r"nvcc fatal\s*: Value 'sm_\d+[af]?' is not defined for option 'gpu-name'",
-    ),
+    logs=(r"nvcc fatal\s*: Unsupported gpu architecture 'compute_\d+[af]?'",),
 )
 def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     """The nvcc that will be used is too old to compile for the arch of a GPU used.
