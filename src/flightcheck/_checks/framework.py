@@ -113,12 +113,16 @@ class Log(msgspec.Struct, frozen=True):
     ``phases`` limits it to the startup phases where the line means this check's cause
     (``"load"``: a CUDA OOM while the weights load is FC401; the same line while serving
     is not); empty: anywhere. ``note`` says what the line means when that is not obvious
-    (a misleading message), and is printed with the diagnosis.
+    (a misleading message), and is printed with the diagnosis. ``frames``, a regular
+    expression, limits it to a line that ends a traceback through a function it matches
+    (``rendezvous``: CUDA error 802 in torch's symmetric-memory rendezvous is the multicast
+    path, FC304, where 802 elsewhere is the fabric, FC301).
     """
 
     pattern: str
     phases: tuple[str, ...] = ()
     note: str = ""
+    frames: str = ""
 
 
 #: The startup phases a log line can fall in, in order (``diagnose``'s ``phase``).

@@ -19,9 +19,9 @@ How a line is judged:
   ``NCCL WARN``, ``nvcc fatal``, ``CUDA error``); it is reported as the likely root, with
   no code.
 
-Bounded: the state is a few counters, the causes (one per code) and 64 frames; a line of
-ordinary serving output (an ``INFO`` line after startup) costs two bounded substring
-searches.
+Bounded: the state is a few counters, the causes (one per code) and 64 frames per rank
+(256 ranks at most); a line of ordinary serving output (an ``INFO`` line after startup)
+costs two bounded substring searches.
 """
 
 from __future__ import annotations
@@ -267,7 +267,10 @@ class Scan:
     def __init__(self) -> None:
         self.phase: str | None = None  # None until the engine logs its first progress line
         self.first_ts: dict[str, float] = {}
-        self.frames: deque[str] = deque(maxlen=64)
+        # the frames of the traceback each rank is printing (ranks interleave theirs)
+        self._frames: dict[str | None, deque[str]] = {}
+        self._overflow: deque[str] = deque(maxlen=64)  # the ranks past 256 share one
+        self.frames: deque[str] = self._overflow
         self.causes: dict[str, Cause] = {}
         self.candidate: Root | None = None  # the first exception line that ends a traceback
         self.weak: Root | None = None  # the first fatal-looking line
@@ -312,6 +315,13 @@ class Scan:
         msg = p.msg
         if not msg:
             return
+        frames = self._frames.get(p.rank)
+        if frames is None:
+            if len(self._frames) < 256:
+                frames = self._frames[p.rank] = deque(maxlen=64)
+            else:
+                frames = self._overflow
+        self.frames = frames
         # the source line under a frame (``raise RuntimeError("Could not find nvcc")``)
         # quotes the message the exception line will carry: the exception line is the root
         code_line, self._after_frame = self._after_frame, False
@@ -340,7 +350,7 @@ class Scan:
         frame_phase = self._frame_phase()
         phase = frame_phase or self.phase
         exc = _EXC.match(msg) is not None
-        found = match(msg, phase)
+        found = match(msg, phase, self.frames)
         if found is not None:
             sig, text = found
             self.failed = True

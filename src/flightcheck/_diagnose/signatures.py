@@ -10,6 +10,7 @@ candidate line whatever the size of the catalogue.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import cache
 
 import msgspec
@@ -25,6 +26,7 @@ class Signature(msgspec.Struct, frozen=True):
     regex: re.Pattern[str]
     phases: tuple[str, ...]
     note: str
+    frames: re.Pattern[str] | None
 
 
 class Catalogue(msgspec.Struct, frozen=True):
@@ -52,18 +54,20 @@ def catalogue() -> Catalogue:
                         re.compile(log.pattern),
                         log.phases,
                         log.note,
+                        re.compile(log.frames) if log.frames else None,
                     )
                 )
     union = re.compile("|".join(f"(?:{s.pattern})" for s in sigs) or r"(?!)")
     return Catalogue(tuple(sigs), union)
 
 
-def match(msg: str, phase: str | None) -> tuple[Signature, str] | None:
+def match(msg: str, phase: str | None, frames: Iterable[str] = ()) -> tuple[Signature, str] | None:
     """The signature ``msg`` shows, with the text it matched; None if none.
 
     Where several match, the longest match is the most specific (``no kernel image ...
     flashinfer`` over ``no kernel image``). A signature limited to phases counts only when
-    the line's phase is known and one of them.
+    the line's phase is known and one of them; one limited to frames only when a frame of
+    the traceback the line ends (``frames``, outermost first) matches.
     """
     cat = catalogue()
     if cat.union.search(msg) is None:
@@ -71,6 +75,8 @@ def match(msg: str, phase: str | None) -> tuple[Signature, str] | None:
     best: tuple[Signature, str] | None = None
     for sig in cat.signatures:
         if sig.phases and phase not in sig.phases:
+            continue
+        if sig.frames is not None and not any(sig.frames.search(f) for f in frames):
             continue
         m = sig.regex.search(msg)
         if m is not None and (best is None or len(m.group(0)) > len(best[1])):
