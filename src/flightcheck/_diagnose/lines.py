@@ -11,7 +11,8 @@ manager and the log collector put in front of the message, and keeps what they s
 - ANSI colours (``\\x1b[1;36m``, and the ``^[[1;36m`` a terminal copy leaves);
 - timestamps: ISO 8601 (Kubernetes ``--timestamps``, CI runners, ``[2025-03-10T15:07:20Z]``),
   journald's ``Aug 19 18:34:27 host unit[pid]:``, vLLM's ``INFO 09-26 10:57:34 [file.py:12]``,
-  SGLang's ``[2025-03-12 10:11:12 TP0]``, glog's ``E0207 07:54:31.862000 4712 file.py:939]``;
+  SGLang's ``[2025-03-12 10:11:12 TP0]``, Python logging's ``- name - ERROR -`` after its
+  time, glog's ``E0207 07:54:31.862000 4712 file.py:939]``;
 - process prefixes: ``(EngineCore_DP0 pid=9526)``, ``(VllmWorker TP3 pid=12)``,
   ``(Worker_TP0 pid=451)``, Ray's ``(RayWorkerWrapper pid=1451, ip=10.0.0.2)``,
   ``[rank0]:``, docker compose's ``vllm-1  | ``, NCCL's ``host:pid:tid [3]``.
@@ -91,6 +92,7 @@ _PREFIXES = re.compile(
     | (?P<journal>(?P<j_t>[A-Z][a-z]{2}\ [\ \d]\d\ \d{2}:\d{2}:\d{2})\ \S+\ [\w@./-]+\[\d+\]:\ ?)
     | (?P<level>(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+(?P<l_t>\d{2}-\d{2}\ \d{2}:\d{2}:\d{2})(?:\.\d+)?
         \s+(?:\[[^\]\n]{1,120}\]|[\w./-]{1,120}:\d+\])\ ?)
+    | (?P<pylog>(?:-?\s?[\w.]{1,60}\s[-|]\s|\|\s)?(?P<plvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s[-|]\s(?:stderr\s\|\s)?)
     | (?P<glog>[EWIF](?P<g_t>\d{4}\ \d{2}:\d{2}:\d{2})\.\d+\s+\d+\s+\S+:\d+\]\ ?)
     | (?P<proc>\((?P<p>[^()\n]{0,100}?\bpid=\d+[^()\n]{0,80})\)\s*)
     | (?P<rank>\[rank(?P<r>\d+)\]:\s?)
@@ -133,14 +135,17 @@ def strip(text: str) -> Parsed:
     ts: float | None = None
     kind: str | None = None
     pos = 0
+    last = None
     for _ in range(8):  # prefixes nest: "(Worker pid=1) (Worker_TP3 pid=1) ERROR 03-05 09:56:09 [x.py:1] "
         while pos < len(text) and text[pos] in " \t":
             pos += 1
         m = _PREFIXES.match(text, pos)
         if m is None or m.end() == pos:
             break
-        pos = m.end()
         g = m.lastgroup
+        if g == "pylog" and last != "iso":  # Python logging's "- name - LEVEL -" follows its asctime
+            break
+        pos, last = m.end(), g
         if g == "iso":
             if ts is None:
                 ts, kind = _seconds(m.group("iso_t").replace("T", " "), "%Y-%m-%d %H:%M:%S"), "iso"
@@ -152,6 +157,8 @@ def strip(text: str) -> Parsed:
             level = m.group("lvl")
             if ts is None:
                 ts, kind = _seconds("2000-" + m.group("l_t"), "%Y-%m-%d %H:%M:%S"), "engine"
+        elif g == "pylog":
+            level = m.group("plvl")
         elif g == "glog" and ts is None:
             ts, kind = _seconds("2000" + m.group("g_t"), "%Y%m%d %H:%M:%S"), "glog"
         elif g == "proc":

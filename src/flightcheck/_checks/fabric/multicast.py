@@ -120,7 +120,8 @@ def multicast_unsupported(ctx: Context) -> Iterator[Outcome]:
     logs=(
         r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory",
         r"(?:transport/nvls\.cc|cuMulticast\w+).*(?:CUDA error|Cuda failure) 401",
-        "CUDA_ERROR_ILLEGAL_STATE|Cuda failure 401 'the operation cannot be performed in the present state'",
+        "Cuda failure 401 'the operation cannot be performed in the present state'",
+        Log("CUDA_ERROR_ILLEGAL_STATE", frames=r"rendezvous|[Mm]ulticast|symm_mem|[Nn]vls"),
         "(?:multicast|symm_mem|rendezvous).*(?:operation cannot be performed in the present state)",
         "(?:[Mm]ulticast|symm_mem|rendezvous|NVLS).*(?:system not yet initialized|CUDA error 802|SYSTEM_NOT_READY)",
         Log(

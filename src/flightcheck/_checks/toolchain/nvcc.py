@@ -70,6 +70,9 @@ def _needed_or_skip(ctx: Context) -> tuple[bool | None, str]:
     logs=(
         "Could not find nvcc",
         "/bin/nvcc: not found",
+        r"(?:^|[\s:])nvcc: (?:command )?not found",
+        # torch's cpp_extension when it finds no toolkit at all
+        "CUDA_HOME environment variable is not set",
         "No such file or directory: '(?:[^']*/)?nvcc'",
         "nvcc: command not found",
     ),
@@ -324,7 +327,6 @@ def install(ctx: Context) -> str:
     "cuda-home-invalid",
     ERROR,
     logs=(
-        "CUDA_HOME environment variable is not set",
         # a PATH-style value (CUDA_HOME=:/usr/local/cuda-12.8): nvcc is looked up under ":/usr/..."
         r"(?:^|\s|: ):(?:/[^\s:/]+)+/bin/nvcc: not found",
         "nvcc: No such file or directory.*CUDA_HOME",
