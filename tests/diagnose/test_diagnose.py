@@ -230,3 +230,26 @@ def test_single_lines(tmp_path: Path, line: str, code: str) -> None:
     log = tmp_path / "one.log"
     log.write_text(f"(Worker_TP0 pid=1) ERROR 01-01 00:00:00 [m.py:1] {line}\n")
     assert [c["code"] for c in diagnose(str(log))["causes"]] == [code]
+
+
+def test_line_numbers_and_restarts_across_blocks(tmp_path: Path) -> None:
+    """Serving output is skipped in bulk, a block at a time: the lines that matter keep
+    their numbers, and a restart in the middle of a block is read in full."""
+    head = (LOGS / "ok_healthy_serving.log").read_text().splitlines()
+    serving = '(APIServer pid=1) INFO:     10.0.0.5:5555 - "POST /v1/completions HTTP/1.1" 200 OK'
+    lines = head + [serving] * 30_000  # ~2.4 MB: several blocks
+    restart = len(lines) + 1
+    lines += [
+        "(APIServer pid=1) INFO 10-11 11:00:00 [api_server.py:1] vLLM API server version 0.11.0",
+        "(EngineCore_DP0 pid=9) INFO 10-11 11:00:05 [gpu_model_runner.py:1] Starting to load model /m...",
+        "(EngineCore_DP0 pid=9) INFO 10-11 11:03:05 [gpu_model_runner.py:1] Model loading took 10 GiB",
+        "(EngineCore_DP0 pid=9) ERROR 10-11 11:03:09 [core.py:1] ValueError: No available memory for the cache blocks.",
+    ]
+    lines += [serving] * 10_000
+    log = tmp_path / "restart.log"
+    log.write_text("\n".join(lines) + "\n")
+    doc = diagnose(str(log))
+    cause = doc["causes"][0]
+    assert cause["code"] == "FC401" and cause["line_number"] == restart + 3
+    assert cause["phase"] == "profile" and cause["elapsed_s"] == 189  # from the restart's first line
+    assert doc["launch"]["starts"] == 2 and doc["input"]["lines"] == len(lines)

@@ -25,7 +25,7 @@ import sys
 import time
 from typing import Any, BinaryIO
 
-from flightcheck._diagnose.lines import Source, iter_lines, open_stream
+from flightcheck._diagnose.lines import Source, iter_blocks, open_stream
 from flightcheck._diagnose.scan import PHASES, Scan, scan
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.redaction import redact_assignments
@@ -75,7 +75,7 @@ def diagnose_stream(raw: BinaryIO, name: str = "<stream>") -> dict[str, Any]:
         stream = open_stream(raw, source)
     except OSError as exc:
         raise UsageError(f"diagnose: cannot read {name}: {exc}") from None
-    state = scan(iter_lines(stream, source), source)
+    state = scan(iter_blocks(stream, source), source)
     return _document(state, source, name, time.perf_counter() - t0)
 
 

@@ -280,7 +280,7 @@ class Scan:
 
     # ---- the phase -----------------------------------------------------------------------
 
-    def _marker(self, msg: str) -> None:
+    def _marker(self, msg: str, ts: float | None = None, ts_kind: str | None = None) -> None:
         m = _MARKER.search(msg)
         if m is None or m.lastgroup is None:
             return
@@ -289,6 +289,8 @@ class Scan:
             if self.phase is None or _INDEX[self.phase] > _INDEX["before-weights"]:
                 if self.phase is not None:
                     self.first_ts.clear()  # a restart: times count from the new start
+                    if ts is not None and ts_kind is not None:
+                        self.first_ts[ts_kind] = ts
                 self.launch.starts += 1
                 self.phase = "before-weights"
             return
@@ -339,7 +341,7 @@ class Scan:
             self.failed = True
             return
         if p.level in (None, "INFO", "WARNING", "WARN", "DEBUG"):
-            self._marker(msg)
+            self._marker(msg, p.ts, p.ts_kind)
         if not self.serving:
             self._launch(msg, number)
         elapsed = None
@@ -425,18 +427,31 @@ class Scan:
         return self.candidate or self.weak
 
 
-def scan(lines: Iterable[bytes], source: Source) -> Scan:
+def scan(blocks: Iterable[list[bytes]], source: Source) -> Scan:
     """Read every line once (see the module docstring for what is skipped cheaply)."""
     state = Scan()
     feed = state.feed
-    number = 0
-    serving = False
-    for raw in lines:
-        number += 1
-        # ordinary serving output: an INFO line once the engine serves (two bounded
-        # substring searches, no copy); "version" is a restart's first line
-        if serving and raw.find(b"INFO", 0, 160) >= 0 and raw.find(b"ersion", 0, 240) < 0:
-            continue
-        feed(raw, number)
-        serving = state.phase == "serving"
+    number = 0  # the number of the line before the block
+    for lines in blocks:
+        i, n = 0, len(lines)
+        while i < n:
+            if state.phase == "serving":
+                # ordinary serving output: an INFO line (two bounded substring searches, no
+                # copy), picked out of the rest of the block at C speed; "version" is a
+                # restart's first line
+                todo = [
+                    j
+                    for j in range(i, n)
+                    if lines[j].find(b"INFO", 0, 160) < 0 or lines[j].find(b"ersion", 0, 240) >= 0
+                ]
+                i = n
+                for j in todo:
+                    feed(lines[j], number + j + 1)
+                    if state.phase != "serving":  # a restart: the rest of the block in full
+                        i = j + 1
+                        break
+            else:
+                feed(lines[i], number + i + 1)
+                i += 1
+        number += n
     return state
