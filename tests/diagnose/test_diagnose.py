@@ -208,7 +208,7 @@ def test_every_declared_signature_compiles_and_belongs_to_a_check() -> None:
 
     cat = catalogue()
     codes = {s.code for s in cat.signatures}
-    # the families the issue's failures come from, runtime.py's checks (runtime_logs.py) included
+    # the families the issue's failures come from, the runtime compilers' checks included
     assert {"FC101", "FC102", "FC103", "FC119", "FC122", "FC304", "FC401", "FC402", "FC503", "FC601"} <= codes
     from flightcheck._checks.framework import REGISTRY
 

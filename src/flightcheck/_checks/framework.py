@@ -185,18 +185,6 @@ def check(
     return register
 
 
-def declare_logs(code: str, logs: Iterable[str | Log]) -> None:
-    """Add log signatures to the already declared check ``code`` (as ``logs=`` would).
-
-    For a module whose checks cannot carry them in their decorators yet: the signatures of
-    ``_checks/toolchain/runtime.py``'s checks sit in ``runtime_logs.py`` until that module
-    is split into per-component modules; then they move into the decorators.
-    """
-    declared = tuple(x if isinstance(x, Log) else Log(x) for x in logs)
-    chk = REGISTRY[code]
-    REGISTRY[code] = msgspec.structs.replace(chk, logs=chk.logs + declared)
-
-
 #: Per-family one-line summaries for the text report: prefix -> fn(ctx) -> str.
 SUMMARIES: dict[str, Callable[[Context], str]] = {}
 
