@@ -253,3 +253,19 @@ def test_line_numbers_and_restarts_across_blocks(tmp_path: Path) -> None:
     assert cause["code"] == "FC401" and cause["line_number"] == restart + 3
     assert cause["phase"] == "profile" and cause["elapsed_s"] == 189  # from the restart's first line
     assert doc["launch"]["starts"] == 2 and doc["input"]["lines"] == len(lines)
+
+
+def test_a_wrapper_alone_is_still_a_failure(tmp_path: Path) -> None:
+    """The root cause went to another file (a worker's own log): the wrapper is reported."""
+    log = tmp_path / "wrapper.log"
+    log.write_text(
+        "(APIServer pid=1) INFO 10-11 10:00:00 [api_server.py:1] vLLM API server version 0.11.0\n"
+        "(APIServer pid=1) Traceback (most recent call last):\n"
+        '(APIServer pid=1)   File "/usr/local/bin/vllm", line 10, in <module>\n'
+        "(APIServer pid=1)     sys.exit(main())\n"
+        "(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {}\n"
+    )
+    doc = diagnose(str(log))
+    assert doc["failed"] and doc["exit_code"] == 3 and doc["causes"] == []
+    assert "Engine core initialization failed" in doc["root"]["line"]

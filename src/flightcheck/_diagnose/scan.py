@@ -274,6 +274,8 @@ class Scan:
         self.causes: dict[str, Cause] = {}
         self.candidate: Root | None = None  # the first exception line that ends a traceback
         self.weak: Root | None = None  # the first fatal-looking line
+        self.wrapped: Root | None = None  # the first wrapper's exception line (the root is elsewhere)
+        self.first_failure: Root | None = None  # the first line that says something failed
         self.failed = False
         self.launch = Launch()
         self._after_frame = False  # the next line is a traceback's source line
@@ -339,6 +341,8 @@ class Scan:
         if "Traceback (most recent call last)" in msg:
             self.frames.clear()
             self.failed = True
+            if self.first_failure is None:
+                self.first_failure = Root(number, msg, p.rank, self.phase, None, False)
             return
         if p.level in (None, "INFO", "WARNING", "WARN", "DEBUG"):
             self._marker(msg, p.ts, p.ts_kind)
@@ -377,7 +381,12 @@ class Scan:
                     cause.ranks.append(p.rank)
         if _FAILED.search(msg):
             self.failed = True
-        if p.level not in ("INFO", "DEBUG", "WARNING", "WARN") and not _WRAPPER.search(msg):
+            if self.first_failure is None:
+                self.first_failure = Root(number, msg, p.rank, phase, elapsed, False)
+        wrapper = _WRAPPER.search(msg) is not None
+        if wrapper and exc and self.wrapped is None:
+            self.wrapped = Root(number, msg, p.rank, phase, elapsed, False)
+        if p.level not in ("INFO", "DEBUG", "WARNING", "WARN") and not wrapper:
             if exc and self.frames and self.candidate is None:
                 self.candidate = Root(number, msg, p.rank, phase, elapsed, False)
                 self.failed = True
@@ -424,7 +433,8 @@ class Scan:
             return Root(c.line_number, c.line, c.rank, c.phase, c.elapsed_s, True)
         if not self.failed:
             return None
-        return self.candidate or self.weak
+        # no better line: the wrapper that announced it, else the first line that said so
+        return self.candidate or self.weak or self.wrapped or self.first_failure
 
 
 def scan(blocks: Iterable[list[bytes]], source: Source) -> Scan:

@@ -38,7 +38,7 @@ def _headline(ctx: Context) -> str:
             "Fatal Python error: Bus error",
             note="a worker touched shared memory that /dev/shm could not back (a container's 64 MB default)",
         ),
-        Log("unexpected bus error encountered in worker"),
+        "[Uu]nexpected bus error encountered in worker",
     ),
 )
 def shm_too_small(ctx: Context) -> Iterator[Outcome]:
