@@ -44,7 +44,15 @@ def index_inconsistent(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC507", "config-invalid", ERROR)
+@check(
+    "FC507",
+    "config-invalid",
+    ERROR,
+    logs=(
+        r"Unrecognized model in .* Should have a `model_type` key in its config\.json",
+        r"config\.json: No such file or directory|does not appear to have a file named config\.json",
+    ),
+)
 def config_invalid(ctx: Context) -> Iterator[Outcome]:
     """config.json is missing, unparseable, or lacks a field the memory model needs.
 

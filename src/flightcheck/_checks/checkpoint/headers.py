@@ -70,7 +70,17 @@ def _headline(ctx: Context) -> str:
     return summary_line(ck)
 
 
-@check("FC501", "model-not-found", ERROR)
+@check(
+    "FC501",
+    "model-not-found",
+    ERROR,
+    logs=(
+        "is not a local folder and is not a valid model identifier",
+        "Repository Not Found for url",
+        "Invalid repository ID or local directory specified",
+        "LocalEntryNotFoundError",
+    ),
+)
 def model_not_found(ctx: Context) -> Iterator[Outcome]:
     """The model directory or Hugging Face repo id cannot be found on this node.
 
@@ -102,7 +112,12 @@ def model_not_found(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC502", "shard-missing", ERROR)
+@check(
+    "FC502",
+    "shard-missing",
+    ERROR,
+    logs=(r"No such file or directory: '[^']*\.safetensors'",),
+)
 def shard_missing(ctx: Context) -> Iterator[Outcome]:
     """A weight file the index names is not there.
 
@@ -129,7 +144,15 @@ def shard_missing(ctx: Context) -> Iterator[Outcome]:
     yield from _report(ck, "FC502", f"all {len(ck.shards)} weight files are present")
 
 
-@check("FC503", "shard-size-mismatch", ERROR)
+@check(
+    "FC503",
+    "shard-size-mismatch",
+    ERROR,
+    logs=(
+        "MetadataIncompleteBuffer",
+        "incomplete metadata, file not fully covered",
+    ),
+)
 def shard_size_mismatch(ctx: Context) -> Iterator[Outcome]:
     """A shard's size is not what its header says: truncated or padded.
 
@@ -151,7 +174,15 @@ def shard_size_mismatch(ctx: Context) -> Iterator[Outcome]:
     yield from _report(ck, "FC503", f"every shard's size matches its header ({len(ck.shards)} shards)")
 
 
-@check("FC504", "shard-header-invalid", ERROR)
+@check(
+    "FC504",
+    "shard-header-invalid",
+    ERROR,
+    logs=(
+        r"SafetensorError: Error while deserializing header: (?:HeaderTooLarge|InvalidHeader\w*|HeaderTooSmall)",
+        "invalid JSON in header",
+    ),
+)
 def shard_header_invalid(ctx: Context) -> Iterator[Outcome]:
     """A shard's safetensors header is invalid.
 

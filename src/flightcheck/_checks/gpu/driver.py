@@ -29,7 +29,17 @@ def _headline(ctx: Context) -> str:
     return f"{gpus}{cc}, driver {d.version} (CUDA {d.cuda_version})"
 
 
-@check("FC201", "nvidia-driver-unavailable", ERROR)
+@check(
+    "FC201",
+    "nvidia-driver-unavailable",
+    ERROR,
+    logs=(
+        "Found no NVIDIA driver on your system",
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+        "NVMLError_LibraryNotFound|NVML Shared Library Not Found",
+        "CUDA driver initialization failed",
+    ),
+)
 def nvidia_driver_unavailable(ctx: Context) -> Iterator[Outcome]:
     """NVML cannot be initialised: no NVIDIA driver, driver not loaded, or library missing.
 
@@ -57,7 +67,16 @@ def nvidia_driver_unavailable(ctx: Context) -> Iterator[Outcome]:
     yield fail(f"NVML cannot be initialised: {error}", fix=driver_fix(error, container), evidence={"error": error})
 
 
-@check("FC202", "not-enough-gpus", ERROR)
+@check(
+    "FC202",
+    "not-enough-gpus",
+    ERROR,
+    logs=(
+        r"World size \(\d+\) is larger than the number of available GPUs \(\d+\)",
+        "The number of required GPUs exceeds the total number of available GPUs",
+        "CUDA error: invalid device ordinal",
+    ),
+)
 def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
     """Fewer GPUs are visible than the launch's TP x PP (x DP) needs on this node.
 
@@ -105,7 +124,16 @@ def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC203", "driver-too-old-for-cuda", ERROR)
+@check(
+    "FC203",
+    "driver-too-old-for-cuda",
+    ERROR,
+    logs=(
+        "The NVIDIA driver on your system is too old",
+        "CUDA driver version is insufficient for CUDA runtime version",
+        "cudaErrorInsufficientDriver",
+    ),
+)
 def driver_too_old_for_cuda(ctx: Context) -> Iterator[Outcome]:
     """The driver supports an older CUDA than the one torch was built with.
 
@@ -161,7 +189,15 @@ def driver_too_old_for_cuda(ctx: Context) -> Iterator[Outcome]:
         )
 
 
-@check("FC204", "gpu-arch-not-in-torch", ERROR)
+@check(
+    "FC204",
+    "gpu-arch-not-in-torch",
+    ERROR,
+    logs=(
+        "is not compatible with the current PyTorch installation",
+        "no kernel image is available for execution on the device",
+    ),
+)
 def gpu_arch_not_in_torch(ctx: Context) -> Iterator[Outcome]:
     """A GPU used has an architecture the installed torch has no kernels for.
 

@@ -25,7 +25,14 @@ def _utilization(ctx: Context) -> tuple[float, str] | None:
     return None
 
 
-@check("FC206", "gpu-memory-in-use", ERROR)
+@check(
+    "FC206",
+    "gpu-memory-in-use",
+    ERROR,
+    logs=(
+        r"Free memory on device (?:\S+ )?\([\d.]+/[\d.]+ GiB\) on startup is less than desired GPU memory utilization",
+    ),
+)
 def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
     """Memory already in use on a GPU leaves less free than the engine will claim.
 
@@ -190,7 +197,15 @@ def gpu_needs_reset(ctx: Context) -> Iterator[Outcome]:
         yield ok("no remapped rows pending or failed")
 
 
-@check("FC208", "mig-enabled", ERROR)
+@check(
+    "FC208",
+    "mig-enabled",
+    ERROR,
+    logs=(
+        "MIG (?:mode|devices?) .*not supported",
+        "CUDA_ERROR_NOT_SUPPORTED.*MIG",
+    ),
+)
 def mig_enabled(ctx: Context) -> Iterator[Outcome]:
     """MIG is enabled on a GPU the launch uses.
 
@@ -246,7 +261,12 @@ def gpu_virtualized(ctx: Context) -> Iterator[Outcome]:
         yield ok("bare-metal GPUs")
 
 
-@check("FC210", "gpu-unreachable", ERROR)
+@check(
+    "FC210",
+    "gpu-unreachable",
+    ERROR,
+    logs=("GPU is lost|Xid 79",),
+)
 def gpu_unreachable(ctx: Context) -> Iterator[Outcome]:
     """A GPU used is lost, needs a reset, or did not answer NVML.
 

@@ -13,7 +13,17 @@ from flightcheck._vocabulary.intent import AUTO
 from flightcheck._vocabulary.results import ERROR
 
 
-@check("FC404", "parallel-layout-invalid", ERROR)
+@check(
+    "FC404",
+    "parallel-layout-invalid",
+    ERROR,
+    logs=(
+        r"Total number of attention heads \(\d+\) must be divisible by tensor parallel size",
+        "is not divisible by (?:the )?(?:tensor|pipeline) parallel size",
+        "must be divisible by tp_size",
+        "(?:weight|output_size|input_size).* is not divisible by (?:weight quantization )?block_(?:n|k)",
+    ),
+)
 def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
     """The parallel layout does not divide the model.
 
@@ -61,7 +71,12 @@ def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
         )
 
 
-@check("FC405", "max-model-len-over-model-limit", ERROR)
+@check(
+    "FC405",
+    "max-model-len-over-model-limit",
+    ERROR,
+    logs=(r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len",),
+)
 def max_model_len_over_limit(ctx: Context) -> Iterator[Outcome]:
     """--max-model-len is longer than the model's context window.
 
