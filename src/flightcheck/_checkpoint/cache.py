@@ -29,7 +29,7 @@ from flightcheck._checkpoint.shardio import pread_all
 from flightcheck._checkpoint.validate import ShardScan
 
 #: Bump when ShardScan / IndexScan change meaning: older files are then ignored.
-FORMAT = "flightcheck.ckpt-cache/4"  # 4: problems carry kinds, not check codes
+FORMAT = "flightcheck.ckpt-cache/5"  # 5: safe_open's JSON rules (repeats, -0, null metadata)
 MAX_CACHE = 256 << 20  # a 390k-tensor model's file is ~0.2 MB
 
 __all__ = [
