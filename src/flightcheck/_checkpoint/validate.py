@@ -489,7 +489,8 @@ def main() -> int:
     import time
 
     gc.disable()  # many short-lived containers, no cycles: collection only costs time
-    paths, sha, seconds = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=tuple[list[str], bool, float])
+    raw_paths, sha, seconds = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=tuple[list[bytes], bool, float])
+    paths = list(map(os.fsdecode, raw_paths))  # bytes on the wire: a path need not be UTF-8
     out = sys.stdout.buffer
     enc = msgspec.msgpack.Encoder()
     for i, scan in scan_many(paths, time.monotonic() + seconds, sha):
