@@ -178,7 +178,8 @@ def test_index_names_the_missing_tensor(tmp_path: Path) -> None:
     root = healthy(tmp_path)
     break_checkpoint(root, "index-lies")
     (f,) = load(str(root)).of(KIND_OF["FC506"])
-    assert "model.layers.9.ghost.weight" in f.message and f.severity is None
+    # vLLM loads the files whole: an entry no file holds fails only if the model has it
+    assert "model.layers.9.ghost.weight" in f.message and f.severity == "warning"
 
 
 # --------------------------------------------------------------------------- HF cache
