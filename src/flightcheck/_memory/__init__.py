@@ -79,7 +79,9 @@ def build(
     if ck.config is None:
         m.error = f"{ck.config_error} (FC507)"
         return m
-    m.cfg = parse(ck.config, ck.hf_quant, ck.processor, ck.video_processor)
+    # the config as the engine sees it: after --hf-overrides / --json-model-override-args
+    apply = sglang.apply_model_override_args if intent.engine == "sglang" else vllm.apply_hf_overrides
+    m.cfg = parse(apply(ck.config, intent.hf_overrides), ck.hf_quant, ck.processor, ck.video_processor)
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m

@@ -8,6 +8,7 @@ Sources (SGLang's own code): ``python/sglang/srt/server_args.py`` (flags),
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import msgspec
 
@@ -823,3 +824,29 @@ A2A_EP_SPANNING_BACKENDS: frozenset[str] = frozenset(
 #: the globbed files whose path is in the joined set: a value spelled ``./name`` or
 #: ``sub/name`` passes the check and its file is silently not loaded. Read in 0.5.23 only.
 INDEX_SPELLING_DROPS_READ = (0, 5, 23)
+
+
+def apply_model_override_args(doc: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """``doc`` (config.json) as SGLang 0.5.23 sees it after ``--json-model-override-args``
+    (srt/utils/hf_transformers/config.py ``get_config``): a dict value updates a sub-config
+    of that name (one level, ``PretrainedConfig.update``), merges into ``rope_scaling`` /
+    ``rope_parameters``; anything else replaces the key. A copy; ``doc`` when none."""
+    if not overrides:
+        return doc
+    import copy
+
+    out = copy.deepcopy(doc)
+    for key, value in overrides.items():
+        current = out.get(key)
+        if (
+            isinstance(value, dict)
+            and isinstance(current, dict)
+            and key.endswith("_config")
+            and key != "quantization_config"
+        ):
+            current.update(copy.deepcopy(value))
+        elif key in ("rope_scaling", "rope_parameters") and isinstance(value, dict) and isinstance(current, dict):
+            out[key] = {**current, **copy.deepcopy(value)}
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
