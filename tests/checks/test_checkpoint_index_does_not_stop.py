@@ -133,3 +133,47 @@ def test_an_index_value_not_spelled_as_the_glob_is_vllms_file_not_found(tmp_path
     assert any("FileNotFoundError" in m for m in messages(root, "FC502"))
     # SGLang 0.5.23 checks os.path.isfile, then drops the file from its glob: not a stop
     assert "FC502" not in stops(root, "sglang")
+
+
+def interrupted(tmp_path: Path) -> Path:
+    """acme/tiny in a hub cache with its second shard cut short: only
+    ``blobs/<sha>.incomplete`` (a tenth of it), no snapshot link."""
+    from support.checkpoints import COMMIT
+    from support.ckptgen import write_hf_cache
+
+    hub = tmp_path / "hub"
+    snap = write_hf_cache(hub, "acme/tiny", TINY, shards=2, commit=COMMIT)
+    link = snap / shard_name(1, 2)
+    blob = Path(os.path.realpath(link))
+    data = blob.read_bytes()
+    link.unlink()
+    blob.unlink()
+    (blob.parent / f"{blob.name}.incomplete").write_bytes(data[: len(data) // 10])
+    return hub
+
+
+def hub_verdicts(hub: Path, **env: str) -> tuple[dict[str, set[tuple[str, str]]], dict[str, list[str]]]:
+    doc_env = {**host_doc("b300")["env"], "HF_HUB_CACHE": str(hub), **env}
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if var not in env:
+            doc_env.pop(var, None)
+    got = results(facts("b300", env=doc_env), model="acme/tiny")
+    fc5 = {c: rs for c, rs in got.items() if c.startswith("FC5")}
+    return (
+        {c: {(r.status.value, r.severity.value) for r in rs} for c, rs in fc5.items()},
+        {c: [r.message for r in rs] for c, rs in fc5.items()},
+    )
+
+
+def test_an_interrupted_download_while_online_is_fetched_not_a_stop(tmp_path: Path) -> None:
+    """Without HF_HUB_OFFLINE the engine's snapshot_download fetches the missing shard at
+    launch (vLLM 0.33.0 weight_utils.py ``download_weights_from_hf``, local_files_only =
+    HF_HUB_OFFLINE): a warning that says how much it downloads; offline, the stop."""
+    hub = interrupted(tmp_path)
+    online, said = hub_verdicts(hub)
+    assert not any(("fail", "error") in v for v in online.values()), online
+    assert online["FC502"] == {("fail", "warning")} and online["FC505"] == {("fail", "warning")}
+    assert any("downloads" in m and "bytes" in m for m in said["FC502"]), said["FC502"]
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        offline, _ = hub_verdicts(hub, **{var: "1"})
+        assert ("fail", "error") in offline["FC502"], (var, offline)

@@ -237,7 +237,10 @@ def download_incomplete(ctx: Context) -> Iterator[Outcome]:
     ## What it checks
     ``*.incomplete`` blobs in the repo's cache folder (or ``.cache/huggingface/download``
     of a ``--local-dir`` download), and every snapshot file whose size differs from the
-    size the cache recorded for that commit (``trees/<commit>.json``).
+    size the cache recorded for that commit (``trees/<commit>.json``). For a repo id the
+    engine may download (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` unset in its
+    environment), an interrupted blob, and a file the snapshot lacks (FC502), are warnings
+    saying how many bytes it fetches at launch (vLLM 0.33.0 ``download_weights_from_hf``).
 
     ## Why the launch dies
     An interrupted ``hf download`` leaves a partial blob and no snapshot link: the engine
