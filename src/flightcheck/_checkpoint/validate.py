@@ -385,7 +385,7 @@ def _serde_may_differ(buf: bytes, end: int, n_entries: int) -> bool:
     return any(buf.count(f, 8, end) > n for f in _FIELDS)
 
 
-class _Obj(list):  # type: ignore[type-arg]
+class _Obj(list):
     """A JSON object as its (key, value) pairs, repeats kept (for :func:`_serde_refuses`)."""
 
 

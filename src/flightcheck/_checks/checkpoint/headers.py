@@ -159,13 +159,13 @@ def _index_spelling(ctx: Context, f: Any) -> Any:
     if name is None:
         return f
     if ctx.intent.engine == "sglang":
-        v = sglang.INDEX_SPELLING_DROPS_READ
+        read = sglang.INDEX_SPELLING_DROPS_READ
         return msgspec.structs.replace(
             f,
             severity="warning",
             message=f"{f.message}: SGLang finds it (os.path.isfile) but leaves the file out of the ones it loads "
             f"(its glob spells it {os.path.basename(name)!r}), so its tensors are not loaded "
-            f"(read in {'.'.join(map(str, v))})",
+            f"(read in {'.'.join(map(str, read))})",
         )
     v = version(package(ctx.facts, "vllm"))
     raises = vllm.index_spelling_raises(tuple(v.release) if v is not None else None)
