@@ -10,6 +10,7 @@ from flightcheck._checks.shared.gpus import driver_ok, gpu_label, subject, used_
 from flightcheck._fixes.driver import driver_fix
 from flightcheck._knowledge import engines
 from flightcheck._knowledge.cuda import MAJOR_FLOOR, TORCH_INDEX, driver_for, runs_on, torch_cuda_can_build
+from flightcheck._knowledge.derived import mig_instances
 from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.facts import Gpu
 from flightcheck._vocabulary.results import ERROR, WARNING
@@ -100,6 +101,8 @@ def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
         yield ok(f"{have} GPU(s) visible, {need} needed")
         return
     spec = ctx.facts.visible_devices
+    if mig_instances(ctx.facts):  # MIG instances NVML's GPU list does not hold: FC208 judges them
+        raise Skip("CUDA_VISIBLE_DEVICES names MIG instances, which the facts do not list (FC208 judges MIG)")
     layout = f"TP {ctx.intent.tensor_parallel_size} x PP {ctx.intent.pipeline_parallel_size}" + (
         f" x DP {ctx.intent.data_parallel_size}" if ctx.intent.data_parallel_size > 1 else ""
     )
