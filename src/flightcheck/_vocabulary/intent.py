@@ -136,6 +136,10 @@ class Intent:
     #: who read the command: "engine" (its own parser, in a child) or "built-in"; None for
     #: an intent built from ``check``'s own flags.
     reader: str | None = None
+    #: where TP/PP/DP came from when no flag or command gave them: "example" (a bundled
+    #: example's layout, e.g. TP 8, where the engine's own default is TP 1); None: the
+    #: flags, the engine command or the engine's defaults.
+    layout_from: str | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         # What is only shown (never used to find files or build the launch) holds no
@@ -202,6 +206,8 @@ class Intent:
             del out["config_problem"]
         if not out["refused"]:
             del out["refused"]
+        if out["layout_from"] is None:
+            del out["layout_from"]
         out["world_size"] = self.world_size
         out["gpus_per_node"] = self.gpus_per_node
         return out
