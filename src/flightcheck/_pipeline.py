@@ -34,6 +34,7 @@ def assess(
     strict: bool = False,
     settle: Callable[[Intent], Intent] | None = None,
     early: Early | None = None,
+    by_release: Callable[[Intent, Facts], Intent] | None = None,
 ) -> Report:
     """Collect the facts (files over live collection), read ``intent.model``'s checkpoint
     with the engine's environment, and evaluate; ``report.timings`` has each stage.
@@ -46,7 +47,10 @@ def assess(
 
     ``early``: a read of ``intent.model`` the caller already started with
     :func:`~flightcheck._collect.checkpoint.start_reading` (before importing this module:
-    the scan then overlaps the imports)."""
+    the scan then overlaps the imports).
+
+    ``by_release``: the command read again with the options of the engine release the
+    facts found (``_launch.release_read``), once the facts are known."""
     t0 = time.perf_counter()
     if early is None:
         early = start_reading(intent)  # a model directory is read while the facts are collected
@@ -67,6 +71,8 @@ def assess(
             refresh_draft(final, facts, checkpoint)  # a speculative draft named by the flags
         intent = final
         t1 = time.perf_counter()
+    if by_release is not None:
+        intent = by_release(intent, facts)
     report = evaluate(facts, intent, checkpoint, strict=strict)
     t2 = time.perf_counter()
     report.timings = {"collect_s": round(t1 - t0, 4), **timings, "evaluate_s": round(t2 - t1, 4)}
