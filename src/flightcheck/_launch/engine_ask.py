@@ -143,7 +143,7 @@ def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
                 fields[name] = None
             continue  # else: a setting this engine does not have
         if name == "kv_cache_dtype" and isinstance(value, str):
-            value = {"bf16": "bfloat16", "fp16": "float16"}.get(value, value)
+            value = sglang.KV_DTYPE_NAMES.get(value, value)
         if name == "hf_overrides" and isinstance(value, str):
             try:
                 value = json.loads(value)

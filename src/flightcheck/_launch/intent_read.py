@@ -150,7 +150,7 @@ def intent_fields(
                 unparsed.append(f"{dest} {value!r}: not a number")
                 continue
         if name == "kv_cache_dtype" and engine == "sglang":
-            value = {"bf16": "bfloat16", "fp16": "float16"}.get(value, value)
+            value = sglang.KV_DTYPE_NAMES.get(value, value)
         if name == "hf_overrides" and isinstance(value, str):
             import json
 
