@@ -164,7 +164,9 @@ def _read_draft(intent: Intent, ck: Checkpoint, envs: tuple[Any, ...]) -> Checkp
     from flightcheck._checkpoint.resolve import Resolved
     from flightcheck._knowledge import vllm
 
-    spec = vllm.speculative(intent.engine_flags or [], ck.config, intent.model, intent.tensor_parallel_size)
+    spec = vllm.resolve_speculative(
+        intent.speculative_config, intent.speculative_error, ck.config, intent.model, intent.tensor_parallel_size
+    )
     model = vllm.separate_draft(spec, intent.model)
     if model is None:
         return None

@@ -86,7 +86,7 @@ def read_intent(cmd: EngineCommand) -> None:
     fields["engine_flags"] = _rendered(cmd.engine, parsed.given)
     fields["unparsed"] = unparsed
     fields["reader"] = "built-in"
-    cmd.intent = Intent(**fields)
+    cmd.intent = read_options(Intent(**fields))
 
 
 def _rendered(engine: str, given: list[tuple[str, str, Any]]) -> list[str]:
@@ -231,4 +231,14 @@ def read_intent_leniently(cmd: EngineCommand) -> None:
     fields["engine_flags"] = seen_flags
     fields["unparsed"] = unparsed
     fields["config_problem"] = cmd.config_problem
-    cmd.intent = Intent(**fields)
+    cmd.intent = read_options(Intent(**fields))
+
+
+def read_options(intent: Intent) -> Intent:
+    """Fill ``intent``'s read-once fields (``READ_ONCE_FIELDS``: the speculative config, the
+    multimodal limits and profiling switches) from its ``engine_flags``, with vLLM's
+    semantics (``vllm.launch_options``): the one place the command's flags are read for
+    them. Both readers call it; the engine's reading keeps the flags, and these with them."""
+    for name, value in vllm.launch_options(intent.engine_flags).items():
+        setattr(intent, name, value)
+    return intent

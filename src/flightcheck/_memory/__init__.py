@@ -130,12 +130,14 @@ def build(
 
 
 def _speculative(m: MemoryModel, intent: Intent, config: dict[str, object], draft: Checkpoint | None) -> None:
-    """The launch's speculative decoding (``_knowledge.vllm.speculative``) and what it adds:
+    """The launch's speculative decoding (``_knowledge.vllm.resolve_speculative``) and what it adds:
     the target's own MTP layers (weights and KV) when it drafts with them, a separate
     draft checkpoint's (``draft``, read by the collector) otherwise. Rules read from
     vLLM 0.33.0's source (and the 0.32.0 wheel): older versions get a note, not a figure."""
     assert m.cfg is not None
-    spec = vllm.speculative(intent.engine_flags or [], config, intent.model, intent.tensor_parallel_size)
+    spec = vllm.resolve_speculative(
+        intent.speculative_config, intent.speculative_error, config, intent.model, intent.tensor_parallel_size
+    )
     if spec is None:
         return
     m.speculative = spec.as_dict()
@@ -294,8 +296,8 @@ def batch_for(
     tokens, seqs = vllm.batch_defaults(v, total, gpu_name, compute_capability, length, v0=v0) if total else (None, None)
     given = [n for n, x in (("tokens", intent.max_num_batched_tokens), ("seqs", intent.max_num_seqs)) if x]
     source = "the launch's" if len(given) == 2 else ("vLLM's defaults for this GPU" if total else "assumed")
-    # --skip-mm-profiling / --language-model-only / --limit-mm-per-prompt (vllm.mm_profiling)
-    skip_mm, mm_limits = vllm.mm_profiling(intent.engine_flags or [])
+    # --skip-mm-profiling / --language-model-only / --limit-mm-per-prompt, read once by _launch
+    skip_mm, mm_limits = intent.mm_profiling_off, vllm.mm_limits(intent.limit_mm_per_prompt)
     return Batch(
         tokens=intent.max_num_batched_tokens or tokens or Batch.tokens,
         seqs=intent.max_num_seqs or seqs or Batch.seqs,
@@ -305,7 +307,7 @@ def batch_for(
         encoder=vllm.encoder_profiled(v) and skip_mm is None,
         release=v,
         mm_limits=mm_limits,
-        mm_image_size=vllm.mm_image_size(intent.engine_flags or []),
-        mm_encoder_tp_mode=vllm.encoder_tp_mode(intent.engine_flags or []),
+        mm_image_size=vllm.mm_image_size_of(intent.limit_mm_per_prompt),
+        mm_encoder_tp_mode=intent.mm_encoder_tp_mode,
         max_model_len=length,
     )

@@ -84,6 +84,17 @@ def parse_len(value: str | int) -> int:
     return result
 
 
+#: Intent fields ``_launch`` reads once from the engine command for the layers below (see
+#: the class); kept out of the report's ``intent`` block.
+READ_ONCE_FIELDS: tuple[str, ...] = (
+    "speculative_config",
+    "speculative_error",
+    "limit_mm_per_prompt",
+    "mm_profiling_off",
+    "mm_encoder_tp_mode",
+)
+
+
 @dataclass
 class Intent:
     """One launch: the engine and the arguments that decide whether it fits and works."""
@@ -132,6 +143,23 @@ class Intent:
     #: who read the command: "engine" (its own parser, in a child) or "built-in"; None for
     #: an intent built from ``check``'s own flags.
     reader: str | None = None
+    # ---- read once from the engine command (``_launch`` fills them with the engine's own
+    # semantics, ``_knowledge.vllm.launch_options``); downstream reads these, never
+    # ``engine_flags``. Not in the report's ``intent`` block: ``engine_flags`` shows them.
+    #: the speculative config the command gives (``--speculative-config`` with its dotted
+    #: keys and the ``--spec-*`` shortcuts merged in, as vLLM's ``create_speculative_config``
+    #: builds it); None: none given
+    speculative_config: dict[str, Any] | None = None
+    #: why vLLM's parser refuses the speculative config (then ``speculative_config`` is None)
+    speculative_error: str | None = None
+    #: ``--limit-mm-per-prompt``'s JSON object (dotted keys merged in); None: not given, or
+    #: a value vLLM's parser refuses
+    limit_mm_per_prompt: dict[str, Any] | None = None
+    #: the flag that turns the vision encoder's profiling off (``--skip-mm-profiling``,
+    #: ``--language-model-only``); None: profiled
+    mm_profiling_off: str | None = None
+    #: ``--mm-encoder-tp-mode`` (vLLM's default "weights" when not given)
+    mm_encoder_tp_mode: str = "weights"
 
     def __post_init__(self) -> None:
         # What is only shown (never used to find files or build the launch) holds no
@@ -194,6 +222,8 @@ class Intent:
             del out["config_problem"]
         if not out["refused"]:
             del out["refused"]
+        for name in READ_ONCE_FIELDS:  # engine_flags shows them (redacted)
+            del out[name]
         out["world_size"] = self.world_size
         out["gpus_per_node"] = self.gpus_per_node
         return out
