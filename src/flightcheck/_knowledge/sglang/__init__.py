@@ -31,9 +31,13 @@ ALIASES: dict[str, str] = {
 }
 
 
+#: SGLang spells bfloat16 "bf16" (server_args.py --kv-cache-dtype choices); the intent uses
+#: vLLM's names. The one copy: the built-in reader and the engine's answer map through it.
+KV_DTYPE_ALIASES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16"}
+
+
 def _kv_dtype(text: str) -> str:
-    # SGLang spells bfloat16 "bf16"; the intent uses vLLM's names
-    return {"bf16": "bfloat16", "fp16": "float16"}.get(text, text)
+    return KV_DTYPE_ALIASES.get(text, text)
 
 
 def _ep_size(text: str) -> bool:
@@ -715,8 +719,10 @@ ENV_FALSE = frozenset({"false", "0", "no", "n"})
 
 def unbalanced_raises(env: dict[str, str | None]) -> bool:
     """Whether SGLang raises (True, its default) or only warns on unbalanced memory."""
-    value = env.get(UNBALANCED_CHECK_ENV)
-    return value is None or value.strip().lower() not in ENV_FALSE
+    from flightcheck._knowledge import envread
+    from flightcheck._knowledge.sglang.envs import DECLARED
+
+    return envread.enabled(DECLARED[UNBALANCED_CHECK_ENV], env) is not False
 
 
 # ---- the default context length (sglang 0.5.23) -------------------------------------------

@@ -801,12 +801,13 @@ USE_V1 = "VLLM_USE_V1"
 
 
 def _env_on(env: dict[str, str | None] | None, name: str) -> bool | None:
-    """A boolean environment variable as vLLM's envs.py reads these ("0" / "false" off,
-    anything else on); None when unset or empty (the release's default applies)."""
-    val = (env or {}).get(name)
-    if val is None or val.strip() == "":
-        return None
-    return val.strip() not in ("0", "false", "False")
+    """A boolean environment variable as vLLM's envs.py reads it (``vllm/envs.py``
+    declarations: ``_knowledge.vllm.envs``); None when unset or empty (the release's default
+    applies) or a value vLLM cannot read."""
+    from flightcheck._knowledge import envread
+    from flightcheck._knowledge.vllm.envs import DECLARED
+
+    return envread.given(DECLARED[name], env)
 
 
 def runs_v0(
@@ -977,7 +978,12 @@ def batch_defaults(
 
 
 def _release(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split("."))
+    """A release constant of this package as a tuple (``_vocabulary.version.release``)."""
+    from flightcheck._vocabulary.version import release
+
+    r = release(text)
+    assert r is not None, text  # the constants above are releases
+    return r
 
 
 # ---- multicast paths of vLLM 0.33.0 (read in the 0.33.0 wheel, torch 2.14.0, flashinfer 0.7.2.post1) --
