@@ -169,7 +169,7 @@ def _load(
     guard = Guard(root, roots)
     from flightcheck._knowledge import engines
 
-    index_paths = [root / idx.INDEX_NAME, root / engines.module(engine).MISTRAL_INDEX]
+    index_paths = [root / idx.INDEX_NAME, root / engines.get(engine).checkpoint.MISTRAL_INDEX]
     # The independent reads of the directory at once, on threads: on a network filesystem
     # each costs a round trip or several, and they need not wait for each other. The guard
     # looks at each file inside its task, before it is read: a hung mount still cannot hang.
@@ -544,7 +544,7 @@ def _other_format(
     ``ck.unread`` (why) and ``ck.other_weights`` (the files and sizes flightcheck can tell)."""
     from flightcheck._knowledge import engines
 
-    knowledge = engines.module(engine)
+    knowledge = engines.get(engine).checkpoint
     fmt = (load_format or "auto").lower()
     flag = engines.flag(engine, "load_format")
     # the one bounded listing (:func:`_listing`): None when it failed or did not answer
@@ -781,7 +781,7 @@ def _mistral_format(engine: str | None, load_format: str | None, on_disk: list[s
     vLLM's ``auto`` with a consolidated*.safetensors on disk; None otherwise."""
     from flightcheck._knowledge import engines
 
-    knowledge = engines.module(engine)
+    knowledge = engines.get(engine).checkpoint
     fmt = (load_format or "auto").lower()
     pattern: str = knowledge.MISTRAL_FILES
     if fmt == "mistral" or (

@@ -148,7 +148,9 @@ def refresh_draft(intent: Intent, facts: Facts, ck: Checkpoint | None) -> None:
     """Read (again) the separate draft checkpoint of ``intent``'s speculative decoding into
     ``ck.draft`` (vLLM only): the launch's flags decide it, so a settled intent whose flags
     differ needs only this, not the target read again."""
-    if ck is None or intent.engine != "vllm" or not ck.found or ck.crash is not None:
+    from flightcheck._knowledge import engines
+
+    if ck is None or not engines.get(intent.engine).memory.speculative_draft or not ck.found or ck.crash is not None:
         return
     from flightcheck._checkpoint.resolve import env_views
 

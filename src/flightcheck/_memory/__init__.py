@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flightcheck._knowledge import sglang, vllm
+from flightcheck._knowledge import engines, sglang, vllm
 from flightcheck._memory.budget import Batch, release
 from flightcheck._memory.config import ModelConfig, parse
 from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization
@@ -43,11 +43,8 @@ def build(
     """The memory model from a checkpoint and a launch (``total``: bytes of the smallest GPU
     used as CUDA reports them, the driver's reservation taken off)."""
     eager = bool(intent.enforce_eager) or vllm.FLAG["eager"] in (intent.engine_flags or [])
-    sglang_opts = (
-        sglang.fraction_options(intent.engine_flags or [], intent.model, intent.max_num_seqs)
-        if intent.engine == "sglang"
-        else {}
-    )
+    rules = engines.get(intent.engine).memory
+    fraction_opts = rules.fraction_options(intent.engine_flags or [], intent.model, intent.max_num_seqs)
     m = MemoryModel(
         engine=intent.engine,
         layout=Layout(
@@ -67,8 +64,8 @@ def build(
         batch=batch_for(intent, total, gpu_name, engine_version, compute_capability, env),
         kv_cache_memory_bytes=intent.kv_cache_memory_bytes,
         cpu_offload_bytes=int((intent.cpu_offload_gb or 0) * (1 << 30)),
-        sglang_opts=sglang_opts,
-        sglang_mm=sglang.mm_reservation_bytes(intent.engine_flags or [], env or {}) if intent.engine == "sglang" else 0,
+        fraction_opts=fraction_opts,
+        mm_reserved=rules.mm_reservation_bytes(intent.engine_flags or [], env or {}),
     )
     if ck is not None and ck.crash:
         m.error = f"reading the checkpoint failed: {ck.crash}"
@@ -83,7 +80,7 @@ def build(
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
-    if intent.engine == "sglang":
+    if rules.token_pool:  # the pool is a whole number of the attention backend's pages
         _sglang_attention(m, intent.engine_flags or [], compute_capability)
     if ck.unread and ck.gguf_groups is None:
         m.error = f"weights not counted: {ck.gguf_uncounted or ck.unread}"
@@ -104,7 +101,7 @@ def build(
         m.error = "no shard header could be read (FC5xx)"
         return m
     m.tally = tally(groups, m.cfg)
-    if intent.engine == "vllm":
+    if rules.speculative_draft:
         _speculative(m, intent, ck.config, ck.draft)
     if len(ck.scanned) < len(ck.shards):
         _scale_to_index(m, ck)

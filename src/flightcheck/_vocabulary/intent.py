@@ -13,9 +13,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from flightcheck._vocabulary.engine import KNOWN_ENGINES, EngineName
 from flightcheck._vocabulary.errors import UsageError
 
-ENGINES = ("vllm", "sglang")
+#: the engines an Intent may name (``_vocabulary.engine``; a test's fake engine joins them
+#: through ``_knowledge.engines.register``)
+ENGINES = KNOWN_ENGINES
 KV_CACHE_DTYPES = (
     "auto",
     "fp8",
@@ -99,7 +102,7 @@ READ_ONCE_FIELDS: tuple[str, ...] = (
 class Intent:
     """One launch: the engine and the arguments that decide whether it fits and works."""
 
-    engine: str = "vllm"
+    engine: EngineName = "vllm"
     model: str | None = None
     revision: str | None = None
     tensor_parallel_size: int = 1
@@ -171,8 +174,8 @@ class Intent:
         self.refused = [redact_text(x) if isinstance(x, str) else x for x in self.refused]
         if isinstance(self.config_problem, str):
             self.config_problem = redact_text(self.config_problem)
-        if self.engine not in ENGINES:
-            raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
+        if self.engine not in KNOWN_ENGINES:
+            raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(KNOWN_ENGINES)}")
         for name in (
             "tensor_parallel_size",
             "pipeline_parallel_size",

@@ -39,7 +39,9 @@ from flightcheck._knowledge.vllm.env import (
     SYMM_MEM_DEFAULT_ON,
     USE_DIRECT_DCP_KV_GATHER,
     USE_DIRECT_DCP_Q_GATHER,
+    USE_FLASHINFER_SAMPLER,
     USE_NCCL_SYMM_MEM,
+    USE_V1,
     env_default,
 )
 from flightcheck._knowledge.vllm.kernels import (
@@ -99,8 +101,6 @@ from flightcheck._knowledge.vllm.memory import (
     TORCH_BY_RELEASE,
     TP_COMMUNICATORS_IN_BUDGET,
     TRITON_TOP_K_TOP_P_SINCE,
-    USE_FLASHINFER_SAMPLER,
-    USE_V1,
     UTILIZATION_DEFAULTS,
     V0_CC_BELOW,
     V0_CC_FALLBACK_BEFORE,

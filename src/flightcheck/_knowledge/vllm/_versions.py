@@ -6,4 +6,9 @@ from __future__ import annotations
 
 
 def _release(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split("."))
+    """A release constant of this package as a tuple (``_vocabulary.version.release``)."""
+    from flightcheck._vocabulary.version import release
+
+    r = release(text)
+    assert r is not None, text  # the constants above are releases
+    return r

@@ -20,6 +20,9 @@ ALLREDUCE_USE_FLASHINFER = "VLLM_ALLREDUCE_USE_FLASHINFER"  # envs.py, default 1
 ENABLE_GEMM_RS = "VLLM_ENABLE_GEMM_RS"  # envs.py, default 0
 USE_DIRECT_DCP_Q_GATHER = "VLLM_USE_DIRECT_DCP_Q_GATHER"  # envs.py, default None (on when applicable)
 USE_DIRECT_DCP_KV_GATHER = "VLLM_USE_DIRECT_DCP_KV_GATHER"
+#: the sampler and engine switches the memory rules read (their rules: .memory)
+USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
+USE_V1 = "VLLM_USE_V1"
 #: variables the plan extends (comma lists), never replaces.
 LIST_VARS: tuple[str, ...] = (RAY_EXTRA_ENV_VARS_TO_COPY,)
 #: the prefix of every variable vLLM declares (its Ray executor forwards these).
