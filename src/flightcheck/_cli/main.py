@@ -164,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--timeout", type=float, default=30.0, metavar="S")
     pr.add_argument("--handle-type", choices=("posix_fd", "fabric"), default=None)
     pr.add_argument("--format", default="text", choices=("text", "json"))
+    pr.add_argument(
+        "--fresh", action="store_true", help="probe even when this boot's verdict is cached (and refresh the cache)"
+    )
 
     cl = sub.add_parser("cluster", help="evaluate a set of node snapshots (or a Ray cluster) with cross-node checks")
     add_intent_flags(cl)
