@@ -552,7 +552,7 @@ def multicast_reach(ctx: Context) -> list[str]:
     paths = multicast_paths(ctx)
     if env.get("NCCL_NVLS_ENABLE") != "0":
         paths.append("NCCL NVLS (NCCL_NVLS_ENABLE)")
-    if ctx.intent.engine == "sglang":
+    if engines.get(ctx.intent.engine).multicast.fallback == "flags":
         return paths
     on = ("1", "true", "True")
     if env.get(vllm.USE_NCCL_SYMM_MEM) in on:
