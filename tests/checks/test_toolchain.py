@@ -344,7 +344,7 @@ def test_fc109_says_when_the_cached_verdicts_were_not_trusted():
     assert r.status.value == "pass" and r.message == f"103a compiled and linked in 1.1s; {why}"
 
 
-# ---- FC114–FC120: the other runtime compilers (Triton, DeepGEMM, FlashInfer's lookups) ------
+# ---- FC114–FC128: the other runtime compilers (Triton, DeepGEMM, FlashInfer's lookups) ------
 
 RUNTIME = [
     "FC114",

@@ -15,7 +15,7 @@ import stat
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -117,6 +117,18 @@ def _env_timeout() -> float:
     return value if 0 < value < 86400 else TIMEOUT_S
 
 
+class _FirstReads(NamedTuple):
+    """The directory's independent first reads, each a result or the exception (a
+    :class:`bounded.Hung` at the deadline) in its place: ``config.json``'s bytes, the
+    listing, the index's stat, the directory's real path, the Mistral index's stat."""
+
+    config: Any
+    listing: Any
+    index: Any
+    real_root: Any
+    mistral_index: Any
+
+
 def _load(
     model: str,
     revision: str | None,
@@ -168,21 +180,22 @@ def _load(
         root.resolve,
         lambda: _index_stat(index_paths[1], guard),
     ]
-    first = dict(bounded.imap(lambda f: f(), tasks, deadline=deadline, budget=timeout))
-    _read_config(ck, root, guard, first[0])
-    listing = first[1] if isinstance(first[1], tuple) else None
+    reads = dict(bounded.imap(lambda f: f(), tasks, deadline=deadline, budget=timeout))
+    first = _FirstReads(*(reads[i] for i in range(len(tasks))))
+    _read_config(ck, root, guard, first.config)
+    listing = first.listing if isinstance(first.listing, tuple) else None
     if _other_format(ck, root, engine, load_format, listing, guard=guard, deadline=deadline, timeout=timeout):
         _hf_cache_checks(ck, guard)
         ck.seconds = time.perf_counter() - t0
         return ck
-    cache = ScanCache(first[3] if isinstance(first[3], Path) else root, env=cache_env)
+    cache = ScanCache(first.real_root if isinstance(first.real_root, Path) else root, env=cache_env)
     ck.cache = "off" if not cache.enabled else "cold"
     on_disk = listing[0] if listing else []
     mistral = _mistral_format(engine, load_format, on_disk)
     if mistral:
         on_disk = [n for n in on_disk if fnmatch.fnmatchcase(n, mistral[0])]
     withheld: dict[str, str] = {}
-    index_path, index_got = (index_paths[1], first[4]) if mistral else (index_paths[0], first[2])
+    index_path, index_got = (index_paths[1], first.mistral_index) if mistral else (index_paths[0], first.index)
     raw_index: bytes | None = None
     index_key = None
     index_cost = 0  # header bytes' worth of parsing it, when not cached
@@ -217,7 +230,7 @@ def _load(
     hung: set[str] = set()
     half = time.monotonic() + (deadline - time.monotonic()) / 2
     paths = [str(root / n) for n in names]
-    real_root = str(first[3]) if isinstance(first[3], Path) else None
+    real_root = str(first.real_root) if isinstance(first.real_root, Path) else None
     for i, got in bounded.imap(lambda p: _stat_real(p, guard, real_root), paths, deadline=half, budget=timeout / 2):
         name = names[i]
         if isinstance(got, bounded.Hung):

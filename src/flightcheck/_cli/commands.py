@@ -1,5 +1,5 @@
 """The subcommands of ``flightcheck``: each handler takes the parsed arguments and returns
-the exit code. The parser and the entry point are in :mod:`._cli`; everything heavy is
+the exit code. The parser and the entry point are in :mod:`.main`; everything heavy is
 imported inside the handler that needs it, so ``flightcheck rules`` never loads a collector.
 """
 

@@ -174,7 +174,7 @@ Spelling = Literal["int", "one-or-true", "words", "text"]
 @dataclass(frozen=True)
 class EnvVar:
     """One engine environment variable, declared once in its engine's package
-    (``_knowledge/<engine>/envs.py``) and read with ``_knowledge.envread``."""
+    (``vllm/env.py``, ``sglang/envs.py``) and read with ``_knowledge.envread``."""
 
     name: str
     kind: Literal["bool", "int", "str", "choice"]

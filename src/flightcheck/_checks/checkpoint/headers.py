@@ -1,6 +1,6 @@
 """FC5xx — the checkpoint on disk: found, complete, uncorrupted, consistent, readable.
 
-FC501–FC505 here, FC506–FC511 in :mod:`.files`; :mod:`.kinds` maps the reader's problem kinds
+FC501–FC505 here, FC506–FC512 in :mod:`.files`; :mod:`.kinds` maps the reader's problem kinds
 to these codes. Every check reads ``ctx.checkpoint`` (resolved, scanned and cross-checked once, see
 ``flightcheck._checkpoint``) and reports its own findings, one per file, with the file as
 the subject (``shard:model-00007-of-00096.safetensors``).

@@ -1,6 +1,6 @@
 """Cross-node comparisons behind FC801 (software versions) and FC805 (NVLink domain).
 
-Pure functions of the nodes' facts; the check declarations in ``_checks/cluster.py`` turn
+Pure functions of the nodes' facts; the check declarations in ``_checks/cluster/checks.py`` turn
 their findings into outcomes.
 """
 

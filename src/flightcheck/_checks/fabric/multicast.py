@@ -1,7 +1,8 @@
 """FC303–FC305, FC309 — NVLS multicast: attribute, the bind probe, NCCL_NVLS_ENABLE, no probe.
 
-Part of the FC3 family (:mod:`.fabric` imports this module). The fallback knowledge (which
-settings the installed engine reads, when none can help) is in :mod:`flightcheck._checks.fabric.fallback`.
+Part of the FC3 family (the :mod:`flightcheck._checks.fabric` package imports this module).
+The fallback knowledge (which settings the installed engine reads, when none can help) is in
+:mod:`flightcheck._checks.fabric.fallback`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """FC3xx — NVLink fabric and multicast: fabric manager, fabric state and health, IMEX, links.
 
-FC303–FC305 and FC309 (multicast) live in :mod:`._multicast_checks`, imported at the end.
+FC303–FC305 and FC309 (multicast) live in :mod:`.multicast`; the package imports both.
 """
 
 from __future__ import annotations
@@ -280,6 +280,3 @@ def fabric_manager_version_mismatch(ctx: Context) -> Iterator[Outcome]:
         fix=f"{fabric_manager_install(drv)}, then `sudo systemctl restart nvidia-fabricmanager`",
         evidence={"fabric_manager": fm_version, "driver": drv},
     )
-
-
-# the multicast checks register themselves on import (kept apart for size)

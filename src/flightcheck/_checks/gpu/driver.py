@@ -242,6 +242,3 @@ def mixed_gpu_models(ctx: Context) -> Iterator[Outcome]:
         f"(the {len(same)} {common}) and size the launch to them",
         evidence={"models": dict(models)},
     )
-
-
-# FC206-FC210 live in their own module (size); importing it registers them with the family.

@@ -1,5 +1,5 @@
 """FC206–FC210 — the state of the GPUs used: memory in use, pending resets, MIG,
-virtualization, lost GPUs. Part of the FC2 family; :mod:`.gpu` imports this module."""
+virtualization, lost GPUs. Part of the FC2 family; the :mod:`flightcheck._checks.gpu` package imports this module."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Every number comes from ``ctx.memory`` (``flightcheck._memory``): the checkpoint
 and config.json against the memory of the smallest GPU used. Suggestions are computed by
 re-running the model on other layouts, KV dtypes and lengths, never guessed. FC401–FC403
 here; what the model itself refuses whatever the memory (FC404 layout, FC405 length) in
-``memory_layout``, imported at the end so the family registers as one.
+:mod:`.layout`; the package imports both so the family registers as one.
 """
 
 from __future__ import annotations

@@ -1,8 +1,32 @@
-"""JIT toolchain (FC1xx): nvcc, ninja, host compiler, headers, FlashInfer's JIT inputs.
+"""JIT toolchain (FC1xx): nvcc, ninja, host compiler, headers, FlashInfer's JIT inputs, and
+the other runtime compilers of a launch, one module per component (Triton, FlashInfer,
+DeepGEMM, tokenspeed_triton, CuTe DSL, the host compiler).
 
 Importing the package registers every check of the family.
 """
 
-from flightcheck._checks.toolchain import build, deps, kernels, nvcc, runtime
+from flightcheck._checks.toolchain import (
+    build,
+    cute_dsl,
+    deepgemm,
+    deps,
+    flashinfer,
+    host_compiler,
+    kernels,
+    nvcc,
+    tokenspeed,
+    triton,
+)
 
-__all__ = ["build", "deps", "kernels", "nvcc", "runtime"]
+__all__ = [
+    "build",
+    "cute_dsl",
+    "deepgemm",
+    "deps",
+    "flashinfer",
+    "host_compiler",
+    "kernels",
+    "nvcc",
+    "tokenspeed",
+    "triton",
+]

@@ -43,7 +43,7 @@ class _Reader:
     types: Mapping[str, str] = k.READER_TYPES
     intent_fields: Mapping[str, str] = k.READER_FIELDS
     loose_numbers: Mapping[str, str] = {}
-    kv_dtype_aliases: Mapping[str, str] = k.KV_DTYPE_ALIASES
+    kv_dtype_aliases: Mapping[str, str] = k.KV_DTYPE_NAMES
     preprocess: Literal["flexible", "server-args"] = "server-args"
     dp_attention_flag: str | None = k.DP_ATTENTION_FLAG
     derives_expert_parallel: bool = True

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from flightcheck._knowledge import vllm as k
-from flightcheck._knowledge.vllm.envs import DECLARED
+from flightcheck._knowledge.vllm.env import DECLARED
 from flightcheck._vocabulary.engine import (
     CheckpointRules,
     CommandRules,

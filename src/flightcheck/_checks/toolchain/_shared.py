@@ -1,0 +1,62 @@
+"""What the toolchain family's runtime-compiler checks share: the installed packages they
+are about, a fact the family added to the snapshot (missing in an older one: skip), a
+command line's words, and whether vLLM turns FlashInfer off (then nothing of it compiles).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TypeVar
+
+from flightcheck._checks.framework import Context, Skip
+from flightcheck._checks.shared import jit as _jit
+from flightcheck._knowledge import flashinfer as _fi
+from flightcheck._knowledge import vllm as _vllm
+
+T = TypeVar("T")
+
+_LAUNCHERS = ("ccache", "sccache", "distcc", "icecc")
+
+
+def _installed(ctx: Context, *names: str) -> list[str]:
+    packages = ctx.need(ctx.python.packages, "python.packages")
+    return [n for n in names if packages.get(n)]
+
+
+def _extension(ctx: Context, value: T | None, path: str) -> T:
+    """A fact this family added to the toolchain section: missing with a collector's reason
+    is ``unknown`` (ctx.need); missing without one (a snapshot recorded before it existed,
+    or by hand) skips the check instead of making the whole verdict unknown."""
+    if value is None and ctx.facts.toolchain is not None and not ctx.facts.reason(path):
+        raise Skip(f"{path} is not in this snapshot (recorded by an older flightcheck?)")
+    return ctx.need(value, path)
+
+
+def _words(value: str) -> list[str]:
+    try:
+        return shlex.split(value)
+    except ValueError:
+        return value.split()
+
+
+def _flashinfer_jit(ctx: Context) -> tuple[bool | None, str]:
+    """``_jit.jit_needed``, except where vLLM turns FlashInfer off: then nothing of
+    FlashInfer compiles, links or looks for a CUDA home (``vllm/utils/flashinfer.py``
+    ``has_flashinfer``: no flashinfer-cubin, and no nvcc or no ninja)."""
+    if _vllm_gate(ctx):
+        raise Skip(
+            "vLLM disables FlashInfer here (no flashinfer-cubin, no nvcc or ninja: FC101/FC103): nothing compiles"
+        )
+    return _jit.jit_needed(ctx)
+
+
+def _vllm_gate(ctx: Context) -> bool:
+    """vLLM's ``has_flashinfer`` is false here: no flashinfer-cubin and no nvcc or ninja."""
+    if ctx.intent.engine != _vllm.NAME:
+        return False
+    packages = ctx.python.packages or {}
+    if not _fi.at_least(packages.get("vllm"), _vllm.FLASHINFER_GATED_ON_TOOLS_SINCE) or packages.get(
+        "flashinfer-cubin"
+    ):
+        return False
+    return ctx.facts.toolchain is not None and (ctx.nvcc.path is None or ctx.toolchain.ninja is None)

@@ -1,0 +1,388 @@
+"""vLLM's memory profiler, release by release: the KV cache budget
+(v1/worker/gpu_worker.py, v1/worker/utils.py), the profile run's sampler peak, the
+distributed buffers inside or outside the budget, the V0 engine's rules and the batch
+defaults.
+"""
+
+from __future__ import annotations
+
+from flightcheck._knowledge.vllm._versions import _release
+from flightcheck._knowledge.vllm.env import ENV_DEFAULTS, ESTIMATE_CUDAGRAPHS, USE_FLASHINFER_SAMPLER, USE_V1
+
+# ---- the KV cache budget, by version ----------------------------------------------------
+#
+# vllm/v1/worker/gpu_worker.py ``Worker.init_device`` takes the baseline snapshot *after*
+# the distributed environment (NCCL, custom all-reduce) and the cuBLAS handles exist, then
+# ``request_memory`` (vllm/v1/worker/utils.py) asks for ``ceil(total_memory x
+# gpu_memory_utilization)`` and raises "Free memory on device ... is less than desired GPU
+# memory utilization" when the free memory at that snapshot is smaller: everything
+# allocated before it must fit in the (1 - utilization) slack. ``total_memory`` is what
+# CUDA reports (torch.cuda.mem_get_info): the board's memory minus the driver's
+# reservation.
+#
+# ``determine_available_memory`` (0.33.0)::
+#
+#     available = requested - (total_consumed + transient_peak) - cudagraph_estimate
+#
+# where total_consumed (vllm/utils/mem_utils.py ``memory_profiling``) is everything
+# allocated since the baseline (weights, non-torch buffers of the attention backends) and
+# transient_peak the profile run's torch peak over what it keeps. The CUDA-graph estimate
+# (``profile_cudagraph_memory``) is subtracted only when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+# is on; it is opt-in (default "0") in 0.19.0 and on by default from 0.20.0 (envs.py of
+# both wheels, read). Before that the graphs are captured after the KV cache is allocated,
+# out of the slack. ``--kv-cache-memory-bytes`` skips all this: that many bytes for KV,
+# whatever the utilization. 0.11.0 uses ``total x utilization`` without the ceil.
+
+#: (first release, default gpu_memory_utilization) — vllm/config/cache.py; 0.19.0 has 0.9,
+#: 0.20.0 and 0.33.0 have 0.92 (read from the wheels).
+UTILIZATION_DEFAULTS: tuple[tuple[str, float], ...] = (("0.20.0", 0.92), ("0.0", 0.9))
+#: first release that subtracts the CUDA-graph estimate from the KV budget by default.
+CUDAGRAPHS_IN_BUDGET_SINCE = ENV_DEFAULTS[ESTIMATE_CUDAGRAPHS][0][0]  # "0.20.0": the default flipped to 1
+#: tokens per KV block (vllm/config/cache.py ``block_size`` default for CUDA attention).
+BLOCK_SIZE = 16
+#: first release that logs "GPU KV cache size" as int(max_concurrency x max_model_len)
+#: (vllm/v1/core/kv_cache_utils.py); before it, num_blocks // groups x block_size (0.20.0
+#: and earlier, read from the wheels).
+KV_TOKENS_BY_CONCURRENCY_SINCE = "0.21.0"
+#: first release with the >= 160 GiB batch tier and DGX Spark (GB10, cc 12.1) kept on the
+#: small tier (absent in 0.21.0, present in 0.33.0; the release in between is unverified).
+BATCH_TIER_160_SINCE = "0.33.0"
+
+
+# ---- the profile run's transient peak: the sampler's dummy run ----------------------------
+#
+# ``GPUModelRunner.profile_run`` (vllm/v1/worker/gpu_model_runner.py, 0.10.0 - 0.33.0) runs
+# the model on ``max_num_batched_tokens`` dummy tokens, then ``_dummy_sampler_run`` on the
+# last hidden state of ``min(max_num_seqs, max_num_batched_tokens)`` dummy requests:
+# ``compute_logits`` (model dtype, the whole vocabulary on every TP rank: the logits are
+# gathered) and the sampler with ``top_k = vocab - 1`` and ``top_p = 0.9``. The two phases
+# run one after the other, so the profile's peak is the larger of the two.
+#
+# Bytes per (request x vocabulary) element alive at the sampler's peak:
+#
+# - PyTorch-native top-k/top-p (``TopKTopPSampler.forward_native``): the model-dtype logits
+#   (2, held by ``_dummy_sampler_run``), their fp32 copy (4, v1/sample/sampler.py
+#   ``logits.to(torch.float32)``), ``logits.sort`` in ``apply_top_k_top_p``
+#   (v1/sample/ops/topk_topp_sampler.py): values 4 + int64 indices 8; and torch's stable
+#   sort's own temporaries (aten/src/ATen/native/cuda/SortStable.cu, pytorch commit
+#   061531e8): with >= 128 rows ``segmented_sort_pairs`` — int64 reverse indices 8 and cub's
+#   alternate key/value buffers 4 + 8 — 38 bytes; with 2-127 rows
+#   ``segmented_sort_pairs_by_full_sort`` — two int2 buffers 16, the keys' output 4 and
+#   cub's alternates 4 + 8 — 50 bytes.
+# - FlashInfer (``forward_cuda`` -> ``flashinfer_sample`` ->
+#   ``top_k_top_p_sampling_from_logits``, flashinfer/sampling.py: ``top_k_mask_logits`` then
+#   ``torch.softmax``): 2 + 4 + masked logits 4 + probabilities 4 = 14 bytes.
+#
+# - Triton top-k/top-p (0.17.0 on: ``apply_top_k_top_p`` calls ``apply_top_k_top_p_triton``,
+#   v1/sample/ops/topk_topp_triton.py, which masks the fp32 logits in place with a buffer of
+#   one vocabulary row per Triton program), then ``logits.softmax(dtype=float32)`` and
+#   ``random_sample``'s exponential draw ``q``: 2 + 4 + 4 + 4 = 14 bytes.
+#
+# Which one runs: before 0.11.2 FlashInfer whenever it is installed (an optional extra of
+# the wheel: ``VLLM_USE_FLASHINFER_SAMPLER`` unset means on); 0.11.2 - 0.16.0 the sort
+# unless ``VLLM_USE_FLASHINFER_SAMPLER=1``; from 0.17.0 the native path is the Triton one
+# (v1/sample/ops/topk_topp_triton.py first ships in the 0.17.0 wheel; 0.16.0 has none and
+# sorts; 0.17.0 - 0.19.0 take it for >= 8 requests — ``HAS_TRITON and logits.shape[0] >= 8``
+# — and sort below that, a case not modelled; 0.33.0 drops the row condition); from 0.21.0
+# FlashInfer is on by default
+# but ``_dummy_sampler_run`` also warms ``forward_native`` — 14 bytes either way
+# (topk_topp_sampler.py, envs.py and gpu_model_runner.py of the wheels, read).
+SAMPLER_BYTES_NATIVE = 38
+SAMPLER_BYTES_NATIVE_FEW_ROWS = 50  # 2-127 requests: torch's full-sort path
+SAMPLER_SORT_SEGMENTED_MIN_ROWS = 128  # SortStable.cu: nsegments < 128 -> full sort
+SAMPLER_BYTES_FLASHINFER = 14
+SAMPLER_BYTES_TRITON = 14
+FLASHINFER_SAMPLER_OPT_IN_SINCE = "0.11.2"
+TRITON_TOP_K_TOP_P_SINCE = "0.17.0"
+
+#: vllm/envs.py ``VLLM_FUSED_MOE_CHUNK_SIZE`` default: fused_moe.py processes at most this
+#: many tokens at a time, so its workspaces stop growing there.
+FUSED_MOE_CHUNK_TOKENS = 32768
+#: Before 0.11.0 ``Worker.init_device`` (v1/worker/gpu_worker.py) takes the baseline
+#: snapshot *before* ``init_worker_distributed_environment``: NCCL and custom all-reduce
+#: buffers count as non-torch memory inside the KV budget; from 0.11.0 after it (they must
+#: fit in the slack, FC406). Read in the 0.10.0, 0.10.1.1, 0.10.2 and 0.11.0 wheels.
+#:
+#: What lands between that snapshot and the KV sizing at TP > 1 (0.10.x), and why it is not a
+#: modelled term. ``memory_profiling`` (vllm/utils/__init__.py, 0.10.0) counts as non-torch
+#: ``(total - free) - torch.cuda.memory_reserved()`` grown since the snapshot, so only memory
+#: allocated outside torch's allocator enters the budget:
+#:
+#: - the TP group's pynccl communicator (distributed/device_communicators/cuda_communicator.py:
+#:   ``PyNcclCommunicator`` for every group but "ep"), created in the distributed init;
+#: - custom all-reduce (custom_all_reduce.py ``CustomAllreduce.__init__``, TP group only):
+#:   two IPC buffers from ``ops.allocate_shared_buffer_and_handle`` (``meta_size() +
+#:   max_size`` and ``max_size``, max_size 8 MiB) — about 16 MiB, a ``cudaMalloc`` in the C++
+#:   op (seen in ports of csrc/custom_all_reduce.cu; the wheel holds it compiled), so outside
+#:   torch's allocator; its 8 MiB ``rank_data`` is a torch tensor and does not count;
+#: - torch's own NCCL communicator for the TP device group, created lazily by the profile
+#:   run: V1's ``use_all_gather`` (platforms/interface.py) makes ``compute_logits`` gather
+#:   the logits through ``DeviceCommunicatorBase.all_gather`` ->
+#:   ``torch.distributed.all_gather_into_tensor(group=device_group)`` (0.10.x's
+#:   ``CudaCommunicator`` does not override ``all_gather``). The 0.11.0 wheel gathers the same
+#:   way, so from 0.11.0 too this communicator is created after the snapshot, inside the
+#:   budget (not modelled either: the H100 TP 2 points 59, 66 (0.11.0) and 23 (0.12.0) are
+#:   predicted 0.35 - 0.40 GiB above their logs, within the tolerance).
+#:
+#: Each NCCL communicator's device buffers are derived from NCCL's source in
+#: ``flightcheck._knowledge.nccl`` (channel search, chain trees, P2P and NVLS buffer sizes):
+#: on 8 x H100 on one NVSwitch node, 24 channels and 576 MiB of ring/tree connections on a
+#: middle rank, plus 256 MiB of NVLS buffers when the driver reports multicast support. vLLM
+#: before 0.10.2 sets NCCL_CUMEM_ENABLE=0 itself (``NCCL_CUMEM_OFF_UNTIL``), so NCCL connects
+#: every ring and tree at init; from 0.10.2 NCCL's default (cuMem on) connects them when a
+#: collective first needs them. The KV cache is sized by the smallest budget across ranks, so
+#: the binding rank is a middle one of NCCL's chain (``nccl.chain_connections``).
+SNAPSHOT_AFTER_DISTRIBUTED_SINCE = "0.11.0"
+#: First release that no longer sets NCCL_CUMEM_ENABLE=0: 0.6.4.post1 sets it in
+#: worker/worker_base.py, 0.10.0 and 0.10.1.1 in env_override.py (unless the variable is already
+#: set to something other than "0", or /dev/nvidia-caps-imex-channels exists); the 0.10.2 wheel
+#: sets it nowhere (read in the wheels).
+NCCL_CUMEM_OFF_UNTIL = "0.10.2"
+#: The torch each release pins (the wheel's ``Requires-Dist: torch==``), whose NCCL is
+#: ``flightcheck._knowledge.nccl.NCCL_BY_TORCH`` (0.10.0 logs "vLLM is using nccl==2.26.2").
+TORCH_BY_RELEASE = {
+    "0.10.0": "2.7.1",
+    "0.10.1.1": "2.7.1",
+    "0.10.2": "2.8.0",
+    "0.11.0": "2.8.0",
+    "0.12.0": "2.9.0",
+    "0.33.0": "2.14.0",
+}
+#: NCCL communicators over the TP group in vLLM's budget before 0.11.0: the pynccl one and
+#: torch's for the device group (see above); from 0.11.0 the pynccl one is made before the
+#: snapshot (FC406's slack) — torch's is still made by the profile run's all-gather.
+TP_COMMUNICATORS_IN_BUDGET = 2
+#: custom all-reduce's two IPC buffers (``meta_size() + max_size`` and ``max_size``,
+#: ``max_size`` 8 MiB; the small metadata is left out): custom_all_reduce.py
+CUSTOM_ALLREDUCE_BYTES = 2 * 8 * (1 << 20)
+
+
+#: V0 (read in the 0.6.4.post1 wheel) runs the dummy sampler on the driver worker (rank 0)
+#: only: vllm/worker/model_runner.py ``ModelRunner.execute_model`` returns ``[]`` right after
+#: ``compute_logits`` when ``not self.is_driver_worker``, so a non-driver worker's profile
+#: peak is the forward pass alone and its KV budget is larger than the driver's. Every worker
+#: logs its own budget (worker/worker.py ``determine_num_available_blocks``), and the engine
+#: sizes the cache by the smallest (executor/distributed_gpu_executor.py:
+#: ``num_gpu_blocks = min(b[0] for b in num_blocks)``): the driver's binds. (V1 samples on
+#: every rank.)
+V0_SAMPLER_ON_DRIVER_ONLY = True
+
+#: How vLLM checks that one max_model_len sequence fits when the workers hold different layers
+#: (PP stages). 0.14.0 - 0.16.x (vllm/v1/core/kv_cache_utils.py ``get_kv_cache_configs``, read
+#: in the 0.14.0, 0.15.0, 0.15.1 and 0.16.0 wheels) merge every worker's KV cache specs into the
+#: whole model's and call ``_check_enough_kv_cache_memory(min(available_memory), ...)`` with the
+#: merged groups: the KV of *every* layer for max_model_len must fit the *smallest* worker's
+#: budget, although each PP stage holds only its own layers (vLLM issue #34076: "24.0 GiB KV cache
+#: is needed" for all 48 layers of Qwen3-Coder-30B-A3B at PP 2, tests/fixtures/memory point 27).
+#: 0.13.0 checks each worker's own specs against its own memory (``check_enough_kv_cache_memory``
+#: in the per-worker loop); from 0.17.0 each worker's groups projected onto its own layers
+#: (``_project_kv_cache_groups_to_worker``; 0.33.0: v1/core/kv_cache_planning.py). [since, until)
+PP_KV_CHECK_WHOLE_MODEL = ("0.14.0", "0.17.0")
+
+
+#: The V0 engine's sampler (vllm/model_executor/layers/sampler.py, read in the 0.6.4.post1,
+#: 0.8.0, 0.8.5 and 0.10.0 wheels) imports FlashInfer's top-k/top-p only under ``if
+#: envs.VLLM_USE_FLASHINFER_SAMPLER and find_spec("flashinfer")``, and that variable is off
+#: unless set (envs.py: ``bool(int(os.getenv(..., "0")))`` in 0.6.4.post1, ``None`` when unset
+#: in 0.8.x): whether FlashInfer is installed does not matter. Otherwise ``Sampler.forward``
+#: casts the logits to fp32 and ``_apply_top_k_top_p`` sorts them (``logits.sort``) — the
+#: V0 profile run's dummy request asks for ``top_p=0.99, top_k=vocab - 1``
+#: (worker/model_runner.py ``profile_run``). Its peak is at that sort, with the same bytes per
+#: element as V1's PyTorch-native path above: the model-dtype logits still held by
+#: ``execute_model`` (2), the fp32 copy (4), the sorted values (4) and int64 indices (8) and
+#: torch's stable-sort temporaries (20 with >= 128 rows); the masks, softmax, cumsum and the
+#: scatter that follow free the sort's temporaries first and stay below it (32 bytes), and
+#: ``probs`` / ``logprobs`` come after ``_apply_top_k_top_p`` returned.
+V0_FLASHINFER_SAMPLER_OPT_IN = True
+
+#: Which engine a 0.8 - 0.10.1 launch runs: V1 is the default from 0.8.0 (envs.py
+#: ``VLLM_USE_V1`` defaults to "1", read in the 0.8.0 wheel), but
+#: ``EngineArgs._is_v1_supported_oracle`` (vllm/engine/arg_utils.py) falls back to V0 —
+#: unless ``VLLM_USE_V1=1`` was set explicitly, when it raises instead — for, among others,
+#: "Compute Capability < 8.0" (read in the 0.8.0, 0.8.5, 0.10.0 and 0.10.1.1 wheels; gone in
+#: 0.10.2, and 0.11.0 has no V0 engine) and for ``--quantization gguf``
+#: (``V1_UNSUPPORTED_QUANT``: ["bitsandbytes", "gguf"] in 0.8.0, ["gguf"] in 0.8.5, absent in
+#: 0.10.0). 0.9.x is not read: the compute-capability fallback is taken from its neighbours,
+#: the GGUF one is not (0.9.x counts as V1 for GGUF). 0.7.x (V0 by default) is not read
+#: either and keeps the V1 rules. The oracle's other fallbacks (flags) are not modelled.
+V1_DEFAULT_SINCE = "0.8.0"
+V0_CC_FALLBACK_BEFORE = "0.10.2"
+V0_GGUF_FALLBACK_BEFORE = "0.9.0"
+V0_CC_BELOW = (8, 0)
+
+
+def _env_on(env: dict[str, str | None] | None, name: str) -> bool | None:
+    """A boolean environment variable as vLLM's envs.py reads it (its declaration:
+    ``env.DECLARED``); None when unset or empty (the release's default applies) or a value
+    vLLM cannot read."""
+    from flightcheck._knowledge import envread
+    from flightcheck._knowledge.vllm.env import DECLARED
+
+    return envread.given(DECLARED[name], env)
+
+
+def runs_v0(
+    v: tuple[int, ...] | None,
+    compute_capability: str | None = None,
+    quantization: str | None = None,
+    env: dict[str, str | None] | None = None,
+) -> bool:
+    """Whether the launch runs vLLM's V0 engine (see above): every release before 0.7.0,
+    and a 0.8.0 - 0.10.1 launch that falls back to it (compute capability below 8.0; GGUF
+    before 0.9.0; ``VLLM_USE_V1=0``). Unknown version or compute capability: False."""
+    if v is None:
+        return False
+    if v < _release(V0_RULES_BEFORE):
+        return True
+    if v < _release(V1_DEFAULT_SINCE) or v >= _release(V0_CC_FALLBACK_BEFORE):
+        return False
+    use_v1 = _env_on(env, USE_V1)
+    if use_v1 is not None:
+        # set to 1, the oracle raises rather than falls back (not this question): False
+        return not use_v1
+    if compute_capability:
+        try:
+            major, minor = (int(x) for x in compute_capability.split(".")[:2])
+        except ValueError:
+            major, minor = V0_CC_BELOW
+        if (major, minor) < V0_CC_BELOW:
+            return True
+    return (quantization or "").lower() == "gguf" and v < _release(V0_GGUF_FALLBACK_BEFORE)
+
+
+def sampler_kind(
+    v: tuple[int, ...] | None,
+    env: dict[str, str | None] | None = None,
+    installed: bool | None = None,
+    *,
+    v0: bool = False,
+) -> str:
+    """The profile run's top-k/top-p implementation: "flashinfer", "sort" (PyTorch) or
+    "triton" (see above). ``installed``: whether FlashInfer is importable by the engine;
+    unknown counts as installed before 0.11.2, where the smaller reserve keeps FC402 from
+    stopping a launch that would start. ``v0``: the launch runs the V0 engine
+    (:func:`runs_v0`), whose sampler sorts unless ``VLLM_USE_FLASHINFER_SAMPLER=1``."""
+    asked = _env_on(env, USE_FLASHINFER_SAMPLER)
+    if v0 and V0_FLASHINFER_SAMPLER_OPT_IN:
+        return "flashinfer" if asked and installed is not False else "sort"
+    if v is not None and v >= _release(TRITON_TOP_K_TOP_P_SINCE):
+        return "triton"
+    if asked is not None:
+        return "flashinfer" if asked and installed is not False else "sort"
+    if v is not None and v >= _release(FLASHINFER_SAMPLER_OPT_IN_SINCE):
+        return "sort"
+    return "sort" if installed is False else "flashinfer"
+
+
+def sampler_bytes_per_element(kind: str, rows: int) -> int:
+    """Bytes per (request x vocabulary) element at the dummy sampler run's peak (above)."""
+    if kind == "flashinfer":
+        return SAMPLER_BYTES_FLASHINFER
+    if kind == "triton":
+        return SAMPLER_BYTES_TRITON
+    return SAMPLER_BYTES_NATIVE if rows >= SAMPLER_SORT_SEGMENTED_MIN_ROWS else SAMPLER_BYTES_NATIVE_FEW_ROWS
+
+
+def nccl_cumem_forced_off(v: tuple[int, ...] | None) -> bool:
+    """Whether this release sets NCCL_CUMEM_ENABLE=0 itself (unknown: no)."""
+    return v is not None and v < _release(NCCL_CUMEM_OFF_UNTIL)
+
+
+def comm_in_budget(v: tuple[int, ...] | None) -> bool:
+    """Whether NCCL / custom all-reduce buffers are inside the KV budget (snapshot before
+    the distributed init: before 0.11.0)."""
+    return v is not None and v < _release(SNAPSHOT_AFTER_DISTRIBUTED_SINCE)
+
+
+def pp_kv_check_whole_model(v: tuple[int, ...] | None) -> bool:
+    """Whether this release refuses a launch unless the whole model's KV for one max_model_len
+    sequence fits the smallest worker's budget (``PP_KV_CHECK_WHOLE_MODEL``; only differs from
+    the per-stage check with PP > 1). An unknown release gets the per-stage check, the one
+    that stops fewer launches."""
+    since, until = PP_KV_CHECK_WHOLE_MODEL
+    return v is not None and _release(since) <= v < _release(until)
+
+
+def default_utilization(v: tuple[int, ...] | None) -> float:
+    """vLLM's default gpu_memory_utilization for a release (None: unknown -> the smallest,
+    the conservative one)."""
+    if v is None:
+        return min(value for _, value in UTILIZATION_DEFAULTS)
+    for since, value in UTILIZATION_DEFAULTS:
+        if v >= _release(since):
+            return value
+    return UTILIZATION_DEFAULTS[-1][1]
+
+
+def cudagraphs_in_budget(v: tuple[int, ...] | None, env: dict[str, str | None] | None = None) -> bool:
+    """Whether the KV budget has the CUDA-graph estimate taken out (VLLM_MEMORY_PROFILER_
+    ESTIMATE_CUDAGRAPHS, whose default flipped to on in 0.20.0)."""
+    asked = _env_on(env, ESTIMATE_CUDAGRAPHS)
+    if asked is not None:
+        return asked
+    return v is None or v >= _release(CUDAGRAPHS_IN_BUDGET_SINCE)
+
+
+#: The V0 engine's batch rule, read in the 0.6.4.post1 wheel and applied to releases
+#: before 0.7.0 (later V0 releases are not read): vllm/engine/arg_utils.py turns chunked
+#: prefill on by default only when max_model_len > 32768 (CUDA, no sliding window, no
+#: speculative model, LoRA or prompt adapter, not multimodal); vllm/config.py
+#: ``SchedulerConfig``: without chunked prefill max_num_batched_tokens = max(max_model_len,
+#: 2048), with it 512; max_num_seqs 256. V0's profile run (worker/model_runner.py
+#: ``profile_run``) spreads those tokens over max_num_seqs dummy prompts, so its peak grows
+#: with max_model_len up to 32K and drops past it.
+V0_RULES_BEFORE = "0.7.0"
+V0_LONG_CONTEXT = 32768
+V0_CHUNKED_TOKENS = 512
+V0_MIN_TOKENS = 2048
+V0_MAX_SEQS = 256
+#: A V0 launch of 0.8.x (the fallback, :func:`runs_v0`) sizes its profile run by the same
+#: rule (vllm/engine/arg_utils.py ``_set_default_args_v0``: chunked prefill by default only
+#: past 32K; max_num_seqs 256; vllm/config.py ``SchedulerConfig``: without chunked prefill
+#: max(max_model_len, 2048)), but with chunked prefill it takes
+#: ``_DEFAULT_MAX_NUM_BATCHED_TOKENS`` = 2048, not 512 (read in the 0.8.0 and 0.8.5 wheels).
+V0_CHUNKED_TOKENS_SINCE_0_8 = 2048
+
+
+def v0_batch(max_model_len: int, v: tuple[int, ...] | None = None) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) of the V0 engine when the launch sets neither
+    (the defaults of the common case; see above): 0.6.4.post1's rule, or 0.8.x's for a V0
+    fallback of 0.8.0 or later."""
+    if max_model_len > V0_LONG_CONTEXT:
+        late = v is not None and v >= _release(V1_DEFAULT_SINCE)
+        return (V0_CHUNKED_TOKENS_SINCE_0_8 if late else V0_CHUNKED_TOKENS), V0_MAX_SEQS
+    return max(max_model_len, V0_MIN_TOKENS), V0_MAX_SEQS
+
+
+def batch_defaults(
+    v: tuple[int, ...] | None,
+    total_bytes: int,
+    gpu_name: str | None,
+    compute_capability: str | None,
+    max_model_len: int | None = None,
+    *,
+    v0: bool = False,
+) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) the OpenAI server picks when the launch sets
+    neither — vllm/engine/arg_utils.py ``EngineArgs.get_batch_defaults``: >= 160 GiB of
+    device memory 16384 / 1024; >= 70 GiB and not an A100 nor a GB10 8192 / 1024; else
+    2048 / 256 (before 0.33: >= 70 GiB and not an A100 8192 / 1024, else 2048 / 256).
+    ``total_bytes`` is the device memory the defaults read: NVML's ``memory.total``
+    (platforms/cuda.py ``NvmlCudaPlatform.get_device_total_memory``). A GB10 (DGX Spark)
+    does not implement that query: before 0.33 the NVMLError reaches
+    ``get_batch_defaults``'s ``except`` and the device memory counts as 0, the small tier
+    (read in the 0.15.1 wheel; point 11 of tests/fixtures/memory logs 2048 tokens); 0.33
+    falls back to torch's total and keeps cc 12.1 on the small tier. Pass 0 for a GB10
+    before 0.33. Before 0.7.0 the V0 rule (:func:`v0_batch`), which depends on
+    ``max_model_len``; likewise a later launch that runs V0 (``v0``, :func:`runs_v0`)."""
+    if v is not None and (v0 or v < _release(V0_RULES_BEFORE)) and max_model_len:
+        return v0_batch(max_model_len, v)
+    gib = total_bytes / (1 << 30)
+    name = (gpu_name or "").lower()
+    new = v is None or v >= _release(BATCH_TIER_160_SINCE)
+    if new and gib >= 160:
+        return 16384, 1024
+    gb10 = new and compute_capability == "12.1"
+    if gib >= 70 and "a100" not in name and not gb10:
+        return 8192, 1024
+    return 2048, 256

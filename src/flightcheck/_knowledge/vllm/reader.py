@@ -1,0 +1,137 @@
+"""How vLLM's parser reads a command line (vllm/utils/argparse_utils.py
+``FlexibleArgumentParser``, vllm/entrypoints/cli/serve.py): the option types the built-in
+reader converts, the engine record's fields it copies, JSON-object options and their dotted
+spellings, and the plugin switch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# ---- reader: how vLLM 0.33's parser reads a command line --------------------------------
+# (vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args / _pull_args_from_config,
+# vllm/entrypoints/cli/serve.py; the option table itself is data/vllm_0.33.0_args.json)
+
+#: ``-O3`` / ``-O=3`` / ``-O 3`` become this option.
+READER_OPT_LEVEL = "--optimization-level"
+READER_OPT_SHORT = "-O"
+#: the check FlexibleArgumentParser makes: served names but no positional model.
+READER_SERVED_NAME = r"^--served[-_]model[-_]name(=.+|$)"
+#: parser type (as the table names it) -> how the built-in reader converts the value.
+READER_TYPES: dict[str, str] = {
+    "int": "int",
+    "float": "float",
+    "str": "str",
+    "json.loads": "json",
+    "vllm.utils.argparse_utils.human_readable_int": "hr_int",
+    "vllm.utils.argparse_utils.human_readable_int_or_auto": "hr_int_or_auto",
+    "vllm.engine.arg_utils.union_dict_and_str": "dict_or_str",
+}
+#: engine record attribute -> Intent field (what the reader copies when the line sets it).
+READER_FIELDS: dict[str, str] = {
+    "model": "model",
+    "revision": "revision",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size",
+    "data_parallel_size": "data_parallel_size",
+    "data_parallel_size_local": "data_parallel_size_local",
+    "prefill_context_parallel_size": "prefill_context_parallel_size",
+    "decode_context_parallel_size": "decode_context_parallel_size",
+    "enable_expert_parallel": "enable_expert_parallel",
+    "max_model_len": "max_model_len",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "quantization": "quantization",
+    "dtype": "dtype",
+    "enforce_eager": "enforce_eager",
+    "load_format": "load_format",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "max_num_seqs": "max_num_seqs",
+    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+    "cpu_offload_gb": "cpu_offload_gb",
+    "hf_overrides": "hf_overrides",
+    "nnodes": "nnodes",
+    "download_dir": "download_dir",
+    "distributed_executor_backend": "distributed_executor_backend",
+}
+#: options whose value the table types loosely (``optional_type``) but the engine reads
+#: as a number: dest -> converter kind.
+READER_LOOSE_NUMBERS: dict[str, str] = {
+    "kv_cache_memory_bytes": "hr_int",
+    "max_num_batched_tokens": "hr_int",
+}
+#: options whose value vLLM validates as JSON of a config record (an invalid document
+#: stops the parse): ``optional_type`` of a pydantic config in vllm/engine/arg_utils.py.
+READER_JSON_STRICT: tuple[str, ...] = ("kv_transfer_config",)
+#: the chat templates vLLM ships (vllm/transformers_utils/chat_templates/): a path-like
+#: --chat-template that exists neither here nor there is refused
+#: (vllm/renderers/chat_utils/chat_template.py, run by validate_parsed_serve_args).
+READER_BUILTIN_CHAT_TEMPLATES: frozenset[str] = frozenset(
+    {
+        "template_basic.jinja",
+        "template_blip2.jinja",
+        "template_chatml.jinja",
+        "template_deepseek_ocr.jinja",
+        "template_deepseek_vl2.jinja",
+        "template_kimi_audio.jinja",
+        "template_minicpmv45.jinja",
+    }
+)
+
+# ---- reader: the plugin switch (vllm/plugins/__init__.py load_plugins_by_group) ----------
+
+#: comma list of the general plugins vLLM loads; unset: all installed ones.
+PLUGINS_VAR = "VLLM_PLUGINS"
+#: flightcheck's entry point name in the ``vllm.general_plugins`` group (pyproject.toml).
+PLUGIN_NAME = "flightcheck"
+
+
+def _json_arg(flags: list[str], flag: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A JSON-object flag as vLLM's parser builds it (utils/argparse_utils.py
+    ``FlexibleArgumentParser.parse_args``, the same in the 0.10.2 - 0.33.0 wheels): ``--flag
+    JSON`` sets the whole object, the last one winning; every ``--flag.a.b value`` is merged
+    into one nested object (the value read as JSON when it parses, else as a string), which
+    vLLM appends after all other arguments, so that it replaces any ``--flag JSON``.
+    (the object or None when not given; an error when vLLM refuses the value)."""
+    import json
+
+    doc: dict[str, Any] | None = None
+    dotted: dict[str, Any] | None = None
+    for item in flags:
+        name, _, value = item.partition("=")
+        if name == flag:
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                return None, f"{flag} is not JSON"
+            if not isinstance(parsed, dict):
+                return None, f"{flag} is not a JSON object"
+            doc = parsed
+        elif name.startswith(flag + "."):
+            try:
+                v: Any = json.loads(value)
+            except ValueError:
+                v = value
+            *path, last = name[len(flag) + 1 :].split(".")
+            if dotted is None:
+                dotted = {}
+            node = dotted
+            for key in path:  # recursive_dict_update: a dict merges, anything else is replaced
+                if not isinstance(node.get(key), dict):
+                    node[key] = {}
+                node = node[key]
+            if isinstance(v, dict) and isinstance(node.get(last), dict):
+                _merge(node[last], v)
+            else:
+                node[last] = v
+    return (dotted if dotted is not None else doc), None
+
+
+def _merge(into: dict[str, Any], update: dict[str, Any]) -> None:
+    """argparse_utils.py ``recursive_dict_update`` (lists are not concatenated here: only the
+    ``--flag.key+`` spelling makes them, which flightcheck does not read)."""
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
