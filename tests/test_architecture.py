@@ -185,6 +185,9 @@ ENGINE_WORDS = frozenset({"vllm", "sglang"})
 
 
 def _is_name(node: ast.AST) -> bool:
+    """An engine's name: the literal, or a knowledge package's ``NAME`` (``_vllm.NAME``)."""
+    if isinstance(node, ast.Attribute) and node.attr == "NAME":
+        return True
     return isinstance(node, ast.Constant) and node.value in ENGINE_WORDS
 
 
@@ -219,7 +222,7 @@ def engine_name_comparisons(tree: ast.AST) -> list[int]:
             )
         ):
             lines.append(node.lineno)
-    return lines
+    return sorted(lines)
 
 
 def test_no_engine_name_comparison_outside_the_engine_packages() -> None:
@@ -243,5 +246,6 @@ def test_the_engine_name_counter_counts() -> None:
         'y = {"vllm": 1}.get(e)\n'
         'match e:\n    case "sglang":\n        pass\n'
         'z = package(facts, "vllm")\n'  # naming an engine is not comparing it
+        "if engine != _vllm.NAME: pass\n"
     )
-    assert engine_name_comparisons(ast.parse(src)) == [1, 2, 3, 4, 5, 7]
+    assert engine_name_comparisons(ast.parse(src)) == [1, 2, 3, 4, 5, 7, 10]

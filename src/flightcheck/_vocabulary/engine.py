@@ -202,6 +202,11 @@ class Engine(Protocol):
     plugins_var: str | None
     #: ``flashinfer-python`` pins by engine release (requirements/cuda.txt), where known
     flashinfer_pin: Mapping[str, str]
+    #: the runtime compilers and JIT kernel libraries the engine's own code reaches, whose
+    #: gates the toolchain checks apply: ``"deepgemm"`` (DG_JIT), ``"tilelang"`` /
+    #: ``"humming"`` (its kernels), ``"flashinfer-gate"`` (FlashInfer switched off, not
+    #: failed, when no cubin and no nvcc / ninja: vLLM's has_flashinfer)
+    runtime_compilers: frozenset[str]
     #: the engine's variables flightcheck reads, each declared once (``<engine>/envs.py``)
     env_vars: Mapping[str, EnvVar]
     command: CommandRules

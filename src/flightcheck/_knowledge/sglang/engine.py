@@ -110,6 +110,7 @@ class SGLang:
     env_prefix: str = "SGLANG_"  # srt/environ.py (older names: SGL_)
     plugins_var: str | None = None
     flashinfer_pin: Mapping[str, str] = {}
+    runtime_compilers: frozenset[str] = frozenset()  # its JIT paths are checked by flags and pins
     env_vars: Mapping[str, EnvVar] = DECLARED
     command: CommandRules = _Command()
     reader: ReaderRules = _Reader()

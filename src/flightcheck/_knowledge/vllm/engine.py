@@ -117,6 +117,9 @@ class VLLM:
     env_prefix: str = k.ENV_PREFIX
     plugins_var: str | None = k.PLUGINS_VAR
     flashinfer_pin: Mapping[str, str] = k.FLASHINFER_PIN
+    # vllm/utils/deep_gemm.py, vllm/model_executor/layers/mhc (tilelang), humming kernels,
+    # vllm/utils/flashinfer.py has_flashinfer (0.33.0)
+    runtime_compilers: frozenset[str] = frozenset({"deepgemm", "tilelang", "humming", "flashinfer-gate"})
     env_vars: Mapping[str, EnvVar] = DECLARED
     command: CommandRules = _Command()
     reader: ReaderRules = _Reader()
