@@ -176,11 +176,17 @@ def test_one_spelling_per_option_and_engine() -> None:
 
 #: where an engine's name may be compared: its own package, the registration.
 ENGINE_HOMES = ("_knowledge/vllm/", "_knowledge/sglang/", "_knowledge/engines.py")
-#: the one exception, counted: the child script the engine's own interpreter runs
+#: the exceptions, counted: the child script the engine's own interpreter runs
 #: (``_collect/engine_reader.py``) cannot import flightcheck, so it dispatches on the engine
 #: name its parent passes on the command line (recognising ``vllm serve`` / ``sglang serve``
 #: and picking the engine's parser API). Any new comparison there fails this test too.
-CHILD_SCRIPT_COMPARISONS = {"_collect/engine_reader.py": 8}
+CHILD_SCRIPT_COMPARISONS = {
+    "_collect/engine_reader.py": 8,
+    # the engine's log read back (``flightcheck diagnose``): which engine wrote it is what
+    # the scan finds out: ``"sglang" in msg`` searches the log's text, and a version line
+    # of one engine must not be taken for the other's
+    "_diagnose/scan.py": 2,
+}
 ENGINE_WORDS = frozenset({"vllm", "sglang"})
 
 

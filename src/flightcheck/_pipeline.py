@@ -34,6 +34,8 @@ def assess(
     strict: bool = False,
     settle: Callable[[Intent], Intent] | None = None,
     early: Early | None = None,
+    multicast: str | None = None,
+    probe_budget: float | None = None,
 ) -> Report:
     """Collect the facts (files over live collection), read ``intent.model``'s checkpoint
     with the engine's environment, and evaluate; ``report.timings`` has each stage.
@@ -46,10 +48,22 @@ def assess(
 
     ``early``: a read of ``intent.model`` the caller already started with
     :func:`~flightcheck._collect.checkpoint.start_reading` (before importing this module:
-    the scan then overlaps the imports)."""
+    the scan then overlaps the imports).
+
+    ``multicast``: the multicast probe where the launch needs it (the plugin), once the
+    facts and the checkpoint are known: ``"auto"`` probes when the launch reaches a
+    multicast path on an NVSwitch node (``_checks/fabric/fallback.probe_needed``), through
+    this boot's cache; ``"force"`` whenever two GPUs are here, fresh; ``"off"`` never. The
+    report says why it did not run (FC304) and what it cost (``timings.probe_s``).
+    ``probe_budget``: its time limit (a timeout within it is inconclusive)."""
+    from flightcheck._vocabulary.facts import load_file, sections_of
+
     t0 = time.perf_counter()
     if early is None:
         early = start_reading(intent)  # a model directory is read while the facts are collected
+    docs = [load_file(f) for f in facts_files] + list(facts_docs)
+    provided: set[str] = set().union(*(sections_of(d) for d in docs)) if docs else set()
+    facts_files, facts_docs = (), docs  # each file read once, its sections known here too
     facts = collect(intent, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs)
     checkpoint = read_checkpoint(intent, facts, early)
     t1 = time.perf_counter()
@@ -67,10 +81,51 @@ def assess(
             refresh_draft(final, facts, checkpoint)  # a speculative draft named by the flags
         intent = final
         t1 = time.perf_counter()
+    wants = multicast is not None and "multicast" not in probes and not intent.deep
+    if wants and "multicast_probe" not in provided and facts.multicast_probe is None:
+        timings["probe_s"] = round(
+            _multicast_for_launch(facts, intent, checkpoint, env, multicast or "auto", probe_budget), 4
+        )
+        t1 = time.perf_counter()
     report = evaluate(facts, intent, checkpoint, strict=strict)
     t2 = time.perf_counter()
     report.timings = {"collect_s": round(t1 - t0, 4), **timings, "evaluate_s": round(t2 - t1, 4)}
     return report
+
+
+def _multicast_for_launch(
+    facts: Facts,
+    intent: Intent,
+    checkpoint: Checkpoint | None,
+    env: Mapping[str, str] | None,
+    mode: str,
+    budget: float | None,
+) -> float:
+    """The multicast probe for this launch, where it needs one (see :func:`assess`): the
+    section or why not goes into ``facts``; the seconds it cost (0 when not needed)."""
+    import os
+
+    from flightcheck._checks.fabric.fallback import probe_needed
+    from flightcheck._checks.framework import Context
+    from flightcheck._collect.multicast import probe_for_launch
+
+    if mode == "off":
+        facts.unavailable["multicast_probe"] = "FLIGHTCHECK_PROBE=0 turns the multicast probe off"
+        return 0.0
+    ctx = Context(facts, intent, checkpoint)
+    why = probe_needed(ctx, force=mode == "force")
+    if why is not None:
+        facts.unavailable["multicast_probe"] = f"not needed: {why}"
+        return 0.0
+    devices = list(range(len(ctx.gpus_used)))
+    try:
+        return probe_for_launch(
+            facts, devices, dict(os.environ if env is None else env), fresh=mode == "force", budget=budget
+        )
+    except Exception as exc:  # noqa: BLE001 - as a crashed collector: the rest of the launch is still checked
+        facts.multicast_probe = None
+        facts.unavailable["multicast_probe"] = f"the multicast probe crashed: {type(exc).__name__}: {exc}"
+        return 0.0
 
 
 #: The intent fields the checkpoint read depends on (``_collect/checkpoint.py``).

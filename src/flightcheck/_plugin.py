@@ -23,16 +23,22 @@ long before a weight is read. So this plugin:
   processes), and never crashes vLLM: any internal error is one line on stderr and the
   launch goes on unchecked.
 
-The multicast probe is not run here by default. This plugin sits in every ``vllm serve``,
-including a developer's edit-run loop, and must cost well under a second; the probe
-initialises CUDA on every GPU used in a child process (seconds on 8 GPUs, more without
-persistence mode). The passive checks still catch what the driver reports (fabric state,
-multicast attribute, FC301/FC302/FC303) and FC309 says honestly that the probe did not
-run. ``FLIGHTCHECK_PROBE=1`` runs it here too; ``flightcheck run -- vllm serve ...``
-always runs it.
+The multicast probe runs here where the launch needs it, and once per boot. After a warm
+reboot the NVSwitch multicast team can be broken while the fabric manager and NVML report
+Completed/Success: only binding multicast memory shows it (CUDA error 401), and without the
+probe ``vllm serve`` dies after the load. So when the launch reaches a multicast path
+(more than one GPU of it on an NVSwitch node, and a path of the fallback plan's list on:
+``_checks/fabric/fallback.probe_needed``) the plugin probes those GPUs in a child, under a
+time budget (:data:`PROBE_BUDGET_S`; a timeout is FC304 ``unknown``, never a stop), and
+caches the verdict for the boot (keyed by boot id, fabric-manager start, driver version and
+GPU UUIDs: ``_collect/multicast_cache``), so the first launch after a boot, a fabric-manager
+restart or a GPU change pays seconds and later launches nothing. One GPU, PCIe, GPUs
+without multicast: no probe, no cost, and FC304's skip says why. ``timings.probe_s`` is
+what it cost this launch. ``FLIGHTCHECK_PROBE=0`` turns it off; ``=1`` probes every
+launch, fresh, wherever two GPUs are used; ``FLIGHTCHECK_PROBE_TIMEOUT`` sets the budget.
 
 Environment: ``FLIGHTCHECK_DISABLE=1`` (off), ``FLIGHTCHECK_FACTS=a.json:b.json`` (as
-``--facts``, separated by ``os.pathsep``), ``FLIGHTCHECK_PROBE=1``,
+``--facts``, separated by ``os.pathsep``), ``FLIGHTCHECK_PROBE=0|1``, ``FLIGHTCHECK_PROBE_TIMEOUT=S``,
 ``FLIGHTCHECK_NO_FALLBACK=1`` (a needed fallback stops the launch), ``FLIGHTCHECK_STRICT=1``
 (a failing warning blocks), ``FLIGHTCHECK_REPORT=path.json`` (write the JSON report).
 """
@@ -46,6 +52,11 @@ from typing import Any
 from flightcheck._vocabulary.envvars import MARKER
 
 _TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+#: seconds the plugin gives the multicast probe (the engine waits for it): CUDA init on 8
+#: GPUs and the bind take seconds; a hang is cut here and is FC304 unknown, not a stop
+PROBE_BUDGET_S = 20.0
 
 
 def _on(name: str) -> bool:
@@ -109,6 +120,30 @@ def engine_reading(command: list[str], env: dict[str, str]) -> dict[str, Any] | 
     return doc if usable(doc) else None
 
 
+def probe_mode(env: dict[str, str]) -> tuple[str, float, str | None]:
+    """(``auto`` | ``force`` | ``off``, the probe's budget in seconds, a warning for a value
+    that was not understood) from FLIGHTCHECK_PROBE / FLIGHTCHECK_PROBE_TIMEOUT."""
+    raw = env.get("FLIGHTCHECK_PROBE", "").strip().lower()
+    mode = "force" if raw in _TRUE else "off" if raw in _FALSE else "auto"
+    warning = (
+        f"FLIGHTCHECK_PROBE={raw!r} is neither 0 nor 1: probing where the launch needs it"
+        if (raw and mode == "auto")
+        else None
+    )
+    budget = PROBE_BUDGET_S
+    text = env.get("FLIGHTCHECK_PROBE_TIMEOUT", "").strip()
+    if text:
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if 0 < value <= 600:
+            budget = value
+        else:
+            warning = f"FLIGHTCHECK_PROBE_TIMEOUT={text!r} is not a number of seconds in (0, 600]: {budget:g}s"
+    return mode, budget, warning
+
+
 def register() -> None:
     """The entry point vLLM calls (``flightcheck._plugin:register``)."""
     if _on("FLIGHTCHECK_DISABLE"):
@@ -149,11 +184,20 @@ def _guard(command: list[str]) -> None:
     intent = cmd.intent
     intent.python = sys.executable  # this process is the engine's interpreter
     facts_files = env_facts_files(os.environ)
-    probes = ["multicast"] if _on("FLIGHTCHECK_PROBE") else []
+    mode, budget, bad = probe_mode(env)
+    if bad:
+        say(sys.stderr, f"warning: {bad}")
     report = assess(
-        intent, facts_files, env=env, python=sys.executable, probes=probes, strict=_on("FLIGHTCHECK_STRICT")
+        intent,
+        facts_files,
+        env=env,
+        python=sys.executable,
+        strict=_on("FLIGHTCHECK_STRICT"),
+        multicast=mode,
+        probe_budget=budget,
     )
     report.timings["engine_read_s"] = round(read_s, 4)  # vLLM's own parser, in this process
+    probe_line = _probe_line(report)
     report.timings["total_s"] = round(time.perf_counter() - t0, 4)
     d = decide(report, cmd, env, no_fallback=_on("FLIGHTCHECK_NO_FALLBACK"))
     err = sys.stderr
@@ -172,7 +216,10 @@ def _guard(command: list[str]) -> None:
         err.write(render(report, "text", color=color_for(err)))
         print_stop(err, d, "stopping vllm serve before it loads anything:")
         say(err, "fix the above, or set FLIGHTCHECK_DISABLE=1 to launch anyway")
+        say(err, "if a launch fails later anyway: `flightcheck diagnose LOG` names the cause and its fix")
         raise SystemExit(1)
+    if probe_line:
+        say(err, probe_line)
     for w in d.warnings:
         say(err, f"warning: {w}")
     for severity in ("warning", "info"):  # not blocking (a blocking one stopped above)
@@ -188,3 +235,21 @@ def _guard(command: list[str]) -> None:
     print_changes(err, d)
     if not d.launch.changes:
         say(err, passed_line(report))
+
+
+def _probe_line(report: Any) -> str | None:
+    """One line on the multicast probe when this launch asked for it: its verdict and what
+    it cost here (seconds, or this boot's cached verdict)."""
+    p = report.facts.multicast_probe
+    spent = report.timings.get("probe_s")
+    if p is None or spent is None:
+        return None
+    if p.ok:
+        verdict = "ok"
+    elif p.stage == "timeout":
+        verdict = f"no answer within {p.budget_s or 0:g}s (unknown: FC304)"
+    else:
+        err = f"CUDA error {p.cuda_error} {p.cuda_error_name}" if p.cuda_error is not None else (p.detail or "failed")
+        verdict = f"FAILED at {p.stage}: {err}"
+    cost = f"this boot's verdict, cached at {p.probed_at}" if p.cached else f"{spent:.2f}s, once per boot"
+    return f"multicast probe on {p.devices} GPUs: {verdict} ({cost})"

@@ -21,7 +21,7 @@ from flightcheck import Intent, evaluate
 from flightcheck._checks.checkpoint.kinds import CODE_OF, KIND_OF
 from support.checkpoints import COMMIT, break_checkpoint
 from support.ckptgen import load_config, shard_name, write_checkpoint, write_hf_cache
-from support.evaluation import counting_bug, facts, host_doc, results, statuses
+from support.evaluation import counting_bug, evaluated, facts, host_doc, results, statuses
 from support.ggufgen import STRING as GGUF_STRING
 from support.ggufgen import flint_model, write_gguf
 
@@ -196,9 +196,10 @@ def test_fc505_download_incomplete(tmp_path: Path) -> None:
 
 
 def test_fc506_index_inconsistent(tmp_path: Path) -> None:
+    # an entry no shard holds: vLLM loads the files whole, so only a warning
     (r,) = failing("FC506", broken(tmp_path / "lies", "index-lies"))
-    assert r.severity.value == "error" and r.subject == SHARD2
-    assert "does not contain: model.layers.9.ghost.weight" in r.message
+    assert r.severity.value == "warning" and r.subject == SHARD2
+    assert "that no shard holds: model.layers.9.ghost.weight" in r.message
     (r,) = failing("FC506", broken(tmp_path / "not-json", "index-not-json"))
     assert r.subject == "file:model.safetensors.index.json" and "is not valid JSON" in r.message
     # a total_size that disagrees with the headers is harmless alone: a warning
@@ -217,8 +218,9 @@ def test_fc506_index_inconsistent(tmp_path: Path) -> None:
 
 def test_fc506_a_tensor_in_two_shards(tmp_path: Path) -> None:
     got = failing("FC506", broken(tmp_path, "duplicate"))
-    (dup,) = [r for r in got if r.severity.value == "error"]
-    assert dup.subject == f"shard:{shard_name(2, 3)}" and "are also in another shard" in dup.message
+    (dup,) = [r for r in got if "are also in another shard" in r.message]
+    # vLLM loads both files whole (the one read last wins): a warning, not a stop
+    assert dup.subject == f"shard:{shard_name(2, 3)}" and dup.severity.value == "warning"
 
 
 def test_fc507_config_invalid(tmp_path: Path) -> None:
@@ -359,8 +361,7 @@ def public(tmp_path: Path):
 def stops(code: str, model: Path | str, hub: Path | None = None, env: dict | None = None, **intent: Any) -> list:
     """The error-severity failures ``code`` gives for a launch of ``model``."""
     f = node(hub) if env is None else facts("b300", env=env)
-    got = results(f, model=str(model), **intent).get(code, [])
-    assert got, f"{code} was not evaluated"
+    got = evaluated(code, results(f, model=str(model), **intent).get(code, []))
     return [(r.status.value, r.message) for r in got if r.status.value == "fail" and r.severity.value == "error"]
 
 
@@ -642,7 +643,7 @@ def test_fc508_root_does_not_read_for_a_directory_owner_what_they_cannot(public:
         assert leak not in text
     assert ck.total_bytes == 0
     res = results(node(), model=str(hostile))
-    assert not [r for r in res["FC504"] if r.status.value == "fail"]
+    assert not [r for r in evaluated("FC504", res["FC504"]) if r.status.value == "fail"]
     assert str(secret.stat().st_size) not in json.dumps([r.message for r in res["FC510"]])
     # the owner may read it: followed as the OS follows it
     secret.chmod(0o644)

@@ -31,7 +31,12 @@ def test_systemd_active_and_version_from_the_binary(tmp_path, bindir):
     tool(bindir, "systemctl", "echo LoadState=loaded; echo ActiveState=active")
     tool(bindir, "nv-fabricmanager", 'echo "Fabric Manager version is : 590.44.01"')
     out = fabric.collect_host_side(tmp_path, in_container=False)
-    assert out["fabric_manager"] == {"service": "active", "service_how": "systemctl", "version": "590.44.01"}
+    assert out["fabric_manager"] == {
+        "service": "active",
+        "service_how": "systemctl",
+        "version": "590.44.01",
+        "started_s": None,  # this systemctl printed no ActiveEnterTimestampMonotonic
+    }
 
 
 def test_systemd_unit_not_found_is_not_installed(tmp_path, bindir):
@@ -123,3 +128,41 @@ def test_fake_root_never_touches_the_real_host(tmp_path, bindir):
     out = fabric.collect_host_side(tmp_path, in_container=False)
     assert out["imex"] == {"channels": [], "service": "not-installed"}
     assert out["evidence"] == [] and os.environ["PATH"] == str(bindir)
+
+
+def test_fabric_manager_start_time_from_systemd(tmp_path, bindir):
+    """systemd's ActiveEnterTimestampMonotonic (us after boot) is the restart marker: the
+    same call as the state, so the collector asks systemctl once."""
+    log = tmp_path / "calls"
+    tool(
+        bindir,
+        "systemctl",
+        f'echo "$@" >> {log}; echo LoadState=loaded; echo ActiveState=active; '
+        "echo ActiveEnterTimestampMonotonic=81234567",
+    )
+    assert fabric.fabric_manager_started(tmp_path, False) == ("systemd:81234567", 81.234567)
+    out = fabric.collect_host_side(tmp_path, in_container=False)
+    assert out["fabric_manager"]["started_s"] == 81.234567
+    fm_calls = [c for c in log.read_text().splitlines() if fabric.FM_UNIT in c]
+    assert len(fm_calls) == 2  # one above, one for the whole collection (state + start time)
+
+
+def test_fabric_manager_start_time_from_the_process_without_systemd(tmp_path, bindir):
+    tool(bindir, "systemctl", 'echo "System has not been booted with systemd" >&2; exit 1')
+    proc = tmp_path / "proc" / "4242"
+    proc.mkdir(parents=True)
+    (proc / "comm").write_text("nv-fabricmanager\n")
+    # a command name with spaces and a parenthesis: fields are counted after the last ")"
+    fields = ["S"] + ["0"] * 18 + ["987654"] + ["0"] * 10
+    (proc / "stat").write_text("4242 (nv-fab ric) x) " + " ".join(fields) + "\n")
+    key, secs = fabric.fabric_manager_started(tmp_path, True)
+    assert key == "proc:987654" and secs == pytest.approx(987654 / os.sysconf("SC_CLK_TCK"))
+
+
+def test_fabric_manager_start_unknown_in_a_container_none_on_a_host_without_one(tmp_path, bindir):
+    assert fabric.fabric_manager_started(tmp_path, True) == (None, None)  # the host's is out of sight
+    assert fabric.fabric_manager_started(tmp_path, False) == ("none", None)
+    tool(bindir, "systemctl", "echo LoadState=not-found; echo ActiveState=inactive")
+    assert fabric.fabric_manager_started(tmp_path, True) == ("none", None)
+    tool(bindir, "systemctl", "echo LoadState=loaded; echo ActiveState=active")  # no timestamp printed
+    assert fabric.fabric_manager_started(tmp_path, False) == (None, None)

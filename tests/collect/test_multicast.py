@@ -44,7 +44,10 @@ def old_driver(tmp_path_factory) -> Path:
 def env_for(libdir: Path, tmp_path: Path, **fake: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA")}
     env.update(
-        LD_LIBRARY_PATH=str(libdir), FAKE_CUDA_LOG=str(tmp_path / "calls.log"), FAKE_CUDA_PIDFILE=str(tmp_path / "pids")
+        LD_LIBRARY_PATH=str(libdir),
+        FAKE_CUDA_LOG=str(tmp_path / "calls.log"),
+        FAKE_CUDA_PIDFILE=str(tmp_path / "pids"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),  # this test's own multicast verdicts
     )
     env.update({f"FAKE_CUDA_{k.upper()}": v for k, v in fake.items()})
     return env
@@ -195,7 +198,7 @@ def test_registered_probe_uses_the_gpus_of_the_launch(fake_driver, tmp_path):
     out = multicast.collect_probe(cctx, facts)
     assert out["multicast_probe"]["ok"] is True and out["multicast_probe"]["devices"] == 4
     skipped = multicast.collect_probe(CollectContext(Intent(), {}, "python"), facts)
-    assert skipped["multicast_probe"] is None and "TP 1" in skipped["unavailable"]["multicast_probe"]
+    assert skipped["multicast_probe"] is None and "one GPU" in skipped["unavailable"]["multicast_probe"]
     assert multicast._wanted(CollectContext(Intent(deep=True), {}, "python"))
     assert multicast._wanted(CollectContext(Intent(), {}, "python", probes={"multicast"}))
     assert not multicast._wanted(CollectContext(Intent(), {}, "python"))

@@ -81,6 +81,10 @@ def test_pod_init_container_checks_the_exact_vllm_launch(tmp_path):
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert "emptyDir" in volumes[mounts[os.path.dirname(collect.output)]]
     assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
+    # the per-boot multicast verdict is on the node, so a pod recreated on the same boot
+    # reads it: flightcheck's cache directory ($XDG_CACHE_HOME/flightcheck) is a hostPath
+    cache = os.path.join(env["XDG_CACHE_HOME"], "flightcheck")
+    assert volumes[mounts[cache]]["hostPath"] == {"path": "/var/cache/flightcheck", "type": "DirectoryOrCreate"}
 
     # and the check step reads that launch as intended (facts: a recorded healthy node)
     argv = check_argv[1:]

@@ -36,34 +36,96 @@ _ACTIVE = {
 _VERSION = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
 
 
-def _systemd_state(unit: str, timeout: float) -> str | None:
-    """The unit's state per systemd, or None when systemd cannot be asked (containers)."""
+def _systemd_props(unit: str, timeout: float) -> dict[str, str] | None:
+    """The unit's load state, active state and when it last became active, per systemd; None
+    when systemd cannot be asked (containers). One ``systemctl show`` in a child with a
+    timeout: a wedged D-Bus costs ``timeout``, never a hang."""
     if shutil.which("systemctl") is None:
         return None
-    proc = run(["systemctl", "show", unit, "-p", "LoadState", "-p", "ActiveState", "--no-pager"], timeout=timeout)
+    proc = run(
+        ["systemctl", "show", unit, "-p", "LoadState", "-p", "ActiveState", "-p", "ActiveEnterTimestampMonotonic"]
+        + ["--no-pager"],
+        timeout=timeout,
+    )
     if not proc.ok:
         return None  # "System has not been booted with systemd" and friends
-    props = dict(line.split("=", 1) for line in proc.out.splitlines() if "=" in line)
+    return dict(line.split("=", 1) for line in proc.out.splitlines() if "=" in line)
+
+
+_ASK: dict[str, str] = {}  # "ask systemd now" (an already-read answer may be passed instead)
+
+
+def _systemd_state(unit: str, timeout: float, props: dict[str, str] | None = _ASK) -> str | None:
+    """The unit's state per systemd, or None when systemd cannot be asked (containers)."""
+    if props is _ASK:
+        props = _systemd_props(unit, timeout)
+    if props is None:
+        return None
     if props.get("LoadState") == "not-found":
         return "not-installed"
     return _ACTIVE.get(props.get("ActiveState", ""), None)
 
 
-def _process_running(root: Path, comm: str) -> bool:
-    """A process named ``comm`` in /proc (sees the host's only when sharing its PID namespace)."""
+def _find_process(root: Path, comm: str) -> str | None:
+    """The pid of a process named ``comm`` in /proc (sees the host's only when sharing its
+    PID namespace), or None."""
     try:
         entries = os.listdir(root / "proc")
     except OSError:
-        return False
+        return None
     for pid in entries:
         if not pid.isdigit():
             continue
         try:
             if (root / "proc" / pid / "comm").read_text().strip() == comm:
-                return True
+                return pid
         except OSError:
             continue
-    return False
+    return None
+
+
+def _process_running(root: Path, comm: str) -> bool:
+    """A process named ``comm`` in /proc (sees the host's only when sharing its PID namespace)."""
+    return _find_process(root, comm) is not None
+
+
+def _start_ticks(root: Path, pid: str) -> int | None:
+    """Field 22 of /proc/<pid>/stat: the process's start, in clock ticks after boot (the
+    fields are counted after the command name, which may hold spaces and parentheses)."""
+    try:
+        text = (root / "proc" / pid / "stat").read_text()
+        return int(text.rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def fabric_manager_started(
+    root: Path, in_container: bool, timeout: float = 2.0, props: dict[str, str] | None = _ASK
+) -> tuple[str | None, float | None]:
+    """When the fabric manager last started, as (a key, seconds after boot).
+
+    The key is ``systemd:<ActiveEnterTimestampMonotonic in us>`` (0 when the unit never
+    became active this boot), else ``proc:<start ticks>`` of the nv-fabricmanager process,
+    ``none`` when this host has no fabric manager unit and no such process, and None
+    (unknown) in a container without the host's systemd or PID namespace: a restart is
+    then invisible here. A restart changes the key; a reboot changes it only together with
+    the boot id, which is why both are in the multicast cache's key."""
+    if props is _ASK:
+        props = _systemd_props(FM_UNIT, timeout)
+    if props is not None and props.get("LoadState") not in (None, "not-found"):
+        raw = props.get("ActiveEnterTimestampMonotonic", "")
+        if raw.isdigit():
+            return f"systemd:{raw}", int(raw) / 1e6
+    pid = _find_process(root, FM_BINARY)
+    if pid is not None:
+        ticks = _start_ticks(root, pid)
+        if ticks is not None:
+            hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+            return f"proc:{ticks}", ticks / float(hz or 100)
+        return None, None
+    if (props is not None and props.get("LoadState") == "not-found") or (props is None and not in_container):
+        return "none", None  # systemd knows no such unit, or a host with no fabric manager running
+    return None, None  # a unit without a start time, or a container that cannot see the host's
 
 
 def _pidfile_alive(root: Path, rel: str) -> bool | None:
@@ -85,10 +147,16 @@ def _binary(root: Path, name: str) -> str | None:
 
 
 def service_state(
-    root: Path, unit: str, binary: str, pidfile: str | None, in_container: bool, timeout: float = 2.0
+    root: Path,
+    unit: str,
+    binary: str,
+    pidfile: str | None,
+    in_container: bool,
+    timeout: float = 2.0,
+    props: dict[str, str] | None = _ASK,
 ) -> tuple[str, str]:
     """(active | inactive | failed | not-installed | unknown, how it was learnt)."""
-    state = _systemd_state(unit, timeout)
+    state = _systemd_state(unit, timeout, props)
     if state is not None:
         return state, "systemctl"
     if _process_running(root, binary):
@@ -178,7 +246,9 @@ def host_nvswitch_evidence(root: Path) -> list[str]:
 def collect_host_side(root: Path, in_container: bool) -> dict[str, Any]:
     """Service states, version, IMEX channels and host NVSwitch evidence, with reasons."""
     unavailable: dict[str, str] = {}
-    fm_state, fm_how = service_state(root, FM_UNIT, FM_BINARY, FM_PIDFILE, in_container)
+    props = _systemd_props(FM_UNIT, 2.0)  # one systemctl call for the state and the start time
+    fm_state, fm_how = service_state(root, FM_UNIT, FM_BINARY, FM_PIDFILE, in_container, props=props)
+    _key, started = fabric_manager_started(root, in_container, props=props)
     version, why = fabric_manager_version(root)
     if version is None:
         unavailable["fabric_manager.version"] = why or "unknown"
@@ -187,7 +257,7 @@ def collect_host_side(root: Path, in_container: bool) -> dict[str, Any]:
     if channels is None:
         unavailable["imex.channels"] = f"/{IMEX_CHANNELS} is not readable"
     return {
-        "fabric_manager": {"service": fm_state, "service_how": fm_how, "version": version},
+        "fabric_manager": {"service": fm_state, "service_how": fm_how, "version": version, "started_s": started},
         "imex": {"channels": channels, "service": imex_state},
         "evidence": host_nvswitch_evidence(root),
         "unavailable": unavailable,

@@ -35,6 +35,16 @@ def _read(path: str) -> str | None:
         return None
 
 
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def boot_id(path: str = BOOT_ID) -> str | None:
+    """This boot's random id (the kernel draws a new one every boot; a container reads the
+    host's): a warm reboot changes it, which is what the cached multicast verdict keys on."""
+    text = (_read(path) or "").strip()
+    return text if 0 < len(text) <= 64 and all(c in "0123456789abcdef-" for c in text) else None
+
+
 def os_name() -> str | None:
     """PRETTY_NAME from /etc/os-release."""
     text = _read("/etc/os-release") or _read("/usr/lib/os-release")
@@ -134,8 +144,9 @@ def collect_host(cctx: CollectContext) -> dict[str, Any]:
         "shm_bytes": shm,
         "ulimit_memlock": _limit("RLIMIT_MEMLOCK"),
         "ulimit_nofile": _limit("RLIMIT_NOFILE"),
+        "boot_id": boot_id(),
     }
-    for key in ("os", "ram_total_bytes", "ram_available_bytes"):
+    for key in ("os", "ram_total_bytes", "ram_available_bytes", "boot_id"):
         if host[key] is None:
             unavailable[f"host.{key}"] = "not readable on this system"
     return {"host": host, "unavailable": unavailable}

@@ -132,31 +132,95 @@ def probe_multicast(
     return section if section is not None else _empty(why or "did not run")
 
 
+def probe_cached(
+    facts: Facts,
+    devices: list[int],
+    env: Mapping[str, str],
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    handle_type: str | None = None,
+    fresh: bool = False,
+    budget: float | None = None,
+) -> tuple[dict[str, Any] | None, str | None]:
+    """The probe on ``devices`` through this boot's cache (:mod:`.multicast_cache`): the
+    cached verdict when its key matches, else a probe whose durable verdict is stored.
+
+    ``fresh``: probe even on a hit (the verdict still refreshes the cache). ``budget``: an
+    entry point's time limit (the plugin's); it replaces ``timeout`` and is recorded in the
+    section, so a timeout within it reads as inconclusive (FC304 unknown), never a failure.
+    Returns (section, why the probe did not run), as :func:`run_probe`."""
+    from flightcheck._collect import multicast_cache as mc
+
+    path = mc.cache_path(env)
+    key, note = mc.make_key(facts, env, devices, handle_type) if path is not None else (None, None)
+    if key is not None and path is not None and not fresh:
+        hit, note = mc.lookup(path, key)
+        if hit is not None:
+            return {**hit, "cached": True, "cache": None, "budget_s": budget}, None
+    probed_at = mc.now_iso()
+    section, why = run_probe(devices, budget if budget is not None else timeout, handle_type, env)
+    if section is None:
+        return None, why
+    section.update(cached=False, probed_at=probed_at, budget_s=budget)
+    if key is not None and path is not None and mc.durable(section):
+        note = mc.store(path, key, section) or note
+    section["cache"] = note
+    return section, None
+
+
 def _wanted(cctx: CollectContext) -> bool:
     return cctx.intent.deep or "multicast" in cctx.probes
 
 
-@probe("multicast", section="multicast_probe", timeout=DEFAULT_TIMEOUT + 5.0, wanted=_wanted)
-def collect_probe(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
-    """The ``multicast_probe`` section for the launch: every GPU it uses on this node."""
+def devices_for(cctx: CollectContext, facts: Facts) -> tuple[list[int] | None, str | None]:
+    """(the CUDA ordinals of this node's GPUs that form the launch's groups, or why none)."""
     from flightcheck._knowledge.derived import visible_gpus
 
     intent = cctx.intent
-
-    def skip(why: str) -> dict[str, Any]:
-        return {"multicast_probe": None, "unavailable": {"multicast_probe": why}}
-
-    if intent.tensor_parallel_size <= 1:
-        return skip("TP 1: no tensor-parallel group, so no multicast to test")
+    if intent.world_size <= 1:
+        return None, "one GPU: no group of GPUs, so no multicast to test"
     if facts.driver is None or not facts.driver.loaded:
-        return skip("no NVIDIA driver: " + ((facts.driver.error if facts.driver else None) or "NVML unavailable"))
+        return None, "no NVIDIA driver: " + ((facts.driver.error if facts.driver else None) or "NVML unavailable")
     n = min(intent.gpus_per_node, len(visible_gpus(facts)))
     if n < 2:
-        return skip(f"{n} GPU visible: a multicast team needs two")
-    section, why = run_probe(list(range(n)), DEFAULT_TIMEOUT, None, cctx.env)
+        return None, f"{n} GPU of the launch on this node: a multicast team needs two"
+    return list(range(n)), None
+
+
+@probe("multicast", section="multicast_probe", timeout=DEFAULT_TIMEOUT + 5.0, wanted=_wanted)
+def collect_probe(cctx: CollectContext, facts: Facts) -> dict[str, Any]:
+    """The ``multicast_probe`` section for the launch: every GPU it uses on this node,
+    through this boot's cache (``run``, ``check --deep``, ``collect --deep``)."""
+    devices, why = devices_for(cctx, facts)
+    if devices is None:
+        return {"multicast_probe": None, "unavailable": {"multicast_probe": why or "did not run"}}
+    section, why = probe_cached(facts, devices, cctx.env)
     if section is None:
-        return skip(why or "did not run")
+        return {"multicast_probe": None, "unavailable": {"multicast_probe": why or "did not run"}}
     return {"multicast_probe": section}
+
+
+def probe_for_launch(
+    facts: Facts,
+    devices: list[int],
+    env: Mapping[str, str],
+    *,
+    fresh: bool = False,
+    budget: float | None = None,
+) -> float:
+    """Run the probe on ``devices`` for a launch already collected (the plugin: the launch
+    was found to reach a multicast path) and put the section, or why it did not run, into
+    ``facts``; the seconds it took here (about 0 for this boot's cached verdict)."""
+    import time
+
+    t0 = time.perf_counter()
+    section, why = probe_cached(facts, devices, env, fresh=fresh, budget=budget)
+    if section is None:
+        facts.multicast_probe = None
+        facts.unavailable["multicast_probe"] = why or "did not run"
+    else:
+        facts.multicast_probe = msgspec.convert(section, MulticastProbe)
+    return time.perf_counter() - t0
 
 
 def _parse_devices(text: str | None) -> list[int] | None:
@@ -177,6 +241,8 @@ def render_text(result: dict[str, Any]) -> str:
 
     n, ht, secs = result.get("devices"), result.get("handle_type"), result.get("duration_s")
     tail = f"{n} device(s), {ht} handles, {secs:.2f}s" if secs is not None else ""
+    if result.get("cached"):
+        tail += f"; this boot's verdict, probed at {result.get('probed_at')}: --fresh probes again"
     if result.get("ok") is None:
         return f"multicast probe did not run: {result.get('detail')}\n"
     if result["ok"]:
@@ -194,13 +260,51 @@ def render_text(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def key_facts(env: Mapping[str, str]) -> Facts:
+    """What the cache key needs when no launch was collected (``probe multicast``): the
+    driver, the GPUs (NVML, in its child), IMEX and CUDA_VISIBLE_DEVICES."""
+    from flightcheck._collect import context_for
+    from flightcheck._collect.nvml import collect_nvml
+    from flightcheck._vocabulary.facts import from_dict
+
+    doc = collect_nvml(context_for(env=env))
+    doc["visible_devices"] = env.get("CUDA_VISIBLE_DEVICES")
+    doc.pop("unavailable", None)
+    return from_dict(doc, "collected facts")
+
+
 def main(args: Any) -> int:
-    """``flightcheck probe multicast``: 0 ok, 1 multicast failed, 3 the probe could not run."""
+    """``flightcheck probe multicast``: 0 ok, 1 multicast failed, 3 the probe could not run.
+
+    Through this boot's cache, as every other entry point (``--fresh`` probes anyway);
+    without a driver NVML can read, straight to the probe."""
     devices = _parse_devices(getattr(args, "devices", None))
     timeout = float(getattr(args, "timeout", DEFAULT_TIMEOUT))
     if timeout <= 0:
         raise UsageError("--timeout must be positive")
-    result = probe_multicast(devices, timeout, getattr(args, "handle_type", None))
+    handle_type = getattr(args, "handle_type", None)
+    env = dict(os.environ)
+    result: dict[str, Any] | None = None
+    from flightcheck._collect.multicast_cache import cache_path
+
+    if cache_path(env) is not None:
+        facts = key_facts(env)
+        if facts.driver is not None and facts.driver.loaded and facts.gpus:
+            from flightcheck._knowledge.derived import visible_gpus
+
+            wanted = devices if devices is not None else list(range(len(visible_gpus(facts))))
+            if wanted:
+                section, why = probe_cached(
+                    facts,
+                    wanted,
+                    env,
+                    timeout=timeout,
+                    handle_type=handle_type,
+                    fresh=bool(getattr(args, "fresh", False)),
+                )
+                result = section if section is not None else _empty(why or "did not run")
+    if result is None:
+        result = probe_multicast(devices, timeout, handle_type)
     if getattr(args, "format", "text") == "json":
         sys.stdout.write(json.dumps(result, indent=1) + "\n")
     else:

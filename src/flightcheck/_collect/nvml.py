@@ -175,6 +175,7 @@ def assemble(nvml: dict[str, Any], side: dict[str, Any]) -> dict[str, Any]:
             "service": fm.get("service"),
             "version": fm.get("version"),
             "detected_by": detected_by or None,
+            "started_s": fm.get("started_s"),
         },
         "imex": side.get("imex"),
         "unavailable": unavailable,

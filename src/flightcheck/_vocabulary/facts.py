@@ -42,6 +42,9 @@ class Host(_S):
     shm_bytes: Count | None = None
     ulimit_memlock: Memlock = None
     ulimit_nofile: int | None = None
+    # extension: /proc/sys/kernel/random/boot_id (a new value every boot; the host's, also in
+    # a container): part of the key of the cached multicast verdict
+    boot_id: str | None = None
 
 
 class Driver(_S):
@@ -107,6 +110,9 @@ class FabricManager(_S):
     service: str | None = None  # active | inactive | failed | not-installed | unknown
     version: str | None = None
     detected_by: list[str] | None = None  # extension: what showed NVSwitches (or their absence)
+    # extension: seconds after boot at which the fabric manager last became active (systemd's
+    # ActiveEnterTimestampMonotonic, else its process's start time): a restart changes it
+    started_s: float | None = None
 
 
 class Imex(_S):
@@ -130,6 +136,14 @@ class MulticastProbe(_S):
     last_stage: str | None = None
     device: int | None = None
     libcuda: str | None = None
+    # extensions: the verdict came from the cache of this boot (keyed by boot, fabric-manager
+    # start, driver, GPU UUIDs: docs/architecture.md), when it was probed, why the cache was
+    # not used, and the time budget an entry point gave the probe (the plugin: a timeout
+    # within a budget is inconclusive, never a failure)
+    cached: bool | None = None
+    probed_at: str | None = None
+    cache: str | None = None
+    budget_s: float | None = None
 
 
 class CudaHome(_S):

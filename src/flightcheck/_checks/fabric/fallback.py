@@ -535,3 +535,78 @@ def describe(steps: list[PlanStep], notes: list[str] | None = None) -> dict[str,
         "plan": [f"{s.kind} {s.name}" + (f"={s.value}" if s.value is not None else "") for s in steps],
         "notes": notes or [],
     }
+
+
+def multicast_reach(ctx: Context) -> list[str]:
+    """Every multicast path this launch takes on this node: the fallback plan's own list.
+
+    The non-NCCL paths of :func:`multicast_paths` (by engine release, model and flags), the
+    env-gated vLLM paths the plan turns off (NCCL symmetric memory, the direct DCP
+    gathers, Kimi-K3's GEMM + all-reduce, the GEMM + reduce-scatter, Inkling's Lamport
+    reduce-scatter), and NCCL's NVLS, which any NCCL group of NVSwitch GPUs builds (TP,
+    EP, DP; ``MULTICAST_PATHS``) unless ``NCCL_NVLS_ENABLE=0``. Empty: a launch that runs
+    one GPU, or whose every path is already off, never binds multicast memory."""
+    if not communicates(ctx):
+        return []
+    env = ctx.facts.env or {}
+    paths = multicast_paths(ctx)
+    if env.get("NCCL_NVLS_ENABLE") != "0":
+        paths.append("NCCL NVLS (NCCL_NVLS_ENABLE)")
+    if engines.get(ctx.intent.engine).multicast.fallback == "flags":
+        return paths
+    on = ("1", "true", "True")
+    if env.get(vllm.USE_NCCL_SYMM_MEM) in on:
+        paths.append(f"NCCL symmetric memory ({vllm.USE_NCCL_SYMM_MEM})")
+    if _dcp(ctx) and any(
+        env.get(n) not in ("0", "false", "False") for n in (vllm.USE_DIRECT_DCP_Q_GATHER, vllm.USE_DIRECT_DCP_KV_GATHER)
+    ):
+        paths.append("direct DCP gathers")
+    if kimi_k3(ctx) and env.get(vllm.KIMI_K3_GEMM_AR) not in ("0", "false", "False"):
+        paths.append(f"Kimi-K3 GEMM + all-reduce ({vllm.KIMI_K3_GEMM_AR})")
+    if env.get(vllm.ENABLE_GEMM_RS) not in (None, "0"):
+        paths.append(f"GEMM + reduce-scatter ({vllm.ENABLE_GEMM_RS})")
+    if set(model_config(ctx).get("architectures") or []) & vllm.INKLING_ARCHS and env.get(
+        vllm.INKLING_LAMPORT_SWITCH
+    ) not in ("0", "false", "False"):
+        paths.append(f"Inkling Lamport reduce-scatter ({vllm.INKLING_LAMPORT_SWITCH})")
+    return paths
+
+
+#: NVLS multicast needs Hopper or newer (CUDA's multicast objects, NCCL's NVLS: SM90+).
+NVLS_MIN_SM_MAJOR = 9
+
+
+def probe_needed(ctx: Context, *, force: bool = False) -> str | None:
+    """None when this launch will reach a multicast path that only a bind can prove works
+    here (so the plugin probes), else why no probe is needed, said in the report (FC304's
+    skip): one GPU, no driver, no NVSwitch (PCIe, NVLink bridge), GPUs without multicast
+    (pre-Hopper, or the attribute 0: FC303 plans the fallback), or no multicast path on.
+    ``force`` (``FLIGHTCHECK_PROBE=1``): whenever two GPUs of the launch are here."""
+    if not communicates(ctx):
+        return "one GPU: no collective, so no multicast path"
+    if ctx.driver.loaded is not True:
+        return "no NVIDIA driver: " + (ctx.driver.error or "NVML unavailable")
+    used = ctx.gpus_used
+    if len(used) < 2:
+        return f"{len(used)} GPU of the launch on this node: a multicast team needs two"
+    if force:
+        return None
+    if ctx.fabric_manager.nvswitch_system is False:
+        return "no NVSwitch (PCIe or NVLink bridge): no NVLS multicast on this node"
+    if any(g.multicast_supported is False for g in used):
+        return "a GPU used reports no multicast support: FC303 plans the fallback without a probe"
+    majors = [_major(g.compute_capability) for g in used]
+    if all(m is not None and m < NVLS_MIN_SM_MAJOR for m in majors):
+        return "these GPUs predate Hopper: no NVLS multicast"
+    if used and all(g.fabric is not None and g.fabric.state == "not_supported" for g in used):
+        return "these GPUs take part in no NVLink fabric: no NVLS multicast"
+    if not multicast_reach(ctx):
+        return "no multicast path is on for this launch (every one the fallback plan knows is off)"
+    return None
+
+
+def _major(cc: str | None) -> int | None:
+    try:
+        return int(str(cc).split(".")[0]) if cc else None
+    except ValueError:
+        return None

@@ -10,9 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from flightcheck._checks.fabric.fallback import Fallback, communicates, describe, multicast_fallback, multicast_paths
+from flightcheck._checks.fabric.fallback import (
+    Fallback,
+    communicates,
+    describe,
+    multicast_fallback,
+    multicast_paths,
+    multicast_reach,
+)
 from flightcheck._checks.fabric.nvswitch import host_flags, nvswitch
-from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
+from flightcheck._checks.framework import Context, Log, Outcome, Skip, check, fail, ok, unknown
 from flightcheck._checks.shared.gpus import subject, used_gpus
 from flightcheck._fixes.fabric import probe_hint
 from flightcheck._vocabulary.results import ERROR, INFO, WARNING
@@ -36,10 +43,21 @@ def probe_state(p: Any) -> str:
     if p.stage == "attribute" and p.last_stage == "init":
         return "no-cuda"  # cuInit / a context failed: every launch dies, multicast or not
     if p.stage == "timeout":
+        if p.budget_s is not None:
+            return "inconclusive"  # the plugin's time budget ran out: never a stop on a hang there
         return "failed" if p.last_stage in HANG_MEANS_BROKEN else "inconclusive"
     if p.stage == "mem_create" and p.cuda_error == 2:
         return "inconclusive"  # the GPUs are full: FC206's business, not the fabric's
     return "failed"
+
+
+def probe_time(p: Any) -> str:
+    """The probe's cost as the report says it: its seconds, or that this boot's cached
+    verdict answered (probed at ..., keyed by boot, fabric-manager start, driver, GPUs)."""
+    secs = f"{p.duration_s:.2f}s" if p.duration_s is not None else "time unknown"
+    if p.cached:
+        return f"this boot's verdict from the cache, probed at {p.probed_at or '?'} in {secs}"
+    return secs
 
 
 def apply_text(fb: Fallback) -> str:
@@ -114,15 +132,36 @@ def multicast_unsupported(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC304", "multicast-bind-failed", WARNING)
+@check(
+    "FC304",
+    "multicast-bind-failed",
+    WARNING,
+    logs=(
+        r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory",
+        r"(?:transport/nvls\.cc|cuMulticast\w+).*(?:CUDA error|Cuda failure) 401",
+        "Cuda failure 401 'the operation cannot be performed in the present state'",
+        Log("CUDA_ERROR_ILLEGAL_STATE", frames=r"rendezvous|[Mm]ulticast|symm_mem|[Nn]vls"),
+        "(?:multicast|symm_mem|rendezvous).*(?:operation cannot be performed in the present state)",
+        "(?:[Mm]ulticast|symm_mem|rendezvous|NVLS).*(?:system not yet initialized|CUDA error 802|SYSTEM_NOT_READY)",
+        Log(
+            r"CUDA driver error: (?:system not yet initialized|the operation cannot be performed in the present state)",
+            frames=r"rendezvous|[Mm]ulticast|symm_mem",
+            note="raised in torch's symmetric-memory rendezvous: the multicast path (802: the fabric manager has "
+            "not set up the multicast team; 401: the table is broken)",
+        ),
+    ),
+)
 def multicast_bind_failed(ctx: Context) -> Iterator[Outcome]:
     """The multicast probe could not bind NVLS multicast memory on the GPUs used.
 
     ## What it checks
-    The active probe (``--deep``, ``flightcheck run``, ``flightcheck probe multicast``) ran
-    the sequence engines run — create, add every device, allocate, bind, map — in a child
-    process, with the handle type PyTorch will pick. Any failing CUDA call, or a hang at
-    add/bind/map, fails this check.
+    The active probe (the vLLM plugin wherever the launch reaches a multicast path on an
+    NVSwitch node, ``--deep``, ``flightcheck run``, ``flightcheck probe multicast``) ran the
+    sequence engines run — create, add every device, allocate, bind, map — in a child
+    process, with the handle type PyTorch will pick; its verdict is cached for the boot
+    (keyed by boot id, fabric-manager start, driver version and GPU UUIDs). Any failing
+    CUDA call, or a hang at add/bind/map, fails this check; in the plugin a hang cut by its
+    time budget is unknown, never a stop.
 
     ## Why the launch dies
     The NVSwitch multicast team is set up at run time; after a warm reboot or a fabric
@@ -144,10 +183,11 @@ def multicast_bind_failed(ctx: Context) -> Iterator[Outcome]:
     used_gpus(ctx)
     p = ctx.facts.multicast_probe
     if p is None:
-        raise Skip("the multicast probe did not run (see FC309)")
+        why = ctx.facts.unavailable.get("multicast_probe")
+        raise Skip(f"the multicast probe did not run: {why}" if why else "the multicast probe did not run (see FC309)")
     state = probe_state(p)
     if state == "ok":
-        yield ok(f"multicast bind ok on {p.devices} GPUs ({p.handle_type} handles, {p.duration_s:.2f}s)")
+        yield ok(f"multicast bind ok on {p.devices} GPUs ({p.handle_type} handles, {probe_time(p)})")
         return
     if state == "unsupported":
         raise Skip("multicast is not supported here (FC303)")
@@ -165,7 +205,9 @@ def multicast_bind_failed(ctx: Context) -> Iterator[Outcome]:
         return
     where = f"{p.stage}" + (f" (device {p.device})" if p.device is not None else "")
     err = f"CUDA error {p.cuda_error} {p.cuda_error_name}" if p.cuda_error is not None else (p.detail or "failed")
-    msg = f"multicast probe failed at {where}: {err} on {p.devices} GPUs ({p.handle_type} handles)"
+    msg = f"multicast probe failed at {where}: {err} on {p.devices} GPUs ({p.handle_type} handles" + (
+        f"; {probe_time(p)})" if p.cached else ")"
+    )
     fb = multicast_fallback(ctx)
     ev = {
         "probe": {
@@ -234,13 +276,16 @@ def multicast_probe_unavailable(ctx: Context) -> Iterator[Outcome]:
 
     ## How to fix
     ``flightcheck check --deep`` (or ``flightcheck probe multicast``); ``flightcheck run``
-    always probes.
+    always probes, the vLLM plugin wherever the launch reaches a multicast path
+    (``FLIGHTCHECK_PROBE=0`` turns that off).
     """
     _communicates(ctx)
     used_gpus(ctx)
     if nvswitch(ctx) is False:
         raise Skip("no NVSwitch: no NVLS multicast")
     p = ctx.facts.multicast_probe
+    if p is None and not multicast_reach(ctx):
+        raise Skip("no multicast path is on for this launch: nothing to probe")
     if p is None:
         why = ctx.facts.unavailable.get("multicast_probe") or "not requested: no --deep"
         yield unknown(

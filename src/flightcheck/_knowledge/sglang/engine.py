@@ -76,6 +76,9 @@ class _Memory:
     profiles: bool = False
     balance_check: bool = True
 
+    def apply_overrides(self, config: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+        return k.apply_model_override_args(config, overrides)
+
     def communicators(self, release: tuple[int, ...] | None) -> Literal["in-budget", "before-snapshot", "none"]:
         return "none"
 
@@ -110,6 +113,7 @@ class SGLang:
     env_prefix: str = "SGLANG_"  # srt/environ.py (older names: SGL_)
     plugins_var: str | None = None
     flashinfer_pin: Mapping[str, str] = {}
+    index_spelling: Literal["drops", "raises"] = "drops"
     runtime_compilers: frozenset[str] = frozenset()  # its JIT paths are checked by flags and pins
     env_vars: Mapping[str, EnvVar] = DECLARED
     command: CommandRules = _Command()

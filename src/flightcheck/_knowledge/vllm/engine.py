@@ -78,6 +78,9 @@ class _Memory:
     profiles: bool = True
     balance_check: bool = False
 
+    def apply_overrides(self, config: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+        return k.apply_hf_overrides(config, overrides)
+
     def communicators(self, release: tuple[int, ...] | None) -> Literal["in-budget", "before-snapshot", "none"]:
         return "in-budget" if k.comm_in_budget(release) else "before-snapshot"
 
@@ -119,6 +122,7 @@ class VLLM:
     flashinfer_pin: Mapping[str, str] = k.FLASHINFER_PIN
     # vllm/utils/deep_gemm.py, vllm/model_executor/layers/mhc (tilelang), humming kernels,
     # vllm/utils/flashinfer.py has_flashinfer (0.33.0)
+    index_spelling: Literal["drops", "raises"] = "raises"
     runtime_compilers: frozenset[str] = frozenset({"deepgemm", "tilelang", "humming", "flashinfer-gate"})
     env_vars: Mapping[str, EnvVar] = DECLARED
     command: CommandRules = _Command()
