@@ -176,15 +176,24 @@ def test_one_spelling_per_option_and_engine() -> None:
 
 #: where an engine's name may be compared: its own package, the registration.
 ENGINE_HOMES = ("_knowledge/vllm/", "_knowledge/sglang/", "_knowledge/engines.py")
-#: the one exception, counted: the child script the engine's own interpreter runs
+#: the exceptions, counted: the child script the engine's own interpreter runs
 #: (``_collect/engine_reader.py``) cannot import flightcheck, so it dispatches on the engine
 #: name its parent passes on the command line (recognising ``vllm serve`` / ``sglang serve``
 #: and picking the engine's parser API). Any new comparison there fails this test too.
-CHILD_SCRIPT_COMPARISONS = {"_collect/engine_reader.py": 8}
+CHILD_SCRIPT_COMPARISONS = {
+    "_collect/engine_reader.py": 8,
+    # the engine's log read back (``flightcheck diagnose``): which engine wrote it is what
+    # the scan finds out: ``"sglang" in msg`` searches the log's text, and a version line
+    # of one engine must not be taken for the other's
+    "_diagnose/scan.py": 2,
+}
 ENGINE_WORDS = frozenset({"vllm", "sglang"})
 
 
 def _is_name(node: ast.AST) -> bool:
+    """An engine's name: the literal, or a knowledge package's ``NAME`` (``_vllm.NAME``)."""
+    if isinstance(node, ast.Attribute) and node.attr == "NAME":
+        return True
     return isinstance(node, ast.Constant) and node.value in ENGINE_WORDS
 
 
@@ -219,7 +228,7 @@ def engine_name_comparisons(tree: ast.AST) -> list[int]:
             )
         ):
             lines.append(node.lineno)
-    return lines
+    return sorted(lines)
 
 
 def test_no_engine_name_comparison_outside_the_engine_packages() -> None:
@@ -243,5 +252,6 @@ def test_the_engine_name_counter_counts() -> None:
         'y = {"vllm": 1}.get(e)\n'
         'match e:\n    case "sglang":\n        pass\n'
         'z = package(facts, "vllm")\n'  # naming an engine is not comparing it
+        "if engine != _vllm.NAME: pass\n"
     )
-    assert engine_name_comparisons(ast.parse(src)) == [1, 2, 3, 4, 5, 7]
+    assert engine_name_comparisons(ast.parse(src)) == [1, 2, 3, 4, 5, 7, 10]

@@ -77,8 +77,7 @@ def build(
         m.error = f"{ck.config_error} (FC507)"
         return m
     # the config as the engine sees it: after --hf-overrides / --json-model-override-args
-    apply = sglang.apply_model_override_args if intent.engine == "sglang" else vllm.apply_hf_overrides
-    m.cfg = parse(apply(ck.config, intent.hf_overrides), ck.hf_quant, ck.processor, ck.video_processor)
+    m.cfg = parse(rules.apply_overrides(ck.config, intent.hf_overrides), ck.hf_quant, ck.processor, ck.video_processor)
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m

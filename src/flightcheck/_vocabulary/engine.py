@@ -135,6 +135,11 @@ class MemoryRules(Protocol):
     #: the engine checks that free memory is balanced across its TP ranks (SGLang)
     balance_check: bool
 
+    def apply_overrides(self, config: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+        """config.json as the engine sees it after the launch's overrides (``--hf-overrides``,
+        ``--json-model-override-args``)."""
+        ...
+
     def communicators(self, release: tuple[int, ...] | None) -> Literal["in-budget", "before-snapshot", "none"]:
         """Where the communicators' memory sits for this release."""
         ...
@@ -174,7 +179,7 @@ Spelling = Literal["int", "one-or-true", "words", "text"]
 @dataclass(frozen=True)
 class EnvVar:
     """One engine environment variable, declared once in its engine's package
-    (``_knowledge/<engine>/envs.py``) and read with ``_knowledge.envread``."""
+    (``vllm/env.py``, ``sglang/envs.py``) and read with ``_knowledge.envread``."""
 
     name: str
     kind: Literal["bool", "int", "str", "choice"]
@@ -202,6 +207,14 @@ class Engine(Protocol):
     plugins_var: str | None
     #: ``flashinfer-python`` pins by engine release (requirements/cuda.txt), where known
     flashinfer_pin: Mapping[str, str]
+    #: an index entry spelled unlike the engine's glob (``./name``): ``"drops"`` (the file is
+    #: found but not loaded: SGLang) or ``"raises"`` (FileNotFoundError, by release: vLLM)
+    index_spelling: Literal["drops", "raises"]
+    #: the runtime compilers and JIT kernel libraries the engine's own code reaches, whose
+    #: gates the toolchain checks apply: ``"deepgemm"`` (DG_JIT), ``"tilelang"`` /
+    #: ``"humming"`` (its kernels), ``"flashinfer-gate"`` (FlashInfer switched off, not
+    #: failed, when no cubin and no nvcc / ninja: vLLM's has_flashinfer)
+    runtime_compilers: frozenset[str]
     #: the engine's variables flightcheck reads, each declared once (``<engine>/envs.py``)
     env_vars: Mapping[str, EnvVar]
     command: CommandRules

@@ -40,7 +40,7 @@ import msgspec
 
 from flightcheck._knowledge import engines, envread, sglang, vllm
 from flightcheck._knowledge.derived import package
-from flightcheck._knowledge.vllm import envs as vllm_envs
+from flightcheck._knowledge.vllm import env as vllm_envs
 from flightcheck._vocabulary.results import PlanStep
 from flightcheck._vocabulary.version import at_least
 

@@ -43,7 +43,7 @@ class _Reader:
     types: Mapping[str, str] = k.READER_TYPES
     intent_fields: Mapping[str, str] = k.READER_FIELDS
     loose_numbers: Mapping[str, str] = {}
-    kv_dtype_aliases: Mapping[str, str] = k.KV_DTYPE_ALIASES
+    kv_dtype_aliases: Mapping[str, str] = k.KV_DTYPE_NAMES
     preprocess: Literal["flexible", "server-args"] = "server-args"
     dp_attention_flag: str | None = k.DP_ATTENTION_FLAG
     derives_expert_parallel: bool = True
@@ -75,6 +75,9 @@ class _Memory:
     capacity_log: bool = False
     profiles: bool = False
     balance_check: bool = True
+
+    def apply_overrides(self, config: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+        return k.apply_model_override_args(config, overrides)
 
     def communicators(self, release: tuple[int, ...] | None) -> Literal["in-budget", "before-snapshot", "none"]:
         return "none"
@@ -110,6 +113,8 @@ class SGLang:
     env_prefix: str = "SGLANG_"  # srt/environ.py (older names: SGL_)
     plugins_var: str | None = None
     flashinfer_pin: Mapping[str, str] = {}
+    index_spelling: Literal["drops", "raises"] = "drops"
+    runtime_compilers: frozenset[str] = frozenset()  # its JIT paths are checked by flags and pins
     env_vars: Mapping[str, EnvVar] = DECLARED
     command: CommandRules = _Command()
     reader: ReaderRules = _Reader()

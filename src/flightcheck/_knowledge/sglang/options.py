@@ -6,6 +6,7 @@ spell a layout, and the variables named for their meaning.
 from __future__ import annotations
 
 from flightcheck._knowledge.vllm.options import Reader
+from flightcheck._vocabulary.engine import EnvVar
 from flightcheck._vocabulary.intent import parse_len
 
 NAME = "sglang"
@@ -25,13 +26,13 @@ ALIASES: dict[str, str] = {
 }
 
 
-#: SGLang spells bfloat16 "bf16" (server_args.py --kv-cache-dtype choices); the intent uses
-#: vLLM's names. The one copy: the built-in reader and the engine's answer map through it.
-KV_DTYPE_ALIASES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16"}
+#: SGLang's spellings of a KV cache dtype -> the names the intent uses (vLLM's): SGLang
+#: spells bfloat16 "bf16" (server_args.py ``--kv-cache-dtype`` choices).
+KV_DTYPE_NAMES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16"}
 
 
 def _kv_dtype(text: str) -> str:
-    return KV_DTYPE_ALIASES.get(text, text)
+    return KV_DTYPE_NAMES.get(text, text)
 
 
 def _ep_size(text: str) -> bool:
@@ -94,8 +95,8 @@ FLAG: dict[str, str] = {
 # ---- environment variables ----------------------------------------------------------------
 
 ALLOW_LONG_MAX_MODEL_LEN = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
-#: the unbalanced-memory check's switch (its rule: .memory ``unbalanced_raises``)
-UNBALANCED_CHECK_ENV = "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"
+#: srt/environ.py (0.5.23): ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN = EnvBool(False)``
+ALLOW_LONG = EnvVar(ALLOW_LONG_MAX_MODEL_LEN, "bool", "false", "sglang/srt/environ.py (0.5.23)", "words")
 
 
 def layout(

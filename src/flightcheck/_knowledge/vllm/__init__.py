@@ -39,9 +39,7 @@ from flightcheck._knowledge.vllm.env import (
     SYMM_MEM_DEFAULT_ON,
     USE_DIRECT_DCP_KV_GATHER,
     USE_DIRECT_DCP_Q_GATHER,
-    USE_FLASHINFER_SAMPLER,
     USE_NCCL_SYMM_MEM,
-    USE_V1,
     env_default,
 )
 from flightcheck._knowledge.vllm.kernels import (
@@ -103,6 +101,8 @@ from flightcheck._knowledge.vllm.memory import (
     TORCH_BY_RELEASE,
     TP_COMMUNICATORS_IN_BUDGET,
     TRITON_TOP_K_TOP_P_SINCE,
+    USE_FLASHINFER_SAMPLER,
+    USE_V1,
     UTILIZATION_DEFAULTS,
     V0_CC_BELOW,
     V0_CC_FALLBACK_BEFORE,

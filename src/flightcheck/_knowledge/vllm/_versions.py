@@ -4,11 +4,11 @@ release gate of the vLLM knowledge.
 
 from __future__ import annotations
 
+from flightcheck._vocabulary.version import release
+
 
 def _release(text: str) -> tuple[int, ...]:
-    """A release constant of this package as a tuple (``_vocabulary.version.release``)."""
-    from flightcheck._vocabulary.version import release
-
+    """A release constant as a tuple (``_vocabulary.version.release``, the one reader)."""
     r = release(text)
-    assert r is not None, text  # the constants above are releases
+    assert r is not None, text  # the knowledge's constants are releases
     return r

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from flightcheck._knowledge import vllm as k
-from flightcheck._knowledge.vllm.envs import DECLARED
+from flightcheck._knowledge.vllm.env import DECLARED
 from flightcheck._vocabulary.engine import (
     CheckpointRules,
     CommandRules,
@@ -78,6 +78,9 @@ class _Memory:
     profiles: bool = True
     balance_check: bool = False
 
+    def apply_overrides(self, config: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+        return k.apply_hf_overrides(config, overrides)
+
     def communicators(self, release: tuple[int, ...] | None) -> Literal["in-budget", "before-snapshot", "none"]:
         return "in-budget" if k.comm_in_budget(release) else "before-snapshot"
 
@@ -117,6 +120,10 @@ class VLLM:
     env_prefix: str = k.ENV_PREFIX
     plugins_var: str | None = k.PLUGINS_VAR
     flashinfer_pin: Mapping[str, str] = k.FLASHINFER_PIN
+    # vllm/utils/deep_gemm.py, vllm/model_executor/layers/mhc (tilelang), humming kernels,
+    # vllm/utils/flashinfer.py has_flashinfer (0.33.0)
+    index_spelling: Literal["drops", "raises"] = "raises"
+    runtime_compilers: frozenset[str] = frozenset({"deepgemm", "tilelang", "humming", "flashinfer-gate"})
     env_vars: Mapping[str, EnvVar] = DECLARED
     command: CommandRules = _Command()
     reader: ReaderRules = _Reader()

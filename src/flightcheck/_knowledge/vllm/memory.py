@@ -214,11 +214,11 @@ V0_CC_BELOW = (8, 0)
 
 
 def _env_on(env: dict[str, str | None] | None, name: str) -> bool | None:
-    """A boolean environment variable as vLLM's envs.py reads it (``vllm/envs.py``
-    declarations: ``_knowledge.vllm.envs``); None when unset or empty (the release's default
-    applies) or a value vLLM cannot read."""
+    """A boolean environment variable as vLLM's envs.py reads it (its declaration:
+    ``env.DECLARED``); None when unset or empty (the release's default applies) or a value
+    vLLM cannot read."""
     from flightcheck._knowledge import envread
-    from flightcheck._knowledge.vllm.envs import DECLARED
+    from flightcheck._knowledge.vllm.env import DECLARED
 
     return envread.given(DECLARED[name], env)
 
