@@ -14,7 +14,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from flightcheck._knowledge import vllm
+from flightcheck._knowledge import engines, vllm
 from flightcheck._launch.guard import (
     Decision,
     color_for,
@@ -138,7 +138,7 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
 
         emit(shell_script(d, base_env), None)
         return 0
-    if intent.engine == "vllm" and cmd.recognised:
+    if engines.get(intent.engine).plugins_var is not None and cmd.recognised:
         # this launch is checked: the vLLM plugin inside the engine need not check it again
         d.launch.env[MARKER] = f"run:{os.getpid()}"
     return exec_engine(d.launch)

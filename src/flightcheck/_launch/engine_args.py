@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from flightcheck._knowledge import argtables, sglang, vllm
+from flightcheck._knowledge import argtables, engines, sglang, vllm
 from flightcheck._vocabulary.intent import parse_len
 
 _SUPPRESS = "==SUPPRESS=="
@@ -187,7 +187,7 @@ def _bool_strings(strings: list[str]) -> tuple[list[str], frozenset[str]]:
 def build_parser(engine: str, rows: list[dict[str, Any]] | None = None) -> argparse.ArgumentParser:
     """An argparse parser with every option of the engine's generated table (or of
     ``rows``: another release's options, from the release atlas)."""
-    types: dict[str, str] = (vllm if engine == "vllm" else sglang).READER_TYPES
+    types = engines.get(engine).reader.types
     allow_abbrev = bool(argtables.table(engine).get("allow_abbrev", True))
     parser = _Parser(prog=f"{engine} serve", add_help=False, allow_abbrev=allow_abbrev)
     for opt in argtables.options(engine) if rows is None else rows:
@@ -477,16 +477,16 @@ def parse(
         Refused: the engine would refuse the line (argparse's message, or the engine's).
     """
     parsed = Parsed()
-    if engine == "vllm":
-        argv = _vllm_args(args, serve, load_config, parsed)
-    else:
-        argv = _sglang_args(args, serve, load_config, parsed)
+    flexible = engines.get(engine).reader.preprocess == "flexible"
+    # the engine's own pre-processing before argparse: vLLM's FlexibleArgumentParser, or
+    # SGLang's ServerArgs (``sglang serve``, its --config merge)
+    argv = (_vllm_args if flexible else _sglang_args)(args, serve, load_config, parsed)
     parsed.argv = argv
     namespace = argparse.Namespace()
     given = _Given()
     namespace._given_ = given
     ns = (parser_for(engine) if release is None else release_parser(engine, release)).parse_args(argv, namespace)
-    if engine == "vllm":
+    if flexible:  # vLLM validates its arguments after parsing (EngineArgs / the chat template)
         _vllm_validate(ns, release)
     values = dict(vars(ns))
     values.pop("_given_", None)
@@ -556,12 +556,13 @@ def resolve_option(engine: str, word: str) -> tuple[_OptInfo, str, str | None] |
     name, eq, text = word.partition("=")
     explicit = text if eq else None
     dotted = ""
-    if engine == "vllm" and name.startswith("--"):
+    flexible = engines.get(engine).reader.preprocess == "flexible"
+    if flexible and name.startswith("--"):
         # FlexibleArgumentParser: "_" -> "-" in the name up to the first dot; --a.b is JSON for --a
         head, dot, tail = name[2:].partition(".")
         name = "--" + head.replace("_", "-")
         dotted = tail if dot else ""
-    elif engine == "vllm" and name.startswith(vllm.READER_OPT_SHORT) and name != vllm.READER_OPT_SHORT:
+    elif flexible and name.startswith(vllm.READER_OPT_SHORT) and name != vllm.READER_OPT_SHORT:
         explicit = name[len(vllm.READER_OPT_SHORT) :].lstrip("=") + (f"={text}" if eq else "")
         name = vllm.READER_OPT_LEVEL
     index = _option_index(engine)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
-from flightcheck._knowledge import argtables, atlas, vllm
+from flightcheck._knowledge import argtables, atlas, engines, vllm
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 
@@ -132,9 +132,10 @@ def plugins_exclude_flightcheck(ctx: Context) -> Iterator[Outcome]:
     Add it: ``VLLM_PLUGINS=<others>,flightcheck``, or unset ``VLLM_PLUGINS``; or launch
     through ``flightcheck run -- vllm serve ...``, which checks before the engine starts.
     """
-    if ctx.intent.engine != "vllm":
+    var = engines.get(ctx.intent.engine).plugins_var
+    if var is None:
         raise Skip("vLLM only")
-    value = ctx.env.get(vllm.PLUGINS_VAR)
+    value = ctx.env.get(var)
     if value is None:
         yield ok(f"{vllm.PLUGINS_VAR} unset: vLLM loads every installed plugin, flightcheck included")
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
-from flightcheck._knowledge import atlas
+from flightcheck._knowledge import atlas, engines
 from flightcheck._knowledge.vllm import flashinfer_paths as paths
 from flightcheck._vocabulary.results import ERROR, WARNING
 
@@ -64,8 +64,9 @@ def flashinfer_api_missing(ctx: Context) -> Iterator[Outcome]:
     (``--all2all-backend allgather_reducescatter``, vLLM's default).
     """
     intent = ctx.intent
-    if intent.engine != "vllm":
-        raise Skip("vLLM only")
+    engine_rules = engines.get(intent.engine)
+    if not engine_rules.probes_flashinfer_apis:
+        raise Skip(f"{engine_rules.display}: which FlashInfer APIs its paths probe is not read")
     choice = _choice(list(intent.engine_flags), paths.ALL2ALL_FLAG)
     helpers = paths.PATHS.get((paths.ALL2ALL_DEST, choice or ""))
     if not helpers:
