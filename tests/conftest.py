@@ -15,6 +15,7 @@ pytest.register_assert_rewrite("support")
 
 from support.ckptgen import load_config, write_checkpoint
 from support.evaluation import host_doc
+from support.mutation import BREAK_ENV, break_checks, codes_named
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -28,6 +29,24 @@ def _caches_out_of_home(tmp_path_factory: pytest.TempPathFactory) -> Any:
         os.environ.pop("XDG_CACHE_HOME", None)
     else:
         os.environ["XDG_CACHE_HOME"] = old
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under ``FLIGHTCHECK_TEST_BREAK=named``, run only the tests that name a check."""
+    if os.environ.get(BREAK_ENV) != "named":
+        return
+    keep = [i for i in items if codes_named(i.name)]
+    config.hook.pytest_deselected(items=[i for i in items if not codes_named(i.name)])
+    items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def _break_the_checks_a_test_names(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under ``FLIGHTCHECK_TEST_BREAK=named`` only (tests/checks/test_mutation.py sets it in
+    a child pytest): the checks the test names raise, so a test that must not stop a launch
+    has to fail. A normal run changes nothing."""
+    if os.environ.get(BREAK_ENV) == "named":
+        break_checks(monkeypatch, codes_named(request.node.name))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from flightcheck._checkpoint import gguf as gg
 from flightcheck._checkpoint.problems import Kind
 from support.ckptgen import load_config
-from support.evaluation import facts, host_doc, results
+from support.evaluation import evaluated, facts, host_doc, results
 from support.ggufgen import (
     ARRAY,
     F32,
@@ -336,6 +336,10 @@ def run(model: Path) -> dict[str, list]:
 
 
 def errors(res: dict[str, list]) -> list[tuple[str, str]]:
+    """The FC5xx error failures; a crashed FC5xx check fails the test."""
+    for code, got in res.items():
+        if code.startswith("FC5"):
+            evaluated(code, got)
     return [
         (c, r.message)
         for c, rs in res.items()

@@ -148,10 +148,11 @@ def test_a_fifo_anywhere_never_blocks(tmp_path: Path, name: str, no_hang) -> Non
     assert _header_sha256(str(fifo)) is None and _file_sha256(fifo) is None
 
 
-def test_fc509_does_not_stop_a_symlink_farm(tmp_path: Path) -> None:
+def test_a_symlink_farm_is_read_like_the_files_it_points_at(tmp_path: Path) -> None:
     """Shards that are symlinks onto shared storage are followed as the OS follows them for
     the engine: read, sized and checked like the files they point at, and no FC509 (that
-    is kept for names in the index that leave the directory)."""
+    is kept for names in the index that leave the directory). The reader only: the check's
+    own must-not-stop test is tests/checks/test_checkpoint.py's FC508/FC509 symlink farm."""
     root = healthy(tmp_path)
     shared = tmp_path / "shared"
     shared.mkdir()

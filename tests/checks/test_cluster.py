@@ -18,6 +18,7 @@ from flightcheck import Intent
 from flightcheck._checks.cluster.evaluate import ClusterReport, evaluate_cluster
 from flightcheck._vocabulary.facts import from_dict
 from support import FIXTURES
+from support.evaluation import crashes
 
 FIX = FIXTURES / "cluster"
 SHARD3 = "model-00003-of-00004.safetensors"
@@ -72,6 +73,7 @@ def test_literally_identical_snapshots_stay_silent():
     b["host"]["hostname"] = "gpu-b300-099"  # a copied file
     report = run(a, b, tensor_parallel_size=8, pipeline_parallel_size=2)
     assert not [r for r in report.checks if r.status.value == "fail"]
+    assert crashes(report.checks) == []
 
 
 def test_hgx_nodes_reporting_one_nonzero_fabric_uuid_are_still_separate_islands():

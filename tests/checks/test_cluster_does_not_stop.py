@@ -12,6 +12,7 @@ from flightcheck import Intent
 from flightcheck._checks.cluster.evaluate import evaluate_cluster
 from flightcheck._vocabulary.facts import from_dict
 from support import FIXTURES
+from support.evaluation import evaluated
 
 
 def doc(name: str) -> dict[str, Any]:
@@ -22,8 +23,7 @@ def stops(code: str, *docs: dict[str, Any], **intent: Any) -> list:
     nodes = {d["host"]["hostname"]: from_dict(d) for d in docs}
     intent.setdefault("nnodes", len(nodes))
     report = evaluate_cluster(nodes, Intent(**intent))
-    got = [r for r in report.checks if r.code == code]
-    assert got, f"{code} was not evaluated"
+    got = evaluated(code, [r for r in report.checks if r.code == code])
     return [
         (r.status.value, r.message)
         for r in got

@@ -51,7 +51,9 @@ def with_fabric(name: str = "hgx-b300", **fabric: Any) -> dict[str, Any]:
 )
 @pytest.mark.parametrize("code", FC3)
 def test_healthy_recorded_hosts_do_not_fail(name, tp, code):
-    assert_silent(code, from_dict(host(name)), tensor_parallel_size=tp)
+    # FC309 answers unknown on an NVSwitch host whose multicast probe was not run (no --deep):
+    # the fact is undecidable without it, which is not a crash
+    assert_silent(code, from_dict(host(name)), allow_unknown=code == "FC309", tensor_parallel_size=tp)
 
 
 def test_fc301_fabric_manager_stopped():

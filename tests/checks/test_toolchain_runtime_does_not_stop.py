@@ -22,7 +22,7 @@ from flightcheck import Intent, evaluate
 from flightcheck._collect import cuda as _cuda
 from flightcheck._collect.toolchain import HOST_TOOLS, env_paths, libcuda_lookup
 from flightcheck._knowledge.cuda import host_compiler_bounds
-from support.evaluation import facts, host_doc
+from support.evaluation import evaluated, facts, host_doc
 from support.toolchain import CUDA, sections
 
 TP8 = {"tensor_parallel_size": 8}
@@ -79,8 +79,7 @@ def serves(code: str, doc: dict[str, Any], expect: str, *, host: str = "b300", *
     """Evaluate the launch; ``code`` answers ``expect`` (pass or skip) only, and the verdict
     does not stop the launch. Returns the code's results for further assertions."""
     rep = evaluate(facts(host, **doc), Intent(**{**TP8, **intent}))
-    got = [r for r in rep.checks if r.code == code]
-    assert got, f"{code} was not evaluated"
+    got = evaluated(code, [r for r in rep.checks if r.code == code])
     assert {r.status.value for r in got} == {expect}, [(r.status.value, r.message) for r in got]
     blocking = [(r.code, r.message) for r in rep.failures if r.severity.value == "error"]
     assert blocking == [] and rep.verdict in ("ready", "ready-with-fallbacks"), (rep.verdict, blocking)

@@ -23,7 +23,7 @@ from flightcheck._memory.weights import stage_layers
 from flightcheck._vocabulary.facts import from_dict
 from flightcheck._vocabulary.intent import Intent
 from support.ckptgen import load_config, write_checkpoint
-from support.evaluation import host_doc
+from support.evaluation import evaluated, host_doc
 from support.memory_accuracy import ARCH, GiB, _config
 from support.memory_accuracy import load as load_points
 
@@ -147,7 +147,8 @@ def _fc402_at_budget(path: str, version: str, budget: float) -> tuple[list, dict
     probe, total = first["per_rank"], first["gpu"]["memory_total_bytes"]
     util = round(0.9 + (budget - probe["kv_budget_bytes"]) / total, 4)
     report = evaluate(_l40s(version), Intent(gpu_memory_utilization=util, **kw))
-    fails = [r for r in report.checks if r.code == "FC402" and r.status.value == "fail"]
+    got = evaluated("FC402", [r for r in report.checks if r.code == "FC402"])
+    fails = [r for r in got if r.status.value == "fail"]
     return fails, report.memory["per_rank"]
 
 

@@ -20,7 +20,7 @@ from flightcheck._knowledge import vllm
 from flightcheck._memory import build
 from flightcheck._vocabulary.intent import Intent
 from support.ckptgen import load_config, write_checkpoint
-from support.evaluation import facts, results
+from support.evaluation import evaluated, facts, results
 
 H200 = 150754820096
 GiB = 1 << 30
@@ -210,6 +210,7 @@ def fc402_errors(path: str, flags: list[str], util: float, length: int) -> list:
         gpu_memory_utilization=util,
         engine_flags=flags,
     )["FC402"]
+    evaluated("FC402", res)
     return [r for r in res if r.status.value == "fail" and r.severity.value == "error"]
 
 

@@ -25,7 +25,7 @@ from flightcheck._knowledge import vllm
 from flightcheck._memory import build
 from flightcheck._vocabulary.intent import Intent
 from support.ckptgen import load_config, write_checkpoint, write_hf_cache
-from support.evaluation import facts, host_doc, results
+from support.evaluation import evaluated, facts, host_doc, results
 
 H200 = 150754820096
 GiB = 1 << 30
@@ -311,6 +311,7 @@ def fc402_errors(target: str, flags: list[str], util: float) -> list:
         gpu_memory_utilization=util,
         engine_flags=flags,
     )["FC402"]
+    evaluated("FC402", res)
     return [r for r in res if r.status.value == "fail" and r.severity.value == "error"]
 
 

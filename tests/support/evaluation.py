@@ -54,12 +54,36 @@ def assert_fires(code: str, facts_obj, **intent: Any):
     return failing
 
 
-def assert_silent(code: str, facts_obj, **intent: Any) -> None:
-    """``code`` does not fail (pass, skip, or unknown)."""
-    got = results(facts_obj, **intent).get(code, [])
+def crashes(got: list) -> list[str]:
+    """The messages of the results that record a crash of the check: :func:`run_check` turns
+    any exception but Skip and Missing into ``unknown`` with ``evidence["exception"]``."""
+    return [r.message for r in got if "exception" in r.evidence or r.message.startswith("check crashed:")]
+
+
+def evaluated(code: str, got: list) -> list:
+    """``got`` (the results of ``code``), asserted to exist and not to record a crash.
+
+    Every "stays silent" / "does not stop" helper goes through here: a check that crashed
+    answers ``unknown``, which stops nothing, so without this a broken check passes every
+    test of a launch it must not stop (tests/checks/test_mutation.py proves each helper
+    turns red)."""
     assert got, f"{code} was not evaluated"
+    bad = crashes(got)
+    assert not bad, f"{code} crashed: {bad}"
+    return got
+
+
+def assert_silent(code: str, facts_obj, *, allow_unknown: bool = False, **intent: Any) -> list:
+    """``code`` neither fails nor crashes: it passes or skips. ``allow_unknown=True`` where
+    the test means a fact the check cannot decide on (a missing probe): ``unknown`` is then
+    accepted, a crash still is not. Returns the results."""
+    got = evaluated(code, results(facts_obj, **intent).get(code, []))
     failing = [r for r in got if r.status.value == "fail"]
     assert not failing, f"{code} should not fail; got {[r.message for r in failing]}"
+    if not allow_unknown:
+        undecided = [r.message for r in got if r.status.value == "unknown"]
+        assert not undecided, f"{code} should decide (pass or skip); got unknown: {undecided}"
+    return got
 
 
 def counting_bug(calls: list) -> Callable[..., None]:

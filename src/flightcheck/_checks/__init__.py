@@ -1,6 +1,6 @@
 """The check catalogue: one module per family, registered on import.
 
-``load_all()`` imports every family module once; the registry in ``_framework`` then holds
+``load_all()`` imports every family module once; the registry in :mod:`.framework` then holds
 every check in code order. Codes are stable: never renumbered, never reused.
 """
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
+from flightcheck._checks.retired import refusal
 from flightcheck._knowledge.derived import visible_gpus
 from flightcheck._vocabulary import facts
 from flightcheck._vocabulary.facts import Facts, Gpu
@@ -130,9 +131,13 @@ REGISTRY: dict[str, Check] = {}
 def check(
     code: str, name: str, severity: Severity, *, scope: str = "node"
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Declare a check. Codes and names are unique and never reused."""
+    """Declare a check. Codes and names are unique and never reused: not within the
+    registry, and not what the ledger of :mod:`flightcheck._checks.retired` retired."""
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        refused = refusal(code, name)
+        if refused:
+            raise RuntimeError(f"check {code} {name}: {refused}")
         if code in REGISTRY:
             raise RuntimeError(f"check code {code} declared twice")
         if any(c.name == name for c in REGISTRY.values()):

@@ -128,6 +128,11 @@ def rules_markdown(checks: list[Any]) -> str:
             "",
             body.replace("## ", "#### "),
         ]
+    from flightcheck._checks.retired import FORMER
+
+    if FORMER:  # what a code or a name meant before (src/flightcheck/_checks/retired.py)
+        out += ["", "## Former codes", "", "| code | name | now | when | why |", "|---|---|---|---|---|"]
+        out += [f"| {f.code} | {f.name} | {f.now or 'retired'} | {f.when} | {f.why} |" for f in FORMER]
     return "\n".join(out) + "\n"
 
 
@@ -140,10 +145,19 @@ def cmd_explain(args: argparse.Namespace) -> int:
     key = args.code.strip()
     chk = REGISTRY.get(key.upper()) or next((c for c in REGISTRY.values() if c.name == key.lower()), None)
     if chk is None:
+        from flightcheck._checks.retired import retired_code
+
+        gone = retired_code(key.upper())
+        if gone is not None:  # a code that once meant a check: say so, it is still no check
+            raise UsageError(f"explain: {gone.code} is retired: it was {gone.name} ({gone.when}: {gone.why})")
         raise UsageError(f"explain: no check {key!r} (see `flightcheck rules`)")
+    from flightcheck._checks.retired import FORMER
     from flightcheck._report import emit
 
-    emit(f"{chk.code} {chk.name} ({chk.severity.value})\n\n{chk.doc}\n\nDefined in: {chk.source}\n", None)
+    formerly = "".join(
+        f"\nFormerly: {f.code} was {f.name} ({f.when}), now {f.now}.\n" for f in FORMER if f.code == chk.code
+    )
+    emit(f"{chk.code} {chk.name} ({chk.severity.value})\n\n{chk.doc}\n\nDefined in: {chk.source}\n{formerly}", None)
     return 0
 
 
