@@ -85,9 +85,13 @@ def child_env(
         env["CUDA_HOME"] = cuda_home
         env["PATH"] = os.path.join(cuda_home, "bin") + os.pathsep + env.get("PATH", "")
     if include:
-        env["FLASHINFER_EXTRA_CUDAFLAGS"] = (env.get("FLASHINFER_EXTRA_CUDAFLAGS", "") + " -isystem " + shlex.quote(include)).strip()
+        env["FLASHINFER_EXTRA_CUDAFLAGS"] = (
+            env.get("FLASHINFER_EXTRA_CUDAFLAGS", "") + " -isystem " + shlex.quote(include)
+        ).strip()
     if stub_dir:
-        env["FLASHINFER_EXTRA_LDFLAGS"] = (env.get("FLASHINFER_EXTRA_LDFLAGS", "") + " -L" + shlex.quote(stub_dir)).strip()
+        env["FLASHINFER_EXTRA_LDFLAGS"] = (
+            env.get("FLASHINFER_EXTRA_LDFLAGS", "") + " -L" + shlex.quote(stub_dir)
+        ).strip()
     return env
 
 

@@ -70,8 +70,18 @@ def install(
     if wheels:
         say(f"installing {len(wheels)} wheel(s) offline: {', '.join(wheels)}")
         proc = run(
-            [python, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check",
-             "--find-links", wheelhouse, *(os.path.join(wheelhouse, w) for w in wheels)],
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--no-index",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "--find-links",
+                wheelhouse,
+                *(os.path.join(wheelhouse, w) for w in wheels),
+            ],
             timeout=PIP_TIMEOUT,
             env=env,
             cwd="/",

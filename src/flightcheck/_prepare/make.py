@@ -57,12 +57,8 @@ def make_bundle(
             built = _build.build_modules(plan.python, plan.modules, out, child, say, timeout=module_timeout)
     entries = [_bundle.module_entry(b.name, b.so, b.why, b.seconds) for b in built if b.so]
     failed = [{"name": b.name, "why": b.why, "error": b.error} for b in built if not b.so]
-    not_prepared: list[dict[str, str]] = [
-        {"what": n.what, "why": n.why, "avoid": n.avoid} for n in plan.not_preparable
-    ]
-    not_prepared += [
-        {"what": f"FlashInfer module {f['name']}", "why": str(f["error"]), "avoid": ""} for f in failed
-    ]
+    not_prepared: list[dict[str, str]] = [{"what": n.what, "why": n.why, "avoid": n.avoid} for n in plan.not_preparable]
+    not_prepared += [{"what": f"FlashInfer module {f['name']}", "why": str(f["error"]), "avoid": ""} for f in failed]
     manifest: dict[str, Any] = {
         "flightcheck": __version__,
         "arch": plan.arch,

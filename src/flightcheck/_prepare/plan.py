@@ -33,7 +33,7 @@ def normalise_arch(arch: str) -> str:
     a = arch.strip().lower().removeprefix("sm_").removeprefix("sm")
     if re.fullmatch(r"\d{2,3}[af]?", a):
         digits = a.rstrip("af")
-        a = f"{digits[:-1]}.{digits[-1]}{a[len(digits):]}"
+        a = f"{digits[:-1]}.{digits[-1]}{a[len(digits) :]}"
     m = _ARCH.match(a)
     if not m:
         raise UsageError(f"--arch {arch!r}: give an SM arch such as 10.3a (B300), 10.0a (B200), 9.0a (H100)")
@@ -253,8 +253,10 @@ def make_plan(
 def render(plan: Plan) -> str:
     """The plan as text."""
     lines = [
-        f"prepare for SM {plan.arch}: FlashInfer {plan.flashinfer or '-'}, torch {plan.torch or '-'} "
-        f"(CUDA {plan.torch_cuda or '-'}), engine interpreter {plan.python}",
+        (
+            f"prepare for SM {plan.arch}: FlashInfer {plan.flashinfer or '-'}, torch {plan.torch or '-'} "
+            f"(CUDA {plan.torch_cuda or '-'}), engine interpreter {plan.python}"
+        ),
         f"build box: nvcc {plan.toolchain.nvcc_version or '-'} ({plan.toolchain.nvcc or 'none'})",
     ]
     lines += [f"  problem: {p}" for p in plan.toolchain.problems]

@@ -30,7 +30,7 @@ def reachable(index_url: str) -> str | None:
     if not index_url.startswith(("http://", "https://")):
         return f"{index_url} is not an http(s) index"
     try:
-        with urllib.request.urlopen(index_url.rstrip("/") + "/", timeout=REACH_TIMEOUT) as resp:  # noqa: S310
+        with urllib.request.urlopen(index_url.rstrip("/") + "/", timeout=REACH_TIMEOUT) as resp:
             resp.read(1)
     except urllib.error.HTTPError as exc:
         if exc.code >= 500:
@@ -50,8 +50,20 @@ def fetch(python: str, requirements: list[str], index_url: str, wheelhouse: str,
     for req in requirements:
         before = set(os.listdir(wheelhouse))
         proc = run(
-            [python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check",
-             "--index-url", index_url, "-d", wheelhouse, req],
+            [
+                python,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "--index-url",
+                index_url,
+                "-d",
+                wheelhouse,
+                req,
+            ],
             timeout=DOWNLOAD_TIMEOUT,
             env=env,
             cwd="/",
