@@ -9,7 +9,7 @@ import os
 import sys
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     """``prepare`` and ``prepare install`` (spelt ``prepare-install`` inside the parser)."""
     p = sub.add_parser(
         "prepare",

@@ -32,7 +32,9 @@ extrapolated (the caller says so).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 FLASHINFER_READ = "0.7.2.post1"
 VLLM_READ = "0.33.0"
@@ -216,7 +218,7 @@ def cubin_runs_on(arch: str, cc: str) -> bool:
 
 
 def bundle_mismatches(
-    record: dict[str, object], *, flashinfer: str | None, torch_cuda: str | None, gpu_ccs: list[str]
+    record: Mapping[str, Any], *, flashinfer: str | None, torch_cuda: str | None, gpu_ccs: list[str]
 ) -> list[str]:
     """Why a prepared bundle's record does not fit what is installed, one line each (empty:
     it fits). ``record``: the manifest (``flightcheck-bundle.json``)."""

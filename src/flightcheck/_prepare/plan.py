@@ -51,7 +51,9 @@ def arch_from_node(path: str) -> str:
     except (OSError, ValueError) as exc:
         raise UsageError(f"--for {path}: cannot read the node's facts: {exc}") from None
     gpus = data.get("gpus") if isinstance(data, dict) else None
-    caps = sorted({g.get("compute_capability") for g in gpus or [] if isinstance(g, dict)} - {None})
+    caps = sorted(
+        {str(g["compute_capability"]) for g in gpus or [] if isinstance(g, dict) and g.get("compute_capability")}
+    )
     if not caps:
         raise UsageError(f"--for {path}: the snapshot names no GPU compute capability")
     if len(caps) > 1:

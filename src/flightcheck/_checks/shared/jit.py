@@ -291,7 +291,7 @@ def prepared_bundle_covers(ctx: Context) -> str | None:
     if any(not m.present for m in pb.modules):
         return None
     needed = prepared_modules_needed(ctx)
-    have = {m.name for m in pb.modules}
+    have = {m.name for m in pb.modules if m.name}
     if needed is None or any(set(names) - have for names in needed.values()):
         return None
     return f"the prepared bundle for {pb.arch} carries every module the launch reaches ({', '.join(sorted(have))})"

@@ -80,7 +80,7 @@ def prepared_bundle_mismatch(ctx: Context) -> Iterator[Outcome]:
         yield unknown(f"the prepared bundle for {pb.arch} is installed; the GPUs' archs are unknown")
         return
     needed = _jit.prepared_modules_needed(ctx) or {}
-    have = {m.name for m in pb.modules or []}
+    have = {m.name for m in pb.modules or [] if m.name}
     lacking = sorted({n for names in needed.values() for n in names} - have)
     if lacking:
         no_jit = (ctx.env.get(fim.DISABLE_JIT_VAR) or "").strip() not in ("", "0") or ctx.toolchain.nvcc is None

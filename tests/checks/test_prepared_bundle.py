@@ -34,7 +34,7 @@ def node(
     return facts("b300", **doc)
 
 
-def test_a_matching_bundle_passes_and_toolchain_checks_stand_down() -> None:
+def test_fc131_does_not_stop_a_fitting_bundle_and_fc101_fc103_stand_down() -> None:
     got = evaluated("FC131", results(node(), **TP1)["FC131"])
     assert [r.status.value for r in got] == ["pass"], [(r.status.value, r.message) for r in got]
     assert "10.3a" in got[0].message
@@ -74,5 +74,22 @@ def test_a_bundle_lacking_a_module_of_the_launch_warns_and_names_it() -> None:
     assert "trtllm_comm" in failing[0].message
 
 
-def test_no_bundle_stays_silent() -> None:
+def test_fc131_does_not_stop_a_node_without_a_bundle() -> None:
     assert_silent("FC131", facts("b300", **sections("jit-cache-cu130")), **TP1)
+    assert_silent("FC131", facts("b300", **sections("healthy-cu131")), tensor_parallel_size=8)
+
+
+def test_fc131_does_not_stop_for_a_module_the_node_can_still_compile() -> None:
+    """The bundle lacks topk but the node has a toolkit: FlashInfer compiles it; a warning only."""
+    doc = sections("healthy-cu131")
+    doc["toolchain"]["prepared_bundle"] = {
+        "record": "/r.json",
+        "arch": "10.3a",
+        "flashinfer": doc["python"]["packages"]["flashinfer-python"],
+        "torch_cuda": doc["python"]["torch_cuda"],
+        "complete": True,
+        "modules": [{"name": m, "archs": ["10.3a"], "present": True} for m in ("sampling", "fmha_gen")],
+    }
+    got = evaluated("FC131", results(facts("b300", **doc), **TP1)["FC131"])
+    assert all(r.severity.value == "warning" for r in got if r.status.value == "fail")
+    assert "will be JIT-compiled" in got[0].message
