@@ -81,6 +81,10 @@ def test_the_node_arch_comes_from_its_snapshot(tmp_path: Path) -> None:
     node = tmp_path / "node.json"
     node.write_text(json.dumps({"gpus": [{"compute_capability": "10.3"}] * 8}))
     assert _plan.arch_from_node(str(node)) == "10.3a"
+    from flightcheck._examples import load_example
+
+    node.write_text(json.dumps(load_example("b300")[0][0]))  # a whole `flightcheck collect` snapshot
+    assert _plan.arch_from_node(str(node)) == "10.3a"
     node.write_text(json.dumps({"gpus": [{"compute_capability": "10.3"}, {"compute_capability": "10.0"}]}))
     with pytest.raises(Exception, match="several archs"):
         _plan.arch_from_node(str(node))

@@ -219,6 +219,12 @@ def make_plan(
             f"FlashInfer {fi_version}: the module inventory was read in {fim.FLASHINFER_READ} "
             f"(vLLM {fim.VLLM_READ}); extrapolated"
         )
+    fetching = [m.name for m, _why in modules if m.downloads]
+    if fetching:
+        notes.append(
+            f"{', '.join(fetching)}: FlashInfer's trtllm-gen generators fetch headers and checksums while the "
+            "module is generated: the build box needs egress or a FLASHINFER_CUBINS_REPOSITORY mirror"
+        )
     if intent.engine != "vllm":
         notes.append(f"the launch-path table is vLLM {fim.VLLM_READ}'s; engine {intent.engine}: extrapolated")
     label = cuda_label(t_cuda)
