@@ -213,6 +213,7 @@ def _guard(command: list[str]) -> None:
         err.write(render(report, "text", color=color_for(err)))
         print_stop(err, d, "stopping vllm serve before it loads anything:")
         say(err, "fix the above, or set FLIGHTCHECK_DISABLE=1 to launch anyway")
+        say(err, "if a launch fails later anyway: `flightcheck diagnose LOG` names the cause and its fix")
         raise SystemExit(1)
     if probe_line:
         say(err, probe_line)

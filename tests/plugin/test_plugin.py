@@ -83,6 +83,7 @@ def test_blocking_problem_exits_non_zero_naming_the_code(tmp_path, serve_argv):
     proc, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), FM_STOPPED], raw=True)
     assert proc.returncode == 1 and out is None  # SystemExit(1) ended the process, as it would end vllm serve
     assert "FC301" in proc.stderr and "stopping vllm serve" in proc.stderr
+    assert "flightcheck diagnose LOG" in proc.stderr  # where to look if a later failure happens anyway
     assert "Traceback" not in proc.stderr
     _, out = plugin(tmp_path, serve_argv, [base_facts(tmp_path), FM_STOPPED])
     assert out["outcome"] == "exit:1"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from typing import Any
 
@@ -128,12 +129,27 @@ def rules_markdown(checks: list[Any]) -> str:
             "",
             body.replace("## ", "#### "),
         ]
+        if c.logs:
+            out.append(log_lines(c, markdown=True).rstrip("\n"))
     from flightcheck._checks.retired import FORMER
 
     if FORMER:  # what a code or a name meant before (src/flightcheck/_checks/retired.py)
         out += ["", "## Former codes", "", "| code | name | now | when | why |", "|---|---|---|---|---|"]
         out += [f"| {f.code} | {f.name} | {f.now or 'retired'} | {f.when} | {f.why} |" for f in FORMER]
     return "\n".join(out) + "\n"
+
+
+def log_lines(chk: Any, markdown: bool = False) -> str:
+    """The engine-log lines a check explains (``flightcheck diagnose`` names it for them)."""
+    if not chk.logs:
+        return ""
+    head = "#### Log lines it explains" if markdown else "## Log lines it explains (flightcheck diagnose)"
+    rows = []
+    for log in chk.logs:
+        where = f" (only {', '.join(log.phases)})" if log.phases else ""
+        note = f": {log.note}" if log.note else ""
+        rows.append(f"- `{log.pattern}`{where}{note}" if markdown else f"  {log.pattern}{where}{note}")
+    return "\n" + head + "\n\n" + "\n".join(rows) + "\n"
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -157,8 +173,29 @@ def cmd_explain(args: argparse.Namespace) -> int:
     formerly = "".join(
         f"\nFormerly: {f.code} was {f.name} ({f.when}), now {f.now}.\n" for f in FORMER if f.code == chk.code
     )
-    emit(f"{chk.code} {chk.name} ({chk.severity.value})\n\n{chk.doc}\n\nDefined in: {chk.source}\n{formerly}", None)
+    emit(
+        f"{chk.code} {chk.name} ({chk.severity.value})\n\n{chk.doc}\n{log_lines(chk)}\nDefined in: {chk.source}\n"
+        f"{formerly}",
+        None,
+    )
     return 0
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    """``flightcheck diagnose [FILE|-]``: exit 0 no failure, 1 a known cause, 3 an unknown one."""
+    from flightcheck._diagnose import check_host, diagnose
+    from flightcheck._diagnose.render import as_json, text
+    from flightcheck._report import emit
+
+    if args.log == "-" and sys.stdin is not None and sys.stdin.isatty():
+        raise UsageError(
+            "diagnose: give the log file, or pipe it: kubectl logs --previous POD | flightcheck diagnose -"
+        )
+    doc = diagnose(args.log)
+    if args.check:
+        check_host(doc, args.facts)
+    emit(as_json(doc) if args.format == "json" else text(doc), args.output)
+    return int(doc["exit_code"])
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -204,6 +241,7 @@ HANDLERS = {
     "probe": cmd_probe,
     "run": cmd_run,
     "cluster": cmd_cluster,
+    "diagnose": cmd_diagnose,
     "prepare": cmd_prepare,
     "prepare-install": cmd_prepare_install,
 }

@@ -60,6 +60,45 @@ def redact_text(text: str) -> str:
     return text
 
 
+#: the words that make a key name a secret (the same as ``_knowledge.engines.SECRET_WORDS``,
+#: which a test holds this to): ``api_key``, ``hf_token``, ``--api-key``, ``client_secret``
+_SECRET_KEY_WORDS = "token|key|apikey|secret|password|passwd|credential|credentials"
+
+
+@cache
+def _assignment() -> re.Pattern[str]:
+    # a key whose last word is a secret word, then = or :, then the value (quoted, a list, or
+    # a bare word): what an engine echoes in "non-default args: {'api_key': 'S'}",
+    # "ServerArgs(api_key='S')" or "--api-key S"
+    return re.compile(
+        rf"(?i)((?<![\w])(?:--)?(?:[a-z0-9]+[-_.])*(?:{_SECRET_KEY_WORDS})['\"]?\s*[:=]\s*)"
+        r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\[[^\]]*\]|[^\s,)}\]]+)"
+        rf"|((?<![\w-])--(?:[a-z0-9]+-)*(?:{_SECRET_KEY_WORDS})\s+)([^\s-][^\s]*)"
+    )
+
+
+def redact_assignments(text: str) -> str:
+    """``text`` with the value of every secret-named key replaced (``'api_key': 'S'``,
+    ``hf_token=S``, ``--api-key S``), and every secret-looking value (:func:`redact_text`).
+
+    For text an engine wrote about its own arguments (a log's ``non-default args`` line),
+    where the key names the secret and the value has no recognisable shape.
+    """
+    if not text:
+        return text
+
+    def repl(m: re.Match[str]) -> str:
+        if m.group(1) is not None:
+            value = m.group(2)
+            if value in ("None", "null", "''", '""', "[]"):
+                return m.group(0)
+            quote = value[0] if value[0] in "'\"" else ""
+            return f"{m.group(1)}{quote}{REDACTED}{quote}"
+        return f"{m.group(3)}{REDACTED}"
+
+    return redact_text(_assignment().sub(repl, text))
+
+
 def has_secret(text: str) -> bool:
     """True when :func:`redact_text` would change ``text``."""
     return redact_text(text) != text

@@ -10,7 +10,15 @@ from flightcheck._knowledge import argtables, vllm
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 
-@check("FC703", "engine-refuses-command", ERROR)
+@check(
+    "FC703",
+    "engine-refuses-command",
+    ERROR,
+    logs=(
+        r"(?:vllm serve|api_server\.py|launch_server\.py|vllm): error: (?:unrecognized arguments|argument )",
+        "error: unrecognized arguments: --",
+    ),
+)
 def engine_refuses_command(ctx: Context) -> Iterator[Outcome]:
     """The engine's own parser or argument validation refuses the command line.
 
