@@ -36,6 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flightcheck._knowledge import vllm as _vllm
+
 FLASHINFER_READ = "0.7.2.post1"
 VLLM_READ = "0.33.0"
 
@@ -72,7 +74,7 @@ class Module:
 SAMPLING = Module(
     "sampling",
     "flashinfer.jit.sampling:gen_sampling_module",
-    "sampler (VLLM_USE_FLASHINFER_SAMPLER, default on; run in the profile run)",
+    f"sampler ({_vllm.USE_FLASHINFER_SAMPLER}, default on; run in the profile run)",
     "vllm/v1/sample/ops/topk_topp_sampler.py",
 )
 TOPK = Module(
@@ -84,7 +86,7 @@ TOPK = Module(
 TRTLLM_COMM = Module(
     "trtllm_comm",
     "flashinfer.jit.comm:gen_trtllm_comm_module",
-    "all-reduce + RMSNorm fusion (TP > 1, SM 10.x, VLLM_ALLREDUCE_USE_FLASHINFER)",
+    f"all-reduce + RMSNorm fusion (TP > 1, SM 10.x, {_vllm.ALLREDUCE_USE_FLASHINFER})",
     "vllm/compilation/passes/fusion/allreduce_rms_fusion.py",
 )
 TRTLLM_MNNVL_COMM = Module(
@@ -150,7 +152,7 @@ NOT_PREPARABLE = (
     NotPreparable(
         "DeepGEMM",
         "checks for nvcc before its kernel cache, and nvcc's version is part of the cache key",
-        "VLLM_USE_DEEP_GEMM=0",
+        f"{_vllm.USE_DEEP_GEMM}=0",
     ),
     NotPreparable(
         "Triton",
