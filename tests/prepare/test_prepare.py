@@ -217,3 +217,13 @@ def test_needed_libraries_are_read_from_the_dynamic_section(tmp_path: Path) -> N
     bad = tmp_path / "x.so"
     bad.write_bytes(b"\x7fELF\x02\x01" + b"\0" * 10)
     assert needed(str(bad)) == [] and needed(str(tmp_path / "missing")) == []
+
+
+def test_a_module_name_that_is_a_path_is_refused(engine_py: str, fake_site: Path, tmp_path: Path, capsys) -> None:
+    b = _bundle(tmp_path)
+    manifest = json.loads((b / "manifest.json").read_text())
+    manifest["modules"][0]["name"] = "../../../escape"
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["prepare", "install", str(b), "--python", engine_py]) == 2
+    assert "not a FlashInfer module name" in capsys.readouterr().err
+    assert not (fake_site / "flashinfer" / "data").exists() and not (tmp_path / "escape").exists()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from typing import Any
 
@@ -21,6 +22,7 @@ FORMAT = 1
 #: the copy of the manifest ``prepare install`` leaves beside the placed modules, so the
 #: checks know a prepared node (``<flashinfer>/data/aot/flightcheck-bundle.json``)
 INSTALLED_RECORD = "flightcheck-bundle.json"
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 
 
 def sha256(path: str) -> str:
@@ -80,6 +82,11 @@ def verify_files(bundle: str, manifest: dict[str, Any]) -> list[str]:
     """Problems with the bundle's own files: a module missing or not matching its sha256."""
     problems = []
     for m in manifest["modules"]:
+        name = str(m.get("name", "")) if isinstance(m, dict) else ""
+        if not _NAME.fullmatch(name):
+            # the name becomes a directory under flashinfer/data/aot: never a path of its own
+            problems.append(f"module name {name[:60]!r} is not a FlashInfer module name")
+            continue
         rel = str(m.get("path", ""))
         path = os.path.normpath(os.path.join(bundle, rel))
         if rel.startswith("/") or ".." in rel.split("/") or not os.path.isfile(path):
