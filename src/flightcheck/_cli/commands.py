@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from flightcheck._cli.options import T0, intent_from_args
+from flightcheck._cli.options import T0, example_without_deep, intent_from_args
 from flightcheck._vocabulary.errors import UsageError
 
 
@@ -30,14 +30,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     docs, example_fields = load_example(args.example)
     command = _engine_command(args)
     settle = None
+    by_release = None
     if command:  # the intent of the engine command; the flags given win over it
         from flightcheck._launch import parse_command
         from flightcheck._launch.engine_ask import settle_reading, start_asking
 
         parsed = parse_command(command)
+        if args.python:  # --python names the engine's interpreter: its parser is asked
+            parsed.intent.python = intent_from_args(args, parsed.intent).python
         # the engine's own reading when its interpreter has it, asked in the background
         # while the facts are collected (see _launch/engine_ask.py)
         asking = start_asking(parsed, dict(os.environ))
+        from flightcheck._launch.release_read import by_release as _by_release
+
+        by_release = _by_release(parsed)  # the line read again with the installed release's options
 
         def settle(provisional: Intent) -> Intent:
             return intent_from_args(args, parsed.intent) if settle_reading(parsed, asking) else provisional
@@ -45,7 +51,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         base: Intent | None = parsed.intent
     else:  # the example's layout, unless the flags say otherwise
         base = Intent(**example_fields) if example_fields else None
-    intent = intent_from_args(args, base)
+    intent = example_without_deep(args, intent_from_args(args, base))
     # The model directory's read starts now, before the checks, the collectors and the
     # report are imported: its scan workers start while this process imports.
     from flightcheck._collect.checkpoint import start_reading
@@ -54,7 +60,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from flightcheck._pipeline import assess
     from flightcheck._report import emit, render
 
-    report = assess(intent, args.facts, facts_docs=docs, strict=args.strict, settle=settle, early=early)
+    report = assess(
+        intent, args.facts, facts_docs=docs, strict=args.strict, settle=settle, early=early, by_release=by_release
+    )
     report.timings["total_s"] = round(time.perf_counter() - T0, 4)
     # colour follows stdout (a terminal); a file given with --output never gets ANSI codes
     emit(render(report, args.format, verbose=args.verbose, color=False if args.output else None), args.output)
@@ -201,8 +209,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 def cmd_probe(args: argparse.Namespace) -> int:
     """``flightcheck probe multicast``."""
     from flightcheck._collect.multicast import main as probe_main
+    from flightcheck._report import emit
 
-    return probe_main(args)
+    text, code = probe_main(args)
+    emit(text, None)  # a closed or full stdout: one line, exit 2
+    return code
 
 
 def cmd_run(args: argparse.Namespace) -> int:
