@@ -223,6 +223,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_main(args, _engine_command(args))
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """``flightcheck prepare``."""
+    from flightcheck._cli.prepare import cmd_prepare as prepare_main
+
+    return prepare_main(args)
+
+
+def cmd_prepare_install(args: argparse.Namespace) -> int:
+    """``flightcheck prepare install``."""
+    from flightcheck._cli.prepare import cmd_prepare_install as install_main
+
+    return install_main(args)
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     """``flightcheck cluster``."""
     from flightcheck._cli.cluster import main as cluster_main
@@ -239,4 +253,6 @@ HANDLERS = {
     "run": cmd_run,
     "cluster": cmd_cluster,
     "diagnose": cmd_diagnose,
+    "prepare": cmd_prepare,
+    "prepare-install": cmd_prepare_install,
 }

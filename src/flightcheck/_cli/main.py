@@ -189,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--ray", nargs="?", const="auto", default=None, metavar="ADDRESS", help="collect from every alive Ray node"
     )
     cl.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per-node collection timeout (Ray)")
+
+    from flightcheck._cli.prepare import add_parsers
+
+    add_parsers(sub)
     return p
 
 
@@ -199,6 +203,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     Raises:
         UsageError: a bad flag or value.
     """
+    if argv[:2] == ["prepare", "install"]:  # a sub-subcommand that argparse's REMAINDER would swallow
+        argv = ["prepare-install", *argv[2:]]
     args = build_parser().parse_args(_normalise(argv))
     command = getattr(args, "engine_command", None)
     if command:  # argparse's REMAINDER is argv's tail: give it back unnormalised

@@ -181,6 +181,28 @@ class FlashinferCubins(_S):
     urls: list[str] | None = None  # the checksums.txt a first use would fetch, missing ones only
 
 
+class PreparedModule(_S):
+    """One module a ``flightcheck prepare`` bundle placed in FlashInfer's AOT directory."""
+
+    name: str | None = None
+    archs: list[str] | None = None  # read back from its fatbin when the bundle was built
+    present: bool | None = None  # the .so is where the record says it was placed
+
+
+class PreparedBundle(_S):
+    """The record ``flightcheck prepare install`` leaves in ``<flashinfer>/data/aot``
+    (extension): what the bundle was built against and what it placed."""
+
+    record: str | None = None  # the record file's path
+    arch: str | None = None  # the target it was built for, e.g. 10.3a
+    flashinfer: str | None = None
+    torch_cuda: str | None = None
+    nvcc: str | None = None
+    complete: bool | None = None  # every planned module was built
+    modules: list[PreparedModule] | None = None
+    problem: str | None = None  # the record is there but unreadable
+
+
 class LibcudaLookup(_S):
     """How Triton's ``libcuda_dirs`` would find libcuda.so.1 (extension)."""
 
@@ -235,6 +257,7 @@ class Toolchain(_S):
     link_libcuda: list[str] | None = None  # unversioned libcuda.so files FlashInfer's -lcuda can link
     tilelang_cuda: TilelangCuda | None = None  # tilelang's CUDA home, when tilelang is installed
     cuda_envs: list[CudaEnv] | None = None  # humming's CUDA environments, when humming is installed
+    prepared_bundle: PreparedBundle | None = None  # a `flightcheck prepare` bundle installed for FlashInfer
 
 
 class CompileSmokeArch(_S):

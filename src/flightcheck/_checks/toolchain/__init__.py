@@ -14,6 +14,7 @@ from flightcheck._checks.toolchain import (
     host_compiler,
     kernels,
     nvcc,
+    prepared,
     tokenspeed,
     triton,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "host_compiler",
     "kernels",
     "nvcc",
+    "prepared",
     "tokenspeed",
     "triton",
 ]
