@@ -274,3 +274,100 @@ def test_a_dtype_that_is_not_a_string_is_a_bad_header_not_a_crash(dtype: object)
     buf = len(h).to_bytes(8, "little") + h
     scan = v.parse_header(buf, len(buf) + 2)
     assert codes(scan) == {"FC504"} and "dtype" in scan.problems[0].message
+
+
+#: Headers written byte by byte (``json.dumps`` cannot repeat a key or spell ``-0``), each
+#: with whether safetensors 0.8.0's ``safe_open`` opens it (measured; serde_json refuses a
+#: repeated struct field and reads ``-0`` as the float -0.0, never a usize).
+_RAW_HEADERS: list[tuple[str, bytes, int, bool]] = [
+    ("metadata-null", b'{"__metadata__":null,"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', 8, True),
+    ("metadata-empty", b'{"__metadata__":{},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', 8, True),
+    (
+        "metadata-twice",
+        (
+            b'{"__metadata__":{"format":"pt"},"__metadata__":{"format":"pt"},'
+            b'"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+        ),
+        8,
+        False,
+    ),
+    (
+        "metadata-twice-escaped",
+        (
+            b'{"\\u005f_metadata__":{"x":"1"},"__metadata__":{"format":"pt"},'
+            b'"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+        ),
+        8,
+        False,
+    ),
+    (
+        "metadata-null-twice",
+        b'{"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"__metadata__":null}',
+        8,
+        False,
+    ),
+    (
+        "metadata-key-twice",
+        b'{"__metadata__":{"x":"1","x":"2"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+        8,
+        True,
+    ),
+    (
+        "metadata-escaped-int",
+        b'{"\\u005f_metadata__":{"x":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+        8,
+        False,
+    ),
+    ("dtype-twice", b'{"a":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}}', 8, False),
+    ("dtype-twice-escaped", b'{"a":{"dtype":"F32","dt\\u0079pe":"F32","shape":[2],"data_offsets":[0,8]}}', 8, False),
+    ("dtype-escaped", b'{"a":{"dt\\u0079pe":"F32","shape":[2],"data_offsets":[0,8]}}', 8, True),
+    ("shape-twice", b'{"a":{"dtype":"F32","shape":[2],"shape":[2],"data_offsets":[0,8]}}', 8, False),
+    ("offsets-twice", b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"data_offsets":[0,8]}}', 8, False),
+    ("unknown-field-twice", b'{"a":{"dtype":"F32","x":1,"x":2,"shape":[2],"data_offsets":[0,8]}}', 8, True),
+    (
+        "tensor-twice",
+        b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}',
+        8,
+        True,
+    ),
+    (
+        "shape-minus-zero",
+        (
+            b'{"a":{"dtype":"F32","shape":[-0,2],"data_offsets":[0,0]},'
+            b'"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
+        ),
+        8,
+        False,
+    ),
+    ("offset-minus-zero", b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[-0,8]}}', 8, False),
+    ("minus-zero-in-a-name", b'{"a-0":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', 8, True),
+    ("minus-zero-unknown-field", b'{"a":{"dtype":"F32","x":-0,"shape":[2],"data_offsets":[0,8]}}', 8, True),
+    ("tensor-null", b'{"a":null}', 0, False),
+]
+
+
+@pytest.mark.parametrize("case, head, data, opens", _RAW_HEADERS, ids=[c[0] for c in _RAW_HEADERS])
+def test_what_safe_open_refuses_in_the_json_we_refuse(
+    tmp_path: Path, case: str, head: bytes, data: int, opens: bool
+) -> None:
+    """A header ``safe_open`` opens is never FC504 (``"__metadata__": null`` was), and one
+    it refuses (a repeated ``__metadata__`` or field, ``-0``) never passes; checked against
+    the real library where it is installed, else against what it was measured to do."""
+    buf = len(head).to_bytes(8, "little") + head + bytes(data)
+    scan = v.parse_header(buf, len(buf))
+    assert scan.ok is opens, (case, scan.problems)
+    if not opens:
+        assert codes(scan) == {"FC504"}
+    try:
+        import safetensors
+    except ImportError:
+        return
+    p = tmp_path / "x.safetensors"
+    p.write_bytes(buf)
+    try:
+        with safetensors.safe_open(str(p), framework="numpy") as f:
+            f.keys()
+        theirs = True
+    except Exception:  # noqa: BLE001 - any error means safetensors refuses the file
+        theirs = False
+    assert theirs is opens, (case, "safetensors changed: re-measure")

@@ -99,7 +99,7 @@ def test_fc501_model_not_found(tmp_path: Path) -> None:
     (r,) = failing("FC501", "acme/absent", hub)
     assert r.severity.value == "error" and r.subject == "model:acme/absent"
     assert "is not in the local Hugging Face cache" in r.message and str(hub) in r.message
-    assert "flightcheck never downloads" in r.message and r.fix.startswith("hf download acme/absent")
+    assert "flightcheck never downloads" in r.message and "hf download acme/absent" in r.fix
     gone = tmp_path / "no" / "such" / "dir"
     (r,) = failing("FC501", gone)
     assert r.message == f"no such directory: {gone}" and r.subject == f"model:{gone}"
@@ -196,9 +196,10 @@ def test_fc505_download_incomplete(tmp_path: Path) -> None:
 
 
 def test_fc506_index_inconsistent(tmp_path: Path) -> None:
+    # an entry no shard holds: vLLM loads the files whole, so only a warning
     (r,) = failing("FC506", broken(tmp_path / "lies", "index-lies"))
-    assert r.severity.value == "error" and r.subject == SHARD2
-    assert "does not contain: model.layers.9.ghost.weight" in r.message
+    assert r.severity.value == "warning" and r.subject == SHARD2
+    assert "that no shard holds: model.layers.9.ghost.weight" in r.message
     (r,) = failing("FC506", broken(tmp_path / "not-json", "index-not-json"))
     assert r.subject == "file:model.safetensors.index.json" and "is not valid JSON" in r.message
     # a total_size that disagrees with the headers is harmless alone: a warning
@@ -217,8 +218,9 @@ def test_fc506_index_inconsistent(tmp_path: Path) -> None:
 
 def test_fc506_a_tensor_in_two_shards(tmp_path: Path) -> None:
     got = failing("FC506", broken(tmp_path, "duplicate"))
-    (dup,) = [r for r in got if r.severity.value == "error"]
-    assert dup.subject == f"shard:{shard_name(2, 3)}" and "are also in another shard" in dup.message
+    (dup,) = [r for r in got if "are also in another shard" in r.message]
+    # vLLM loads both files whole (the one read last wins): a warning, not a stop
+    assert dup.subject == f"shard:{shard_name(2, 3)}" and dup.severity.value == "warning"
 
 
 def test_fc507_config_invalid(tmp_path: Path) -> None:

@@ -53,7 +53,8 @@ def test_fc402_kimi_tp8_on_h200_needs_fp8_kv_or_tp16(ckpts) -> None:
     fixes = r.fix.splitlines()
     fit = int(re.search(r"--max-model-len (\d+)", r.fix).group(1))
     assert 0 < fit < 131072 and fit % 16 == 0
-    assert "--kv-cache-dtype fp8" in fixes and "-tp 16" in fixes
+    # (TP within the 8-GPU node, pipeline stages across: never -tp 16, which FC202 refuses)
+    assert "--kv-cache-dtype fp8" in fixes and "-tp 4 -pp 2" in fixes
     assert r.evidence["kv_bytes_per_token"] == 70272
 
 
@@ -69,10 +70,10 @@ def test_fc401_weights_too_big_names_the_smallest_tp(ckpts) -> None:
     assert (
         "weights need 240.7 GiB per GPU at -tp 4" in r.message and "H200 (140.4 GiB) has 129.2 GiB usable" in r.message
     )
-    # TP 8 holds the weights but not 128K of MLA cache (not split by TP): 16 is the smallest
-    # TP alone; two pipeline stages halve the layers, so the weights *and* the MLA cache per
-    # GPU, and fit on one node of 8
-    assert r.fix == "-tp 4 -pp 2\n-tp 16" and "16 GPUs, 2 nodes of 8" in r.message
+    # TP 8 holds the weights but not 128K of MLA cache (not split by TP): 16 would be the
+    # smallest TP alone, but not within a node of 8 (FC202 refuses it); two pipeline stages
+    # halve the layers, so the weights *and* the MLA cache per GPU, and fit on one node of 8
+    assert r.fix == "-tp 4 -pp 2" and "-tp 16" not in r.message
     assert "-tp 4 -pp 2 fits (8 GPUs;" in r.message
     assert statuses(h200(), "FC402", model=ckpts["kimi-k2-instruct"], tensor_parallel_size=4) == {"skip"}
 
@@ -172,7 +173,7 @@ def test_fc402_sglang_budget_and_flags(ckpts) -> None:
     (r,) = res["FC402"]
     assert r.status.value == "fail"
     fixes = r.fix.splitlines()
-    assert fixes[0].startswith("--context-length ") and "--tp 16" in fixes
+    assert fixes[0].startswith("--context-length ") and "--tp 8 --pp-size 2" in fixes
     assert any(f.startswith("--mem-fraction-static ") for f in fixes)
     # SGLang 0.5.23 keeps 1.5 GiB back for an MLA model's prefill graphs: fp8 KV alone is short
     assert "fp8 KV cache would not fit either" in r.message
@@ -365,3 +366,13 @@ def test_fc407_does_not_stop_sglang_on_evenly_used_or_nearly_even_gpus() -> None
     for used in ([6 * GiB] * 8, [0, 7 * GiB, 0, 0, 0, 0, 0, 0]):
         res = results(facts("b300", gpus=_h100_used(used)), engine="sglang", tensor_parallel_size=8)["FC407"]
         assert {r.status.value for r in res} == {"pass"}, [r.message for r in res]
+
+
+def test_fc401_and_fc402_suggest_tp_within_the_node_and_pp_across(ckpts) -> None:
+    """On 8-GPU nodes a suggested TP never exceeds 8 (FC202 would then refuse it, asking for
+    ``-tp 8``): TP within the node, pipeline stages across nodes."""
+    f = h200()
+    for code, tp in (("FC401", 4), ("FC402", 8)):
+        (r,) = assert_fires(code, f, model=ckpts["kimi-k2-instruct"], tensor_parallel_size=tp)
+        tps = [int(x) for x in re.findall(r"-tp (\d+)", r.fix)]
+        assert tps and max(tps) <= 8, (code, r.fix)

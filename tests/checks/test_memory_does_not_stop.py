@@ -108,3 +108,23 @@ def test_fc402_does_not_stop_a_shortfall_within_the_estimates_error(ckpts) -> No
     far = int((budget + 0.5 * 2**30) // per_token)
     ((status, message),) = stops("FC402", node, max_model_len=far, **kw)
     assert status == "fail" and "is left per GPU after" in message
+
+
+@pytest.mark.parametrize("gpus", ["none-recorded", "empty"])
+def test_no_gpu_gives_clean_memory_verdicts_not_a_crash(ckpts, gpus: str) -> None:
+    """A host without a driver (``gpus`` null with its reason, or ``gpus: []``, as a
+    ``CUDA_VISIBLE_DEVICES`` selecting nothing leaves it): the memory model is still
+    computed from the checkpoint; FC401-FC405 are skipped or unknown with a reason, never
+    "check crashed" (the batch size fell back to a class attribute, not the default)."""
+    doc = host_doc("b300")
+    doc["gpus"] = None if gpus == "none-recorded" else []
+    if gpus == "none-recorded":
+        doc.setdefault("unavailable", {})["gpus"] = "NVML Shared Library Not Found"
+    from flightcheck._vocabulary.facts import from_dict
+
+    got = results(from_dict(doc), model=ckpts["llama-3-8b"], tensor_parallel_size=1)
+    for code in ("FC401", "FC402", "FC403", "FC404", "FC405"):
+        for r in got.get(code, []):
+            assert "crash" not in r.message, (code, r.message)
+            assert r.status.value != "fail" or r.severity.value != "error", (code, r.message)
+    assert {r.status.value for r in got["FC404"]} == {"pass"}  # the layout needs no GPU facts

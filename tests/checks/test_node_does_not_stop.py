@@ -129,3 +129,39 @@ def test_fc601_does_not_stop_a_large_shm_in_kubernetes() -> None:
     h = host_doc("b300")["host"]
     h.update(shm_bytes=16 << 30, container="kubernetes")
     assert {r.status.value for r in results(facts(host=h), tensor_parallel_size=8)["FC601"]} == {"pass"}
+
+
+def _stops(doc: dict[str, Any], code: str, **intent: Any) -> list[tuple[str, str]]:
+    got = results(from_dict(doc), **intent).get(code, [])
+    assert got, f"{code} was not evaluated"
+    return [
+        (r.status.value, r.message)
+        for r in got
+        if r.status.value in ("fail", "unknown") and r.severity.value == "error"
+    ]
+
+
+def test_tp1_inside_one_mig_instance_is_not_stopped() -> None:
+    """vLLM runs TP 1 in one MIG instance (its CI does): neither the MIG-enabled GPU it is
+    on (CUDA_VISIBLE_DEVICES naming the instance's MIG- UUID) nor the instance's UUID,
+    which NVML's GPU list does not hold, is a stop."""
+    g = gpus()
+    g[0]["mig_enabled"] = True
+    doc = host(gpus=g, visible_devices="MIG-4b2c9f1e-0000-5a5a-9c9c-123456789abc")
+    for code in ("FC202", "FC208"):
+        assert _stops(doc, code, tensor_parallel_size=1) == [], code
+    plain = host(gpus=g, visible_devices="0")
+    assert _stops(plain, "FC208", tensor_parallel_size=1) == []
+
+
+def test_tp_across_two_mig_instances_is_fc208_not_fc202() -> None:
+    """Two MIG instances for TP 2: the stop is MIG's (no NCCL peer path between instances),
+    not "matches no GPU"."""
+    g = gpus()
+    g[0]["mig_enabled"] = True
+    doc = host(
+        gpus=g, visible_devices="MIG-aaaaaaaa-0000-0000-0000-000000000001,MIG-aaaaaaaa-0000-0000-0000-000000000002"
+    )
+    assert _stops(doc, "FC202", tensor_parallel_size=2) == []
+    (stop,) = _stops(doc, "FC208", tensor_parallel_size=2)
+    assert "MIG" in stop[1]

@@ -29,7 +29,7 @@ from flightcheck._checkpoint.shardio import pread_all
 from flightcheck._checkpoint.validate import ShardScan
 
 #: Bump when ShardScan / IndexScan change meaning: older files are then ignored.
-FORMAT = "flightcheck.ckpt-cache/4"  # 4: problems carry kinds, not check codes
+FORMAT = "flightcheck.ckpt-cache/5"  # 5: safe_open's JSON rules (repeats, -0, null metadata)
 MAX_CACHE = 256 << 20  # a 390k-tensor model's file is ~0.2 MB
 
 __all__ = [
@@ -279,6 +279,10 @@ class ScanCache:
         self.enabled = self.path is not None
         #: why a cache file or directory was not used (said in the checkpoint's evidence)
         self.note: str | None = None
+        try:  # msgpack keeps UTF-8 strings only: a path with other bytes is read, not cached
+            self.model_dir.encode("utf-8")
+        except UnicodeEncodeError:
+            self.enabled, self.note = False, "not cached: the directory's path is not UTF-8"
         self.data = CacheFile(FORMAT, self.model_dir)
         self.dirty = False
         self.hits = self.misses = 0
@@ -341,7 +345,12 @@ class ScanCache:
         is not the caller's, only costs the cache."""
         if not (self.enabled and self.dirty and self.path is not None):
             return
-        why = write_owned(self.path, msgspec.msgpack.encode(self.data), ".ckpt-")
+        try:
+            blob = msgspec.msgpack.encode(self.data)
+        except UnicodeEncodeError:  # a name that is not UTF-8 slipped in: only the cache is lost
+            self.note = self.note or "not cached: a path is not UTF-8"
+            return
+        why = write_owned(self.path, blob, ".ckpt-")
         if why:
             self.note = self.note or why
             return

@@ -77,10 +77,12 @@ def assemble(
         )
         return
     withheld = dict(withheld or {})
+    folder = _folder(ck)
     for name in names:
-        shard = Shard(name, root / name)
+        inside = _inside(name, root, folder)  # an absolute value that names a file of the directory
+        shard = Shard(name, root / (inside or name))
         ck.shards.append(shard)
-        if idx.escapes(name):
+        if inside is None and idx.escapes(name):
             ck.findings.append(
                 Finding(
                     Kind.ESCAPES,
@@ -136,6 +138,18 @@ def assemble(
         shard.scan = scan
         for p in scan.problems:
             ck.findings.append(Finding(p.kind, shard.subject, p.message, fix=_problem_fix(ck, shard, p.kind)))
+        if ck.index is not None and not _glob_spelling(name, folder):
+            # the engine's own comparison decides (FC502 says per engine what it does)
+            base = os.path.basename(os.path.normpath(name))
+            ck.findings.append(
+                Finding(
+                    Kind.MISSING_FILE,
+                    shard.subject,
+                    f"the index names {name!r}, where the file directly in the model directory is {base!r}",
+                    fix=f"write the index's values as bare file names ({base!r}), as save_pretrained does",
+                    evidence={"index_spelling": name, "joined": os.path.join(folder, name)},
+                )
+            )
         if (
             shard.allocated is not None
             and shard.size >= SPARSE_MIN_BYTES
@@ -155,6 +169,39 @@ def assemble(
         _against_index(ck, root, raw_index)
     elif len(ck.shards) > 1 and len(ck.shards) <= NOINDEX_DUP_CHECK_MAX:
         _duplicates_without_index(ck)
+
+
+def _folder(ck: Checkpoint) -> str:
+    """The directory as the engine spells it when it joins the index's values to it: the
+    ``--model`` string of a local directory (vLLM: ``hf_folder = model_name_or_path``),
+    else the snapshot directory."""
+    res = ck.resolved
+    return res.model if res.kind == "dir" else str(res.path)
+
+
+def _inside(name: str, root: Path, folder: str) -> str | None:
+    """The file name of an absolute index value naming a file directly in the model
+    directory (as the directory is spelled, given or real), else None."""
+    if not name.startswith("/") or "\x00" in name:
+        return None
+    head, base = os.path.split(os.path.normpath(name))
+    if not base or base in (".", ".."):
+        return None
+    return base if head in {str(root), os.path.abspath(folder), os.path.realpath(root)} else None
+
+
+def _glob_spelling(name: str, folder: str) -> bool:
+    """Is ``os.path.join(folder, name)`` how ``glob(join(folder, "*.safetensors"))`` spells
+    that file? vLLM 0.33.0 compares the two strings (weight_utils.py
+    ``filter_duplicate_safetensors_files``); a glob never returns a hidden name, a
+    subdirectory's file or ``./name``."""
+    base = os.path.basename(name)
+    return (
+        bool(base)
+        and not base.startswith(".")
+        and base.endswith(".safetensors")
+        and os.path.join(folder, name) == os.path.join(folder, base)
+    )
 
 
 def _missing(ck: Checkpoint, shard: Shard, exc: OSError) -> None:
@@ -197,8 +244,8 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
             full = idx.names_by_file(raw)
         return full
 
-    owner: dict[str, str] = {}
     data_total, complete = 0, True
+    mismatched: list[tuple[Shard, list[str], list[str]]] = []  # (shard, its header's names, the index's)
     for shard in ck.shards:
         scan = shard.scan
         if scan is None or scan.names_digest is None:
@@ -208,48 +255,9 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
         count, digest = ck.index.files.get(shard.name, (0, ""))
         if (scan.n_tensors, scan.names_digest) == (count, digest):
             continue
-        in_header = idx.header_names(str(shard.path)) or []
-        expected = index_names().get(shard.name, [])
-        if not owner:
-            owner = {n: f for f, ns in index_names().items() for n in ns}
-        missing, extra, n_missing, n_extra = idx.diff_names(expected, in_header, MAX_LISTED)
-        if n_missing:
-            ck.findings.append(
-                Finding(
-                    Kind.INDEX_MISMATCH,
-                    shard.subject,
-                    f"the index maps {n_missing} tensor(s) "
-                    f"to {shard.name} that it does not contain: {', '.join(missing)}"
-                    + (" ..." if n_missing > len(missing) else ""),
-                    fix=_refetch_fix(ck, shard.name),
-                    evidence={"missing": n_missing},
-                )
-            )
-        dups = sorted(n for n in set(in_header) - set(expected) if owner.get(n, shard.name) != shard.name)
-        if dups:
-            ck.findings.append(
-                Finding(
-                    Kind.INDEX_MISMATCH,
-                    shard.subject,
-                    f"{len(dups)} tensor(s) of {shard.name} are also in another shard: "
-                    f"{', '.join(f'{n} (index: {owner[n]})' for n in dups[:MAX_LISTED])}",
-                    fix=_refetch_fix(ck, shard.name),
-                    evidence={"duplicates": len(dups)},
-                )
-            )
-        strays = n_extra - len(dups)
-        if strays > 0:
-            listed = [n for n in extra if n not in owner][:MAX_LISTED]
-            ck.findings.append(
-                Finding(
-                    Kind.INDEX_MISMATCH,
-                    shard.subject,
-                    f"{shard.name} holds {strays} tensor(s) the index does not list: {', '.join(listed)}",
-                    severity="warning",
-                    fix=_refetch_fix(ck, ck.index_name or idx.INDEX_NAME),
-                    evidence={"unlisted": strays},
-                )
-            )
+        mismatched.append((shard, idx.header_names(str(shard.path)) or [], index_names().get(shard.name, [])))
+    if mismatched:
+        _mismatches(ck, mismatched, index_names())
     total = ck.index.total_size
     if complete and total is not None and total != data_total:
         ck.findings.append(
@@ -262,6 +270,115 @@ def _against_index(ck: Checkpoint, root: Path, raw_index: bytes | None) -> None:
                 evidence={"total_size": total, "headers": data_total},
             )
         )
+
+
+#: Index entries vLLM's models never load, so no shard need hold them: the rotary
+#: embedding's inverse frequencies (a buffer every ``load_weights`` skips: ``if
+#: "rotary_emb.inv_freq" in name: continue``, vLLM 0.33.0 models/llama.py and the rest), and
+#: the head of a model whose head is its embeddings (``tie_word_embeddings``: skipped).
+_SKIPPED_SUFFIX = "rotary_emb.inv_freq"
+
+
+def _mismatches(
+    ck: Checkpoint, mismatched: list[tuple[Shard, list[str], list[str]]], by_file: dict[str, list[str]]
+) -> None:
+    """Say how the index and the headers of ``mismatched`` shards disagree, as vLLM takes
+    it: the index only chooses the files (weight_utils.py ``filter_duplicate_safetensors_files``,
+    0.33.0) and every file is loaded whole, so a tensor mapped to the wrong file loads
+    (info); an entry no file holds fails only if the model has that parameter ("Following
+    weights were not initialized from checkpoint", unquantized models): a warning; a tensor
+    in two files is loaded twice, the last one read winning (a warning)."""
+    from flightcheck._checkpoint.model import Finding
+
+    owner = {n: f for f, ns in by_file.items() for n in ns}
+    held: dict[str, list[str]] = {}  # tensor -> the mismatched shards whose headers hold it
+    for shard, in_header, _ in mismatched:
+        for n in in_header:
+            held.setdefault(n, []).append(shard.name)
+    tied = bool((ck.config or {}).get("tie_word_embeddings")) or bool(
+        ((ck.config or {}).get("text_config") or {}).get("tie_word_embeddings")
+    )
+    headers = {shard.name: set(in_header) for shard, in_header, _ in mismatched}
+
+    def in_owner(n: str) -> bool:
+        """Does the shard the index maps ``n`` to hold it too? (one that agrees with the
+        index holds exactly what it maps to it)"""
+        return n in headers.get(owner[n], (n,))
+
+    for shard, in_header, expected in mismatched:
+        missing, extra, _, _ = idx.diff_names(expected, in_header, 1 << 62)
+        moved = [n for n in missing if n in held]
+        skipped = [
+            n for n in missing if n not in held and (n.endswith(_SKIPPED_SUFFIX) or (tied and n == "lm_head.weight"))
+        ]
+        ghosts = [n for n in missing if n not in held and n not in skipped]
+        if moved:
+            ck.findings.append(
+                Finding(
+                    Kind.INDEX_MISMATCH,
+                    shard.subject,
+                    f"the index maps {len(moved)} tensor(s) to {shard.name} that another shard holds: "
+                    + ", ".join(f"{n} (in {held[n][0]})" for n in moved[:MAX_LISTED])
+                    + "; harmless: vLLM loads every file the index names, whole",
+                    severity="info",
+                    fix=_refetch_fix(ck, ck.index_name or idx.INDEX_NAME),
+                    evidence={"moved": len(moved)},
+                )
+            )
+        if skipped:
+            ck.findings.append(
+                Finding(
+                    Kind.INDEX_MISMATCH,
+                    shard.subject,
+                    f"the index maps {len(skipped)} tensor(s) to {shard.name} that no shard holds and the "
+                    f"engine never loads: {', '.join(skipped[:MAX_LISTED])}",
+                    severity="info",
+                    fix=_refetch_fix(ck, ck.index_name or idx.INDEX_NAME),
+                    evidence={"skipped": len(skipped)},
+                )
+            )
+        if ghosts:
+            ck.findings.append(
+                Finding(
+                    Kind.INDEX_MISMATCH,
+                    shard.subject,
+                    f"the index maps {len(ghosts)} tensor(s) to {shard.name} that no shard holds: "
+                    f"{', '.join(ghosts[:MAX_LISTED])}"
+                    + (" ..." if len(ghosts) > MAX_LISTED else "")
+                    + '; vLLM loads the files whole, and fails ("Following weights were not initialized '
+                    'from checkpoint") only if the model has such a parameter',
+                    severity="warning",
+                    fix=_refetch_fix(ck, shard.name),
+                    evidence={"missing": len(ghosts)},
+                )
+            )
+        dups = sorted(n for n in extra if len(held.get(n, ())) > 1 or (n in owner and in_owner(n)))
+        if dups:
+            ck.findings.append(
+                Finding(
+                    Kind.INDEX_MISMATCH,
+                    shard.subject,
+                    f"{len(dups)} tensor(s) of {shard.name} are also in another shard: "
+                    f"{', '.join(f'{n} (index: {owner.get(n, shard.name)})' for n in dups[:MAX_LISTED])}"
+                    "; vLLM loads both, the one read last wins",
+                    severity="warning",
+                    fix=_refetch_fix(ck, shard.name),
+                    evidence={"duplicates": len(dups)},
+                )
+            )
+        strays = [n for n in extra if n not in owner]
+        if strays:
+            ck.findings.append(
+                Finding(
+                    Kind.INDEX_MISMATCH,
+                    shard.subject,
+                    f"{shard.name} holds {len(strays)} tensor(s) the index does not list: "
+                    f"{', '.join(strays[:MAX_LISTED])}",
+                    severity="warning",
+                    fix=_refetch_fix(ck, ck.index_name or idx.INDEX_NAME),
+                    evidence={"unlisted": len(strays)},
+                )
+            )
 
 
 def _duplicates_without_index(ck: Checkpoint) -> None:

@@ -296,6 +296,7 @@ def _load(
 
     assemble(ck, root, on_disk, scans, stats_by_name, raw_index, cache, reals=reals, guard=guard, withheld=withheld)
     _hf_cache_checks(ck, guard, stats_by_name, hung)
+    _fetched_at_launch(ck, envs)
     cache.prune(
         set(reals.values())
         | {os.path.realpath(s.path) for s in ck.shards if s.name not in reals and s.name not in hung}
@@ -480,6 +481,37 @@ def _hf_cache_checks(
             )
 
 
+def _fetched_at_launch(ck: Checkpoint, envs: tuple[Mapping[str, str | None], ...]) -> None:
+    """A repo id the engine will download (not offline in its environment): a file the
+    snapshot lacks, or has only as an interrupted ``*.incomplete`` blob, is fetched by the
+    engine's ``snapshot_download`` at launch (vLLM 0.33.0 weight_utils.py
+    ``download_weights_from_hf``: ``local_files_only=HF_HUB_OFFLINE``; the blob resumes):
+    a warning that says how much, not a stop. Offline, it stays the error it is."""
+    import msgspec
+
+    res = ck.resolved
+    if res.kind != "hf-cache" or not res.repo_id or offline(envs[0] if envs else os.environ):
+        return
+    expected = expected_files(res)
+    out: list[Finding] = []
+    for f in ck.findings:
+        name = f.subject.split(":", 1)[-1]
+        absent = f.kind == Kind.MISSING_FILE and "index_spelling" not in f.evidence and "the index names" in f.message
+        partial = f.kind == Kind.INCOMPLETE_DOWNLOAD and str(f.evidence.get("path", "")).endswith(".incomplete")
+        if f.severity is None and (absent or partial):
+            size = expected.get(name, (None, ""))[0]
+            left = size - int(f.evidence.get("bytes", 0)) if size is not None and partial else size
+            f = msgspec.structs.replace(
+                f,
+                severity="warning",
+                message=f"{f.message}; the engine downloads it at launch (HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE"
+                " are not set): " + (f"{left:,} bytes" if left is not None else "its size is not recorded"),
+                evidence={**f.evidence, "downloads_bytes": left},
+            )
+        out.append(f)
+    ck.findings = out
+
+
 def _redownload_fix(res: Resolved, name: str | None, path: Path) -> str:
     if res.repo_id and name:
         rev = f" --revision {res.commit}" if res.commit else ""
@@ -524,6 +556,16 @@ def _not_found(
         )
         severity = "warning"
         fix = f"{fix}; or let the engine download it"
+    elif res.repo_id:
+        env = envs[0] if envs else os.environ
+        var = next(v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if env.get(v))
+        message += f"; the engine runs offline ({var}={env.get(var)} in its environment), so it will not download it"
+        rev = f" --revision {res.revision}" if res.revision else ""
+        # `hf download` honours the same variable: in that shell it fails too
+        fix = (
+            f"{var}=0 hf download {res.repo_id}{rev}    # on this node, before the launch ({var} makes "
+            f"`hf download` fail too); or unset {var} for the launch; or pass --model /path/to/the/model"
+        )
     ck.findings.append(Finding(Kind.NOT_FOUND, f"model:{model}", message, fix=fix, severity=severity))
 
 

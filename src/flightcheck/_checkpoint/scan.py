@@ -92,7 +92,8 @@ def _send(proc: subprocess.Popen[bytes], paths: list[str], sha: bool, seconds: f
     if proc.stdin is None:  # killed meanwhile (its reader gave up at the deadline)
         raise OSError("the worker was stopped")
     try:
-        proc.stdin.write(msgspec.msgpack.encode([paths, sha, seconds]))
+        # the paths as bytes: a Linux path need not be UTF-8 (msgpack strings must be)
+        proc.stdin.write(msgspec.msgpack.encode([list(map(os.fsencode, paths)), sha, seconds]))
         proc.stdin.close()
     except OSError:  # it died before reading its work: reap it, the caller does the share
         _kill(proc)

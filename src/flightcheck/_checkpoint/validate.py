@@ -234,10 +234,17 @@ def parse_header(
     try:
         header = _HEADER.decode(raw)
     except msgspec.ValidationError as exc:
-        return _fail(scan, Kind.BAD_HEADER, _explain_invalid(bytes(raw), exc))
+        got = _null_metadata(raw)  # ``"__metadata__": null``, which safe_open opens
+        if got is None:
+            return _fail(scan, Kind.BAD_HEADER, _explain_invalid(bytes(raw), exc))
+        header = got
     except (msgspec.DecodeError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
         return _fail(scan, Kind.BAD_HEADER, f"the header is not valid JSON: {str(exc)[:200]}")
     end = 8 + n
+    if _serde_may_differ(buf, end, len(header)):
+        why = _serde_refuses(bytes(raw))
+        if why:
+            return _fail(scan, Kind.BAD_HEADER, why)
     if buf.find(b'"__metadata__"', 8, end) >= 0 and not (
         buf.count(b'"__metadata__"', 8, end) == 1 and buf.find(b'"__metadata__":{"format":"pt"}', 8, end) >= 0
     ):
@@ -341,6 +348,93 @@ def _tiled(starts: list[int], ends: list[int], spans: list[int]) -> bool:
     return o_starts[0] == 0 and o_starts[1:] == o_ends[:-1]
 
 
+_HEADER_OR_NULL = msgspec.json.Decoder(dict[str, _Entry | None])
+
+
+def _null_metadata(raw: memoryview) -> dict[str, _Entry] | None:
+    """The header, if it failed the typed decode only for ``"__metadata__": null``
+    (safetensors 0.8.0 reads an ``Option``: null is no metadata); else None."""
+    try:
+        got = _HEADER_OR_NULL.decode(raw)
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    if got.get("__metadata__", 0) is not None:
+        return None
+    del got["__metadata__"]
+    return None if None in got.values() else got  # type: ignore[return-value]  # no None left
+
+
+#: Field names serde_json refuses to see twice in one tensor's entry (safetensors'
+#: ``TensorInfo`` struct; an unknown field is ignored, repeated or not).
+_FIELDS = (b'"dtype"', b'"shape"', b'"data_offsets"')
+
+
+def _serde_may_differ(buf: bytes, end: int, n_entries: int) -> bool:
+    """Could safetensors' serde_json refuse what msgspec decoded? Only with a key spelled
+    with an escape, a ``-0`` (serde reads it as a float), ``__metadata__`` more than once,
+    or a field name counted more often than there are entries (a repeated field): the
+    exact answer (:func:`_serde_refuses`) is paid only then."""
+    # (a one-byte find is a memchr; the two-byte needle is searched only past it)
+    if buf.find(b"\\", 8, end) >= 0 and buf.find(b"\\u", 8, end) >= 0:
+        return True
+    if buf.find(b"-", 8, end) >= 0 and buf.find(b"-0", 8, end) >= 0:
+        return True
+    if buf.count(b'"__metadata__"', 8, end) > 1:
+        return True
+    n = n_entries - (buf.find(b'"__metadata__"', 8, end) >= 0)
+    return any(buf.count(f, 8, end) > n for f in _FIELDS)
+
+
+class _Obj(list):
+    """A JSON object as its (key, value) pairs, repeats kept (for :func:`_serde_refuses`)."""
+
+
+class _MinusZero:
+    """``-0`` where a number was (serde_json reads it as the float -0.0)."""
+
+
+def _int(text: str) -> int | _MinusZero:
+    return _MinusZero() if text.startswith("-") else int(text)  # any other negative failed msgspec
+
+
+def _serde_refuses(raw: bytes) -> str | None:
+    """What safetensors 0.8.0 refuses that msgspec accepted (measured with ``safe_open``):
+    ``__metadata__`` twice (also spelled with an escape), a field twice in one tensor's
+    entry, ``-0`` in a shape or offsets, metadata that is not strings. None: it opens."""
+    import json
+
+    try:
+        doc = json.loads(raw, object_pairs_hook=_Obj, parse_int=_int)
+    except (ValueError, RecursionError):
+        return None  # msgspec already decoded it: leave the verdict to the typed checks
+    if not isinstance(doc, _Obj):
+        return None
+    metas = [value for key, value in doc if key == "__metadata__"]
+    if len(metas) > 1:
+        return "__metadata__ appears twice in the header (safetensors refuses a repeated __metadata__)"
+    if (
+        metas
+        and metas[0] is not None
+        and not (isinstance(metas[0], _Obj) and all(isinstance(value, str) for _, value in metas[0]))
+    ):
+        return "__metadata__ must map strings to strings (safetensors refuses anything else)"
+    for name, entry in doc:
+        if name == "__metadata__" or not isinstance(entry, _Obj):
+            continue
+        keys = [key for key, _ in entry]
+        for field in ("dtype", "shape", "data_offsets"):
+            if keys.count(field) > 1:
+                return f"tensor {name!r} has {field} twice (safetensors refuses a repeated field)"
+        for key, value in entry:
+            if (
+                key in ("shape", "data_offsets")
+                and isinstance(value, list)
+                and any(isinstance(d, _MinusZero) for d in value)
+            ):
+                return f"tensor {name!r} has -0 in its {key} (safetensors reads it as a float and refuses it)"
+    return None
+
+
 def _explain_invalid(raw: bytes, exc: msgspec.ValidationError) -> str:
     """Name the offending tensor of a typed-decode failure (slow path, failures only)."""
     text = str(exc)
@@ -395,7 +489,8 @@ def main() -> int:
     import time
 
     gc.disable()  # many short-lived containers, no cycles: collection only costs time
-    paths, sha, seconds = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=tuple[list[str], bool, float])
+    raw_paths, sha, seconds = msgspec.msgpack.decode(sys.stdin.buffer.read(), type=tuple[list[bytes], bool, float])
+    paths = list(map(os.fsdecode, raw_paths))  # bytes on the wire: a path need not be UTF-8
     out = sys.stdout.buffer
     enc = msgspec.msgpack.Encoder()
     for i, scan in scan_many(paths, time.monotonic() + seconds, sha):

@@ -16,6 +16,18 @@ only the :class:`Context` (facts + intent + the checkpoint on disk) and yields o
         else:
             yield ok("...")
 
+A check may also declare the engine-log lines it explains (``logs=``, beside the docstring):
+regular expressions searched in one line of a failed engine log, with its prefixes (ANSI
+colours, timestamps, ``(EngineCore_DP0 pid=…)``, Ray and Kubernetes prefixes) removed.
+``flightcheck diagnose`` names the check when its line is in a log, and ``explain`` shows
+them. They are stored as text here and compiled once, by the first diagnosis (the import
+of the checks stays as cheap as it was):
+
+    @check("FC601", "shm-too-small", ERROR, logs=(
+        r"NCCL WARN Error while creating shared memory segment /dev/shm/nccl-",
+        Log(r"Fatal Python error: Bus error", note="a worker's shared memory ran out"),
+    ))
+
 A check that yields nothing passes. ``Skip`` makes it ``skip``, ``Missing`` (raised by
 ``ctx.need``) makes it ``unknown`` naming the fact, and any other exception becomes
 ``unknown`` naming the exception: one broken check never stops the others.
@@ -95,6 +107,29 @@ class Missing(Exception):
         super().__init__(f"{path} is unavailable" + (f" ({reason})" if reason else ""))
 
 
+class Log(msgspec.Struct, frozen=True):
+    """One engine-log line a check explains (see ``flightcheck diagnose``).
+
+    ``pattern`` is a regular expression searched in one log line (prefixes removed).
+    ``phases`` limits it to the startup phases where the line means this check's cause
+    (``"load"``: a CUDA OOM while the weights load is FC401; the same line while serving
+    is not); empty: anywhere. ``note`` says what the line means when that is not obvious
+    (a misleading message), and is printed with the diagnosis. ``frames``, a regular
+    expression, limits it to a line that ends a traceback through a function it matches
+    (``rendezvous``: CUDA error 802 in torch's symmetric-memory rendezvous is the multicast
+    path, FC304, where 802 elsewhere is the fabric, FC301).
+    """
+
+    pattern: str
+    phases: tuple[str, ...] = ()
+    note: str = ""
+    frames: str = ""
+
+
+#: The startup phases a log line can fall in, in order (``diagnose``'s ``phase``).
+PHASES = ("before-weights", "load", "profile", "warmup", "graph-capture", "serving")
+
+
 class Check(msgspec.Struct, frozen=True):
     """One declared check: stable code, kebab-case name, severity, docs, function."""
 
@@ -103,6 +138,7 @@ class Check(msgspec.Struct, frozen=True):
     severity: Severity
     func: Callable[[Context], Iterable[Outcome]]
     scope: str = "node"  # "node": one host's facts; "cluster": across node snapshots
+    logs: tuple[Log, ...] = ()  # the engine-log lines this check explains
 
     @property
     def doc(self) -> str:
@@ -129,10 +165,16 @@ REGISTRY: dict[str, Check] = {}
 
 
 def check(
-    code: str, name: str, severity: Severity, *, scope: str = "node"
+    code: str, name: str, severity: Severity, *, scope: str = "node", logs: Iterable[str | Log] = ()
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare a check. Codes and names are unique and never reused: not within the
-    registry, and not what the ledger of :mod:`flightcheck._checks.retired` retired."""
+    registry, and not what the ledger of :mod:`flightcheck._checks.retired` retired.
+    ``logs``: the engine-log lines the check explains (a pattern, or a :class:`Log`)."""
+    declared = tuple(x if isinstance(x, Log) else Log(x) for x in logs)
+    for sig in declared:
+        bad = [p for p in sig.phases if p not in PHASES]
+        if bad:
+            raise RuntimeError(f"check {code}: log phase {bad[0]!r} is not one of {', '.join(PHASES)}")
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
         refused = refusal(code, name)
@@ -142,7 +184,7 @@ def check(
             raise RuntimeError(f"check code {code} declared twice")
         if any(c.name == name for c in REGISTRY.values()):
             raise RuntimeError(f"check name {name} declared twice")
-        REGISTRY[code] = Check(code, name, severity, func, scope)
+        REGISTRY[code] = Check(code, name, severity, func, scope, declared)
         return func
 
     return register

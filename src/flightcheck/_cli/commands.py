@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from typing import Any
 
-from flightcheck._cli.options import T0, intent_from_args
+from flightcheck._cli.options import T0, example_without_deep, intent_from_args
 from flightcheck._vocabulary.errors import UsageError
 
 
@@ -44,14 +45,20 @@ def cmd_check(args: argparse.Namespace) -> int:
         command = command or manifest.argv
         docs = [*docs, {"pod": manifest.pod}]
     settle = None
+    by_release = None
     if command:  # the intent of the engine command; the flags given win over it
         from flightcheck._launch import parse_command
         from flightcheck._launch.engine_ask import settle_reading, start_asking
 
         parsed = parse_command(command)
+        if args.python:  # --python names the engine's interpreter: its parser is asked
+            parsed.intent.python = intent_from_args(args, parsed.intent).python
         # the engine's own reading when its interpreter has it, asked in the background
         # while the facts are collected (see _launch/engine_ask.py)
         asking = start_asking(parsed, dict(os.environ))
+        from flightcheck._launch.release_read import by_release as _by_release
+
+        by_release = _by_release(parsed)  # the line read again with the installed release's options
 
         def settle(provisional: Intent) -> Intent:
             return intent_from_args(args, parsed.intent) if settle_reading(parsed, asking) else provisional
@@ -59,7 +66,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         base: Intent | None = parsed.intent
     else:  # the example's layout, unless the flags say otherwise
         base = Intent(**example_fields) if example_fields else None
-    intent = intent_from_args(args, base)
+    intent = example_without_deep(args, intent_from_args(args, base))
     # The model directory's read starts now, before the checks, the collectors and the
     # report are imported: its scan workers start while this process imports.
     from flightcheck._collect.checkpoint import start_reading
@@ -68,7 +75,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from flightcheck._pipeline import assess
     from flightcheck._report import emit, render
 
-    report = assess(intent, args.facts, facts_docs=docs, strict=args.strict, settle=settle, early=early)
+    report = assess(
+        intent, args.facts, facts_docs=docs, strict=args.strict, settle=settle, early=early, by_release=by_release
+    )
     report.timings["total_s"] = round(time.perf_counter() - T0, 4)
     # colour follows stdout (a terminal); a file given with --output never gets ANSI codes
     emit(render(report, args.format, verbose=args.verbose, color=False if args.output else None), args.output)
@@ -143,12 +152,27 @@ def rules_markdown(checks: list[Any]) -> str:
             "",
             body.replace("## ", "#### "),
         ]
+        if c.logs:
+            out.append(log_lines(c, markdown=True).rstrip("\n"))
     from flightcheck._checks.retired import FORMER
 
     if FORMER:  # what a code or a name meant before (src/flightcheck/_checks/retired.py)
         out += ["", "## Former codes", "", "| code | name | now | when | why |", "|---|---|---|---|---|"]
         out += [f"| {f.code} | {f.name} | {f.now or 'retired'} | {f.when} | {f.why} |" for f in FORMER]
     return "\n".join(out) + "\n"
+
+
+def log_lines(chk: Any, markdown: bool = False) -> str:
+    """The engine-log lines a check explains (``flightcheck diagnose`` names it for them)."""
+    if not chk.logs:
+        return ""
+    head = "#### Log lines it explains" if markdown else "## Log lines it explains (flightcheck diagnose)"
+    rows = []
+    for log in chk.logs:
+        where = f" (only {', '.join(log.phases)})" if log.phases else ""
+        note = f": {log.note}" if log.note else ""
+        rows.append(f"- `{log.pattern}`{where}{note}" if markdown else f"  {log.pattern}{where}{note}")
+    return "\n" + head + "\n\n" + "\n".join(rows) + "\n"
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -172,15 +196,39 @@ def cmd_explain(args: argparse.Namespace) -> int:
     formerly = "".join(
         f"\nFormerly: {f.code} was {f.name} ({f.when}), now {f.now}.\n" for f in FORMER if f.code == chk.code
     )
-    emit(f"{chk.code} {chk.name} ({chk.severity.value})\n\n{chk.doc}\n\nDefined in: {chk.source}\n{formerly}", None)
+    emit(
+        f"{chk.code} {chk.name} ({chk.severity.value})\n\n{chk.doc}\n{log_lines(chk)}\nDefined in: {chk.source}\n"
+        f"{formerly}",
+        None,
+    )
     return 0
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    """``flightcheck diagnose [FILE|-]``: exit 0 no failure, 1 a known cause, 3 an unknown one."""
+    from flightcheck._diagnose import check_host, diagnose
+    from flightcheck._diagnose.render import as_json, text
+    from flightcheck._report import emit
+
+    if args.log == "-" and sys.stdin is not None and sys.stdin.isatty():
+        raise UsageError(
+            "diagnose: give the log file, or pipe it: kubectl logs --previous POD | flightcheck diagnose -"
+        )
+    doc = diagnose(args.log)
+    if args.check:
+        check_host(doc, args.facts)
+    emit(as_json(doc) if args.format == "json" else text(doc), args.output)
+    return int(doc["exit_code"])
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
     """``flightcheck probe multicast``."""
     from flightcheck._collect.multicast import main as probe_main
+    from flightcheck._report import emit
 
-    return probe_main(args)
+    text, code = probe_main(args)
+    emit(text, None)  # a closed or full stdout: one line, exit 2
+    return code
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -205,4 +253,5 @@ HANDLERS = {
     "probe": cmd_probe,
     "run": cmd_run,
     "cluster": cmd_cluster,
+    "diagnose": cmd_diagnose,
 }

@@ -173,6 +173,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--fresh", action="store_true", help="probe even when this boot's verdict is cached (and refresh the cache)"
     )
 
+    dg = sub.add_parser("diagnose", help="read a failed engine log: the root cause, the check that names it, the fix")
+    dg.add_argument("log", nargs="?", default="-", metavar="FILE|-", help="the log (gzip or plain; - or none: stdin)")
+    dg.add_argument("--format", default="text", choices=("text", "json"))
+    dg.add_argument("--output", "-o", default=None, metavar="FILE", help="write the diagnosis here (atomically)")
+    dg.add_argument("--check", action="store_true", help="also run `check` on this host for the launch the log shows")
+    dg.add_argument(
+        "--facts",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="with --check: snapshot laid over the live collection (repeatable)",
+    )
+
     cl = sub.add_parser("cluster", help="evaluate a set of node snapshots (or a Ray cluster) with cross-node checks")
     add_intent_flags(cl)
     add_output_flags(cl)
@@ -212,7 +225,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return HANDLERS[args.command](args)
     except UsageError as exc:
-        sys.stderr.write(f"flightcheck: error: {exc}\n")
+        from flightcheck._vocabulary.redaction import redact_text
+
+        # argparse echoes what it refused: `--password=S` is not printed back
+        sys.stderr.write(f"flightcheck: error: {redact_text(str(exc))}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("flightcheck: interrupted\n")

@@ -39,6 +39,20 @@ def visible_gpus(facts: Facts) -> list[Gpu]:
     return chosen
 
 
+def mig_instances(facts: Facts) -> list[str]:
+    """The ``MIG-<uuid>`` entries of CUDA_VISIBLE_DEVICES that name no GPU NVML listed:
+    MIG instances (CUDA accepts their UUIDs; the facts record whole GPUs only)."""
+    spec = facts.visible_devices
+    if not spec:
+        return []
+    uuids = [g.uuid for g in facts.gpus or [] if g.uuid]
+    return [
+        t
+        for t in (t.strip() for t in spec.split(","))
+        if t.startswith("MIG-") and not any(u.startswith(t) for u in uuids)
+    ]
+
+
 def gpu_subject(gpu: Gpu) -> str:
     """The report subject for a GPU: ``gpu:3``."""
     return f"gpu:{gpu.index}"

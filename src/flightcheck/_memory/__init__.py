@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from flightcheck._knowledge import sglang, vllm
-from flightcheck._memory.budget import Batch, release
+from flightcheck._memory.budget import BATCHED_TOKENS, MAX_SEQS, Batch, release
 from flightcheck._memory.config import ModelConfig, parse
 from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization
 from flightcheck._memory.weights import Layout, draft_tally, tally
@@ -79,7 +79,9 @@ def build(
     if ck.config is None:
         m.error = f"{ck.config_error} (FC507)"
         return m
-    m.cfg = parse(ck.config, ck.hf_quant, ck.processor, ck.video_processor)
+    # the config as the engine sees it: after --hf-overrides / --json-model-override-args
+    apply = sglang.apply_model_override_args if intent.engine == "sglang" else vllm.apply_hf_overrides
+    m.cfg = parse(apply(ck.config, intent.hf_overrides), ck.hf_quant, ck.processor, ck.video_processor)
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
@@ -297,8 +299,8 @@ def batch_for(
     # --skip-mm-profiling / --language-model-only / --limit-mm-per-prompt (vllm.mm_profiling)
     skip_mm, mm_limits = vllm.mm_profiling(intent.engine_flags or [])
     return Batch(
-        tokens=intent.max_num_batched_tokens or tokens or Batch.tokens,
-        seqs=intent.max_num_seqs or seqs or Batch.seqs,
+        tokens=intent.max_num_batched_tokens or tokens or BATCHED_TOKENS,
+        seqs=intent.max_num_seqs or seqs or MAX_SEQS,
         cudagraphs=vllm.cudagraphs_in_budget(v, env),
         source=source,
         sampler=vllm.sampler_kind(v, env, v0=v0),

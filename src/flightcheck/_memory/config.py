@@ -81,6 +81,7 @@ class ModelConfig(msgspec.Struct):
     draft_vocab: int | None = None
     max_position: int | None = None
     rope_factor: float | None = None  # linear / dynamic rope scaling multiplies the limit
+    vllm_window: int | None = None  # vLLM's derived max_model_len (vllm.context_window)
     dtype_bytes: int = 2
     dtype_name: str = "bfloat16"
     tie_embeddings: bool = False
@@ -127,11 +128,10 @@ class ModelConfig(msgspec.Struct):
 
     @property
     def context_window(self) -> int | None:
-        """The longest max_model_len the engine accepts without an override:
-        max_position_embeddings, times a linear / dynamic rope-scaling factor."""
-        if self.max_position is None or not self.rope_factor:
-            return self.max_position
-        return int(self.max_position * self.rope_factor)
+        """The longest max_model_len vLLM accepts without an override
+        (``vllm.context_window``: the smallest length key, ``model_max_length`` replacing
+        it, times the rope factor)."""
+        return self.vllm_window
 
 
 def _int(d: dict[str, Any], *keys: str) -> int | None:
@@ -215,6 +215,7 @@ def parse(
         d.get("quantization_config") if isinstance(d.get("quantization_config"), dict) else None, hf_quant
     )
     c.sglang_context = sglang.context_length(d)
+    c.vllm_window, _ = vllm.context_window(d)
     outer = doc.get("architectures")
     c.outer_architectures = tuple(a for a in outer if isinstance(a, str)) if isinstance(outer, list) else ()
     c.dsa = doc.get("index_topk") is not None

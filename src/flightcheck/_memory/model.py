@@ -77,6 +77,8 @@ class MemoryModel(msgspec.Struct):
     error: str | None = None
     crash: str | None = None  # a flightcheck bug while building it: the checks say "unknown"
     gpu_error: str | None = None  # why GPU memory is unknown
+    #: GPUs on this node (NVML's count): a suggested TP stays within it, PP goes across nodes
+    node_gpus: int | None = None
     notes: list[str] = msgspec.field(default_factory=list)
     #: how the weights were counted when not from every shard's header (a partial checkpoint).
     weights_source: str | None = None

@@ -38,13 +38,17 @@ def smallest_layout(
     (as launched or more) with expert parallelism tried for MoE models; DP is kept as
     launched. Fewest GPUs first; on a tie, more TP before more PP (one NVLink domain), EP
     off before on. ``vary_pp=False`` keeps PP as launched. ``gpus_available`` bounds the
-    search when known, else up to TP 64 x PP 8.
+    search when known, else up to TP 64 x PP 8. TP stays within a node of ``m.node_gpus``
+    GPUs when that is known (TP over the network is what FC202 refuses on such a node, and
+    what NCCL runs slowest): more GPUs are pipeline stages across nodes.
     """
     if m.cfg is None or m.tally is None or m.total is None:
         return None
     base = m.layout
     candidates = []
     for tp in TP_CANDIDATES:
+        if m.node_gpus and tp > max(m.node_gpus, base.tp):
+            continue  # (the launch's own TP is kept as a candidate: it was chosen)
         for pp in sorted({base.pp, *(p for p in PP_CANDIDATES if vary_pp and p > base.pp)}):
             for ep in (False, True) if m.cfg.moe else (False,):
                 # PCP kept as launched; DCP kept where it still divides TP (vllm/config/parallel.py)

@@ -88,7 +88,7 @@ def open_console(color: bool | None) -> tuple[Console, io.StringIO]:
     from rich.console import Console
 
     if color is None:
-        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        color = sys.stdout is not None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     buf = io.StringIO()
     return Console(file=buf, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True, width=100), buf
 
@@ -137,6 +137,8 @@ def render(report: Report, *, verbose: bool = False, color: bool | None = None) 
 
     con, buf = open_console(color)
     con.print(escape(_intent_line(report)), style="bold")
+    if report.intent.reader_note:  # which release's rules read the engine command
+        con.print(f"note: {escape(report.intent.reader_note)}")
     for item in report.intent.unparsed:  # what `-- <engine command>` said that flightcheck could not read
         con.print(f"{mark('warn')} could not read from the engine command: {escape(item)}")
     con.print()

@@ -84,6 +84,10 @@ def parse_len(value: str | int) -> int:
     return result
 
 
+#: the Intent's fields that are only shown, never used: redacted when set
+_SHOWN_ONLY = frozenset({"engine_flags", "unparsed", "refused", "config_problem"})
+
+
 @dataclass
 class Intent:
     """One launch: the engine and the arguments that decide whether it fits and works."""
@@ -132,17 +136,29 @@ class Intent:
     #: who read the command: "engine" (its own parser, in a child) or "built-in"; None for
     #: an intent built from ``check``'s own flags.
     reader: str | None = None
+    #: the engine release whose options the built-in reader judged the line by (the
+    #: release atlas, ``_knowledge/atlas.py``), and how it relates to the installed one:
+    #: "exact", "between", "newer-than-newest" (the newest release's rules, extrapolated)
+    #: or "older-than-oldest" (none: not judged); None when not re-read by release.
+    reader_release: str | None = None
+    reader_relation: str | None = None
+    #: the line that says so in the reports ("rules of vLLM 0.33.0 applied to 0.34.0").
+    reader_note: str | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # What is only shown (never used to find files or build the launch) holds no
+        # secret-looking value, whatever flag carried it (docs/security.md "Secrets"): on
+        # every assignment, the constructor's and a reader's later one alike.
+        if name in _SHOWN_ONLY and value is not None:
+            from flightcheck._vocabulary.redaction import redact_text
+
+            if isinstance(value, str):
+                value = redact_text(value)
+            elif isinstance(value, list):
+                value = [redact_text(x) if isinstance(x, str) else x for x in value]
+        object.__setattr__(self, name, value)
 
     def __post_init__(self) -> None:
-        # What is only shown (never used to find files or build the launch) holds no
-        # secret-looking value, whatever flag carried it (docs/security.md "Secrets").
-        from flightcheck._vocabulary.redaction import redact_text
-
-        self.engine_flags = [redact_text(x) if isinstance(x, str) else x for x in self.engine_flags]
-        self.unparsed = [redact_text(x) if isinstance(x, str) else x for x in self.unparsed]
-        self.refused = [redact_text(x) if isinstance(x, str) else x for x in self.refused]
-        if isinstance(self.config_problem, str):
-            self.config_problem = redact_text(self.config_problem)
         if self.engine not in ENGINES:
             raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
         for name in (
@@ -194,6 +210,9 @@ class Intent:
             del out["config_problem"]
         if not out["refused"]:
             del out["refused"]
+        for key in ("reader_release", "reader_relation", "reader_note"):  # only when re-read by release
+            if out[key] is None:
+                del out[key]
         out["world_size"] = self.world_size
         out["gpus_per_node"] = self.gpus_per_node
         return out

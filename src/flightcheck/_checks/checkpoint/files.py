@@ -20,15 +20,21 @@ def index_inconsistent(ctx: Context) -> Iterator[Outcome]:
     """The index and the shards' headers disagree.
 
     ## What it checks
-    ``model.safetensors.index.json`` is valid JSON mapping tensors to files; each file
-    holds exactly the tensors the index maps to it (compared by count and a digest of the
-    names); no tensor is in two shards. A ``metadata.total_size`` that differs from the sum
-    of the headers' data, or tensors a shard holds but the index does not list, are
-    warnings.
+    ``model.safetensors.index.json`` is valid JSON mapping tensors to files (an error: the
+    engine cannot read it either); each file holds exactly the tensors the index maps to
+    it (compared by count and a digest of the names). vLLM uses the index only to choose
+    the files and loads each whole (0.33.0 weight_utils.py
+    ``filter_duplicate_safetensors_files``), so a disagreement is not a stop: a tensor
+    mapped to the wrong file, or an entry no file holds that no model loads
+    (``rotary_emb.inv_freq``, a tied ``lm_head.weight``), is info; any other entry no file
+    holds, a tensor in two shards, a tensor the index does not list, or a
+    ``metadata.total_size`` unlike the headers' sum, is a warning.
 
     ## Why the launch dies
-    The loader asks a shard for a tensor the index promised and gets a KeyError, or loads
-    a duplicate that silently replaces the right weights — after most of the load.
+    Only an unreadable index stops it. Otherwise a model parameter that no file holds
+    fails the load ("Following weights were not initialized from checkpoint", an
+    unquantized model), and a tensor in two shards is loaded twice, the last one read
+    winning: both after most of the load.
 
     ## How to fix
     Re-download the index and the named shards together from the same revision; mixing
@@ -44,7 +50,15 @@ def index_inconsistent(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC507", "config-invalid", ERROR)
+@check(
+    "FC507",
+    "config-invalid",
+    ERROR,
+    logs=(
+        r"Unrecognized model in .* Should have a `model_type` key in its config\.json",
+        r"config\.json: No such file or directory|does not appear to have a file named config\.json",
+    ),
+)
 def config_invalid(ctx: Context) -> Iterator[Outcome]:
     """config.json is missing, unparseable, or lacks a field the memory model needs.
 
@@ -124,8 +138,9 @@ def index_path_escape(ctx: Context) -> Iterator[Outcome]:
     """The index names a file outside the model directory.
 
     ## What it checks
-    Every file name in the index stays inside the model directory: no absolute path, no
-    ``..``; refused outright, never opened. A shard that is a symlink is followed as the
+    Every file name in the index stays inside the model directory: no ``..``, no absolute
+    path but one naming a file directly in the directory (FC502 says whether the engine
+    accepts its spelling); refused outright, never opened. A shard that is a symlink is followed as the
     OS follows it for the engine (symlink farms onto shared storage are a common layout);
     see FC508 for a link that root must not follow for the directory's owner.
 

@@ -8,11 +8,17 @@ the subject (``shard:model-00007-of-00096.safetensors``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import msgspec
 
 from flightcheck._checks.checkpoint.kinds import KIND_OF
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
+from flightcheck._knowledge import sglang, vllm
+from flightcheck._knowledge.derived import package
+from flightcheck._knowledge.units import version
 from flightcheck._vocabulary.results import ERROR, Severity
 
 LIMIT = 5  # findings listed one by one per check; the rest are counted on one line
@@ -29,8 +35,17 @@ def _checkpoint(ctx: Context, *, found: bool = True) -> Any:
     return ck
 
 
-def _report(ck: Any, code: str, passed: str, *, judges_weights: bool = True) -> Iterator[Outcome]:
+def _report(
+    ck: Any,
+    code: str,
+    passed: str,
+    *,
+    judges_weights: bool = True,
+    adjust: Callable[[Any], Any] | None = None,
+) -> Iterator[Outcome]:
     findings = ck.of(KIND_OF[code])
+    if adjust is not None:  # what the finding means for this launch's engine
+        findings = [adjust(f) for f in findings]
     if ck.unread and not findings and judges_weights:
         # what flightcheck cannot read it does not judge (docs/what-stops-a-launch.md)
         raise Skip(ck.unread)
@@ -70,7 +85,17 @@ def _headline(ctx: Context) -> str:
     return summary_line(ck)
 
 
-@check("FC501", "model-not-found", ERROR)
+@check(
+    "FC501",
+    "model-not-found",
+    ERROR,
+    logs=(
+        "is not a local folder and is not a valid model identifier",
+        "Repository Not Found for url",
+        "Invalid repository ID or local directory specified",
+        "LocalEntryNotFoundError",
+    ),
+)
 def model_not_found(ctx: Context) -> Iterator[Outcome]:
     """The model directory or Hugging Face repo id cannot be found on this node.
 
@@ -102,7 +127,12 @@ def model_not_found(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC502", "shard-missing", ERROR)
+@check(
+    "FC502",
+    "shard-missing",
+    ERROR,
+    logs=(r"No such file or directory: '[^']*\.safetensors'",),
+)
 def shard_missing(ctx: Context) -> Iterator[Outcome]:
     """A weight file the index names is not there.
 
@@ -116,6 +146,12 @@ def shard_missing(ctx: Context) -> Iterator[Outcome]:
     code loads that file: Flint, which then loads its one ``*.gguf`` and no safetensors
     beside it, so only the GGUF is judged).
 
+    An index value spelled unlike the engine's glob of the directory (``./name``,
+    ``sub/name``, an absolute path other than the glob's) is an error for vLLM, which
+    compares the joined path with its glob's (0.33.0 weight_utils.py
+    ``filter_duplicate_safetensors_files``; a warning for a release before the one read),
+    and a warning for SGLang, which then leaves the file out of the load (0.5.23).
+
     ## Why the launch dies
     vLLM checks this only when it starts loading ("Weight files referenced in index but
     missing"), or, with a partial snapshot, fails on the first tensor of the absent shard
@@ -126,10 +162,50 @@ def shard_missing(ctx: Context) -> Iterator[Outcome]:
     source; the message names each one.
     """
     ck = _checkpoint(ctx)
-    yield from _report(ck, "FC502", f"all {len(ck.shards)} weight files are present")
+    yield from _report(
+        ck, "FC502", f"all {len(ck.shards)} weight files are present", adjust=lambda f: _index_spelling(ctx, f)
+    )
 
 
-@check("FC503", "shard-size-mismatch", ERROR)
+def _index_spelling(ctx: Context, f: Any) -> Any:
+    """An index value spelled unlike the engine's glob (``./name``, ``sub/name``): what the
+    engine does with it (the reader only says how it is spelled)."""
+    name = f.evidence.get("index_spelling")
+    if name is None:
+        return f
+    if ctx.intent.engine == "sglang":
+        read = sglang.INDEX_SPELLING_DROPS_READ
+        return msgspec.structs.replace(
+            f,
+            severity="warning",
+            message=f"{f.message}: SGLang finds it (os.path.isfile) but leaves the file out of the ones it loads "
+            f"(its glob spells it {os.path.basename(name)!r}), so its tensors are not loaded "
+            f"(read in {'.'.join(map(str, read))})",
+        )
+    v = version(package(ctx.facts, "vllm"))
+    raises = vllm.index_spelling_raises(tuple(v.release) if v is not None else None)
+    said = (
+        f"{f.message}: vLLM joins it to the model path as {f.evidence.get('joined')!r}, which its glob does not "
+        "return, and raises FileNotFoundError: Weight files referenced in index but missing"
+    )
+    if raises:
+        return msgspec.structs.replace(f, severity="error", message=said)
+    return msgspec.structs.replace(
+        f,
+        severity="warning",
+        message=f"{said} (from {'.'.join(map(str, vllm.INDEX_SPELLING_RAISES_READ))}; this release was not read)",
+    )
+
+
+@check(
+    "FC503",
+    "shard-size-mismatch",
+    ERROR,
+    logs=(
+        "MetadataIncompleteBuffer",
+        "incomplete metadata, file not fully covered",
+    ),
+)
 def shard_size_mismatch(ctx: Context) -> Iterator[Outcome]:
     """A shard's size is not what its header says: truncated or padded.
 
@@ -151,7 +227,15 @@ def shard_size_mismatch(ctx: Context) -> Iterator[Outcome]:
     yield from _report(ck, "FC503", f"every shard's size matches its header ({len(ck.shards)} shards)")
 
 
-@check("FC504", "shard-header-invalid", ERROR)
+@check(
+    "FC504",
+    "shard-header-invalid",
+    ERROR,
+    logs=(
+        r"SafetensorError: Error while deserializing header: (?:HeaderTooLarge|InvalidHeader\w*|HeaderTooSmall)",
+        "invalid JSON in header",
+    ),
+)
 def shard_header_invalid(ctx: Context) -> Iterator[Outcome]:
     """A shard's safetensors header is invalid.
 
@@ -184,7 +268,10 @@ def download_incomplete(ctx: Context) -> Iterator[Outcome]:
     ## What it checks
     ``*.incomplete`` blobs in the repo's cache folder (or ``.cache/huggingface/download``
     of a ``--local-dir`` download), and every snapshot file whose size differs from the
-    size the cache recorded for that commit (``trees/<commit>.json``).
+    size the cache recorded for that commit (``trees/<commit>.json``). For a repo id the
+    engine may download (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` unset in its
+    environment), an interrupted blob, and a file the snapshot lacks (FC502), are warnings
+    saying how many bytes it fetches at launch (vLLM 0.33.0 ``download_weights_from_hf``).
 
     ## Why the launch dies
     An interrupted ``hf download`` leaves a partial blob and no snapshot link: the engine

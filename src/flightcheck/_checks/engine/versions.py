@@ -28,7 +28,16 @@ def _headline(ctx: Context) -> str:
     return ", ".join(parts) + (f" ({py.executable})" if py.executable else "")
 
 
-@check("FC701", "engine-missing", ERROR)
+@check(
+    "FC701",
+    "engine-missing",
+    ERROR,
+    logs=(
+        "No module named '?(?:vllm|sglang)'?$",
+        "No module named '(?:vllm|sglang)'",
+        "(?:vllm|sglang): command not found",
+    ),
+)
 def engine_missing(ctx: Context) -> Iterator[Outcome]:
     """The engine named (vllm / sglang) is not installed in the engine's interpreter.
 

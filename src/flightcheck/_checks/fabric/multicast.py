@@ -19,7 +19,7 @@ from flightcheck._checks.fabric.fallback import (
     multicast_reach,
 )
 from flightcheck._checks.fabric.nvswitch import host_flags, nvswitch
-from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
+from flightcheck._checks.framework import Context, Log, Outcome, Skip, check, fail, ok, unknown
 from flightcheck._checks.shared.gpus import subject, used_gpus
 from flightcheck._fixes.fabric import probe_hint
 from flightcheck._vocabulary.results import ERROR, INFO, WARNING
@@ -132,7 +132,25 @@ def multicast_unsupported(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC304", "multicast-bind-failed", WARNING)
+@check(
+    "FC304",
+    "multicast-bind-failed",
+    WARNING,
+    logs=(
+        r"Failed to bind NVLink SHARP \(NVLS\) Multicast memory",
+        r"(?:transport/nvls\.cc|cuMulticast\w+).*(?:CUDA error|Cuda failure) 401",
+        "Cuda failure 401 'the operation cannot be performed in the present state'",
+        Log("CUDA_ERROR_ILLEGAL_STATE", frames=r"rendezvous|[Mm]ulticast|symm_mem|[Nn]vls"),
+        "(?:multicast|symm_mem|rendezvous).*(?:operation cannot be performed in the present state)",
+        "(?:[Mm]ulticast|symm_mem|rendezvous|NVLS).*(?:system not yet initialized|CUDA error 802|SYSTEM_NOT_READY)",
+        Log(
+            r"CUDA driver error: (?:system not yet initialized|the operation cannot be performed in the present state)",
+            frames=r"rendezvous|[Mm]ulticast|symm_mem",
+            note="raised in torch's symmetric-memory rendezvous: the multicast path (802: the fabric manager has "
+            "not set up the multicast team; 401: the table is broken)",
+        ),
+    ),
+)
 def multicast_bind_failed(ctx: Context) -> Iterator[Outcome]:
     """The multicast probe could not bind NVLS multicast memory on the GPUs used.
 

@@ -78,7 +78,12 @@ def _fm_fix(ctx: Context, states: set[str]) -> str:
     )
 
 
-@check("FC301", "fabric-not-ready", ERROR)
+@check(
+    "FC301",
+    "fabric-not-ready",
+    ERROR,
+    logs=("CUDA error 802|CUDA_ERROR_SYSTEM_NOT_READY|system not yet initialized",),
+)
 def fabric_not_ready(ctx: Context) -> Iterator[Outcome]:
     """On an NVSwitch system a GPU used has not finished joining the NVLink fabric.
 
@@ -172,7 +177,15 @@ def fabric_unhealthy(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC306", "imex-channel-missing", ERROR)
+@check(
+    "FC306",
+    "imex-channel-missing",
+    ERROR,
+    logs=(
+        "(?:IMEX|imex) channel.*(?:not found|missing|No such file)",
+        "/dev/nvidia-caps-imex-channels.*No such file",
+    ),
+)
 def imex_channel_missing(ctx: Context) -> Iterator[Outcome]:
     """A multi-node NVLink domain needs an IMEX channel and this node has none.
 

@@ -9,7 +9,9 @@ from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, o
 from flightcheck._checks.shared.gpus import driver_ok, gpu_label, subject, used_gpus
 from flightcheck._fixes.driver import driver_fix
 from flightcheck._knowledge import engines
+from flightcheck._knowledge import vllm as _vllm
 from flightcheck._knowledge.cuda import MAJOR_FLOOR, TORCH_INDEX, driver_for, runs_on, torch_cuda_can_build
+from flightcheck._knowledge.derived import mig_instances
 from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.facts import Gpu
 from flightcheck._vocabulary.results import ERROR, WARNING
@@ -29,7 +31,17 @@ def _headline(ctx: Context) -> str:
     return f"{gpus}{cc}, driver {d.version} (CUDA {d.cuda_version})"
 
 
-@check("FC201", "nvidia-driver-unavailable", ERROR)
+@check(
+    "FC201",
+    "nvidia-driver-unavailable",
+    ERROR,
+    logs=(
+        "Found no NVIDIA driver on your system",
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver",
+        "NVMLError_LibraryNotFound|NVML Shared Library Not Found",
+        "CUDA driver initialization failed",
+    ),
+)
 def nvidia_driver_unavailable(ctx: Context) -> Iterator[Outcome]:
     """NVML cannot be initialised: no NVIDIA driver, driver not loaded, or library missing.
 
@@ -52,12 +64,27 @@ def nvidia_driver_unavailable(ctx: Context) -> Iterator[Outcome]:
     if loaded:
         yield ok(f"NVML initialised: driver {d.version}, CUDA {d.cuda_version}")
         return
+    if ctx.intent.engine == "vllm":
+        # a vLLM built for the CPU or ROCm needs no NVIDIA driver (vllm/platforms/__init__.py)
+        packages = (ctx.python.packages if ctx.python else None) or {}
+        platform = _vllm.non_cuda_platform(packages.get("vllm"), packages.get("torch"), ctx.env)
+        if platform:
+            raise Skip(f"vLLM runs on the {platform} platform here (vllm {packages.get('vllm')}), not CUDA")
     error = d.error or "unknown error"
     container = ctx.host.container not in (None, "none")
     yield fail(f"NVML cannot be initialised: {error}", fix=driver_fix(error, container), evidence={"error": error})
 
 
-@check("FC202", "not-enough-gpus", ERROR)
+@check(
+    "FC202",
+    "not-enough-gpus",
+    ERROR,
+    logs=(
+        r"World size \(\d+\) is larger than the number of available GPUs \(\d+\)",
+        "The number of required GPUs exceeds the total number of available GPUs",
+        "CUDA error: invalid device ordinal",
+    ),
+)
 def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
     """Fewer GPUs are visible than the launch's TP x PP (x DP) needs on this node.
 
@@ -81,6 +108,8 @@ def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
         yield ok(f"{have} GPU(s) visible, {need} needed")
         return
     spec = ctx.facts.visible_devices
+    if mig_instances(ctx.facts):  # MIG instances NVML's GPU list does not hold: FC208 judges them
+        raise Skip("CUDA_VISIBLE_DEVICES names MIG instances, which the facts do not list (FC208 judges MIG)")
     layout = f"TP {ctx.intent.tensor_parallel_size} x PP {ctx.intent.pipeline_parallel_size}" + (
         f" x DP {ctx.intent.data_parallel_size}" if ctx.intent.data_parallel_size > 1 else ""
     )
@@ -105,7 +134,16 @@ def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC203", "driver-too-old-for-cuda", ERROR)
+@check(
+    "FC203",
+    "driver-too-old-for-cuda",
+    ERROR,
+    logs=(
+        "The NVIDIA driver on your system is too old",
+        "CUDA driver version is insufficient for CUDA runtime version",
+        "cudaErrorInsufficientDriver",
+    ),
+)
 def driver_too_old_for_cuda(ctx: Context) -> Iterator[Outcome]:
     """The driver supports an older CUDA than the one torch was built with.
 
@@ -161,7 +199,15 @@ def driver_too_old_for_cuda(ctx: Context) -> Iterator[Outcome]:
         )
 
 
-@check("FC204", "gpu-arch-not-in-torch", ERROR)
+@check(
+    "FC204",
+    "gpu-arch-not-in-torch",
+    ERROR,
+    logs=(
+        "is not compatible with the current PyTorch installation",
+        "no kernel image is available for execution on the device",
+    ),
+)
 def gpu_arch_not_in_torch(ctx: Context) -> Iterator[Outcome]:
     """A GPU used has an architecture the installed torch has no kernels for.
 

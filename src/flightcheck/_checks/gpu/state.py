@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
 from flightcheck._checks.shared.gpus import gpu_label, subject, used_gpus
 from flightcheck._knowledge import engines, sglang
-from flightcheck._knowledge.derived import gpu_subject, package
+from flightcheck._knowledge.derived import gpu_subject, mig_instances, package
 from flightcheck._knowledge.units import GiB, version
 from flightcheck._memory.budget import CONTEXT  # the CUDA context, before SGLang measures
 from flightcheck._vocabulary.facts import Gpu
@@ -25,7 +25,14 @@ def _utilization(ctx: Context) -> tuple[float, str] | None:
     return None
 
 
-@check("FC206", "gpu-memory-in-use", ERROR)
+@check(
+    "FC206",
+    "gpu-memory-in-use",
+    ERROR,
+    logs=(
+        r"Free memory on device (?:\S+ )?\([\d.]+/[\d.]+ GiB\) on startup is less than desired GPU memory utilization",
+    ),
+)
 def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
     """Memory already in use on a GPU leaves less free than the engine will claim.
 
@@ -190,30 +197,70 @@ def gpu_needs_reset(ctx: Context) -> Iterator[Outcome]:
         yield ok("no remapped rows pending or failed")
 
 
-@check("FC208", "mig-enabled", ERROR)
+@check(
+    "FC208",
+    "mig-enabled",
+    ERROR,
+    logs=(
+        "MIG (?:mode|devices?) .*not supported",
+        "CUDA_ERROR_NOT_SUPPORTED.*MIG",
+    ),
+)
 def mig_enabled(ctx: Context) -> Iterator[Outcome]:
-    """MIG is enabled on a GPU the launch uses.
+    """MIG is enabled on a GPU a launch of more than one rank per node uses.
 
     ## What it checks
-    NVML's current MIG mode on each GPU used.
+    NVML's current MIG mode on each GPU used, and the MIG instances
+    ``CUDA_VISIBLE_DEVICES`` names (``MIG-<uuid>``, which NVML's list of GPUs does not
+    hold). One rank in one MIG instance is supported (vLLM's own CI runs TP 1 so): not a
+    stop; a MIG-enabled GPU named by its index for one rank is a warning (the instance
+    CUDA picks, and its memory, are not recorded).
 
     ## Why the launch dies
-    A MIG-enabled GPU exposes only its MIG instances: the whole-GPU device the engine
-    expects has no usable memory, and NCCL/peer access between MIG instances does not exist.
+    Ranks spread over MIG instances cannot talk: CUDA gives a process one MIG device and
+    NCCL has no peer path between instances, so a TP/PP group over them fails at the first
+    collective, or earlier with an invalid device ordinal.
 
     ## How to fix
-    ``sudo nvidia-smi -i N -mig 0`` (stop work on it first; some GPUs need a reset after).
+    ``sudo nvidia-smi -i N -mig 0`` (stop work on it first; some GPUs need a reset after),
+    or run one rank per MIG instance (TP 1, one server per instance).
     """
-    mig = [g for g in used_gpus(ctx) if g.mig_enabled]
+    instances = mig_instances(ctx.facts)
+    # (CUDA_VISIBLE_DEVICES naming instances only selects no GPU of NVML's list)
+    mig = [g for g in (ctx.gpus_used if instances else used_gpus(ctx)) if g.mig_enabled]
+    ranks = ctx.intent.gpus_per_node
+    if not mig and not instances:
+        yield ok("MIG is off on every GPU used")
+        return
+    if ranks <= 1:
+        if instances:
+            yield ok(f"one rank in the MIG instance {instances[0]}: supported")
+        for g in mig:
+            yield fail(
+                f"{gpu_label(g)}: MIG is enabled; one rank runs in a MIG instance of it (supported), "
+                "but which one CUDA picks, and its memory, are not recorded (and with no instance "
+                "created CUDA sees no device there)",
+                subject=gpu_subject(g),
+                severity=WARNING,
+                fix=f"name the instance: export CUDA_VISIBLE_DEVICES=MIG-<uuid>  (nvidia-smi -L lists them), "
+                f"or turn MIG off: sudo nvidia-smi -i {g.index} -mig 0",
+            )
+        return
     for g in mig:
         yield fail(
-            f"{gpu_label(g)}: MIG is enabled",
+            f"{gpu_label(g)}: MIG is enabled, and {ranks} ranks cannot run over MIG instances",
             subject=gpu_subject(g),
             fix=f"sudo nvidia-smi -i {g.index} -mig 0  "
             f"# then `sudo nvidia-smi -r -i {g.index}` if it says a reset is pending",
         )
-    if not mig:
-        yield ok("MIG is off on every GPU used")
+    if instances:
+        yield fail(
+            f"CUDA_VISIBLE_DEVICES names MIG instances ({', '.join(instances[:3])}"
+            f"{', ...' if len(instances) > 3 else ''}): {ranks} ranks cannot run over MIG instances "
+            "(CUDA gives a process one MIG device; NCCL has no path between them)",
+            subject="env:CUDA_VISIBLE_DEVICES",
+            fix="launch TP 1 per MIG instance, or turn MIG off (sudo nvidia-smi -i N -mig 0) and name whole GPUs",
+        )
 
 
 @check("FC209", "gpu-virtualized", WARNING)
@@ -246,7 +293,12 @@ def gpu_virtualized(ctx: Context) -> Iterator[Outcome]:
         yield ok("bare-metal GPUs")
 
 
-@check("FC210", "gpu-unreachable", ERROR)
+@check(
+    "FC210",
+    "gpu-unreachable",
+    ERROR,
+    logs=("GPU is lost|Xid 79",),
+)
 def gpu_unreachable(ctx: Context) -> Iterator[Outcome]:
     """A GPU used is lost, needs a reset, or did not answer NVML.
 

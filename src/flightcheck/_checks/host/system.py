@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
+from flightcheck._checks.framework import Context, Log, Outcome, Skip, check, fail, ok, summary
 from flightcheck._knowledge.units import GiB, mem_size
 from flightcheck._vocabulary.results import ERROR, INFO, WARNING
 
@@ -26,7 +26,21 @@ def _headline(ctx: Context) -> str:
     return ", ".join(p for p in parts if p)
 
 
-@check("FC601", "shm-too-small", ERROR)
+@check(
+    "FC601",
+    "shm-too-small",
+    ERROR,
+    logs=(
+        "NCCL WARN Error while creating shared memory segment /dev/shm/",
+        "NCCL WARN Error: failed to extend /dev/shm/",
+        "No space left on device: '/dev/shm",
+        Log(
+            "Fatal Python error: Bus error",
+            note="a worker touched shared memory that /dev/shm could not back (a container's 64 MB default)",
+        ),
+        "[Uu]nexpected bus error encountered in worker",
+    ),
+)
 def shm_too_small(ctx: Context) -> Iterator[Outcome]:
     """/dev/shm is too small for the engine's ranks to talk over shared memory.
 
@@ -92,7 +106,15 @@ def memlock_limited(ctx: Context) -> Iterator[Outcome]:
         yield ok("ulimit -l is unlimited")
 
 
-@check("FC603", "nofile-low", WARNING)
+@check(
+    "FC603",
+    "nofile-low",
+    WARNING,
+    logs=(
+        r"\[Errno 24\] Too many open files",
+        "Too many open files",
+    ),
+)
 def nofile_low(ctx: Context) -> Iterator[Outcome]:
     """The open-files limit (``ulimit -n``) is under 65536.
 

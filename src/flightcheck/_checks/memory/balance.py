@@ -32,7 +32,12 @@ def _free(g: Gpu) -> int | None:
     return max(0, (total - reserved) - max(0, used - reserved))
 
 
-@check("FC407", "sglang-memory-unbalanced", ERROR)
+@check(
+    "FC407",
+    "sglang-memory-unbalanced",
+    ERROR,
+    logs=(r"The memory capacity is unbalanced\. Some GPUs may be occupied by other processes",),
+)
 def sglang_memory_unbalanced(ctx: Context) -> Iterator[Outcome]:
     """The GPUs of an SGLang launch have free memory more than 10% apart.
 

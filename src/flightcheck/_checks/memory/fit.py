@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
+from flightcheck._checks.framework import Context, Log, Outcome, Skip, check, fail, ok, summary, unknown
 from flightcheck._knowledge import engines, sglang
 from flightcheck._knowledge.units import gib as _gib
 from flightcheck._vocabulary.intent import AUTO
@@ -106,7 +106,22 @@ def _weights_layout(m: Any) -> tuple[list[str], str]:
     return [flag], f"{flag} holds the weights ({_where(lf)}), but not the KV cache for this max_model_len: {room}"
 
 
-@check("FC401", "weights-exceed-gpu-memory", ERROR)
+@check(
+    "FC401",
+    "weights-exceed-gpu-memory",
+    ERROR,
+    logs=(
+        "No available memory for the cache blocks",
+        # SGLang's pool_configurator.py (0.5.23); the flag's spelling lives in _knowledge/sglang
+        r"Not enough memory\. Please try to increase \S*mem-fraction-static",
+        Log(
+            r"(?:torch\\.)?(?:cuda\\.)?OutOfMemoryError: CUDA out of memory",
+            phases=("load",),
+            note="a CUDA OOM while the weights load: they do not fit",
+        ),
+        Log("CUDA out of memory", phases=("load",), note="a CUDA OOM while the weights load: they do not fit"),
+    ),
+)
 def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
     """The weights one rank holds exceed what the engine may use on a GPU.
 
@@ -155,7 +170,16 @@ def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
         )
 
 
-@check("FC402", "kv-cache-too-small", ERROR)
+@check(
+    "FC402",
+    "kv-cache-too-small",
+    ERROR,
+    logs=(
+        "To serve at least one request with the models?'?s? max seq len",
+        r"The model's max seq len \(\d+\) is larger than the maximum number of tokens that can be stored in KV cache",
+        r"max_total_num_tokens=\d+.*(?:is smaller|too small)|The context length .* is larger than the KV cache",
+    ),
+)
 def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     """The KV cache for one sequence of max_model_len does not fit in what is left.
 

@@ -13,7 +13,17 @@ from flightcheck._vocabulary.intent import AUTO
 from flightcheck._vocabulary.results import ERROR
 
 
-@check("FC404", "parallel-layout-invalid", ERROR)
+@check(
+    "FC404",
+    "parallel-layout-invalid",
+    ERROR,
+    logs=(
+        r"Total number of attention heads \(\d+\) must be divisible by tensor parallel size",
+        "is not divisible by (?:the )?(?:tensor|pipeline) parallel size",
+        "must be divisible by tp_size",
+        "(?:weight|output_size|input_size).* is not divisible by (?:weight quantization )?block_(?:n|k)",
+    ),
+)
 def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
     """The parallel layout does not divide the model.
 
@@ -61,14 +71,22 @@ def parallel_layout_invalid(ctx: Context) -> Iterator[Outcome]:
         )
 
 
-@check("FC405", "max-model-len-over-model-limit", ERROR)
+@check(
+    "FC405",
+    "max-model-len-over-model-limit",
+    ERROR,
+    logs=(r"User-specified max_model_len \(\d+\) is greater than the derived max_model_len",),
+)
 def max_model_len_over_limit(ctx: Context) -> Iterator[Outcome]:
     """--max-model-len is longer than the model's context window.
 
     ## What it checks
-    A given ``--max-model-len`` against the model's ``max_position_embeddings`` (times a
-    linear/dynamic rope-scaling factor), unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` (vLLM)
-    or ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` (SGLang) is set.
+    A given ``--max-model-len`` against the model's window as the engine derives it from
+    config.json after the launch's ``--hf-overrides`` / ``--json-model-override-args``
+    (vLLM 0.33.0: the smallest of every length key, ``model_max_length`` replacing it,
+    times the rope factor of rope types other than llama3 / yarn / longrope; SGLang: the
+    first length key, times the rope factor), unless ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``
+    (vLLM) or ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1`` (SGLang) is set.
 
     ## Why the launch dies
     vLLM refuses it at start-up ("User-specified max_model_len ... is greater than the

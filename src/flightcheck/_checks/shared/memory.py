@@ -47,6 +47,7 @@ def _for_context(ctx: Context) -> MemoryModel:
         env=ctx.facts.env,
     )
     m.gpu_error = gpu_error
+    m.node_gpus = len(ctx.facts.gpus) if ctx.facts.gpus else None
     reserved = [g.memory_reserved_bytes for g in gpus if g.memory_reserved_bytes is not None]
     m.memory_reserved = max(reserved) if reserved and len(reserved) == len(gpus) else None
     used = [

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
+from flightcheck._checks.framework import Context, Log, Outcome, Skip, check, fail, ok, unknown
 from flightcheck._checks.shared import jit as _jit
 from flightcheck._knowledge.derived import gpu_subject, package
 from flightcheck._knowledge.gpus import arch_to_cc, covers, parse_arch_list
@@ -18,7 +18,15 @@ from flightcheck._vocabulary.results import ERROR, WARNING
 MIN_FREE = 2 * GiB
 
 
-@check("FC107", "jit-cache-unwritable", ERROR)
+@check(
+    "FC107",
+    "jit-cache-unwritable",
+    ERROR,
+    logs=(
+        r"PermissionError: \[Errno 13\] Permission denied: '[^']*/\.cache/flashinfer",
+        "No space left on device: '[^']*/flashinfer",
+    ),
+)
 def jit_cache_unwritable(ctx: Context) -> Iterator[Outcome]:
     """FlashInfer's cache directory is not writable or has under 2 GiB free.
 
@@ -67,7 +75,20 @@ def _label(arch: str, flashinfer: bool) -> str:
     return cc + (arch[-1] if flashinfer and arch[-1] in "af" else "")
 
 
-@check("FC108", "arch-list-excludes-gpu", ERROR)
+@check(
+    "FC108",
+    "arch-list-excludes-gpu",
+    ERROR,
+    logs=(
+        Log(
+            "FlashInfer requires GPUs with sm75 or higher",
+            note=(
+                "misleading: FlashInfer's JIT found no target arch (FLASHINFER_CUDA_ARCH_LIST leaves the GPU out,"
+                " or the worker could not query it), not an old GPU"
+            ),
+        ),
+    ),
+)
 def arch_list_excludes_gpu(ctx: Context) -> Iterator[Outcome]:
     """FLASHINFER_CUDA_ARCH_LIST (or TORCH_CUDA_ARCH_LIST) leaves out the arch of a GPU used.
 

@@ -60,7 +60,7 @@ def cute_dsl_flavor(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC128", "cute-dsl-ptxas-path-unusable", ERROR)
+@check("FC128", "cute-dsl-ptxas-path-unusable", ERROR, logs=("RuntimeError: ptxas not found: ",))
 def cute_dsl_ptxas(ctx: Context) -> Iterator[Outcome]:
     """CUTE_DSL_PTXAS_PATH names no executable, or a ptxas too old for a GPU used.
 

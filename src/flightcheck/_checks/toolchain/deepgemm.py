@@ -17,7 +17,7 @@ from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 
-@check("FC119", "deepgemm-nvcc-too-old", ERROR)
+@check("FC119", "deepgemm-nvcc-too-old", ERROR, logs=(r"NVCC version (?:must be at least|should be >=) 12\.\d",))
 def deepgemm_nvcc(ctx: Context) -> Iterator[Outcome]:
     """vLLM will JIT DeepGEMM kernels with an nvcc older than 12.9 (or none).
 

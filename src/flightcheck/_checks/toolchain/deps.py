@@ -14,7 +14,15 @@ from flightcheck._knowledge.derived import gpu_subject
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 
-@check("FC110", "flashinfer-companion-version-mismatch", ERROR)
+@check(
+    "FC110",
+    "flashinfer-companion-version-mismatch",
+    ERROR,
+    logs=(
+        r"flashinfer-(?:cubin|jit-cache) version \(?[\w.+]+\)? does not match",
+        "version mismatch.*flashinfer-(?:cubin|jit-cache)",
+    ),
+)
 def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
     """flashinfer-cubin or flashinfer-jit-cache does not match flashinfer-python's version.
 
@@ -88,7 +96,12 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC111", "libcudart-missing", ERROR)
+@check(
+    "FC111",
+    "libcudart-missing",
+    ERROR,
+    logs=("cannot find -lcudart",),
+)
 def libcudart_missing(ctx: Context) -> Iterator[Outcome]:
     """``$cuda_home/lib64/libcudart.so`` is missing, so the JIT link step fails.
 
@@ -134,7 +147,12 @@ def libcudart_missing(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC112", "python-headers-missing", ERROR)
+@check(
+    "FC112",
+    "python-headers-missing",
+    ERROR,
+    logs=(r"Python\.h: No such file or directory",),
+)
 def python_headers_missing(ctx: Context) -> Iterator[Outcome]:
     """The engine interpreter's ``Python.h`` is missing.
 
@@ -167,7 +185,15 @@ def python_headers_missing(ctx: Context) -> Iterator[Outcome]:
     yield fail(f"no Python.h in {include or 'the include directory'} of {exe}", fix=fix, evidence={"include": include})
 
 
-@check("FC113", "flashinfer-jit-cache-arch-missing", ERROR)
+@check(
+    "FC113",
+    "flashinfer-jit-cache-arch-missing",
+    ERROR,
+    logs=(
+        "no kernel image is available for execution on the device.*flashinfer|flashinfer.*no kernel image is available",
+        "cudaErrorNoKernelImageForDevice",
+    ),
+)
 def jit_cache_arch_missing(ctx: Context) -> Iterator[Outcome]:
     """flashinfer-jit-cache is installed but not built for the arch of a GPU used.
 

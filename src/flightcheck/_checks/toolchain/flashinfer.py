@@ -91,7 +91,15 @@ def workspace_base_empty(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC122", "flashinfer-cubins-unavailable", ERROR)
+@check(
+    "FC122",
+    "flashinfer-cubins-unavailable",
+    ERROR,
+    logs=(
+        r"Failed to get checksums\.txt",
+        "Artifact not found locally: ",
+    ),
+)
 def flashinfer_cubins(ctx: Context) -> Iterator[Outcome]:
     """FlashInfer's trtllm-gen cubins are neither installed nor cached, and will be downloaded.
 
@@ -178,7 +186,15 @@ def flashinfer_cubins(ctx: Context) -> Iterator[Outcome]:
         )
 
 
-@check("FC125", "jit-link-tools-missing", ERROR)
+@check(
+    "FC125",
+    "jit-link-tools-missing",
+    ERROR,
+    logs=(
+        r"cannot find -lcuda\b",
+        r"(?:^|\s)(?:ld|objcopy): (?:command )?not found",
+    ),
+)
 def jit_link_tools(ctx: Context) -> Iterator[Outcome]:
     """FlashInfer's link step lacks binutils (``ld``, ``objcopy``) or a libcuda.so for ``-lcuda``.
 

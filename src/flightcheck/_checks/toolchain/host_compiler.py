@@ -16,7 +16,15 @@ from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.results import ERROR
 
 
-@check("FC114", "host-compiler-spec-not-one-file", ERROR)
+@check(
+    "FC114",
+    "host-compiler-spec-not-one-file",
+    ERROR,
+    logs=(
+        "Failed to preprocess host compiler properties",
+        "No such file or directory: '(?:ccache|sccache|distcc) [^']*'",
+    ),
+)
 def host_compiler_spec(ctx: Context) -> Iterator[Outcome]:
     """CC or CXX holds a command line (``ccache gcc``), not one compiler file.
 
@@ -89,7 +97,12 @@ def host_compiler_spec(ctx: Context) -> Iterator[Outcome]:
     yield ok(", ".join(f"{v}={ctx.env.get(v)}" for v in checked))
 
 
-@check("FC123", "nvcc-rejects-host-compiler", ERROR)
+@check(
+    "FC123",
+    "nvcc-rejects-host-compiler",
+    ERROR,
+    logs=(r"unsupported GNU version! gcc versions later than \d+ are not supported",),
+)
 def nvcc_rejects_host_compiler(ctx: Context) -> Iterator[Outcome]:
     """The host compiler nvcc will call is newer than the toolkit's ``crt/host_config.h`` allows.
 

@@ -63,7 +63,20 @@ def _needed_or_skip(ctx: Context) -> tuple[bool | None, str]:
     return needed, why
 
 
-@check("FC101", "nvcc-missing", ERROR)
+@check(
+    "FC101",
+    "nvcc-missing",
+    ERROR,
+    logs=(
+        "Could not find nvcc",
+        "/bin/nvcc: not found",
+        r"(?:^|[\s:])nvcc: (?:command )?not found",
+        # torch's cpp_extension when it finds no toolkit at all
+        "CUDA_HOME environment variable is not set",
+        "No such file or directory: '(?:[^']*/)?nvcc'",
+        "nvcc: command not found",
+    ),
+)
 def nvcc_missing(ctx: Context) -> Iterator[Outcome]:
     """No nvcc will be found, and FlashInfer will need one to JIT-compile its kernels.
 
@@ -118,7 +131,12 @@ def nvcc_missing(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC102", "nvcc-too-old-for-gpu", ERROR)
+@check(
+    "FC102",
+    "nvcc-too-old-for-gpu",
+    ERROR,
+    logs=(r"nvcc fatal\s*: Unsupported gpu architecture 'compute_\d+[af]?'",),
+)
 def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     """The nvcc that will be used is too old to compile for the arch of a GPU used.
 
@@ -198,7 +216,16 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
         )
 
 
-@check("FC103", "ninja-missing", ERROR)
+@check(
+    "FC103",
+    "ninja-missing",
+    ERROR,
+    logs=(
+        "No such file or directory: '(?:[^']*/)?ninja'",
+        "ninja: (?:command )?not found",
+        r"Ninja is required to load C\+\+ extensions",
+    ),
+)
 def ninja_missing(ctx: Context) -> Iterator[Outcome]:
     """No ``ninja`` on the engine's PATH, and FlashInfer will need it to JIT-compile.
 
@@ -249,7 +276,16 @@ def ninja_missing(ctx: Context) -> Iterator[Outcome]:
     )
 
 
-@check("FC104", "c-compiler-missing", ERROR)
+@check(
+    "FC104",
+    "c-compiler-missing",
+    ERROR,
+    logs=(
+        r"(?:error: )?command '(?:gcc|g\+\+|c\+\+|cc)' failed: No such file or directory",
+        r"No such file or directory: '(?:c\+\+|g\+\+|gcc)'",
+        r"(?:c\+\+|g\+\+|gcc): (?:command )?not found",
+    ),
+)
 def c_compiler_missing(ctx: Context) -> Iterator[Outcome]:
     """No C/C++ host compiler for Triton's launcher and the JIT builds.
 
@@ -286,7 +322,16 @@ def install(ctx: Context) -> str:
     return _jit.install(ctx, "build-essential")
 
 
-@check("FC105", "cuda-home-invalid", ERROR)
+@check(
+    "FC105",
+    "cuda-home-invalid",
+    ERROR,
+    logs=(
+        # a PATH-style value (CUDA_HOME=:/usr/local/cuda-12.8): nvcc is looked up under ":/usr/..."
+        r"(?:^|\s|: ):(?:/[^\s:/]+)+/bin/nvcc: not found",
+        "nvcc: No such file or directory.*CUDA_HOME",
+    ),
+)
 def cuda_home_invalid(ctx: Context) -> Iterator[Outcome]:
     """CUDA_HOME (or CUDA_PATH) is set but names no usable toolkit.
 

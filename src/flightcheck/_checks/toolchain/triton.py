@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
+from flightcheck._checks.framework import Context, Log, Outcome, Skip, check, fail, ok, unknown
 from flightcheck._checks.shared import jit as _jit
 from flightcheck._checks.toolchain._shared import _extension, _installed
 from flightcheck._knowledge import triton as _triton
@@ -15,7 +15,12 @@ from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.results import ERROR
 
 
-@check("FC115", "triton-c-compiler-missing", ERROR)
+@check(
+    "FC115",
+    "triton-c-compiler-missing",
+    ERROR,
+    logs=(r"Failed to find C compiler\. Please specify via CC environment variable",),
+)
 def triton_c_compiler(ctx: Context) -> Iterator[Outcome]:
     """CC is unset and neither ``gcc`` nor ``clang`` is on PATH, so Triton finds no C compiler.
 
@@ -117,7 +122,12 @@ def triton_ptxas_path(ctx: Context) -> Iterator[Outcome]:
     yield from out
 
 
-@check("FC117", "triton-cache-unwritable", ERROR)
+@check(
+    "FC117",
+    "triton-cache-unwritable",
+    ERROR,
+    logs=(r"PermissionError: \[Errno 13\] Permission denied: '[^']*/\.triton",),
+)
 def triton_cache_unwritable(ctx: Context) -> Iterator[Outcome]:
     """Triton's kernel cache directory cannot be written.
 
@@ -166,7 +176,17 @@ def _ptxas_fix(ctx: Context, var: str, sm: str, output: str, source: str | None)
     return f"unset {var}" if source != "bundled" else _jit.pip(ctx, "--force-reinstall --no-deps triton")
 
 
-@check("FC121", "triton-ptxas-smoke-failed", ERROR)
+@check(
+    "FC121",
+    "triton-ptxas-smoke-failed",
+    ERROR,
+    logs=(
+        Log(
+            r"ptxas fatal\s*: Value 'sm_\d+[af]?' is not defined for option 'gpu-name'",
+            note="the ptxas Triton (or FlashInfer) runs predates the GPU's arch",
+        ),
+    ),
+)
 def triton_ptxas_smoke(ctx: Context) -> Iterator[Outcome]:
     """``--deep``: the ptxas Triton will use cannot assemble a small kernel for an arch used.
 
@@ -214,7 +234,7 @@ def triton_ptxas_smoke(ctx: Context) -> Iterator[Outcome]:
         )
 
 
-@check("FC124", "triton-libcuda-not-found", ERROR)
+@check("FC124", "triton-libcuda-not-found", ERROR, logs=(r"libcuda\.so cannot found",))
 def triton_libcuda(ctx: Context) -> Iterator[Outcome]:
     """Triton's libcuda lookup (``ldconfig -p``, then LD_LIBRARY_PATH) finds no libcuda.so.1.
 

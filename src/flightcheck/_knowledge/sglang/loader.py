@@ -37,3 +37,10 @@ MISTRAL_INDEX = "consolidated.safetensors.index.json"
 GGUF_ARCHITECTURES: frozenset[str] = frozenset()
 GGUF_SINGLE_FILE: bool = True
 GGUF_LOAD_FORMATS: frozenset[str] = frozenset()
+
+
+#: SGLang 0.5.23 (srt/model_loader/weight_utils.py ``filter_duplicate_safetensors_files``)
+#: checks each index value with ``os.path.isfile(join(hf_folder, value))``, then keeps only
+#: the globbed files whose path is in the joined set: a value spelled ``./name`` or
+#: ``sub/name`` passes the check and its file is silently not loaded. Read in 0.5.23 only.
+INDEX_SPELLING_DROPS_READ = (0, 5, 23)

@@ -6,6 +6,7 @@ context length.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from flightcheck._knowledge.sglang.multicast import ATTN_DP_SIZE_FLAG, DP_ATTENTION_FLAG, MOE_A2A_BACKEND_FLAG
 
@@ -335,3 +336,29 @@ def context_length(text_config: dict[str, object]) -> int:
                 return CONTEXT_LENGTH_FALLBACK
             return int(factor * val)
     return CONTEXT_LENGTH_FALLBACK
+
+
+def apply_model_override_args(doc: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """``doc`` (config.json) as SGLang 0.5.23 sees it after ``--json-model-override-args``
+    (srt/utils/hf_transformers/config.py ``get_config``): a dict value updates a sub-config
+    of that name (one level, ``PretrainedConfig.update``), merges into ``rope_scaling`` /
+    ``rope_parameters``; anything else replaces the key. A copy; ``doc`` when none."""
+    if not overrides:
+        return doc
+    import copy
+
+    out = copy.deepcopy(doc)
+    for key, value in overrides.items():
+        current = out.get(key)
+        if (
+            isinstance(value, dict)
+            and isinstance(current, dict)
+            and key.endswith("_config")
+            and key != "quantization_config"
+        ):
+            current.update(copy.deepcopy(value))
+        elif key in ("rope_scaling", "rope_parameters") and isinstance(value, dict) and isinstance(current, dict):
+            out[key] = {**current, **copy.deepcopy(value)}
+        else:
+            out[key] = copy.deepcopy(value)
+    return out

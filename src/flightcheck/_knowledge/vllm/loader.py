@@ -102,3 +102,19 @@ FLINT_GGUF_DEQUANTIZED: frozenset[str] = frozenset({"lm_head"})
 #: (``FlintAttention``: ``assert ... model_config.dtype == torch.bfloat16``) except the
 #: attention sinks, float32 (``make_attention_sink(self.num_heads, torch.float32)``)
 FLINT_FP32_PARAMS: tuple[str, ...] = ("self_attn.softmax_offset",)
+
+
+#: The release in which the index's values were read as ``os.path.join(hf_folder, value)``
+#: and compared with ``glob(join(hf_folder, "*.safetensors"))``, raising ``FileNotFoundError:
+#: Weight files referenced in index but missing`` for any that differ (model_loader/
+#: weight_utils.py ``filter_duplicate_safetensors_files``, read in 0.33.0): a value spelled
+#: ``./name``, ``sub/name``, or an absolute path other than the glob's. Older releases were
+#: not read (they dropped such files from the load; what followed was not read).
+INDEX_SPELLING_RAISES_READ = (0, 33, 0)
+
+
+def index_spelling_raises(v: tuple[int, ...] | None) -> bool | None:
+    """Does vLLM ``v`` refuse an index value spelled unlike its glob? True from the release
+    read on (extrapolated past it) and for an unknown release (the newest read); None
+    (not known) before it."""
+    return True if v is None or v >= INDEX_SPELLING_RAISES_READ else None

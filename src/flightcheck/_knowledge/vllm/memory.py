@@ -6,6 +6,8 @@ defaults.
 
 from __future__ import annotations
 
+from typing import Any
+
 from flightcheck._knowledge.vllm._versions import _release
 from flightcheck._knowledge.vllm.env import ENV_DEFAULTS, ESTIMATE_CUDAGRAPHS
 
@@ -36,6 +38,32 @@ from flightcheck._knowledge.vllm.env import ENV_DEFAULTS, ESTIMATE_CUDAGRAPHS
 #: (first release, default gpu_memory_utilization) — vllm/config/cache.py; 0.19.0 has 0.9,
 #: 0.20.0 and 0.33.0 have 0.92 (read from the wheels).
 UTILIZATION_DEFAULTS: tuple[tuple[str, float], ...] = (("0.20.0", 0.92), ("0.0", 0.9))
+#: vllm/config/cache.py 0.33.0: ``gpu_memory_utilization: float = Field(default=0.92, gt=0,
+#: le=1)``; pydantic checks it when ``CacheConfig`` is built (``create_engine_config``, at
+#: startup, after the parser accepted the float), so nan, inf, <= 0 and > 1 stop the engine
+#: before it loads anything. 0.6.0 (vllm/config.py ``CacheConfig._verify_args``, read in
+#: the wheel) raises only for ``> 1.0`` (inf too; nan, 0 and -1 pass). The releases between
+#: were not read: there only ``> 1`` is taken as refused. Past 0.33.0: extrapolated.
+UTILIZATION_RANGE_SINCE = "0.33.0"
+
+
+def utilization_refusal(value: object, v: tuple[int, ...] | None) -> str | None:
+    """vLLM's refusal of ``--gpu-memory-utilization value`` at startup for release ``v``
+    (None: not refused, or not known to be)."""
+    import math
+
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    where = "CacheConfig (vllm/config/cache.py)"
+    if v is not None and v >= _release(UTILIZATION_RANGE_SINCE):
+        if 0 < value <= 1:  # nan fails both comparisons
+            return None
+        return f"gpu_memory_utilization {value!r}: {where} requires 0 < value <= 1; the engine refuses it at startup"
+    if value > 1 and not math.isnan(value):
+        return f"gpu_memory_utilization {value!r}: {where} requires value <= 1; the engine refuses it at startup"
+    return None
+
+
 #: first release that subtracts the CUDA-graph estimate from the KV budget by default.
 CUDAGRAPHS_IN_BUDGET_SINCE = ENV_DEFAULTS[ESTIMATE_CUDAGRAPHS][0][0]  # "0.20.0": the default flipped to 1
 #: tokens per KV block (vllm/config/cache.py ``block_size`` default for CUDA attention).
@@ -387,3 +415,108 @@ def batch_defaults(
     if gib >= 70 and "a100" not in name and not gb10:
         return 8192, 1024
     return 2048, 256
+
+
+# ---- the context window (read in 0.33.0) ---------------------------------------------------
+# config/model.py ``ModelConfig.__post_init__`` splits ``--hf-overrides`` into flat keys,
+# applied by ``config.update`` as the config is loaded (transformers_utils/config.py
+# ``get_config``), and dict values, applied after: into a sub-config (a ``PreTrainedConfig``
+# attribute: ``text_config``, ``vision_config``, ...) recursively, a dict merging into a
+# dict (``_update_nested``); any other dict value replaces the attribute
+# (``_apply_dict_overrides``). A callable form is not expressible on the command line.
+# The window is then derived from ``hf_text_config`` (transformers_utils/
+# model_arch_config_convertor.py ``derive_max_model_len_and_key``): the smallest of
+# WINDOW_KEYS present, ``model_max_length`` replacing it when set; times the rope factor of
+# every rope type but WINDOW_UNSCALED_ROPE (not for gemma3), in ``_get_and_verify_max_len``,
+# which refuses a longer --max-model-len unless it is within the config's
+# ``model_max_length`` or VLLM_ALLOW_LONG_MAX_MODEL_LEN is set. Not modelled: a
+# tokenizer_config.json ``model_max_length`` (it only lowers the window) and
+# --disable-sliding-window (the window then is at most the sliding window).
+WINDOW_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+WINDOW_UNSCALED_ROPE = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"})
+_SUBCONFIG_NOT = frozenset({"quantization_config", "rope_scaling", "rope_parameters"})
+
+
+def _number(v: object) -> float | None:
+    """A finite number (a length or a factor), else None."""
+    import math
+
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def apply_hf_overrides(doc: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """``doc`` (config.json) as vLLM sees it after ``--hf-overrides`` (a copy; ``doc``
+    itself when there are none). A config.json dict counts as a sub-config when its name
+    ends in ``_config`` (transformers' convention for sub-configs) and it is not one of
+    the plain dict attributes (``quantization_config``)."""
+    if not overrides:
+        return doc
+    import copy
+
+    out = copy.deepcopy(doc)
+    for key, value in overrides.items():
+        current = out.get(key)
+        if (
+            isinstance(value, dict)
+            and isinstance(current, dict)
+            and key.endswith("_config")
+            and key not in _SUBCONFIG_NOT
+        ):
+            _update_nested(current, value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _update_nested(target: dict[str, Any], updates: dict[str, Any]) -> None:
+    for key, value in updates.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _update_nested(target[key], value)
+        else:
+            target[key] = value
+
+
+def _rope_dicts(text_config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rope parameters, one dict per layer type when nested (``iter_rope_parameters``)."""
+    rope = text_config.get("rope_parameters") or text_config.get("rope_scaling")
+    if not isinstance(rope, dict) or not rope:
+        return []
+    if all(isinstance(v, dict) for v in rope.values()):
+        return [v for v in rope.values() if v]
+    return [rope]
+
+
+def context_window(text_config: dict[str, Any]) -> tuple[int | None, int | None]:
+    """(vLLM's derived window of a text config, its ``model_max_length`` if any): None
+    when no length key is set (vLLM then assumes 2048, or takes --max-model-len as given)."""
+    # (a length or factor that is not positive is a hostile config.json: as good as absent)
+    found = [n for k in WINDOW_KEYS if (n := _number(text_config.get(k))) is not None and n > 0]
+    if not found:
+        return None, None
+    derived = min(found)
+    mml = _number(text_config.get("model_max_length"))
+    mml = mml if mml is not None and mml > 0 else None
+    if mml:
+        derived = mml
+    if "gemma3" not in str(text_config.get("model_type") or ""):
+        factor: float = 1.0
+        for rp in _rope_dicts(text_config):
+            kind = rp.get("rope_type", rp.get("type"))
+            if kind not in WINDOW_UNSCALED_ROPE:
+                f = rp.get("factor", factor)
+                n = _number(f)
+                factor = 1.0 if f is None else (n if n is not None and n > 0 else factor)
+        derived *= factor
+    if derived > 1 << 40:
+        return None, None  # a hostile config.json: no real model
+    return int(derived), int(mml) if mml else None
