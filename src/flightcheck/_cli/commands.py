@@ -22,6 +22,15 @@ def _engine_command(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
+def _stdin_bytes() -> bytes:
+    """Standard input (``--k8s -``), bounded like a file."""
+    import sys
+
+    from flightcheck._collect.k8s_manifest import MAX_MANIFEST
+
+    return sys.stdin.buffer.read(MAX_MANIFEST + 1)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """``flightcheck check``."""
     from flightcheck._examples import load_example
@@ -29,6 +38,12 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     docs, example_fields = load_example(args.example)
     command = _engine_command(args)
+    if getattr(args, "k8s", None):  # the pod's own launch, and its spec as the `pod` section
+        from flightcheck._collect.k8s_manifest import read_manifest
+
+        manifest = read_manifest(args.k8s, stdin=_stdin_bytes() if args.k8s == "-" else None)
+        command = command or manifest.argv
+        docs = [*docs, {"pod": manifest.pod}]
     settle = None
     by_release = None
     if command:  # the intent of the engine command; the flags given win over it

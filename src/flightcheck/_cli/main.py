@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_collect_flags(c)
     add_output_flags(c)
     c.add_argument(
+        "--k8s",
+        metavar="MANIFEST",
+        help="a Pod / Deployment / StatefulSet / LeaderWorkerSet manifest or helm template output (-: stdin): "
+        "the launch from its vLLM container, and the FC9xx checks of the pod",
+    )
+    c.add_argument(
         "engine_command",
         nargs=argparse.REMAINDER,
         help="-- vllm serve MODEL ... : take the intent from the engine command",
