@@ -170,3 +170,88 @@ def test_one_spelling_per_option_and_engine() -> None:
     assert engines.flag("sglang", "tp") == "--tp" and engines.flag("vllm", "tp") == "-tp"
     assert engines.layout("sglang", 8, 2, ep=True) == "--tp 8 --pp-size 2 --ep-size 8"
     assert engines.layout("vllm", 1, 1, 8, ep=True) == "-tp 1 -dp 8 --enable-expert-parallel"
+
+
+# ---- engine names: compared only inside the engine packages ----------------------------------
+
+#: where an engine's name may be compared: its own package, the registration.
+ENGINE_HOMES = ("_knowledge/vllm/", "_knowledge/sglang/", "_knowledge/engines.py")
+#: the exceptions, counted: the child script the engine's own interpreter runs
+#: (``_collect/engine_reader.py``) cannot import flightcheck, so it dispatches on the engine
+#: name its parent passes on the command line (recognising ``vllm serve`` / ``sglang serve``
+#: and picking the engine's parser API). Any new comparison there fails this test too.
+CHILD_SCRIPT_COMPARISONS = {
+    "_collect/engine_reader.py": 8,
+    # the engine's log read back (``flightcheck diagnose``): which engine wrote it is what
+    # the scan finds out: ``"sglang" in msg`` searches the log's text, and a version line
+    # of one engine must not be taken for the other's
+    "_diagnose/scan.py": 2,
+}
+ENGINE_WORDS = frozenset({"vllm", "sglang"})
+
+
+def _is_name(node: ast.AST) -> bool:
+    """An engine's name: the literal, or a knowledge package's ``NAME`` (``_vllm.NAME``)."""
+    if isinstance(node, ast.Attribute) and node.attr == "NAME":
+        return True
+    return isinstance(node, ast.Constant) and node.value in ENGINE_WORDS
+
+
+def _holds_name(node: ast.AST) -> bool:
+    """A literal tuple / list / set / dict with an engine name in it."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_is_name(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return any(k is not None and _is_name(k) for k in node.keys)
+    return False
+
+
+def engine_name_comparisons(tree: ast.AST) -> list[int]:
+    """Lines comparing something with an engine's name: ``x == "vllm"``, ``x in ("vllm",
+    ...)``, ``case "sglang":``, a dispatch ``{"vllm": a, "sglang": b}[x]`` / ``.get(x)``."""
+    lines: list[int] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_is_name(o) or _holds_name(o) for o in operands):
+                lines.append(node.lineno)
+        elif (
+            isinstance(node, ast.MatchValue)
+            and _is_name(node.value)
+            or isinstance(node, ast.Subscript)
+            and _holds_name(node.value)
+            or (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get"
+                and _holds_name(node.func.value)
+            )
+        ):
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_no_engine_name_comparison_outside_the_engine_packages() -> None:
+    found: dict[str, list[int]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC).as_posix()
+        if rel.startswith(ENGINE_HOMES):
+            continue
+        lines = engine_name_comparisons(ast.parse(path.read_text(encoding="utf-8")))
+        if lines and len(lines) != CHILD_SCRIPT_COMPARISONS.get(rel):
+            found[rel] = lines
+    assert found == {}, f"ask the Engine (engines.get(name)) instead of comparing its name: {found}"
+
+
+def test_the_engine_name_counter_counts() -> None:
+    src = (
+        'a == "vllm"\n'
+        'b != "sglang"\n'
+        'c in ("vllm", "sglang")\n'
+        'x = {"vllm": 1, "sglang": 2}[e]\n'
+        'y = {"vllm": 1}.get(e)\n'
+        'match e:\n    case "sglang":\n        pass\n'
+        'z = package(facts, "vllm")\n'  # naming an engine is not comparing it
+        "if engine != _vllm.NAME: pass\n"
+    )
+    assert engine_name_comparisons(ast.parse(src)) == [1, 2, 3, 4, 5, 7, 10]

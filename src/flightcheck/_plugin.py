@@ -72,8 +72,11 @@ def serve_command(argv: list[str]) -> list[str] | None:
     rest = argv[1:]
     if "-h" in rest or "--help" in rest or any(a.startswith("--help=") for a in rest):
         return None
-    if os.path.basename(prog) == "vllm" or prog.endswith("vllm/entrypoints/cli/main.py"):
-        return ["vllm", *rest] if rest[:1] == ["serve"] else None
+    from flightcheck._knowledge import engines
+
+    cli = engines.get("vllm").command.cli  # the plugin is vLLM's: it rides in `vllm serve`
+    if os.path.basename(prog) == cli or prog.endswith("vllm/entrypoints/cli/main.py"):
+        return [cli, *rest] if rest[:1] == ["serve"] else None
     if prog.endswith("vllm/entrypoints/openai/api_server.py"):
         return [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *rest]
     if prog.endswith("vllm/entrypoints/launchers/api_server/entry.py"):

@@ -29,6 +29,7 @@ FAMILIES = {
     "FC6": "host",
     "FC7": "engine",
     "FC8": "cluster",
+    "FC9": "k8s",
 }
 CHECK_TESTS = TESTS / "checks"
 NAMED = re.compile(r"test_fc(\d{3})_\w+")

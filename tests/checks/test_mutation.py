@@ -9,7 +9,7 @@ that no longer runs at all. Two proofs that ours do not:
   (``assert_silent`` for node checks, ``evaluated`` for cluster checks) fail on a healthy host;
 - the real must-not-stop and healthy-host tests, run in a child pytest with the checks each
   one names broken (tests/support/mutation.py, ``FLIGHTCHECK_TEST_BREAK=named``), all fail,
-  and between them they cover every family FC1..FC8 and every error check.
+  and between them they cover every family FC1..FC9 and every error check.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from support.mutation import BREAK_ENV, break_checks, codes_named
 load_all()
 NODE = sorted(c for c, chk in REGISTRY.items() if chk.scope == "node")
 CLUSTER = sorted(c for c, chk in REGISTRY.items() if chk.scope == "cluster")
-FAMILIES = {f"FC{n}" for n in range(1, 9)}
+FAMILIES = {f"FC{n}" for n in range(1, 10)}
 #: where the tests that evaluate checks on a launch live; the child runs these only
 SUITES = ("tests/checks", "tests/checkpoint", "tests/memory")
 SELECT = "does_not_stop or healthy or silent"

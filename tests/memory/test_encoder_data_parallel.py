@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from flightcheck._knowledge import vllm
+from flightcheck._launch.intent_read import read_options
 from flightcheck._memory import MemoryModel, batch_for
 from flightcheck._memory.budget import Batch, encoder_dp, encoder_terms
 from flightcheck._memory.config import parse
@@ -129,7 +130,11 @@ def test_the_towers_weights_are_whole_on_every_rank_in_data_mode() -> None:
 
 def test_the_launch_flag_reaches_the_profile_run() -> None:
     b = batch_for(
-        Intent(engine_flags=["--mm-encoder-tp-mode=data"]), 80 << 30, "NVIDIA H100 80GB HBM3", "0.33.0", "9.0"
+        read_options(Intent(engine_flags=["--mm-encoder-tp-mode=data"])),
+        80 << 30,
+        "NVIDIA H100 80GB HBM3",
+        "0.33.0",
+        "9.0",
     )
     assert b.mm_encoder_tp_mode == "data"
     assert batch_for(Intent(), 80 << 30, "NVIDIA H100 80GB HBM3", "0.33.0", "9.0").mm_encoder_tp_mode == "weights"

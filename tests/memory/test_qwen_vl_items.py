@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from flightcheck._knowledge import vllm
 from flightcheck._knowledge.vllm import QwenVisionProcessor, qwen_vl_item
+from flightcheck._launch.intent_read import read_options
 from flightcheck._memory.budget import Batch, encoder_terms
 from flightcheck._memory.config import parse
 from flightcheck._memory.weights import Layout
@@ -129,7 +130,9 @@ def test_the_launch_flags_reach_the_profile_run() -> None:
     from flightcheck._vocabulary.intent import Intent
 
     def batch(*flags: str) -> Batch:
-        return batch_for(Intent(engine_flags=list(flags)), 80 << 30, "NVIDIA H100 80GB HBM3", "0.33.0", "9.0")
+        return batch_for(
+            read_options(Intent(engine_flags=list(flags))), 80 << 30, "NVIDIA H100 80GB HBM3", "0.33.0", "9.0"
+        )
 
     assert batch().encoder and batch().mm_limits is None
     assert not batch("--skip-mm-profiling").encoder
@@ -204,7 +207,7 @@ def test_the_image_options_are_read_in_every_spelling() -> None:
     from flightcheck._vocabulary.intent import Intent
 
     b = batch_for(
-        Intent(engine_flags=['--limit-mm-per-prompt={"image": {"count": 1, "width": 512}}']),
+        read_options(Intent(engine_flags=['--limit-mm-per-prompt={"image": {"count": 1, "width": 512}}'])),
         80 << 30,
         "NVIDIA H100 80GB HBM3",
         "0.33.0",

@@ -35,14 +35,14 @@ def test_multimodal_reservation_comes_off_the_kv_budget() -> None:
     assert mm == 100 << 20
     assert sglang.mm_reservation_bytes(["--mm-feature-transport=cuda_ipc"], {}) == (100 + 1024) << 20
     assert sglang.mm_reservation_bytes([], {"SGLANG_VLM_CACHE_SIZE_MB": "0"}) == 0
-    assert default_reserve(cfg, Layout(1), "sglang", sglang_mm=mm) == (mm, {"multimodal_cache": mm})
+    assert default_reserve(cfg, Layout(1), "sglang", mm_reserved=mm) == (mm, {"multimodal_cache": mm})
     text_only = parse(load_config("qwen2-7b"))
-    assert default_reserve(text_only, Layout(1), "sglang", sglang_mm=mm) == (0, {})
+    assert default_reserve(text_only, Layout(1), "sglang", mm_reserved=mm) == (0, {})
 
 
 def test_sglang_default_length_is_its_own_rule() -> None:
     doc = {**load_config("qwen2-7b"), "rope_scaling": {"type": "linear", "factor": 2.0}}
     cfg = parse(doc)
-    assert cfg.sglang_context == 2 * doc["max_position_embeddings"]
+    assert cfg.derived_context == 2 * doc["max_position_embeddings"]
     m = MemoryModel(engine="sglang", cfg=cfg)
-    assert m.max_model_len == cfg.sglang_context
+    assert m.max_model_len == cfg.derived_context

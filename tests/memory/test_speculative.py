@@ -17,6 +17,7 @@ import pytest
 
 from flightcheck._checkpoint import load
 from flightcheck._knowledge import vllm
+from flightcheck._launch.intent_read import read_options
 from flightcheck._memory import build
 from flightcheck._vocabulary.intent import Intent
 from support.ckptgen import load_config, write_checkpoint
@@ -48,7 +49,7 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def mem(path: str, flags: list[str], *, tp: int = 8, pp: int = 1, version: str = "0.33.0"):
     ck = load(path, cache_env={"FLIGHTCHECK_NO_CACHE": "1"})
-    intent = Intent(model=path, tensor_parallel_size=tp, pipeline_parallel_size=pp, engine_flags=flags)
+    intent = read_options(Intent(model=path, tensor_parallel_size=tp, pipeline_parallel_size=pp, engine_flags=flags))
     return build(ck, intent, total=H200, engine_version=version)
 
 
@@ -194,7 +195,7 @@ def _util_for_slack(path: str, flags: list[str], length: int, slack: float) -> f
     kw: dict[str, Any] = {"model": path, "tensor_parallel_size": 8, "max_model_len": length}
     from flightcheck import evaluate
 
-    r = evaluate(node, Intent(gpu_memory_utilization=0.5, engine_flags=flags, **kw)).memory
+    r = evaluate(node, read_options(Intent(gpu_memory_utilization=0.5, engine_flags=flags, **kw))).memory
     per = r["per_rank"]
     total = r["gpu"]["memory_total_bytes"]
     need = per["kv_bytes_per_token"] * length

@@ -22,6 +22,7 @@ import pytest
 from flightcheck._checkpoint import load
 from flightcheck._collect.checkpoint import read_checkpoint
 from flightcheck._knowledge import vllm
+from flightcheck._launch.intent_read import read_options
 from flightcheck._memory import build
 from flightcheck._vocabulary.intent import Intent
 from support.ckptgen import load_config, write_checkpoint, write_hf_cache
@@ -112,7 +113,7 @@ def spec(model: str, n: int = 3, **kw: Any) -> str:
 def mem(target: str, flags: list[str], *, tp: int = 1, pp: int = 1, version: str = "0.33.0", draft: bool = True):
     """The memory model as ``check`` builds it: the target read, the draft read by the
     collector (``read_checkpoint`` with no facts beyond the default)."""
-    intent = Intent(model=target, tensor_parallel_size=tp, pipeline_parallel_size=pp, engine_flags=flags)
+    intent = read_options(Intent(model=target, tensor_parallel_size=tp, pipeline_parallel_size=pp, engine_flags=flags))
     if draft:
         ck = read_checkpoint(intent, facts("b300"))
     else:
@@ -233,7 +234,9 @@ def test_a_draft_model_repo_id_is_read_from_the_engines_hf_cache(ckpts, tmp_path
     write_hf_cache(tmp_path / "hub", "acme/tiny-draft", tiny, shards=2)
     env = {**host_doc("b300")["env"], "HF_HUB_CACHE": str(tmp_path / "hub")}
     tp = 2
-    intent = Intent(model=ckpts["target"], tensor_parallel_size=tp, engine_flags=[spec("acme/tiny-draft")])
+    intent = read_options(
+        Intent(model=ckpts["target"], tensor_parallel_size=tp, engine_flags=[spec("acme/tiny-draft")])
+    )
     ck = read_checkpoint(intent, facts("b300", env=env))
     assert ck is not None and ck.draft is not None and ck.draft.found
     m = build(ck, intent, total=H200, engine_version="0.33.0")
@@ -279,7 +282,9 @@ def test_other_versions_keep_the_note(ckpts) -> None:
 
 
 def test_no_draft_is_read_without_speculative_decoding(ckpts) -> None:
-    intent = Intent(model=ckpts["target"], engine_flags=[sc({"method": "ngram", "num_speculative_tokens": 2})])
+    intent = read_options(
+        Intent(model=ckpts["target"], engine_flags=[sc({"method": "ngram", "num_speculative_tokens": 2})])
+    )
     ck = read_checkpoint(intent, facts("b300"))
     assert ck is not None and ck.draft is None
 
@@ -293,8 +298,10 @@ def _util_for_slack(target: str, flags: list[str], slack: float) -> float:
     """The utilisation at which one LENGTH-token sequence leaves ``slack`` bytes of KV."""
     from flightcheck import evaluate
 
-    intent = Intent(
-        model=target, tensor_parallel_size=1, max_model_len=LENGTH, gpu_memory_utilization=0.5, engine_flags=flags
+    intent = read_options(
+        Intent(
+            model=target, tensor_parallel_size=1, max_model_len=LENGTH, gpu_memory_utilization=0.5, engine_flags=flags
+        )
     )
     r = evaluate(facts("b300"), intent).memory
     per = r["per_rank"]
@@ -342,7 +349,7 @@ def test_a_settled_launch_whose_flags_name_a_draft_reads_it(ckpts) -> None:
     from flightcheck._pipeline import assess
 
     first = Intent(model=ckpts["target"])
-    final = Intent(model=ckpts["target"], engine_flags=[spec(ckpts["eagle3"])])
+    final = read_options(Intent(model=ckpts["target"], engine_flags=[spec(ckpts["eagle3"])]))
     report = assess(first, facts_docs=[host_doc("b300")], settle=lambda _: final)
     block = report.memory["speculative"]
     assert block["method"] == "eagle3" and block["draft_kv_bytes_per_token"] == 2 * KV * HD * 2

@@ -13,6 +13,7 @@ from typing import Any
 
 from flightcheck import Intent, evaluate
 from flightcheck._examples import load_example
+from flightcheck._launch.intent_read import read_options
 from flightcheck._vocabulary.facts import from_dict
 from support import HOSTS
 
@@ -34,7 +35,7 @@ def facts(name: str = "b300", **sections: Any):
 
 def results(facts_obj, **intent: Any) -> dict[str, list]:
     """code -> list of CheckResult for one evaluation."""
-    report = evaluate(facts_obj, Intent(**intent))
+    report = evaluate(facts_obj, read_options(Intent(**intent)))
     out: dict[str, list] = {}
     for r in report.checks:
         out.setdefault(r.code, []).append(r)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 #: Family modules, imported in this order. A new family is one more name here.
-FAMILY_MODULES = ("toolchain", "gpu", "fabric", "memory", "checkpoint", "host", "engine", "cluster")
+FAMILY_MODULES = ("toolchain", "gpu", "fabric", "memory", "checkpoint", "host", "engine", "cluster", "k8s")
 
 _loaded = False
 

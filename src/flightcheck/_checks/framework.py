@@ -264,6 +264,7 @@ class Context:
     toolchain = _Section("toolchain", facts.Toolchain)
     python = _Section("python", facts.Python)
     jit_cache = _Section("jit_cache", facts.JitCache)
+    pod = _Section("pod", facts.Pod)
 
     @cached_property
     def nvcc(self) -> facts.Nvcc:

@@ -25,6 +25,15 @@ def _engine_command(args: argparse.Namespace) -> list[str]:
     return cmd
 
 
+def _stdin_bytes() -> bytes:
+    """Standard input (``--k8s -``), bounded like a file."""
+    import sys
+
+    from flightcheck._collect.k8s_manifest import MAX_MANIFEST
+
+    return sys.stdin.buffer.read(MAX_MANIFEST + 1)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """``flightcheck check``."""
     from flightcheck._examples import load_example
@@ -32,7 +41,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     docs, example_fields = load_example(args.example)
     command = _engine_command(args)
+    if getattr(args, "k8s", None):  # the pod's own launch, and its spec as the `pod` section
+        from flightcheck._collect.k8s_manifest import read_manifest
+
+        manifest = read_manifest(args.k8s, stdin=_stdin_bytes() if args.k8s == "-" else None)
+        command = command or manifest.argv
+        docs = [*docs, {"pod": manifest.pod}]
     settle = None
+    by_release = None
     if command:  # the intent of the engine command; the flags given win over it
         from flightcheck._launch import parse_command
         from flightcheck._launch.engine_ask import settle_reading, start_asking
@@ -43,6 +59,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         # the engine's own reading when its interpreter has it, asked in the background
         # while the facts are collected (see _launch/engine_ask.py)
         asking = start_asking(parsed, dict(os.environ))
+        from flightcheck._launch.release_read import by_release as _by_release
+
+        by_release = _by_release(parsed)  # the line read again with the installed release's options
 
         def settle(provisional: Intent) -> Intent:
             return intent_from_args(args, parsed.intent) if settle_reading(parsed, asking) else provisional
@@ -65,7 +84,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from flightcheck._pipeline import assess
     from flightcheck._report import emit, render
 
-    report = assess(intent, args.facts, facts_docs=docs, strict=args.strict, settle=settle, early=early)
+    report = assess(
+        intent, args.facts, facts_docs=docs, strict=args.strict, settle=settle, early=early, by_release=by_release
+    )
     report.timings["total_s"] = round(time.perf_counter() - T0, 4)
     # colour follows stdout (a terminal); a file given with --output never gets ANSI codes
     emit(render(report, args.format, verbose=args.verbose, color=False if args.output else None), args.output)
@@ -226,6 +247,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_main(args, _engine_command(args))
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """``flightcheck prepare``."""
+    from flightcheck._cli.prepare import cmd_prepare as prepare_main
+
+    return prepare_main(args)
+
+
+def cmd_prepare_install(args: argparse.Namespace) -> int:
+    """``flightcheck prepare install``."""
+    from flightcheck._cli.prepare import cmd_prepare_install as install_main
+
+    return install_main(args)
+
+
 def cmd_cluster(args: argparse.Namespace) -> int:
     """``flightcheck cluster``."""
     from flightcheck._cli.cluster import main as cluster_main
@@ -242,4 +277,6 @@ HANDLERS = {
     "run": cmd_run,
     "cluster": cmd_cluster,
     "diagnose": cmd_diagnose,
+    "prepare": cmd_prepare,
+    "prepare-install": cmd_prepare_install,
 }

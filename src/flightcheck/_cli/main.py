@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from flightcheck._vocabulary.engine import ENGINE_NAMES
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.version import __version__
 
@@ -47,7 +48,7 @@ def _normalise(argv: list[str]) -> list[str]:
 def add_intent_flags(p: argparse.ArgumentParser) -> None:
     """The deployment intent, spelled as vLLM spells it."""
     g = p.add_argument_group("deployment intent")
-    g.add_argument("--engine", choices=("vllm", "sglang"), default=None, help="serving engine (default vllm)")
+    g.add_argument("--engine", choices=ENGINE_NAMES, default=None, help="serving engine (default vllm)")
     g.add_argument("--model", help="model directory or Hugging Face repo id (resolved from the local cache only)")
     g.add_argument("--revision", help="revision of a repo id in the cache (branch, tag or commit)")
     g.add_argument("-tp", "--tensor-parallel-size", type=int, default=None, metavar="N")
@@ -112,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_intent_flags(c)
     add_collect_flags(c)
     add_output_flags(c)
+    c.add_argument(
+        "--k8s",
+        metavar="MANIFEST",
+        help="a Pod / Deployment / StatefulSet / LeaderWorkerSet manifest or helm template output (-: stdin): "
+        "the launch from its vLLM container, and the FC9xx checks of the pod",
+    )
     c.add_argument(
         "engine_command",
         nargs=argparse.REMAINDER,
@@ -188,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--ray", nargs="?", const="auto", default=None, metavar="ADDRESS", help="collect from every alive Ray node"
     )
     cl.add_argument("--timeout", type=float, default=60.0, metavar="S", help="per-node collection timeout (Ray)")
+
+    from flightcheck._cli.prepare import add_parsers
+
+    add_parsers(sub)
     return p
 
 
@@ -198,6 +209,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     Raises:
         UsageError: a bad flag or value.
     """
+    if argv[:2] == ["prepare", "install"]:  # a sub-subcommand that argparse's REMAINDER would swallow
+        argv = ["prepare-install", *argv[2:]]
     args = build_parser().parse_args(_normalise(argv))
     command = getattr(args, "engine_command", None)
     if command:  # argparse's REMAINDER is argv's tail: give it back unnormalised

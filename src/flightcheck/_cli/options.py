@@ -53,7 +53,7 @@ def _check_flags(args: argparse.Namespace, fields: dict[str, Any]) -> None:
         if known and quant not in known:
             close = sorted(k for k in known if k.lower().startswith(quant.lower()[:3]))[:4]
             hint = f" (did you mean {', '.join(close)}?)" if close else f" (one of {len(known)} {engine} knows)"
-            flag = engines.module(engine).FLAG["quantization"]
+            flag = engines.flag(engine, "quantization")
             raise UsageError(f"{flag} {quant!r}: not a quantization {engine} knows{hint}")
     python = getattr(args, "python", None)
     if python is not None:

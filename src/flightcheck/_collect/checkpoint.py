@@ -148,7 +148,9 @@ def refresh_draft(intent: Intent, facts: Facts, ck: Checkpoint | None) -> None:
     """Read (again) the separate draft checkpoint of ``intent``'s speculative decoding into
     ``ck.draft`` (vLLM only): the launch's flags decide it, so a settled intent whose flags
     differ needs only this, not the target read again."""
-    if ck is None or intent.engine != "vllm" or not ck.found or ck.crash is not None:
+    from flightcheck._knowledge import engines
+
+    if ck is None or not engines.get(intent.engine).memory.speculative_draft or not ck.found or ck.crash is not None:
         return
     from flightcheck._checkpoint.resolve import env_views
 
@@ -164,7 +166,9 @@ def _read_draft(intent: Intent, ck: Checkpoint, envs: tuple[Any, ...]) -> Checkp
     from flightcheck._checkpoint.resolve import Resolved
     from flightcheck._knowledge import vllm
 
-    spec = vllm.speculative(intent.engine_flags or [], ck.config, intent.model, intent.tensor_parallel_size)
+    spec = vllm.resolve_speculative(
+        intent.speculative_config, intent.speculative_error, ck.config, intent.model, intent.tensor_parallel_size
+    )
     model = vllm.separate_draft(spec, intent.model)
     if model is None:
         return None

@@ -97,25 +97,16 @@ def requirement_on(requires: list[str] | None, wanted: str = "flashinfer-python"
     return None if spec is None else f"{wanted}{spec}"
 
 
-_VLLM_NAMES = (re.compile(r"""["'](VLLM_[A-Z0-9_]+)["']"""), re.compile(r"^\s*(VLLM_[A-Z0-9_]+)\s*:", re.MULTILINE))
-_SGLANG_NAMES = (re.compile(r"\b((?:SGLANG|SGL)_[A-Z0-9_]+)\b"),)
-
-
 def engine_env_vars(engine: str, package_dir: str) -> tuple[list[str] | None, str | None]:
     """(names, why-unavailable): the environment variables the installed engine declares."""
-    if engine == "vllm":
-        files = [os.path.join(package_dir, "envs.py")]
-        split = os.path.join(package_dir, "envs")  # a future package layout
-        if os.path.isdir(split):
-            files += sorted(os.path.join(split, f) for f in os.listdir(split) if f.endswith(".py"))
-        patterns: tuple[re.Pattern[str], ...] = _VLLM_NAMES
-    else:
-        files = [os.path.join(package_dir, "srt", "environ.py")]
-        patterns = _SGLANG_NAMES
+    from flightcheck._knowledge import engines
+
+    found = engines.get(engine)
+    files = found.env_files(package_dir)
     texts = [t for t in (_read_text(f) for f in files) if t]
     if not texts:
         return None, f"{files[0]} is not readable"
-    names = {m for t in texts for p in patterns for m in p.findall(t)}
+    names = {m for t in texts for m in found.env_names(t)}
     return sorted(names), None
 
 

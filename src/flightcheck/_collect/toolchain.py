@@ -8,6 +8,7 @@ run concurrently; a missing tool is a null field with its reason in ``unavailabl
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -325,6 +326,44 @@ def cuda_envs(env: dict[str, str], py: dict[str, Any]) -> list[dict[str, Any]] |
     return out
 
 
+#: the record `flightcheck prepare install` writes beside the modules it places
+PREPARED_RECORD = "flightcheck-bundle.json"
+
+
+def prepared_bundle(py: dict[str, Any]) -> dict[str, Any] | None:
+    """The installed ``flightcheck prepare`` bundle's record, None when there is none."""
+    fi_dir = (py.get("dirs") or {}).get("flashinfer")
+    if not fi_dir:
+        return None
+    aot = os.path.join(str(fi_dir), "data", "aot")
+    path = os.path.join(aot, PREPARED_RECORD)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError) as exc:
+        return {"record": path, "problem": f"{type(exc).__name__}: {exc}"}
+    if not isinstance(data, dict) or not isinstance(data.get("modules"), list):
+        return {"record": path, "problem": "not a flightcheck bundle record"}
+    modules = []
+    for m in data["modules"]:
+        if not isinstance(m, dict) or not isinstance(m.get("name"), str) or "/" in m["name"]:
+            continue
+        name = m["name"]
+        archs = [str(a) for a in m.get("archs") or [] if isinstance(a, str)]
+        modules.append({"name": name, "archs": archs, "present": os.path.isfile(os.path.join(aot, name, f"{name}.so"))})
+    return {
+        "record": path,
+        "arch": str(data.get("arch")) if data.get("arch") else None,
+        "flashinfer": str(data.get("flashinfer")) if data.get("flashinfer") else None,
+        "torch_cuda": str(data.get("torch_cuda")) if data.get("torch_cuda") else None,
+        "nvcc": str(data.get("nvcc")) if data.get("nvcc") else None,
+        "complete": bool(data.get("complete")),
+        "modules": modules,
+    }
+
+
 @collector("toolchain", sections=("toolchain",), timeout=30.0)  # > the engine interpreter query (20 s)
 def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
     """The ``toolchain`` section."""
@@ -428,5 +467,6 @@ def collect_toolchain(cctx: CollectContext) -> dict[str, Any]:
         "cute_dsl_flavors": None if "error" in py else cute_dsl_flavors(py),
         "tilelang_cuda": None if "error" in py else tilelang_cuda(env, py),
         "cuda_envs": None if "error" in py else cuda_envs(env, py),
+        "prepared_bundle": None if "error" in py else prepared_bundle(py),
     }
     return {"toolchain": toolchain, "unavailable": unavailable}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from flightcheck._knowledge import engines
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.intent import Intent
 
@@ -57,7 +58,8 @@ def intent_of(launch: dict[str, Any]) -> tuple[Intent, list[str]]:
     """The Intent of the launch in a diagnosis's ``launch`` block, and notes on what was
     left out."""
     engine = launch.get("engine") or "vllm"
-    fields: dict[str, Any] = {"engine": engine if engine in ("vllm", "sglang") else "vllm"}
+    known = engines.find(engine)  # a log's engine: one we do not know reads as the default
+    fields: dict[str, Any] = {"engine": known.name if known is not None else engines.DEFAULT}
     notes: list[str] = []
     for key, value in (launch.get("args") or {}).items():
         target = _FIELDS.get(key)

@@ -10,19 +10,59 @@ each flag's arity and choices are the engine's, not hand-copied. Loaded once, la
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from flightcheck._vocabulary.version import parse
+
 _DATA = Path(__file__).resolve().parent / "data"
 
+
+@cache
+def releases(engine: str) -> tuple[str, ...]:
+    """The engine releases ``data/`` has a table of, oldest first (PEP 440 order: a new
+    release is a regenerated table, picked up with no other change)."""
+    found = []
+    for path in _DATA.glob(f"{engine}_*_args.json"):
+        text = path.name.removeprefix(f"{engine}_").removesuffix("_args.json")
+        v = parse(text)
+        if v is not None:
+            found.append((v, text))
+    return tuple(text for _, text in sorted(found))
+
+
+class _Newest(Mapping[str, str]):
+    """engine -> the newest release with a table (the reader's reference version)."""
+
+    def __getitem__(self, engine: str) -> str:
+        known = releases(engine)
+        if not known:
+            raise KeyError(engine)
+        return known[-1]
+
+    def __iter__(self) -> Iterator[str]:
+        names = {p.name.split("_", 1)[0] for p in _DATA.glob("*_args.json")}
+        return iter(sorted(n for n in names if releases(n)))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 #: The engine release each table was generated from (the reader's reference version).
-TABLE_VERSION: dict[str, str] = {"vllm": "0.33.0", "sglang": "0.5.23"}
+TABLE_VERSION: Mapping[str, str] = _Newest()
+
+
+def clear() -> None:
+    """Forget the tables read (a test that points ``_DATA`` elsewhere)."""
+    releases.cache_clear()
+    table.cache_clear()
 
 
 @cache
 def table(engine: str) -> dict[str, Any]:
-    """The whole generated table of ``engine`` ("vllm" or "sglang")."""
+    """The whole generated table of ``engine`` (its newest release's)."""
     path = _DATA / f"{engine}_{TABLE_VERSION[engine]}_args.json"
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data

@@ -1,5 +1,10 @@
-"""The engine knowledge by engine name: which module speaks for ``vllm`` or ``sglang``,
-and the rules both share (canonical spellings, which flags take a value).
+"""The engines by name: the one registration of each :class:`Engine` (``get(name)``,
+``names()``), and the rules every engine shares (canonical spellings, which flags take a
+value, secrets).
+
+A new engine is a knowledge package with an ``engine.py`` giving ``ENGINE`` and one line in
+:data:`_REGISTERED`; its name joins ``_vocabulary.engine.EngineName``. Nothing else compares
+an engine's name (``tests/test_architecture.py`` counts: zero).
 
 Only the flags that decide whether a launch works are read; every other flag passes
 through untouched. Spellings follow the engines' own parsers: vLLM accepts underscores for
@@ -9,16 +14,83 @@ dashes (``--tensor_parallel_size``) and ``-tp=8``; SGLang's launcher has long al
 
 from __future__ import annotations
 
-from types import ModuleType
+from collections.abc import Mapping
 
-from flightcheck._knowledge import sglang, vllm
-from flightcheck._knowledge.vllm import Reader
+from flightcheck._knowledge.sglang.engine import ENGINE as _SGLANG
+from flightcheck._knowledge.vllm.engine import ENGINE as _VLLM
 from flightcheck._vocabulary import redaction as _redaction
+from flightcheck._vocabulary.engine import ENGINE_NAMES, KNOWN_ENGINES, Engine, EngineName, Reader
+from flightcheck._vocabulary.errors import UsageError
+
+#: the one registration of each engine, by name (the first is the default)
+_REGISTERED: dict[str, Engine] = {e.name: e for e in (_VLLM, _SGLANG)}
+#: the engine of a launch that names none (``--engine`` absent; the plugin's)
+DEFAULT: EngineName = "vllm"
+
+
+def register(engine: Engine) -> None:
+    """Add an engine (a test's fake; a new engine registers in :data:`_REGISTERED`)."""
+    _REGISTERED[engine.name] = engine
+    if engine.name not in KNOWN_ENGINES:
+        KNOWN_ENGINES.append(engine.name)
+    global BOOL_FLAGS
+    BOOL_FLAGS = frozenset().union(*(e.reader.bool_flags for e in _REGISTERED.values()))
+
+
+def unregister(name: str) -> None:
+    """Remove an engine :func:`register` added (tests)."""
+    if name in ENGINE_NAMES:
+        raise ValueError(f"{name} is a built-in engine")
+    _REGISTERED.pop(name, None)
+    if name in KNOWN_ENGINES:
+        KNOWN_ENGINES.remove(name)
+    global BOOL_FLAGS
+    BOOL_FLAGS = frozenset().union(*(e.reader.bool_flags for e in _REGISTERED.values()))
+
+
+def names() -> tuple[str, ...]:
+    """The registered engines' names, the default first."""
+    return tuple(_REGISTERED)
+
+
+def get(name: str | None) -> Engine:
+    """The engine named ``name`` (None: the default, vLLM).
+
+    Raises:
+        UsageError: no engine of that name (one line; never mapped to another engine).
+    """
+    if name is None:
+        return _REGISTERED[DEFAULT]
+    found = _REGISTERED.get(name)
+    if found is None:
+        raise UsageError(f"--engine {name!r}: expected one of {', '.join(_REGISTERED)}")
+    return found
+
+
+def find(name: str | None) -> Engine | None:
+    """The engine named ``name``, or None (a name read from facts, where an unknown one is
+    a fact to report, not a usage error)."""
+    return _REGISTERED.get(name) if name is not None else None
+
+
+def by_cli(word: str) -> Engine | None:
+    """The engine whose console script is ``word`` (``vllm`` of ``vllm serve``), if any."""
+    return next((e for e in _REGISTERED.values() if e.command.cli == word), None)
+
+
+def by_module(module: str) -> tuple[Engine, str, bool] | None:
+    """(engine, form, whether ``serve`` follows) of a ``python -m <module>`` entry point."""
+    for e in _REGISTERED.values():
+        if module in e.command.modules:
+            form, serve = e.command.modules[module]
+            return e, form, serve
+    return None
+
 
 #: flags that never take a value, whichever engine (so the token after them is not read
 #: as their value). Flags not listed and not known to take a value are read with the usual
 #: heuristic (the next token is the value unless it is a flag).
-BOOL_FLAGS: frozenset[str] = vllm.BOOL_FLAGS | sglang.BOOL_FLAGS
+BOOL_FLAGS: frozenset[str] = frozenset().union(*(e.reader.bool_flags for e in _REGISTERED.values()))
 #: flags both engines read with a value, though no intent field comes from them.
 _VALUE_FLAGS = ("--config", "--node-rank")
 
@@ -62,21 +134,12 @@ def quantizations(engine: str | None) -> frozenset[str]:
     """The ``--quantization`` values the engine accepts: its parser's choices (SGLang) or
     ``QUANTIZATION_METHODS`` (vLLM), from the tables generated from the installed engines
     (``data/<engine>_<version>_args.json``, ``scripts/gen_engine_tables.py``)."""
-    import json
-    from importlib import resources
+    from flightcheck._knowledge import argtables
 
-    name = "sglang" if engine == "sglang" else "vllm"
-    files = sorted(f.name for f in resources.files(f"{__package__}.data").iterdir() if f.name.startswith(f"{name}_"))
-    tables = [f for f in files if f.endswith("_args.json")]
-    if not tables:
+    name = get(engine).name
+    if name not in argtables.TABLE_VERSION:
         return frozenset()
-    doc = json.loads(resources.files(f"{__package__}.data").joinpath(tables[-1]).read_text(encoding="utf-8"))
-    return frozenset(str(v) for v in (doc.get("quantization_choices") or {}).get("values") or ())
-
-
-def module(engine: str | None) -> ModuleType:
-    """The knowledge module of ``engine`` (vLLM unless SGLang is named)."""
-    return sglang if engine == "sglang" else vllm
+    return frozenset(str(v) for v in argtables.values(name, "quantization_choices"))
 
 
 def canonical(flag: str, engine: str | None) -> str:
@@ -89,14 +152,12 @@ def canonical(flag: str, engine: str | None) -> str:
     if flag.startswith("--"):
         head, dot, tail = flag[2:].partition(".")
         flag = "--" + head.replace("_", "-") + dot + tail
-    aliases: dict[str, str] = module(engine).ALIASES
-    return aliases.get(flag, flag)
+    return get(engine).reader.aliases.get(flag, flag)
 
 
-def fields_for(engine: str | None) -> dict[str, Reader]:
+def fields_for(engine: str | None) -> Mapping[str, Reader]:
     """The flag table of ``engine``."""
-    fields: dict[str, Reader] = module(engine).FIELDS
-    return fields
+    return get(engine).reader.fields
 
 
 def takes_value(flag: str, engine: str | None) -> bool | None:
@@ -110,8 +171,7 @@ def takes_value(flag: str, engine: str | None) -> bool | None:
 
 def flag(engine: str | None, name: str) -> str:
     """How fixes spell an option for ``engine`` (``flag("sglang", "tp")`` -> ``--tp``)."""
-    table: dict[str, str] = module(engine).FLAG
-    return table[name]
+    return get(engine).reader.flag[name]
 
 
 def layout(
@@ -125,5 +185,4 @@ def layout(
     dcp: int = 1,
 ) -> str:
     """A parallel layout as the engine's flags."""
-    text: str = module(engine).layout(tp, pp, dp, ep, moe_size, pcp, dcp)
-    return text
+    return get(engine).reader.layout(tp, pp, dp, ep, moe_size, pcp, dcp)

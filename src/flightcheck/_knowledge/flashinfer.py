@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import re
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
+
+from flightcheck._vocabulary.version import parse
 
 INDEX = "https://flashinfer.ai/whl"
 _OLD = ["7.5", "8.0", "8.9", "9.0a"]
@@ -75,10 +77,7 @@ TAGS = ((12, 8), (12, 9), (13, 0), (13, 4))
 
 
 def _v(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
+    return parse(text)
 
 
 def cuda_tag(version: str) -> str | None:

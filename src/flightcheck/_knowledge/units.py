@@ -4,19 +4,17 @@ download tools say) and version strings as the checks compare them."""
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
+
+from flightcheck._vocabulary.version import parse
 
 GiB = 1 << 30
 
 
 def version(text: str | None) -> Version | None:
-    """A parsed version (local tags such as ``+cu130`` kept), or None when unparsable."""
-    if not text:
-        return None
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None
+    """A parsed version (local tags such as ``+cu130`` kept), or None when unparsable
+    (``_vocabulary.version.parse``: the one version reader)."""
+    return parse(text)
 
 
 def major_minor(text: str | None) -> tuple[int, int] | None:

@@ -20,7 +20,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
-from flightcheck._knowledge import vllm
+from flightcheck._knowledge import engines, vllm
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.intent import Intent
 
@@ -28,13 +28,6 @@ _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 _ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 #: ``python -m MODULE`` -> (engine, form, the module expects a subcommand first)
-_MODULES = {
-    "vllm.entrypoints.openai.api_server": ("vllm", "vllm-api-server", False),
-    "vllm.entrypoints.launchers.api_server.entry": ("vllm", "vllm-api-server", False),
-    "vllm.entrypoints.cli.main": ("vllm", "vllm-cli", True),
-    "sglang.launch_server": ("sglang", "sglang-launch-server", False),
-    "sglang.cli.main": ("sglang", "sglang-cli", True),
-}
 
 
 @dataclass
@@ -78,27 +71,26 @@ def _recognise(argv: list[str]) -> tuple[int, str | None, str, int]:
     for i, tok in enumerate(argv):
         base = os.path.basename(tok)
         nxt = argv[i + 1] if i + 1 < len(argv) else None
-        if base in ("vllm", "sglang") and nxt == "serve":
-            return i, base, f"{base}-cli", i + 2
+        cli = engines.by_cli(base)
+        if cli is not None and nxt == "serve":
+            return i, cli.name, f"{cli.command.cli}-cli", i + 2
         if _PYTHON.match(base):
             j = i + 1
             while j < len(argv) and argv[j].startswith("-") and argv[j] != "-m":
                 j += 2 if argv[j] in ("-X", "-W") else 1
-            if j + 1 < len(argv) and argv[j] == "-m" and argv[j + 1] in _MODULES:
-                engine, form, sub = _MODULES[argv[j + 1]]
+            entry = engines.by_module(argv[j + 1]) if j + 1 < len(argv) and argv[j] == "-m" else None
+            if entry is not None:
+                found, form, sub = entry
+                engine = found.name
                 k = j + 2
                 if sub:
                     if k < len(argv) and argv[k] == "serve":
                         return i, engine, form, k + 1
                     return i, None, "unknown", 0
                 return i, engine, form, k
-            if (
-                j < len(argv)
-                and os.path.basename(argv[j]) in ("vllm", "sglang")
-                and j + 1 < len(argv)
-                and argv[j + 1] == "serve"
-            ):
-                return i, os.path.basename(argv[j]), f"{os.path.basename(argv[j])}-cli", j + 2
+            script = engines.by_cli(os.path.basename(argv[j])) if j < len(argv) else None
+            if script is not None and j + 1 < len(argv) and argv[j + 1] == "serve":
+                return i, script.name, f"{script.command.cli}-cli", j + 2
     return 0, None, "unknown", 0
 
 

@@ -119,7 +119,7 @@ def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
     """Replace the built-in reading of ``cmd.intent`` with the engine's answer ``doc``."""
     import dataclasses
 
-    from flightcheck._knowledge import sglang, vllm
+    from flightcheck._knowledge import engines, sglang
     from flightcheck._launch.intent_read import _set, release_tuple
 
     intent = cmd.intent
@@ -132,10 +132,11 @@ def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
     fields["refused"] = []
     unparsed = [u for u in intent.unparsed if not u.startswith(tuple(f"{n} " for n in _COPIED))]
     defaults = {f.name: f.default for f in dataclasses.fields(Intent)}
+    rules = engines.get(cmd.engine).reader
     for name in _COPIED:
         if name == "model" and intent.model is None:
             continue  # the line names no model: the engine's default, left unset as the built-in reader does
-        if name == "enable_expert_parallel" and cmd.engine == "sglang":
+        if name == "enable_expert_parallel" and rules.derives_expert_parallel:
             continue  # derived below, as SGLang derives it
         value = doc.get(name)
         if value is None:
@@ -143,7 +144,7 @@ def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
                 fields[name] = None
             continue  # else: a setting this engine does not have
         if name == "kv_cache_dtype" and isinstance(value, str):
-            value = sglang.KV_DTYPE_NAMES.get(value, value)
+            value = rules.kv_dtype_aliases.get(value, value)
         if name == "hf_overrides" and isinstance(value, str):
             try:
                 value = json.loads(value)
@@ -154,15 +155,15 @@ def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
             continue
         if name == "cpu_offload_gb" and isinstance(value, (int, float)):
             value = float(value)
-        if name == "gpu_memory_utilization" and cmd.engine == "vllm":
-            # the parser takes any float; CacheConfig refuses it at startup (FC703), by release
-            why = vllm.utilization_refusal(value, release_tuple(doc.get("engine_version")))
+        if name == "gpu_memory_utilization":
+            # the parser takes any float; vLLM's CacheConfig refuses it at startup (FC703), by release
+            why = engines.get(cmd.engine).memory.utilization_refusal(value, release_tuple(doc.get("engine_version")))
             if why:
                 fields["refused"] = [*fields["refused"], why]
                 fields.pop(name, None)
                 continue
         _set(fields, name, value, name, unparsed)
-    if cmd.engine == "vllm":
+    if rules.executor_backend:
         # how vLLM starts its workers, as its parser read it (``--distributed-executor-backend``
         # in any spelling it accepts): "ray" changes how the plan's variables reach them
         # (a reader that does not report it leaves the built-in reading)
@@ -170,7 +171,7 @@ def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
         if "distributed_executor_backend" in extra:
             backend = extra["distributed_executor_backend"]
             fields["distributed_executor_backend"] = backend if isinstance(backend, str) else None
-    if cmd.engine == "sglang":
+    if rules.derives_expert_parallel:  # SGLang: ep_size, DP attention splitting the TP group
         extra = doc.get("engine_fields") or {}
         if extra.get("enable_dp_attention") and extra.get("attn_dp_size", 1) == 1:
             fields["data_parallel_size"] = 1

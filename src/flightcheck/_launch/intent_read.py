@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flightcheck._knowledge import engines as F
-from flightcheck._knowledge import sglang, vllm
+from flightcheck._knowledge import sglang
+from flightcheck._knowledge.vllm.command import launch_options
 from flightcheck._launch.tokens import Opt, config_tokens, tokenize
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.intent import Intent
@@ -105,7 +106,7 @@ def read_intent(cmd: EngineCommand) -> None:
     fields["unparsed"] = unparsed
     fields["refused"] = refused
     fields["reader"] = "built-in"
-    cmd.intent = Intent(**fields)
+    cmd.intent = read_options(Intent(**fields))
 
 
 def _table_release() -> tuple[int, ...] | None:
@@ -175,22 +176,22 @@ def intent_fields(
     from flightcheck._launch import engine_args
 
     fields: dict[str, Any] = {"engine": engine}
-    mod = vllm if engine == "vllm" else sglang
-    table: dict[str, str] = mod.READER_FIELDS
+    rules = F.get(engine).reader
+    table = rules.intent_fields
     for dest, name in table.items():
         if dest not in given or dest not in values:
             continue
         value = values[dest]
         if value is None:
             continue
-        if engine == "vllm" and dest in vllm.READER_LOOSE_NUMBERS and isinstance(value, str):
+        if dest in rules.loose_numbers and isinstance(value, str):
             try:
-                value = engine_args.convert(vllm.READER_LOOSE_NUMBERS[dest], value)
+                value = engine_args.convert(rules.loose_numbers[dest], value)
             except ValueError:
                 unparsed.append(f"{dest} {value!r}: not a number")
                 continue
-        if name == "kv_cache_dtype" and engine == "sglang":
-            value = sglang.KV_DTYPE_NAMES.get(value, value)
+        if name == "kv_cache_dtype":
+            value = rules.kv_dtype_aliases.get(value, value)
         if name == "hf_overrides" and isinstance(value, str):
             import json
 
@@ -202,15 +203,15 @@ def intent_fields(
                 continue
         if name == "cpu_offload_gb":
             value = float(value)
-        if engine == "vllm" and name == "gpu_memory_utilization" and refused is not None:
-            # the parser takes any float; CacheConfig refuses it at startup (FC703)
-            why = vllm.utilization_refusal(value, _table_release())
+        if name == "gpu_memory_utilization" and refused is not None:
+            # the parser takes any float; vLLM's CacheConfig refuses it at startup (FC703)
+            why = F.get(engine).memory.utilization_refusal(value, _table_release())
             if why:
                 refused.append(why)
                 continue
         _set(fields, name, value, dest, unparsed)
-    if engine == "vllm":
-        # ServeSubcommand.cmd: the positional model_tag wins over --model; the api_server
+    if rules.preprocess == "flexible":
+        # vLLM's ServeSubcommand.cmd: the positional model_tag wins over --model; the api_server
         # entry point never copies it (vllm/entrypoints/launchers/api_server/entry.py).
         # A line that names no model leaves it None (the engine's default model; checks
         # that need the model then skip, as before).
@@ -218,7 +219,7 @@ def intent_fields(
         model = tag if tag is not None else (values.get("model") if "model" in given else None)
         if model is not None:
             fields["model"] = model
-    else:
+    if rules.derives_expert_parallel:
         if values.get("enable_dp_attention") and values.get("attn_dp_size", 1) == 1:
             # the deprecated spelling: DP attention splits the TP group (attn_dp_size),
             # dp_size no longer counts replicas (arg_groups/parallel_hook.py)
@@ -235,6 +236,7 @@ def read_intent_leniently(cmd: EngineCommand) -> None:
     opts, positionals, unparsed = engine_opts(cmd)
     table = F.fields_for(cmd.engine)
     fields: dict[str, Any] = {"engine": cmd.engine}
+    rules = F.get(cmd.engine).reader
     seen_flags: list[str] = []
     dp_attention = False
     for opt in opts:
@@ -242,10 +244,10 @@ def read_intent_leniently(cmd: EngineCommand) -> None:
         rendered = opt.flag if opt.value is None else f"{opt.flag}={F.REDACTED if F.is_secret(opt.flag) else opt.value}"
         if rendered not in seen_flags:
             seen_flags.append(rendered)
-        if opt.flag == sglang.DP_ATTENTION_FLAG:
+        if opt.flag == rules.dp_attention_flag:
             dp_attention = True
-        if cmd.engine == "vllm" and opt.flag in vllm.BOOLS:
-            name, value = vllm.BOOLS[opt.flag]
+        if opt.flag in rules.bools:
+            name, value = rules.bools[opt.flag]
             fields[name] = value
             continue
         if opt.flag not in table:
@@ -269,12 +271,23 @@ def read_intent_leniently(cmd: EngineCommand) -> None:
             continue
         fields[name] = value
     # vLLM: the positional model_tag (argparse takes it anywhere between the flags)
-    if cmd.form == "vllm-cli" and positionals:
+    if rules.preprocess == "flexible" and cmd.form.endswith("-cli") and positionals:
         fields["model"] = positionals[0][1]
-    if cmd.engine == "sglang" and dp_attention:
+    if dp_attention:
         # DP attention splits the TP group; it does not add GPUs
         fields["data_parallel_size"] = 1
     fields["engine_flags"] = seen_flags
     fields["unparsed"] = unparsed
     fields["config_problem"] = cmd.config_problem
-    cmd.intent = Intent(**fields)
+    cmd.intent = read_options(Intent(**fields))
+
+
+def read_options(intent: Intent) -> Intent:
+    """Fill ``intent``'s read-once fields (``READ_ONCE_FIELDS``: the speculative config, the
+    multimodal limits and profiling switches) from its ``engine_flags``, with vLLM's
+    semantics (``_knowledge.vllm.command.launch_options``; the engines that use them gate
+    that in their memory rules): the one place the command's flags are read for them. Both
+    readers call it; the engine's reading keeps the flags, and these with them."""
+    for name, value in launch_options(intent.engine_flags).items():
+        setattr(intent, name, value)
+    return intent

@@ -113,7 +113,7 @@ def config_tokens(path: str, engine: str = "vllm") -> tuple[list[str], dict[str,
         data = {}
     if not isinstance(data, dict):
         raise UsageError(f"--config {shown(path)}: expected a mapping of flag names to values")
-    if engine == "sglang":
+    if F.get(engine).reader.preprocess == "server-args":  # ServerArgs' own --config merge
         return sglang_config_words(data, path), data
     tokens: list[str] = []
     for key, value in data.items():

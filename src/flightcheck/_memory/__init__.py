@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flightcheck._knowledge import sglang, vllm
+from flightcheck._knowledge import engines, sglang, vllm
 from flightcheck._memory.budget import BATCHED_TOKENS, MAX_SEQS, Batch, release
 from flightcheck._memory.config import ModelConfig, parse
 from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization
@@ -43,11 +43,8 @@ def build(
     """The memory model from a checkpoint and a launch (``total``: bytes of the smallest GPU
     used as CUDA reports them, the driver's reservation taken off)."""
     eager = bool(intent.enforce_eager) or vllm.FLAG["eager"] in (intent.engine_flags or [])
-    sglang_opts = (
-        sglang.fraction_options(intent.engine_flags or [], intent.model, intent.max_num_seqs)
-        if intent.engine == "sglang"
-        else {}
-    )
+    rules = engines.get(intent.engine).memory
+    fraction_opts = rules.fraction_options(intent.engine_flags or [], intent.model, intent.max_num_seqs)
     m = MemoryModel(
         engine=intent.engine,
         layout=Layout(
@@ -67,8 +64,8 @@ def build(
         batch=batch_for(intent, total, gpu_name, engine_version, compute_capability, env),
         kv_cache_memory_bytes=intent.kv_cache_memory_bytes,
         cpu_offload_bytes=int((intent.cpu_offload_gb or 0) * (1 << 30)),
-        sglang_opts=sglang_opts,
-        sglang_mm=sglang.mm_reservation_bytes(intent.engine_flags or [], env or {}) if intent.engine == "sglang" else 0,
+        fraction_opts=fraction_opts,
+        mm_reserved=rules.mm_reservation_bytes(intent.engine_flags or [], env or {}),
     )
     if ck is not None and ck.crash:
         m.error = f"reading the checkpoint failed: {ck.crash}"
@@ -80,12 +77,11 @@ def build(
         m.error = f"{ck.config_error} (FC507)"
         return m
     # the config as the engine sees it: after --hf-overrides / --json-model-override-args
-    apply = sglang.apply_model_override_args if intent.engine == "sglang" else vllm.apply_hf_overrides
-    m.cfg = parse(apply(ck.config, intent.hf_overrides), ck.hf_quant, ck.processor, ck.video_processor)
+    m.cfg = parse(rules.apply_overrides(ck.config, intent.hf_overrides), ck.hf_quant, ck.processor, ck.video_processor)
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
-    if intent.engine == "sglang":
+    if rules.token_pool:  # the pool is a whole number of the attention backend's pages
         _sglang_attention(m, intent.engine_flags or [], compute_capability)
     if ck.unread and ck.gguf_groups is None:
         m.error = f"weights not counted: {ck.gguf_uncounted or ck.unread}"
@@ -106,7 +102,7 @@ def build(
         m.error = "no shard header could be read (FC5xx)"
         return m
     m.tally = tally(groups, m.cfg)
-    if intent.engine == "vllm":
+    if rules.speculative_draft:
         _speculative(m, intent, ck.config, ck.draft)
     if len(ck.scanned) < len(ck.shards):
         _scale_to_index(m, ck)
@@ -132,12 +128,14 @@ def build(
 
 
 def _speculative(m: MemoryModel, intent: Intent, config: dict[str, object], draft: Checkpoint | None) -> None:
-    """The launch's speculative decoding (``_knowledge.vllm.speculative``) and what it adds:
+    """The launch's speculative decoding (``_knowledge.vllm.resolve_speculative``) and what it adds:
     the target's own MTP layers (weights and KV) when it drafts with them, a separate
     draft checkpoint's (``draft``, read by the collector) otherwise. Rules read from
     vLLM 0.33.0's source (and the 0.32.0 wheel): older versions get a note, not a figure."""
     assert m.cfg is not None
-    spec = vllm.speculative(intent.engine_flags or [], config, intent.model, intent.tensor_parallel_size)
+    spec = vllm.resolve_speculative(
+        intent.speculative_config, intent.speculative_error, config, intent.model, intent.tensor_parallel_size
+    )
     if spec is None:
         return
     m.speculative = spec.as_dict()
@@ -296,8 +294,8 @@ def batch_for(
     tokens, seqs = vllm.batch_defaults(v, total, gpu_name, compute_capability, length, v0=v0) if total else (None, None)
     given = [n for n, x in (("tokens", intent.max_num_batched_tokens), ("seqs", intent.max_num_seqs)) if x]
     source = "the launch's" if len(given) == 2 else ("vLLM's defaults for this GPU" if total else "assumed")
-    # --skip-mm-profiling / --language-model-only / --limit-mm-per-prompt (vllm.mm_profiling)
-    skip_mm, mm_limits = vllm.mm_profiling(intent.engine_flags or [])
+    # --skip-mm-profiling / --language-model-only / --limit-mm-per-prompt, read once by _launch
+    skip_mm, mm_limits = intent.mm_profiling_off, vllm.mm_limits(intent.limit_mm_per_prompt)
     return Batch(
         tokens=intent.max_num_batched_tokens or tokens or BATCHED_TOKENS,
         seqs=intent.max_num_seqs or seqs or MAX_SEQS,
@@ -307,7 +305,7 @@ def batch_for(
         encoder=vllm.encoder_profiled(v) and skip_mm is None,
         release=v,
         mm_limits=mm_limits,
-        mm_image_size=vllm.mm_image_size(intent.engine_flags or []),
-        mm_encoder_tp_mode=vllm.encoder_tp_mode(intent.engine_flags or []),
+        mm_image_size=vllm.mm_image_size_of(intent.limit_mm_per_prompt),
+        mm_encoder_tp_mode=intent.mm_encoder_tp_mode,
         max_model_len=length,
     )

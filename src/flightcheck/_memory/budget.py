@@ -49,11 +49,12 @@ from typing import Any
 
 import msgspec
 
-from flightcheck._knowledge import nccl, sglang, vllm
-from flightcheck._knowledge.units import GiB, version
+from flightcheck._knowledge import engines, nccl, sglang, vllm
+from flightcheck._knowledge.units import GiB
 from flightcheck._memory.config import ModelConfig
 from flightcheck._memory.kv import KvShape
 from flightcheck._memory.weights import Layout
+from flightcheck._vocabulary.version import release
 
 MiB = 1 << 20
 BATCHED_TOKENS = 8192  # when neither the launch nor the GPU says (memory unknown)
@@ -136,11 +137,6 @@ def communication(
     return Communication(communicators * one.low + car_low, communicators * one.high + car, parts, True, one.note)
 
 
-def release(engine_version: str | None) -> tuple[int, ...] | None:
-    v = version(engine_version)
-    return tuple(v.release) if v is not None else None
-
-
 def default_utilization(
     engine: str,
     engine_version: str | None,
@@ -148,12 +144,12 @@ def default_utilization(
     layout: Layout,
     *,
     mla: bool = False,
-    sglang_opts: dict[str, Any] | None = None,
+    fraction_opts: dict[str, Any] | None = None,
 ) -> tuple[float, str]:
     """(fraction, where it comes from) when the launch does not set one."""
-    if engine == "sglang":
+    if engines.get(engine).memory.budget == "free":
         return (
-            sglang_fraction(total, layout, mla, **(sglang_opts or {})),
+            sglang_fraction(total, layout, mla, **(fraction_opts or {})),
             "SGLang's default mem_fraction_static for this GPU and layout",
         )
     v = release(engine_version)
@@ -335,12 +331,12 @@ def default_reserve(
     *,
     eager: bool = False,
     batch: Batch | None = None,
-    sglang_mm: int = 0,
+    mm_reserved: int = 0,
 ) -> tuple[int, dict[str, int]]:
     """(bytes, breakdown) kept back from the requested memory besides weights and KV
-    (SGLang: only a multimodal model's post-sizing reservation, ``sglang_mm``)."""
-    if engine == "sglang":
-        return (sglang_mm, {"multimodal_cache": sglang_mm}) if sglang_mm and cfg.vision else (0, {})
+    (SGLang: only a multimodal model's post-sizing reservation, ``mm_reserved``)."""
+    if engines.get(engine).memory.reserve == "multimodal":
+        return (mm_reserved, {"multimodal_cache": mm_reserved}) if mm_reserved and cfg.vision else (0, {})
     b = batch or Batch()
     text, encoder = profile_peak(cfg, layout, b)
     parts = {

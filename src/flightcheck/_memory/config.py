@@ -104,7 +104,7 @@ class ModelConfig(msgspec.Struct):
     quant: Quant = msgspec.field(default_factory=Quant)
     missing: list[str] = msgspec.field(default_factory=list)
     #: SGLang's derived context length (``flightcheck._knowledge.sglang.context_length``)
-    sglang_context: int = 2048
+    derived_context: int = 2048
     #: a vision model's (vision_config.num_hidden_layers, hidden_size), SGLang's defaults 24 / 1024
     vision: tuple[int, int] | None = None
     #: the top-level ``architectures`` (a multimodal wrapper's; SGLang's hf_config.architectures)
@@ -214,7 +214,7 @@ def parse(
     c.quant = quant_of(
         d.get("quantization_config") if isinstance(d.get("quantization_config"), dict) else None, hf_quant
     )
-    c.sglang_context = sglang.context_length(d)
+    c.derived_context = sglang.context_length(d)
     c.vllm_window, _ = vllm.context_window(d)
     outer = doc.get("architectures")
     c.outer_architectures = tuple(a for a in outer if isinstance(a, str)) if isinstance(outer, list) else ()

@@ -39,6 +39,7 @@ from flightcheck._memory.weights import (
     per_rank,
     stage_layers,
 )
+from flightcheck._vocabulary.engine import MemoryRules
 from flightcheck._vocabulary.intent import AUTO
 
 
@@ -84,9 +85,9 @@ class MemoryModel(msgspec.Struct):
     weights_source: str | None = None
     #: SGLang: the launch's terms of mem_fraction_static's default (chunked prefill, attention
     #: DP, DeepEP, CUDA graphs off, --max-running-requests; ``_knowledge.sglang.fraction_options``)
-    sglang_opts: dict[str, Any] = msgspec.field(default_factory=dict)
+    fraction_opts: dict[str, Any] = msgspec.field(default_factory=dict)
     #: SGLang: what a multimodal model's KV budget loses (``_knowledge.sglang.mm_reservation_bytes``)
-    sglang_mm: int = 0
+    mm_reserved: int = 0
     #: SGLang: the attention backends it picks for this model on the GPU used
     #: (``_knowledge.sglang.attention_backends``; None: vLLM, or the compute capability unknown)
     sglang_attention: sglang.AttentionChoice | None = None
@@ -109,20 +110,25 @@ class MemoryModel(msgspec.Struct):
     # ------------------------------------------------------------------ what-ifs
 
     @property
+    def _rules(self) -> MemoryRules:
+        """The engine's memory rules (``_knowledge/<engine>/engine.py``)."""
+        return engines.get(self.engine).memory
+
+    @property
     def max_model_len(self) -> int | None:
         """The length the launch asks for (model default resolved; None for auto or unknown)."""
         if self.requested_len == AUTO:
             return None
         if self.requested_len is not None:
             return self.requested_len
-        if self.cfg is not None and self.engine == "sglang":
-            return self.cfg.sglang_context  # configs/model_config.py: never None (2048 at worst)
+        if self.cfg is not None and self._rules.derived_context:
+            return self.cfg.derived_context  # configs/model_config.py: never None (2048 at worst)
         return self.cfg.max_position if self.cfg else None
 
     @property
     def attn_dp(self) -> int:
         """SGLang's attention-DP size (1: off)."""
-        return int(self.sglang_opts.get("attn_dp", 1)) if self.engine == "sglang" else 1
+        return int(self.fraction_opts.get("attn_dp", 1))  # only an engine with attention DP sets it
 
     def free_before_load(self) -> int | None:
         """SGLang's ``pre_model_load_memory`` estimate: the smallest GPU's memory less what
@@ -136,7 +142,7 @@ class MemoryModel(msgspec.Struct):
         assert self.cfg is not None and self.tally is not None
         lay = layout or self.layout
         out = per_rank(self.tally, self.cfg, lay, online_fp8=self.online_fp8)
-        if lay.tp > 1 and self.engine != "sglang" and encoder_dp(self.cfg, self.batch):
+        if lay.tp > 1 and self._rules.encoder_data_parallel and encoder_dp(self.cfg, self.batch):
             encoder_replicated(out, self.tally, lay, online_fp8=self.online_fp8)
         if self.mtp_layers:
             out[-1]["mtp_draft"] = mtp_per_rank(self.tally, self.cfg, lay, self.mtp_layers, online_fp8=self.online_fp8)
@@ -236,7 +242,7 @@ class MemoryModel(msgspec.Struct):
         PP stage's layers) against each worker's budget, the smallest binding: vLLM 0.14 - 0.16
         with PP > 1 (``vllm.PP_KV_CHECK_WHOLE_MODEL``); otherwise each stage's own layers."""
         lay = layout or self.layout
-        return self.engine == "vllm" and lay.pp > 1 and vllm.pp_kv_check_whole_model(release(self.engine_version))
+        return lay.pp > 1 and self._rules.pp_kv_check_whole_model(release(self.engine_version))
 
     def kv_checked(self, layout: Layout | None = None, kv_dtype: str | None = None, stage: int = 0) -> KvShape:
         """The KV demand the engine's one-sequence check uses on ``stage`` (see
@@ -261,13 +267,13 @@ class MemoryModel(msgspec.Struct):
         lay = layout or self.layout
         default_util, reserve = self._budget(lay)
         util = utilization or default_util
-        if self.engine == "sglang":
+        if self._rules.budget == "free":
             usable = int(util * max(0, self.free_before_load() or 0))
         else:
             usable = usable_bytes(self.total, util)
         length = self.max_model_len if max_len is None else max_len
         worst: Fit | None = None
-        override = self.kv_cache_memory_bytes if self.engine == "vllm" else None
+        override = self.kv_cache_memory_bytes if self._rules.kv_bytes_override else None
         stages = self.stages(lay)
         shapes = [self.kv(lay, kv_dtype, i) for i in range(len(stages))]
         # each stage allocates its own layers (``shape``, the token capacity), but the check
@@ -301,14 +307,14 @@ class MemoryModel(msgspec.Struct):
             self.utilization
             if self.utilization_set
             else default_utilization(
-                self.engine, self.engine_version, self.total, layout, mla=self.cfg.mla, sglang_opts=self._opts()
+                self.engine, self.engine_version, self.total, layout, mla=self.cfg.mla, fraction_opts=self._opts()
             )[0]
         )
         reserve = (
             self.reserve
             if self.reserve_set
             else default_reserve(
-                self.cfg, layout, self.engine, eager=self.eager, batch=self.batch, sglang_mm=self.sglang_mm
+                self.cfg, layout, self.engine, eager=self.eager, batch=self.batch, mm_reserved=self.mm_reserved
             )[0]
             + self.comm_in_reserve(layout)
         )
@@ -316,7 +322,7 @@ class MemoryModel(msgspec.Struct):
 
     def _opts(self) -> dict[str, Any]:
         """SGLang's fraction terms for this model (the launch's, and a vision model's)."""
-        opts = dict(self.sglang_opts)
+        opts = dict(self.fraction_opts)
         if self.cfg is not None and self.cfg.vision is not None:
             opts["vision"] = self.cfg.vision
             if (
@@ -331,14 +337,14 @@ class MemoryModel(msgspec.Struct):
         request-to-token table it allocates outside mem_fraction_static (see
         ``_knowledge.sglang``); None for vLLM or when GPU memory is unknown."""
         f = fit or self.fit()
-        if f is None or self.engine != "sglang":
+        if f is None or not self._rules.token_pool:
             return None
         tokens = max(0, f.max_model_len_fit)
         # pool_configurator.py ``calculate_pool_sizes``: the pool is a whole number of pages
         page = (self.sglang_attention.page_size if self.sglang_attention else None) or 1
         tokens = tokens // page * page
-        context = f.max_model_len or (self.cfg.sglang_context if self.cfg else 2048)
-        given = self.sglang_opts.get("max_running")
+        context = f.max_model_len or (self.cfg.derived_context if self.cfg else 2048)
+        given = self.fraction_opts.get("max_running")
         running = sglang.max_running_requests(tokens, context, given, self.attn_dp) if tokens > 1 else 0
         return {
             "kv_tokens": tokens,
@@ -354,7 +360,7 @@ class MemoryModel(msgspec.Struct):
         """vLLM's "GPU KV cache size" and "Maximum concurrency" for this launch (None when
         the length is automatic or the GPU memory unknown)."""
         f = fit or self.fit()
-        if f is None or not f.max_model_len or self.engine != "vllm":
+        if f is None or not f.max_model_len or not self._rules.capacity_log:
             return None
         v = release(self.engine_version)
         return capacity(
@@ -376,7 +382,7 @@ class MemoryModel(msgspec.Struct):
         """vLLM before 0.11.0 snapshots before the distributed init, so its communicators sit
         inside the KV budget (``vllm.comm_in_budget``): their certain size (the low end, so
         FC402 stops no launch the engine would serve); 0 otherwise."""
-        if self.engine != "vllm" or not vllm.comm_in_budget(release(self.engine_version)):
+        if self._rules.communicators(release(self.engine_version)) != "in-budget":
             return 0
         return self.communication(layout, vllm.TP_COMMUNICATORS_IN_BUDGET).low
 
@@ -393,14 +399,14 @@ class MemoryModel(msgspec.Struct):
     def _comm_before_snapshot(self) -> Communication | None:
         """The communicators made before vLLM's snapshot (one over the TP group: pynccl),
         None where they are inside the budget instead (before 0.11.0) or not vLLM."""
-        if self.engine != "vllm" or vllm.comm_in_budget(release(self.engine_version)):
+        if self._rules.communicators(release(self.engine_version)) != "before-snapshot":
             return None
         return self.communication()
 
     def pre_snapshot(self) -> dict[str, int]:
         """What vLLM allocates before its baseline snapshot, the high end (see
         ``budget.pre_snapshot``); before 0.11.0 the communicators come after it."""
-        if self.engine == "vllm" and vllm.comm_in_budget(release(self.engine_version)):
+        if self._rules.communicators(release(self.engine_version)) == "in-budget":
             return pre_snapshot(Layout(1, 1), None)
         return pre_snapshot(self.layout, self.nvlink, self._comm_before_snapshot())
 
@@ -520,11 +526,11 @@ class MemoryModel(msgspec.Struct):
                     if self.cfg.tower is not None and self.batch.encoder
                     else None,
                 }
-                if self.engine == "vllm"
+                if self._rules.profiles
                 else None,
                 "kv_cache_memory_bytes": self.kv_cache_memory_bytes,
                 "cpu_offload_bytes": self.cpu_offload_bytes or None,
-                "pre_snapshot_breakdown": self.pre_snapshot() if self.engine == "vllm" else None,
+                "pre_snapshot_breakdown": self.pre_snapshot() if self._rules.profiles else None,
                 "sglang_pool": self.sglang_pool(fit) if fit is not None else None,
                 "gpu_memory_utilization": self.utilization,
                 "gpu_memory_utilization_source": self.utilization_source,
@@ -555,13 +561,9 @@ def resolve_reserve(m: MemoryModel, reserve_gib: float | None) -> None:
         m.reserve, m.reserve_source, m.reserve_parts, m.reserve_set = int(reserve_gib * GiB), "--reserve-gib", {}, True
     else:
         m.reserve, m.reserve_parts = default_reserve(
-            m.cfg, m.layout, m.engine, eager=m.eager, batch=m.batch, sglang_mm=m.sglang_mm
+            m.cfg, m.layout, m.engine, eager=m.eager, batch=m.batch, mm_reserved=m.mm_reserved
         )
-        m.reserve_source = (
-            "default estimate (see `flightcheck explain FC402`)"
-            if m.engine == "vllm"
-            else "outside SGLang's mem_fraction_static"
-        )
+        m.reserve_source = m._rules.reserve_source
 
 
 def resolve_utilization(m: MemoryModel, given: float | None) -> None:
@@ -572,7 +574,7 @@ def resolve_utilization(m: MemoryModel, given: float | None) -> None:
     elif m.total is not None:
         mla = bool(m.cfg and m.cfg.mla)
         m.utilization, m.utilization_source = default_utilization(
-            m.engine, m.engine_version, m.total, m.layout, mla=mla, sglang_opts=m._opts()
+            m.engine, m.engine_version, m.total, m.layout, mla=mla, fraction_opts=m._opts()
         )
 
 

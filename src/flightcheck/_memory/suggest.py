@@ -81,7 +81,11 @@ def fp8_kv(m: MemoryModel) -> tuple[bool, int] | None:
 def utilization_that_fits(m: MemoryModel) -> float | None:
     """The smallest gpu_memory_utilization / mem_fraction_static (step 0.01, up to 0.98)
     where it fits (None with --kv-cache-memory-bytes, which ignores the utilization)."""
-    if m.total is None or m.utilization is None or (m.kv_cache_memory_bytes is not None and m.engine == "vllm"):
+    if (
+        m.total is None
+        or m.utilization is None
+        or (m.kv_cache_memory_bytes is not None and engines.get(m.engine).memory.kv_bytes_override)
+    ):
         return None
     u = round(m.utilization + 0.01, 2)
     while u <= MAX_UTILIZATION:

@@ -181,6 +181,28 @@ class FlashinferCubins(_S):
     urls: list[str] | None = None  # the checksums.txt a first use would fetch, missing ones only
 
 
+class PreparedModule(_S):
+    """One module a ``flightcheck prepare`` bundle placed in FlashInfer's AOT directory."""
+
+    name: str | None = None
+    archs: list[str] | None = None  # read back from its fatbin when the bundle was built
+    present: bool | None = None  # the .so is where the record says it was placed
+
+
+class PreparedBundle(_S):
+    """The record ``flightcheck prepare install`` leaves in ``<flashinfer>/data/aot``
+    (extension): what the bundle was built against and what it placed."""
+
+    record: str | None = None  # the record file's path
+    arch: str | None = None  # the target it was built for, e.g. 10.3a
+    flashinfer: str | None = None
+    torch_cuda: str | None = None
+    nvcc: str | None = None
+    complete: bool | None = None  # every planned module was built
+    modules: list[PreparedModule] | None = None
+    problem: str | None = None  # the record is there but unreadable
+
+
 class LibcudaLookup(_S):
     """How Triton's ``libcuda_dirs`` would find libcuda.so.1 (extension)."""
 
@@ -235,6 +257,7 @@ class Toolchain(_S):
     link_libcuda: list[str] | None = None  # unversioned libcuda.so files FlashInfer's -lcuda can link
     tilelang_cuda: TilelangCuda | None = None  # tilelang's CUDA home, when tilelang is installed
     cuda_envs: list[CudaEnv] | None = None  # humming's CUDA environments, when humming is installed
+    prepared_bundle: PreparedBundle | None = None  # a `flightcheck prepare` bundle installed for FlashInfer
 
 
 class CompileSmokeArch(_S):
@@ -303,6 +326,39 @@ class CheckpointFacts(_S):
     config_sha256: str | None = None  # of config.json as stored
 
 
+class Probe(_S):
+    """A Kubernetes probe's timing (the kubelet's defaults filled in: 0 s, every 10 s, 3 failures)."""
+
+    initial_delay_s: Count | None = None
+    period_s: Count | None = None
+    failure_threshold: Count | None = None
+
+
+class Pod(_S):
+    """Extension: the engine's container as a Kubernetes manifest (``check --k8s``) declares it.
+
+    Only what the FC9xx checks read: never the command line or the environment (they may
+    hold tokens)."""
+
+    source: str | None = None  # the manifest file ("-": stdin)
+    kind: str | None = None  # Pod | Deployment | StatefulSet | LeaderWorkerSet | ...
+    name: str | None = None  # metadata.name of that object
+    container: str | None = None  # the container that runs the engine
+    image: str | None = None
+    group_size: Count | None = None  # LeaderWorkerSet leaderWorkerTemplate.size (1 otherwise)
+    gpu_limit: Count | None = None  # nvidia.com/gpu (limits, else requests; 0: none)
+    other_gpu_resources: list[str] | None = None  # nvidia.com/mig-*, HAMi ...: counted differently
+    host_ipc: bool | None = None
+    shm_mounted: bool | None = None  # a volume is mounted at /dev/shm
+    shm_medium: str | None = None  # its emptyDir medium ("Memory", "" disk), or the volume kind
+    shm_size_limit_bytes: Count | None = None  # its emptyDir sizeLimit (None: unbounded)
+    startup_probe: Probe | None = None
+    liveness_probe: Probe | None = None
+    require_cuda: str | None = None  # NVIDIA_REQUIRE_CUDA set on the container
+    disable_require: bool | None = None  # NVIDIA_DISABLE_REQUIRE set (the check is off)
+    kv_transfer: bool | None = None  # the command sets --kv-transfer-config (P/D)
+
+
 class Facts(_S):
     """One node's snapshot. ``None`` for a section means it was not collected or is null."""
 
@@ -322,6 +378,7 @@ class Facts(_S):
     jit_cache: JitCache | None = None
     checkpoint: CheckpointFacts | None = None
     compile_smoke: CompileSmoke | None = None
+    pod: Pod | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (every field, nulls included)."""

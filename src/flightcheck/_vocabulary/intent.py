@@ -13,9 +13,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from flightcheck._vocabulary.engine import KNOWN_ENGINES, EngineName
 from flightcheck._vocabulary.errors import UsageError
 
-ENGINES = ("vllm", "sglang")
+#: the engines an Intent may name (``_vocabulary.engine``; a test's fake engine joins them
+#: through ``_knowledge.engines.register``)
+ENGINES = KNOWN_ENGINES
 KV_CACHE_DTYPES = (
     "auto",
     "fp8",
@@ -86,13 +89,22 @@ def parse_len(value: str | int) -> int:
 
 #: the Intent's fields that are only shown, never used: redacted when set
 _SHOWN_ONLY = frozenset({"engine_flags", "unparsed", "refused", "config_problem"})
+#: Intent fields ``_launch`` reads once from the engine command for the layers below (see
+#: the class); kept out of the report's ``intent`` block.
+READ_ONCE_FIELDS: tuple[str, ...] = (
+    "speculative_config",
+    "speculative_error",
+    "limit_mm_per_prompt",
+    "mm_profiling_off",
+    "mm_encoder_tp_mode",
+)
 
 
 @dataclass
 class Intent:
     """One launch: the engine and the arguments that decide whether it fits and works."""
 
-    engine: str = "vllm"
+    engine: EngineName = "vllm"
     model: str | None = None
     revision: str | None = None
     tensor_parallel_size: int = 1
@@ -140,6 +152,32 @@ class Intent:
     #: example's layout, e.g. TP 8, where the engine's own default is TP 1); None: the
     #: flags, the engine command or the engine's defaults.
     layout_from: str | None = None
+    # ---- read once from the engine command (``_launch`` fills them with the engine's own
+    # semantics, ``_knowledge.vllm.launch_options``); downstream reads these, never
+    # ``engine_flags``. Not in the report's ``intent`` block: ``engine_flags`` shows them.
+    #: the speculative config the command gives (``--speculative-config`` with its dotted
+    #: keys and the ``--spec-*`` shortcuts merged in, as vLLM's ``create_speculative_config``
+    #: builds it); None: none given
+    speculative_config: dict[str, Any] | None = None
+    #: why vLLM's parser refuses the speculative config (then ``speculative_config`` is None)
+    speculative_error: str | None = None
+    #: ``--limit-mm-per-prompt``'s JSON object (dotted keys merged in); None: not given, or
+    #: a value vLLM's parser refuses
+    limit_mm_per_prompt: dict[str, Any] | None = None
+    #: the flag that turns the vision encoder's profiling off (``--skip-mm-profiling``,
+    #: ``--language-model-only``); None: profiled
+    mm_profiling_off: str | None = None
+    #: ``--mm-encoder-tp-mode`` (vLLM's default "weights" when not given)
+    mm_encoder_tp_mode: str = "weights"
+
+    #: the engine release whose options the built-in reader judged the line by (the
+    #: release atlas, ``_knowledge/atlas.py``), and how it relates to the installed one:
+    #: "exact", "between", "newer-than-newest" (the newest release's rules, extrapolated)
+    #: or "older-than-oldest" (none: not judged); None when not re-read by release.
+    reader_release: str | None = None
+    reader_relation: str | None = None
+    #: the line that says so in the reports ("rules of vLLM 0.33.0 applied to 0.34.0").
+    reader_note: str | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         # What is only shown (never used to find files or build the launch) holds no
@@ -155,8 +193,8 @@ class Intent:
         object.__setattr__(self, name, value)
 
     def __post_init__(self) -> None:
-        if self.engine not in ENGINES:
-            raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
+        if self.engine not in KNOWN_ENGINES:
+            raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(KNOWN_ENGINES)}")
         for name in (
             "tensor_parallel_size",
             "pipeline_parallel_size",
@@ -208,6 +246,11 @@ class Intent:
             del out["refused"]
         if out["layout_from"] is None:
             del out["layout_from"]
+        for key in ("reader_release", "reader_relation", "reader_note"):  # only when re-read by release
+            if out[key] is None:
+                del out[key]
+        for name in READ_ONCE_FIELDS:  # engine_flags shows them (redacted)
+            del out[name]
         out["world_size"] = self.world_size
         out["gpus_per_node"] = self.gpus_per_node
         return out

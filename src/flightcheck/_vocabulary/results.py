@@ -41,6 +41,7 @@ FAMILIES: dict[str, str] = {
     "FC6": "Host",
     "FC7": "Engine",
     "FC8": "Across nodes",
+    "FC9": "Orchestration",
 }
 
 

@@ -16,7 +16,7 @@ import msgspec
 
 from flightcheck._checks.checkpoint.kinds import KIND_OF
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
-from flightcheck._knowledge import sglang, vllm
+from flightcheck._knowledge import engines, sglang, vllm
 from flightcheck._knowledge.derived import package
 from flightcheck._knowledge.units import version
 from flightcheck._vocabulary.results import ERROR, Severity
@@ -173,7 +173,7 @@ def _index_spelling(ctx: Context, f: Any) -> Any:
     name = f.evidence.get("index_spelling")
     if name is None:
         return f
-    if ctx.intent.engine == "sglang":
+    if engines.get(ctx.intent.engine).index_spelling == "drops":
         read = sglang.INDEX_SPELLING_DROPS_READ
         return msgspec.structs.replace(
             f,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
 from flightcheck._checks.shared import jit as _jit
-from flightcheck._knowledge import vllm
+from flightcheck._knowledge import engines
 from flightcheck._knowledge.units import version
 from flightcheck._vocabulary.results import ERROR, WARNING
 
@@ -62,7 +62,7 @@ def engine_missing(ctx: Context) -> Iterator[Outcome]:
     if installed:
         yield ok(f"{engine} {installed} in {exe}")
         return
-    other = next((e for e in ("vllm", "sglang") if e != engine and packages.get(e)), None)
+    other = next((e for e in engines.names() if e != engine and packages.get(e)), None)
     hint = f" ({other} {packages[other]} is there: --engine {other}?)" if other else ""
     yield fail(
         f"{engine} is not installed in {exe}{hint}",
@@ -82,11 +82,12 @@ def declared_requirement(ctx: Context) -> tuple[str | None, str]:
         spec = py.engine_requires.removeprefix("flashinfer-python") if py.engine_requires else None
         return spec, f"{engine}'s metadata"
     installed = py.packages.get(engine) if py and py.packages else None
-    if engine == "vllm" and installed:
+    pins = engines.get(engine).flashinfer_pin
+    if pins and installed:
         v = version(installed)
-        pinned = vllm.FLASHINFER_PIN.get(str(v.public) if v else installed)
+        pinned = pins.get(str(v.public) if v else installed)
         if pinned:
-            return f"=={pinned}", f"vLLM {installed}'s requirements/cuda.txt"
+            return f"=={pinned}", f"{engines.get(engine).display} {installed}'s requirements/cuda.txt"
     return None, ""
 
 

@@ -38,10 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from flightcheck._knowledge import sglang, vllm
+from flightcheck._knowledge import engines, envread, sglang, vllm
 from flightcheck._knowledge.derived import package
-from flightcheck._knowledge.units import version
+from flightcheck._knowledge.vllm import env as vllm_envs
 from flightcheck._vocabulary.results import PlanStep
+from flightcheck._vocabulary.version import at_least
 
 if TYPE_CHECKING:
     from flightcheck._checks.framework import Context
@@ -49,12 +50,8 @@ if TYPE_CHECKING:
 TORCH_SYMM_MEM_SINCE = "2.5.0"  # pytorch #136577: TORCH_SYMM_MEM_DISABLE_MULTICAST
 
 
-def _at_least(text: str | None, since: str) -> bool | None:
-    v, floor = version(text), version(since)
-    if v is None:
-        return None
-    assert floor is not None  # since: one of the version constants above
-    return v.release >= floor.release  # a dev or rc build has the release's features
+#: a dev or rc build has the release's features (``_vocabulary.version``)
+_at_least = at_least
 
 
 class Fallback(msgspec.Struct):
@@ -69,7 +66,10 @@ def engine_reads(ctx: Context, name: str) -> bool | None:
     """Whether the installed engine (or torch / NCCL) reads ``name``; None: cannot tell."""
     if name.startswith(vllm.ENV_PREFIX):
         declared = ctx.python.engine_env_vars
-        if declared is not None and ctx.python.engine in (None, "vllm"):
+        collected = engines.find(ctx.python.engine)  # whose variables the facts list
+        if declared is not None and (
+            ctx.python.engine is None or (collected and name.startswith(collected.env_prefix))
+        ):
             return name in declared
         since = vllm.SINCE.get(name)
         return _at_least(package(ctx.facts, "vllm"), since) if since else None
@@ -81,8 +81,9 @@ def engine_reads(ctx: Context, name: str) -> bool | None:
 def vllm_symm_mem_on(ctx: Context) -> bool:
     """vLLM's torch symmetric-memory all-reduce is on for this launch (by default or by env)."""
     env = ctx.facts.env or {}
-    if env.get(vllm.ALLREDUCE_USE_SYMM_MEM) is not None:
-        return env[vllm.ALLREDUCE_USE_SYMM_MEM] not in ("0", "false", "False")
+    asked = envread.given(vllm_envs.DECLARED[vllm.ALLREDUCE_USE_SYMM_MEM], env)
+    if asked is not None:
+        return asked
     return bool(_at_least(package(ctx.facts, "vllm"), vllm.SYMM_MEM_DEFAULT_ON))
 
 
@@ -130,7 +131,7 @@ def multicast_fallback(ctx: Context, attribute_off: bool = False) -> Fallback:
     attribute on every rank (Beam's workspace) then step aside by themselves.
     """
     fb = Fallback()
-    if ctx.intent.engine == "sglang":
+    if engines.get(ctx.intent.engine).multicast.fallback == "flags":
         _sglang(ctx, fb)
         return fb
     k3 = kimi_k3_tail(ctx)
@@ -187,7 +188,9 @@ def _dcp(ctx: Context) -> bool:
     """Decode context parallel is on (-dcp > 1) or a direct DCP gather is forced by env."""
     flags = flag_values(ctx)
     env = ctx.facts.env or {}
-    if any(env.get(n) in ("1", "true", "True") for n in (vllm.USE_DIRECT_DCP_Q_GATHER, vllm.USE_DIRECT_DCP_KV_GATHER)):
+    if any(
+        envread.given(vllm_envs.DECLARED[n], env) for n in (vllm.USE_DIRECT_DCP_Q_GATHER, vllm.USE_DIRECT_DCP_KV_GATHER)
+    ):
         return True
     for name in vllm.DCP_FLAGS:
         try:
@@ -434,7 +437,7 @@ def kimi_k3_tail(ctx: Context) -> str | None:
     ``"switchable"`` when the installed vLLM declares the switch; None when not concerned.
     The gates are LatentMoERunner's (vllm/models/kimi_k3/nvidia/latent_moe_runner.py)."""
     i = ctx.intent
-    if i.engine != "vllm" or not kimi_k3(ctx):
+    if not engines.get(i.engine).multicast.model_paths or not kimi_k3(ctx):
         return None
     # vllm/model_executor/layers/fused_moe/config.py: without EP the MoE TP group is TP x DP
     # (flatten_tp_across_dp_and_pcp); with EP its TP size is 1 and the fused path is not taken
@@ -467,7 +470,7 @@ def beam_allreduce(ctx: Context) -> str | None:
     no switch, no try/except): vllm/models/beam/nvidia/allreduce.py BeamAllReduceWorkspace.create."""
     i = ctx.intent
     cfg = model_config(ctx)
-    if i.engine != "vllm" or not set(cfg.get("architectures") or []) & vllm.BEAM_ARCHS:
+    if not engines.get(i.engine).multicast.model_paths or not set(cfg.get("architectures") or []) & vllm.BEAM_ARCHS:
         return None
     if i.tensor_parallel_size not in vllm.BEAM_TP or not _at_least(package(ctx.facts, "vllm"), vllm.BEAM_SINCE):
         return None
@@ -498,7 +501,7 @@ def multicast_paths(ctx: Context) -> list[str]:
     paths: list[str] = []
     flags = flag_values(ctx)
     tp = ctx.intent.tensor_parallel_size
-    if ctx.intent.engine == "sglang":
+    if engines.get(ctx.intent.engine).multicast.fallback == "flags":
         paths = [f for f in sglang.MULTICAST_FLAGS if f in flags and f != sglang.NCCL_NVLS_FLAG]
         if flags.get(sglang.MOE_A2A_BACKEND_FLAG) in sglang.NVSHMEM_A2A_BACKENDS:
             paths.append(f"NVSHMEM ({sglang.MOE_A2A_BACKEND_FLAG} {flags[sglang.MOE_A2A_BACKEND_FLAG]})")
@@ -549,7 +552,7 @@ def multicast_reach(ctx: Context) -> list[str]:
     paths = multicast_paths(ctx)
     if env.get("NCCL_NVLS_ENABLE") != "0":
         paths.append("NCCL NVLS (NCCL_NVLS_ENABLE)")
-    if ctx.intent.engine == "sglang":
+    if engines.get(ctx.intent.engine).multicast.fallback == "flags":
         return paths
     on = ("1", "true", "True")
     if env.get(vllm.USE_NCCL_SYMM_MEM) in on:

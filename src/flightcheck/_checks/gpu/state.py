@@ -9,7 +9,7 @@ from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, o
 from flightcheck._checks.shared.gpus import gpu_label, subject, used_gpus
 from flightcheck._knowledge import engines, sglang
 from flightcheck._knowledge.derived import gpu_subject, mig_instances, package
-from flightcheck._knowledge.units import GiB, version
+from flightcheck._knowledge.units import GiB
 from flightcheck._memory.budget import CONTEXT  # the CUDA context, before SGLang measures
 from flightcheck._vocabulary.facts import Gpu
 from flightcheck._vocabulary.results import ERROR, WARNING
@@ -18,10 +18,10 @@ from flightcheck._vocabulary.results import ERROR, WARNING
 def _utilization(ctx: Context) -> tuple[float, str] | None:
     if ctx.intent.gpu_memory_utilization is not None:
         return ctx.intent.gpu_memory_utilization, engines.flag(ctx.intent.engine, "util")
-    if ctx.intent.engine == "vllm":
-        v = version(package(ctx.facts, "vllm"))
-        default = 0.92 if v is not None and v.release >= (0, 33) else 0.9
-        return default, "vLLM's default gpu_memory_utilization"
+    engine = engines.get(ctx.intent.engine)
+    default = engine.memory.in_use_utilization(package(ctx.facts, engine.package))
+    if default is not None:
+        return default, f"{engine.display}'s default gpu_memory_utilization"
     return None
 
 
@@ -60,7 +60,7 @@ def gpu_memory_in_use(ctx: Context) -> Iterator[Outcome]:
     lower ``--gpu-memory-utilization`` to what is free (vLLM).
     """
     gpus = used_gpus(ctx)
-    if ctx.intent.engine == "sglang":
+    if engines.get(ctx.intent.engine).memory.budget == "free":  # a fraction of what is free
         yield from _sglang_in_use(ctx, gpus)
         return
     util = _utilization(ctx)

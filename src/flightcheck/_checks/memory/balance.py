@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
 from flightcheck._checks.shared.gpus import used_gpus
-from flightcheck._knowledge import sglang
+from flightcheck._knowledge import engines, sglang
 from flightcheck._knowledge.derived import gpu_subject
 from flightcheck._knowledge.units import gib as _gib
 from flightcheck._vocabulary.facts import Gpu
@@ -57,7 +57,7 @@ def sglang_memory_unbalanced(ctx: Context) -> Iterator[Outcome]:
     leave those GPUs out of CUDA_VISIBLE_DEVICES.
     """
     intent = ctx.intent
-    if intent.engine != "sglang":
+    if not engines.get(intent.engine).memory.balance_check:
         raise Skip("SGLang launches only (vLLM has no such check)")
     if intent.tensor_parallel_size <= 1:
         raise Skip("TP 1: SGLang checks the balance only when tp_size > 1")

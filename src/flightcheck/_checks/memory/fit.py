@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from flightcheck._checks.framework import Context, Log, Outcome, Skip, check, fail, ok, summary, unknown
-from flightcheck._knowledge import engines, sglang
+from flightcheck._knowledge import engines, envread, sglang
 from flightcheck._knowledge.units import gib as _gib
 from flightcheck._vocabulary.intent import AUTO
 from flightcheck._vocabulary.results import ERROR, WARNING
@@ -33,10 +33,10 @@ def _model(ctx: Context) -> Any:
 def _window(ctx: Context, m: Any) -> tuple[int | None, str, bool]:
     """(the model's context window, the override variable, whether it is set)."""
     # SGLang: configs/model_config.py _derive_context_length (``_knowledge.sglang.context_length``)
-    limit = m.cfg.sglang_context if m.engine == "sglang" else m.cfg.context_window
-    var = engines.module(m.engine).ALLOW_LONG_MAX_MODEL_LEN
-    env = ctx.facts.env or {}
-    return limit, var, (env.get(var) or "").strip().lower() in ("1", "true")
+    rules = engines.get(m.engine).memory
+    limit = m.cfg.derived_context if rules.derived_context else m.cfg.context_window
+    var = rules.allow_long_var
+    return limit, var, bool(envread.enabled(engines.get(m.engine).env_vars[var], ctx.facts.env))
 
 
 def _gpu(m: Any) -> str:

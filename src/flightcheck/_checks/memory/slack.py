@@ -43,7 +43,7 @@ def startup_slack_too_small(ctx: Context) -> Iterator[Outcome]:
     there), or free the GPUs of other processes.
     """
     m = ctx.memory
-    if m is None or m.engine != "vllm":
+    if m is None or engines.get(m.engine).memory.budget != "total":
         raise Skip("vLLM launches with a --model only")
     if m.kv_cache_memory_bytes is not None:
         raise Skip(f"{engines.flag('vllm', 'kv_cache_memory_bytes')} bypasses the utilization")

@@ -100,6 +100,9 @@ def jit_needed(ctx: Context) -> tuple[bool | None, str]:
     fi = packages.get("flashinfer-python")
     if not fi:
         return False, "flashinfer-python is not installed: nothing is JIT-compiled"
+    covered = prepared_bundle_covers(ctx)
+    if covered:
+        return False, covered
     jc = packages.get("flashinfer-jit-cache")
     if not jc:
         return True, f"flashinfer-python {fi} without flashinfer-jit-cache compiles its kernels on first use"
@@ -241,3 +244,54 @@ def jit_cache_install(ctx: Context, archs: list[str] | None, *, replace: bool = 
             ctx, f"--force-reinstall --no-deps flashinfer-jit-cache=={fi}+{tag} --index-url {_fi_wheels.index_url(tag)}"
         )
     return pip(ctx, f"flashinfer-jit-cache=={fi} --index-url {_fi_wheels.index_url(tag)}")
+
+
+def prepared_modules_needed(ctx: Context) -> dict[str, list[str]] | None:
+    """FlashInfer arch ('10.3a') -> the modules the launch reaches there, by the inventory of
+    ``_knowledge/flashinfer_modules.py``; None when the GPU archs are unknown."""
+    from flightcheck._knowledge import flashinfer_modules as fim
+
+    archs = archs_used(ctx)
+    if archs is None:
+        return None
+    memory = ctx.memory
+    model = memory.cfg if memory is not None else None
+    quant = ctx.intent.quantization or (model.quant.method if model is not None else None)
+    out: dict[str, list[str]] = {}
+    for arch, gpus in archs.items():
+        dotted = f"{gpus[0].compute_capability}{arch[-1] if arch[-1] in 'af' else ''}"
+        modules = fim.modules_for_launch(
+            dotted, tensor_parallel=ctx.intent.tensor_parallel_size, quantization=quant, mla=None
+        )
+        out[arch] = [m.name for m, _why in modules]
+    return out
+
+
+def prepared_bundle_covers(ctx: Context) -> str | None:
+    """Why nothing is compiled because an installed ``flightcheck prepare`` bundle carries
+    every module the launch reaches, for the installed FlashInfer / CUDA / GPUs; None when
+    there is no such bundle or it does not fit (FC131 says why)."""
+    from flightcheck._knowledge import flashinfer_modules as fim
+
+    tc = ctx.facts.toolchain
+    pb = tc.prepared_bundle if tc is not None else None
+    if pb is None or pb.problem or not pb.complete or not pb.modules:
+        return None
+    packages = ctx.python.packages or {}
+    record = {
+        "flashinfer": pb.flashinfer,
+        "torch_cuda": pb.torch_cuda,
+        "modules": [{"name": m.name, "archs": m.archs} for m in pb.modules],
+    }
+    ccs = [str(g.compute_capability) for g in ctx.gpus_used if g.compute_capability]
+    if not ccs or fim.bundle_mismatches(
+        record, flashinfer=packages.get("flashinfer-python"), torch_cuda=ctx.python.torch_cuda, gpu_ccs=ccs
+    ):
+        return None
+    if any(not m.present for m in pb.modules):
+        return None
+    needed = prepared_modules_needed(ctx)
+    have = {m.name for m in pb.modules if m.name}
+    if needed is None or any(set(names) - have for names in needed.values()):
+        return None
+    return f"the prepared bundle for {pb.arch} carries every module the launch reaches ({', '.join(sorted(have))})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flightcheck._knowledge import engines
 from flightcheck._knowledge.derived import package
 from flightcheck._knowledge.units import major_minor
 from flightcheck._memory import MemoryModel, build
@@ -36,7 +37,7 @@ def _for_context(ctx: Context) -> MemoryModel:
         gpu_error = ctx.facts.reason("gpus") or "no GPU facts (no driver, or none visible)"
     elif len(totals) < len(gpus):
         gpu_error = ctx.facts.reason("gpus") or "memory_total of a GPU used is unknown"
-    engine_version = package(ctx.facts, "sglang" if ctx.intent.engine == "sglang" else "vllm")
+    engine_version = package(ctx.facts, engines.get(ctx.intent.engine).package)
     m = build(
         ctx.checkpoint,
         ctx.intent,

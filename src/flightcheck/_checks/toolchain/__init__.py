@@ -15,6 +15,7 @@ from flightcheck._checks.toolchain import (  # _shared: the family's gate (CPU /
     host_compiler,
     kernels,
     nvcc,
+    prepared,
     tokenspeed,
     triton,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "host_compiler",
     "kernels",
     "nvcc",
+    "prepared",
     "tokenspeed",
     "triton",
 ]

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from flightcheck._checks.framework import Context, Skip, gate
 from flightcheck._checks.shared import jit as _jit
+from flightcheck._knowledge import engines
 from flightcheck._knowledge import flashinfer as _fi
 from flightcheck._knowledge import vllm as _vllm
 
@@ -52,7 +53,7 @@ def _flashinfer_jit(ctx: Context) -> tuple[bool | None, str]:
 
 def _vllm_gate(ctx: Context) -> bool:
     """vLLM's ``has_flashinfer`` is false here: no flashinfer-cubin and no nvcc or ninja."""
-    if ctx.intent.engine != _vllm.NAME:
+    if "flashinfer-gate" not in engines.get(ctx.intent.engine).runtime_compilers:
         return False
     packages = ctx.python.packages or {}
     if not _fi.at_least(packages.get("vllm"), _vllm.FLASHINFER_GATED_ON_TOOLS_SINCE) or packages.get(

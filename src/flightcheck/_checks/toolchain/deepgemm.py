@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
 from flightcheck._checks.shared import jit as _jit
 from flightcheck._checks.toolchain._shared import _vllm_gate
+from flightcheck._knowledge import engines
 from flightcheck._knowledge import flashinfer as _fi
 from flightcheck._knowledge import vllm as _vllm
 from flightcheck._knowledge.derived import gpu_subject
@@ -39,7 +40,7 @@ def deepgemm_nvcc(ctx: Context) -> Iterator[Outcome]:
     toolkit on the host, install one, or ``export VLLM_USE_DEEP_GEMM=0`` to keep vLLM off
     DeepGEMM.
     """
-    if ctx.intent.engine != _vllm.NAME:
+    if "deepgemm" not in engines.get(ctx.intent.engine).runtime_compilers:
         raise Skip(f"DeepGEMM is vLLM's; engine is {ctx.intent.engine}")
     version = ctx.need(ctx.python.packages, "python.packages").get("vllm")
     if not version:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok
 from flightcheck._checks.shared import jit as _jit
+from flightcheck._knowledge import engines
 from flightcheck._knowledge import flashinfer as _fi
 from flightcheck._knowledge import humming as _hm
 from flightcheck._knowledge import tilelang as _tl
@@ -19,8 +20,8 @@ from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 
-def _vllm_version(ctx: Context, since: str) -> str:
-    if ctx.intent.engine != _vllm.NAME:
+def _vllm_version(ctx: Context, since: str, compiler: str) -> str:
+    if compiler not in engines.get(ctx.intent.engine).runtime_compilers:
         raise Skip(f"vLLM's kernels; engine is {ctx.intent.engine}")
     version = ctx.need(ctx.python.packages, "python.packages").get("vllm")
     if not version:
@@ -68,7 +69,7 @@ def tilelang_cuda_home(ctx: Context) -> Iterator[Outcome]:
     ``export CUDA_HOME=/usr/local/cuda-13.0`` (one toolkit that knows the GPU, for tilelang
     and FlashInfer alike), or install one.
     """
-    version = _vllm_version(ctx, _vllm.TILELANG_MHC_SINCE)
+    version = _vllm_version(ctx, _vllm.TILELANG_MHC_SINCE, "tilelang")
     tilelang = ctx.python.packages.get("tilelang") if ctx.python.packages else None
     if not tilelang:
         raise Skip("tilelang is not installed (vLLM's mHC models raise ImportError at load, not here)")
@@ -157,7 +158,7 @@ def humming_nvrtc(ctx: Context) -> Iterator[Outcome]:
     "humming-kernels[cu13]"``: nvidia-cuda-nvrtc, runtime and cccl), or the toolkit's NVRTC
     (``apt-get install -y cuda-nvrtc-dev-13-0``).
     """
-    _vllm_version(ctx, _vllm.HUMMING_SINCE)
+    _vllm_version(ctx, _vllm.HUMMING_SINCE, "humming")
     packages = ctx.need(ctx.python.packages, "python.packages")
     humming = packages.get("humming-kernels")
     if not humming:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary, unknown
 from flightcheck._checks.shared import jit as _jit
+from flightcheck._knowledge import engines
 from flightcheck._knowledge import flashinfer as _fi
 from flightcheck._knowledge import vllm as _vllm
 from flightcheck._knowledge.derived import gpu_subject
@@ -44,7 +45,7 @@ def _headline(ctx: Context) -> str:
 def _vllm_disables_flashinfer(ctx: Context) -> str | None:
     """Why vLLM will switch FlashInfer off instead of failing its JIT build (its
     ``has_flashinfer`` gate: no flashinfer-cubin and no nvcc or ninja), or None."""
-    if ctx.intent.engine != _vllm.NAME:
+    if "flashinfer-gate" not in engines.get(ctx.intent.engine).runtime_compilers:
         return None
     packages = ctx.python.packages or {}
     version = packages.get("vllm")

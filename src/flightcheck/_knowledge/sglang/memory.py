@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from flightcheck._knowledge.sglang.multicast import ATTN_DP_SIZE_FLAG, DP_ATTENTION_FLAG, MOE_A2A_BACKEND_FLAG
+from flightcheck._vocabulary.engine import EnvVar
 
 # ---- memory: mem_fraction_static's default (sglang 0.5.23) -------------------------------
 #
@@ -282,14 +283,17 @@ def req_to_token_bytes(max_running: int, context_len: int) -> int:
 # SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK is false; environ.py: true by default).
 UNBALANCED_RATIO = 0.9
 UNBALANCED_CHECK_ENV = "SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK"
+#: srt/environ.py (0.5.23): ``SGLANG_ENABLE_TP_MEMORY_INBALANCE_CHECK = EnvBool(True)``
+UNBALANCED_CHECK = EnvVar(UNBALANCED_CHECK_ENV, "bool", "true", "sglang/srt/environ.py (0.5.23)", "words")
 #: environ.py ``EnvBool.parse``: what reads as false (lower-cased); anything else not true raises.
 ENV_FALSE = frozenset({"false", "0", "no", "n"})
 
 
 def unbalanced_raises(env: dict[str, str | None]) -> bool:
     """Whether SGLang raises (True, its default) or only warns on unbalanced memory."""
-    value = env.get(UNBALANCED_CHECK_ENV)
-    return value is None or value.strip().lower() not in ENV_FALSE
+    from flightcheck._knowledge import envread
+
+    return envread.enabled(UNBALANCED_CHECK, env) is not False
 
 
 # ---- the default context length (sglang 0.5.23) -------------------------------------------

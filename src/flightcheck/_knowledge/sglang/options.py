@@ -6,6 +6,7 @@ spell a layout, and the variables named for their meaning.
 from __future__ import annotations
 
 from flightcheck._knowledge.vllm.options import Reader
+from flightcheck._vocabulary.engine import EnvVar
 from flightcheck._vocabulary.intent import parse_len
 
 NAME = "sglang"
@@ -94,6 +95,8 @@ FLAG: dict[str, str] = {
 # ---- environment variables ----------------------------------------------------------------
 
 ALLOW_LONG_MAX_MODEL_LEN = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+#: srt/environ.py (0.5.23): ``SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN = EnvBool(False)``
+ALLOW_LONG = EnvVar(ALLOW_LONG_MAX_MODEL_LEN, "bool", "false", "sglang/srt/environ.py (0.5.23)", "words")
 
 
 def layout(

@@ -12,12 +12,14 @@ gates), :mod:`.memory` (the profiler's budget rules), :mod:`.multimodal` and :mo
 (the vision encoder in the profile run), :mod:`.multicast` (multicast paths and switches),
 :mod:`.kernels` (runtime compilers, pins), :mod:`.reader` (how vLLM's parser reads a
 command line), :mod:`.loader` (weight files by load format, Flint's GGUF),
-:mod:`.spec_decode` (speculative decoding).
+:mod:`.spec_decode` (speculative decoding), :mod:`.command` (what the launch's
+flags set beyond the Intent's plain fields, read once).
 """
 
 from __future__ import annotations
 
 from flightcheck._knowledge.vllm._versions import _release
+from flightcheck._knowledge.vllm.command import LAUNCH_OPTION_FIELDS, launch_options
 from flightcheck._knowledge.vllm.env import (
     ALLOW_LONG_MAX_MODEL_LEN,
     ALLREDUCE_USE_FLASHINFER,
@@ -182,9 +184,13 @@ from flightcheck._knowledge.vllm.multimodal import (
     encoder_items,
     encoder_profiled,
     encoder_tp_mode,
+    limit_mm_per_prompt,
     mm_image_size,
+    mm_image_size_of,
     mm_limit,
+    mm_limits,
     mm_profiling,
+    mm_profiling_off,
 )
 from flightcheck._knowledge.vllm.options import ALIASES, BOOL_FLAGS, BOOLS, FIELDS, FLAG, NAME, Reader, layout
 from flightcheck._knowledge.vllm.qwen_vl import (
@@ -233,11 +239,12 @@ from flightcheck._knowledge.vllm.spec_decode import (
     DraftShares,
     SpecDecode,
     _custom_path,
-    _given,
     _pos_int,
     draft_shares,
+    resolve_speculative,
     separate_draft,
     speculative,
+    speculative_given,
 )
 
 __all__ = [
@@ -322,6 +329,7 @@ __all__ = [
     "KIMI_K3_UP_PROJ",
     "KV_TOKENS_BY_CONCURRENCY_SINCE",
     "LANGUAGE_MODEL_ONLY_FLAG",
+    "LAUNCH_OPTION_FIELDS",
     "LIMIT_MM_PER_PROMPT_FLAG",
     "LIST_VARS",
     "LOAD_FORMAT_FILES",
@@ -411,7 +419,6 @@ __all__ = [
     "SpecDecode",
     "_custom_path",
     "_env_on",
-    "_given",
     "_in",
     "_json_arg",
     "_merge",
@@ -434,10 +441,15 @@ __all__ = [
     "encoder_tp_mode",
     "env_default",
     "index_spelling_raises",
+    "launch_options",
     "layout",
+    "limit_mm_per_prompt",
     "mm_image_size",
+    "mm_image_size_of",
     "mm_limit",
+    "mm_limits",
     "mm_profiling",
+    "mm_profiling_off",
     "nccl_cumem_forced_off",
     "non_cuda_platform",
     "pp_kv_check_whole_model",
@@ -445,11 +457,13 @@ __all__ = [
     "qwen_largest_image",
     "qwen_video_resize",
     "qwen_vl_item",
+    "resolve_speculative",
     "runs_v0",
     "sampler_bytes_per_element",
     "sampler_kind",
     "separate_draft",
     "speculative",
+    "speculative_given",
     "utilization_refusal",
     "v0_batch",
 ]

@@ -4,6 +4,11 @@ release gate of the vLLM knowledge.
 
 from __future__ import annotations
 
+from flightcheck._vocabulary.version import release
+
 
 def _release(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split("."))
+    """A release constant as a tuple (``_vocabulary.version.release``, the one reader)."""
+    r = release(text)
+    assert r is not None, text  # the knowledge's constants are releases
+    return r

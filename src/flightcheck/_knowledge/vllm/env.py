@@ -5,6 +5,7 @@ that declares each one and the default each release's getter gives it.
 from __future__ import annotations
 
 from flightcheck._knowledge.vllm._versions import _release
+from flightcheck._vocabulary.engine import EnvVar
 
 # ---- environment variables (vllm/envs.py) ------------------------------------------------
 
@@ -20,6 +21,8 @@ ALLREDUCE_USE_FLASHINFER = "VLLM_ALLREDUCE_USE_FLASHINFER"  # envs.py, default 1
 ENABLE_GEMM_RS = "VLLM_ENABLE_GEMM_RS"  # envs.py, default 0
 USE_DIRECT_DCP_Q_GATHER = "VLLM_USE_DIRECT_DCP_Q_GATHER"  # envs.py, default None (on when applicable)
 USE_DIRECT_DCP_KV_GATHER = "VLLM_USE_DIRECT_DCP_KV_GATHER"
+USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"  # the sampler (memory.py sampler_kind)
+USE_V1 = "VLLM_USE_V1"  # V0 or V1 (memory.py runs_v0): 0.8.0 - 0.10.2
 #: variables the plan extends (comma lists), never replaces.
 LIST_VARS: tuple[str, ...] = (RAY_EXTRA_ENV_VARS_TO_COPY,)
 #: the prefix of every variable vLLM declares (its Ray executor forwards these).
@@ -98,3 +101,29 @@ def non_cuda_platform(
     if "rocm" in v or "+rocm" in t:
         return "ROCm"
     return None
+
+
+# ---- how vLLM reads each variable flightcheck reads (one declaration a variable) ----------
+# kind, default and boolean spelling as vllm/envs.py ``environment_variables`` reads them;
+# read them with :mod:`flightcheck._knowledge.envread`.
+
+_ENVS = "vllm/envs.py (0.33.0)"
+
+DECLARED: dict[str, EnvVar] = {
+    v.name: v
+    for v in (
+        # "VLLM_ALLREDUCE_USE_SYMM_MEM": lambda: bool(int(os.getenv(..., "1")))
+        EnvVar(ALLREDUCE_USE_SYMM_MEM, "bool", "1", _ENVS),
+        # maybe_convert_bool(os.getenv(...)): None unless set
+        EnvVar(USE_DIRECT_DCP_Q_GATHER, "bool", None, _ENVS),
+        EnvVar(USE_DIRECT_DCP_KV_GATHER, "bool", None, _ENVS),
+        # os.environ.get(..., "0").strip().lower() in ("1", "true")
+        EnvVar(ALLOW_LONG_MAX_MODEL_LEN, "bool", "0", _ENVS, "one-or-true"),
+        # bool(int(os.getenv(..., "1"))) since 0.20.0 (earlier "0": the callers gate by release)
+        EnvVar(ESTIMATE_CUDAGRAPHS, "bool", None, _ENVS),
+        # bool(int(os.environ[...])) if set, else True (0.33.0); "0" before 0.11
+        EnvVar(USE_FLASHINFER_SAMPLER, "bool", None, _ENVS),
+        # bool(int(os.getenv("VLLM_USE_V1", "1"))): vllm/envs.py 0.8.0 - 0.10.2 (gone since)
+        EnvVar(USE_V1, "bool", None, "vllm/envs.py (0.8.0 - 0.10.2)"),
+    )
+}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from flightcheck._knowledge.vllm._versions import _release
-from flightcheck._knowledge.vllm.env import ENV_DEFAULTS, ESTIMATE_CUDAGRAPHS
+from flightcheck._knowledge.vllm.env import ENV_DEFAULTS, ESTIMATE_CUDAGRAPHS, USE_FLASHINFER_SAMPLER, USE_V1
 
 # ---- the KV cache budget, by version ----------------------------------------------------
 #
@@ -120,7 +120,6 @@ SAMPLER_BYTES_NATIVE_FEW_ROWS = 50  # 2-127 requests: torch's full-sort path
 SAMPLER_SORT_SEGMENTED_MIN_ROWS = 128  # SortStable.cu: nsegments < 128 -> full sort
 SAMPLER_BYTES_FLASHINFER = 14
 SAMPLER_BYTES_TRITON = 14
-USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
 FLASHINFER_SAMPLER_OPT_IN_SINCE = "0.11.2"
 TRITON_TOP_K_TOP_P_SINCE = "0.17.0"
 
@@ -238,16 +237,16 @@ V1_DEFAULT_SINCE = "0.8.0"
 V0_CC_FALLBACK_BEFORE = "0.10.2"
 V0_GGUF_FALLBACK_BEFORE = "0.9.0"
 V0_CC_BELOW = (8, 0)
-USE_V1 = "VLLM_USE_V1"
 
 
 def _env_on(env: dict[str, str | None] | None, name: str) -> bool | None:
-    """A boolean environment variable as vLLM's envs.py reads these ("0" / "false" off,
-    anything else on); None when unset or empty (the release's default applies)."""
-    val = (env or {}).get(name)
-    if val is None or val.strip() == "":
-        return None
-    return val.strip() not in ("0", "false", "False")
+    """A boolean environment variable as vLLM's envs.py reads it (its declaration:
+    ``env.DECLARED``); None when unset or empty (the release's default applies) or a value
+    vLLM cannot read."""
+    from flightcheck._knowledge import envread
+    from flightcheck._knowledge.vllm.env import DECLARED
+
+    return envread.given(DECLARED[name], env)
 
 
 def runs_v0(

@@ -5,6 +5,8 @@ encoder's tensor-parallel mode by architecture and release, and how many items i
 
 from __future__ import annotations
 
+from typing import Any
+
 from flightcheck._knowledge.vllm._versions import _release
 from flightcheck._knowledge.vllm.reader import _json_arg
 
@@ -50,8 +52,23 @@ MODALITY_TIE_BY_NAME_SINCE = "0.17.0"
 
 def mm_profiling(flags: list[str]) -> tuple[str | None, dict[str, int] | None]:
     """(why the encoder is not profiled, or None; the per-modality limits the flags set, or
-    None for vLLM's defaults), from the launch's flags (their long ``--name[=value]`` forms,
-    the last one winning as argparse's does)."""
+    None for vLLM's defaults), from the launch's flags (:func:`mm_profiling_off`,
+    :func:`mm_limits` of :func:`limit_mm_per_prompt`)."""
+    return mm_profiling_off(flags), mm_limits(limit_mm_per_prompt(flags))
+
+
+def limit_mm_per_prompt(flags: list[str]) -> dict[str, Any] | None:
+    """``--limit-mm-per-prompt``'s JSON object as vLLM's parser builds it (dotted keys merged
+    in); None when not given or when vLLM's parser refuses the value (FC7xx: no rule from
+    here). Read once, into ``Intent.limit_mm_per_prompt``, by the launch's reader."""
+    doc, err = _json_arg(flags, LIMIT_MM_PER_PROMPT_FLAG)
+    return doc if err is None else None
+
+
+def mm_profiling_off(flags: list[str]) -> str | None:
+    """The flag that turns the encoder's profiling off (``--skip-mm-profiling``,
+    ``--language-model-only``), or None; from the launch's flags (their long
+    ``--name[=value]`` forms, the last one winning as argparse's does)."""
     skip: str | None = None
     for item in flags:
         name, eq, value = item.partition("=")
@@ -62,16 +79,20 @@ def mm_profiling(flags: list[str]) -> tuple[str | None, dict[str, int] | None]:
             skip = None
         elif name == LANGUAGE_MODEL_ONLY_FLAG and on:
             skip = LANGUAGE_MODEL_ONLY_FLAG
-    # a value vLLM's parser refuses (FC7xx) gives no rule from here
-    doc, err = _json_arg(flags, LIMIT_MM_PER_PROMPT_FLAG)
-    if doc is None or err is not None:
-        return skip, None
+    return skip
+
+
+def mm_limits(doc: dict[str, Any] | None) -> dict[str, int] | None:
+    """The per-modality limits ``--limit-mm-per-prompt``'s object sets (``doc``:
+    :func:`limit_mm_per_prompt`), or None for vLLM's defaults."""
+    if doc is None:
+        return None
     limits: dict[str, int] = {}
     for k, v in doc.items():
         n = v.get("count", MM_DEFAULT_LIMIT) if isinstance(v, dict) else v
         if isinstance(n, int) and not isinstance(n, bool) and n >= 0:
             limits[str(k)] = n
-    return skip, limits
+    return limits
 
 
 # The configurable form's image size (config/multimodal.py ``ImageDummyOptions``: ``{"image":
@@ -90,10 +111,15 @@ MM_DUMMY_SIZE_SINCE = "0.11.1"
 
 
 def mm_image_size(flags: list[str]) -> tuple[int | None, int | None] | None:
-    """(width, height) of ``--limit-mm-per-prompt``'s image options (either may be None),
-    or None when neither is given or the flag is not a JSON object vLLM accepts."""
-    doc, err = _json_arg(flags, LIMIT_MM_PER_PROMPT_FLAG)
-    opts = doc.get("image") if doc is not None and err is None else None
+    """:func:`mm_image_size_of` the flags' ``--limit-mm-per-prompt``."""
+    return mm_image_size_of(limit_mm_per_prompt(flags))
+
+
+def mm_image_size_of(doc: dict[str, Any] | None) -> tuple[int | None, int | None] | None:
+    """(width, height) of ``--limit-mm-per-prompt``'s image options (``doc``:
+    :func:`limit_mm_per_prompt`; either may be None), or None when neither is given or the
+    flag is not a JSON object vLLM accepts."""
+    opts = doc.get("image") if doc is not None else None
     if not isinstance(opts, dict):
         return None
 

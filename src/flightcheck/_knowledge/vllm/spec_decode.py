@@ -112,9 +112,11 @@ def _custom_path(model: str | None) -> bool:
     return len(parts) >= 2 and all(p.isidentifier() for p in parts)
 
 
-def _given(flags: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+def speculative_given(flags: list[str]) -> tuple[dict[str, Any] | None, str | None]:
     """The speculative config the flags give (arg_utils.py ``create_speculative_config``):
-    the JSON, the shortcuts merged in, keys' dashes as underscores."""
+    the JSON, the shortcuts merged in, keys' dashes as underscores; or why vLLM refuses it.
+    Read once, into ``Intent.speculative_config`` / ``speculative_error``, by the launch's
+    reader (``_launch``); everything downstream resolves that with :func:`resolve_speculative`."""
     doc, err = _json_arg(flags, SPECULATIVE_CONFIG_FLAG)
     if err is not None:
         return None, err
@@ -140,7 +142,16 @@ def _pos_int(v: Any) -> int | None:
 def speculative(
     flags: list[str], target: dict[str, Any] | None, target_model: str | None, tp: int
 ) -> SpecDecode | None:
-    """The launch's speculative decoding (None: off), resolved as vLLM 0.33's
+    """:func:`resolve_speculative` of what ``flags`` give (:func:`speculative_given`)."""
+    doc, err = speculative_given(flags)
+    return resolve_speculative(doc, err, target, target_model, tp)
+
+
+def resolve_speculative(
+    doc: dict[str, Any] | None, err: str | None, target: dict[str, Any] | None, target_model: str | None, tp: int
+) -> SpecDecode | None:
+    """The launch's speculative decoding (None: off), from the config the command gives
+    (``doc``, or ``err``: why vLLM refuses it; :func:`speculative_given`), resolved as vLLM 0.33's
     ``SpeculativeConfig.__post_init__`` (vllm/config/speculative.py) does for what memory
     depends on: the method (inferred from ``model`` when unset: ``ngram`` / a dotted class
     path / else ``draft_model``; an ``*_mtp`` method name becomes ``mtp``; ``mtp`` without a
@@ -151,7 +162,6 @@ def speculative(
     ``n_predict``; must divide by it when larger) and the draft's TP
     (``_verify_and_get_draft_tp``: 1 or the target's, the target's when unset).
     ``target``: the target's config.json as stored (a multimodal wrapper's outer config)."""
-    doc, err = _given(flags)
     if doc is None:
         return SpecDecode(None, error=err) if err else None
     method = doc.get("method")

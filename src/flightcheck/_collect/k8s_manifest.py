@@ -1,0 +1,273 @@
+"""Reading a Kubernetes manifest (``check --k8s FILE|-``): the engine's container as the
+kubelet will run it.
+
+A Pod, Deployment, StatefulSet, Job, LeaderWorkerSet (leader template first), or ``helm
+template`` output (many documents: the first container whose command runs ``vllm serve`` /
+``vllm.entrypoints`` / ``sglang.launch_server`` is the engine). What comes out: the engine's
+command line and literal environment (for the caller to read the intent from, never stored)
+and the ``pod`` facts section (:class:`flightcheck._vocabulary.facts.Pod`) the FC9xx checks
+read. This module only reads; it decides nothing.
+
+Bounded: at most :data:`MAX_MANIFEST` bytes, :data:`MAX_NODES` values with aliases expanded,
+:data:`MAX_DEPTH` levels. Anything else (not YAML, no engine container, a wrong type) is one
+:class:`~flightcheck._vocabulary.errors.UsageError` line (exit 2).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from flightcheck._vocabulary.errors import UsageError
+
+#: the largest manifest read (``helm template`` of a whole stack is well under 1 MiB)
+MAX_MANIFEST = 4 << 20
+MAX_NODES = 200_000
+MAX_DEPTH = 64
+#: the kubelet's probe defaults (core/v1 Probe: initialDelaySeconds 0, periodSeconds 10,
+#: failureThreshold 3)
+PROBE_DEFAULTS = (0, 10, 3)
+
+_ENGINE = re.compile(r"(^|/)(vllm|sglang)$|vllm\.entrypoints|sglang\.launch_server|^sglang$")
+_QUANTITY = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?(?:[eE][0-9]+)?)\s*(Ki|Mi|Gi|Ti|Pi|Ei|k|K|M|G|T|P|E|m)?\s*$")
+_FACTORS = {
+    None: 1,
+    "m": 1e-3,
+    "k": 1e3,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 1 << 10,
+    "Mi": 1 << 20,
+    "Gi": 1 << 30,
+    "Ti": 1 << 40,
+    "Pi": 1 << 50,
+    "Ei": 1 << 60,
+}
+
+
+@dataclass
+class Manifest:
+    """What ``--k8s`` gave: the engine's argv and literal env, and the ``pod`` section."""
+
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    pod: dict[str, Any] = field(default_factory=dict)
+
+
+def quantity(value: Any) -> int | None:
+    """A Kubernetes quantity (``16Gi``, ``20G``, ``1e9``, ``8``) in units; None if unreadable."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value) if value >= 0 else None
+    if not isinstance(value, str):
+        return None
+    m = _QUANTITY.match(value)
+    if not m:
+        return None
+    try:
+        return int(float(m.group(1)) * _FACTORS[m.group(2)])
+    except (OverflowError, ValueError):
+        return None
+
+
+def _check_size(data: Any, name: str) -> None:
+    count = 0
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        count += 1
+        if count > MAX_NODES:
+            raise UsageError(f"{name}: more than {MAX_NODES:,} values (aliases expanded)")
+        if depth > MAX_DEPTH:
+            raise UsageError(f"{name}: nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for kv in value.items() for v in kv)
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+
+
+def load_documents(raw: bytes, name: str) -> list[Any]:
+    """The YAML documents of ``raw`` (safe loader only: no Python objects)."""
+    import yaml
+
+    try:
+        docs = list(yaml.safe_load_all(raw.decode("utf-8")))
+    except UnicodeDecodeError:
+        raise UsageError(f"{name}: not UTF-8 text") from None
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{name}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise UsageError(f"{name}: nested too deeply") from None
+    _check_size(docs, name)
+    return docs
+
+
+def _map(value: Any) -> dict[str, Any]:
+    """``value`` when it is a mapping, else an empty one (a manifest may hold anything)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _templates(doc: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
+    """The pod specs of one object, each with its group size (LeaderWorkerSet: ``size``)."""
+    kind = doc.get("kind")
+    spec = _map(doc.get("spec"))
+    if kind == "Pod":
+        return [(spec, 1)]
+    if kind == "List":
+        out: list[tuple[dict[str, Any], int]] = []
+        for item in doc.get("items") or []:
+            if isinstance(item, dict):
+                out += _templates(item)
+        return out
+    if kind == "LeaderWorkerSet":
+        lwt = _map(spec.get("leaderWorkerTemplate"))
+        size = lwt.get("size", 1)
+        size = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else 1
+        out = []
+        for key in ("leaderTemplate", "workerTemplate"):
+            t = lwt.get(key)
+            if isinstance(t, dict) and isinstance(t.get("spec"), dict):
+                out.append((t["spec"], size))
+        return out
+    if kind == "CronJob":
+        spec = _map(_map(spec.get("jobTemplate")).get("spec"))
+    template = _map(spec.get("template"))
+    if isinstance(template.get("spec"), dict):
+        return [(template["spec"], 1)]
+    return []
+
+
+def engine_argv(container: dict[str, Any]) -> list[str] | None:
+    """The engine command of a container (command + args; ``sh -c "... vllm serve ..."``
+    split as the shell would), or None when it does not run vLLM / SGLang."""
+    parts = (
+        [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
+        if all(isinstance(container.get(k) or [], list) for k in ("command", "args"))
+        else []
+    )
+    if len(parts) >= 3 and parts[0].rsplit("/", 1)[-1] in ("sh", "bash", "dash") and parts[1] in ("-c", "-ec", "-xc"):
+        try:
+            words = shlex.split(parts[2], comments=True)
+        except ValueError:
+            return None
+        # the segment of the script that starts the engine (after `cd x &&`, `exec`, ...)
+        segment: list[str] = []
+        for w in words:
+            if w in ("&&", ";", "||", "|"):
+                if any(_ENGINE.search(x) for x in segment):
+                    break
+                segment = []
+            else:
+                segment.append(w)
+        parts = [w for w in segment if w != "exec"]
+    for i, word in enumerate(parts):
+        if _ENGINE.search(word):
+            start = i - 2 if i >= 2 and parts[i - 1] == "-m" else i
+            return parts[start:]
+    return None
+
+
+def _probe(value: Any) -> dict[str, int] | None:
+    if not isinstance(value, dict):
+        return None
+    out = {}
+    for key, ours, default in zip(
+        ("initialDelaySeconds", "periodSeconds", "failureThreshold"),
+        ("initial_delay_s", "period_s", "failure_threshold"),
+        PROBE_DEFAULTS,
+        strict=True,
+    ):
+        v = value.get(key, default)
+        out[ours] = v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else default
+    return out
+
+
+def _pod_section(
+    doc: dict[str, Any], spec: dict[str, Any], c: dict[str, Any], size: int, argv: list[str]
+) -> dict[str, Any]:
+    resources = _map(c.get("resources"))
+    gpus: int | None = None
+    others: list[str] = []
+    for part in ("limits", "requests"):  # an extended resource's request equals its limit
+        res = resources.get(part)
+        if not isinstance(res, dict):
+            continue
+        if gpus is None and "nvidia.com/gpu" in res:
+            gpus = quantity(res["nvidia.com/gpu"])
+        others += [
+            str(k) for k in res if str(k).startswith("nvidia.com/") and k != "nvidia.com/gpu" and k not in others
+        ]
+    volumes = {v.get("name"): v for v in spec.get("volumes") or [] if isinstance(v, dict)}
+    shm: dict[str, Any] = {"shm_mounted": False, "shm_medium": None, "shm_size_limit_bytes": None}
+    for mount in c.get("volumeMounts") or []:
+        if isinstance(mount, dict) and str(mount.get("mountPath", "")).rstrip("/") == "/dev/shm":
+            vol = volumes.get(mount.get("name")) or {}
+            shm["shm_mounted"] = True
+            if isinstance(vol.get("emptyDir"), dict):
+                ed = vol["emptyDir"]
+                shm["shm_medium"] = str(ed.get("medium") or "")
+                shm["shm_size_limit_bytes"] = quantity(ed.get("sizeLimit")) if "sizeLimit" in ed else None
+            else:
+                shm["shm_medium"] = next((k for k in vol if k != "name"), "unknown")
+    env = {e["name"]: str(e.get("value", "")) for e in c.get("env") or [] if isinstance(e, dict) and "name" in e}
+    meta = _map(doc.get("metadata"))
+    return {
+        "kind": str(doc.get("kind")),
+        "name": str(meta.get("name")) if meta.get("name") is not None else None,
+        "container": str(c.get("name")) if c.get("name") is not None else None,
+        "image": str(c.get("image")) if c.get("image") is not None else None,
+        "group_size": size,
+        "gpu_limit": gpus if gpus is not None else 0,
+        "other_gpu_resources": others,
+        "host_ipc": spec.get("hostIPC") is True,
+        **shm,
+        "startup_probe": _probe(c.get("startupProbe")),
+        "liveness_probe": _probe(c.get("livenessProbe")),
+        "require_cuda": env.get("NVIDIA_REQUIRE_CUDA"),
+        "disable_require": bool(env.get("NVIDIA_DISABLE_REQUIRE")),
+        "kv_transfer": any(a == "--kv-transfer-config" or a.startswith("--kv-transfer-config=") for a in argv),
+    }
+
+
+def read_manifest(path: str, stdin: bytes | None = None) -> Manifest:
+    """The engine container of the manifest at ``path`` (``-``: ``stdin``'s bytes).
+
+    Raises:
+        UsageError: unreadable, not YAML, over the bounds, or no container runs an engine.
+    """
+    from flightcheck._vocabulary.inputs import read_bounded, shown
+
+    name = "--k8s " + ("-" if path == "-" else shown(path))
+    if path == "-":
+        raw = stdin if stdin is not None else b""
+        if len(raw) > MAX_MANIFEST:
+            raise UsageError(f"{name}: over the {MAX_MANIFEST >> 20} MiB flightcheck reads")
+    else:
+        raw = read_bounded(path, MAX_MANIFEST, "--k8s")
+    for doc in load_documents(raw, name):
+        if not isinstance(doc, dict):
+            continue
+        for spec, size in _templates(doc):
+            for c in spec.get("containers") or []:
+                if not isinstance(c, dict):
+                    continue
+                argv = engine_argv(c)
+                if argv:
+                    env = {
+                        str(e["name"]): str(e["value"])
+                        for e in c.get("env") or []
+                        if isinstance(e, dict) and "name" in e and isinstance(e.get("value"), (str, int, float))
+                    }
+                    pod = _pod_section(doc, spec, c, size, argv)
+                    pod["source"] = "-" if path == "-" else shown(path)
+                    return Manifest(argv, env, pod)
+    raise UsageError(
+        f"{name}: no container runs vLLM or SGLang (looked for `vllm serve` / `sglang` in command and args)"
+    )

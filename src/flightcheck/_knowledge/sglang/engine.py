@@ -1,0 +1,139 @@
+"""SGLang as an :class:`~flightcheck._vocabulary.engine.Engine`: the interface over the
+tables and rules of this package (each cites the SGLang source it was read from).
+
+Registered once, in ``_knowledge/engines.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from flightcheck._knowledge import sglang as k
+from flightcheck._knowledge.sglang.envs import DECLARED
+from flightcheck._vocabulary.engine import (
+    CheckpointRules,
+    CommandRules,
+    EngineName,
+    EnvVar,
+    MemoryRules,
+    MulticastRules,
+    Reader,
+    ReaderRules,
+)
+
+
+class _Command:
+    cli: str = "sglang"
+    # python/sglang/launch_server.py, python/sglang/cli/main.py (``sglang serve``; 0.5.23)
+    modules: Mapping[str, tuple[str, bool]] = {
+        "sglang.launch_server": ("sglang-launch-server", False),
+        "sglang.cli.main": ("sglang-cli", True),
+    }
+
+
+class _Reader:
+    aliases: Mapping[str, str] = k.ALIASES
+    fields: Mapping[str, Reader] = k.FIELDS
+    bool_flags: frozenset[str] = k.BOOL_FLAGS
+    bools: Mapping[str, tuple[str, bool]] = {}
+    flag: Mapping[str, str] = k.FLAG
+    types: Mapping[str, str] = k.READER_TYPES
+    intent_fields: Mapping[str, str] = k.READER_FIELDS
+    loose_numbers: Mapping[str, str] = {}
+    kv_dtype_aliases: Mapping[str, str] = k.KV_DTYPE_NAMES
+    preprocess: Literal["flexible", "server-args"] = "server-args"
+    dp_attention_flag: str | None = k.DP_ATTENTION_FLAG
+    derives_expert_parallel: bool = True
+    executor_backend: bool = False
+
+    def layout(
+        self,
+        tp: int,
+        pp: int = 1,
+        dp: int = 1,
+        ep: bool = False,
+        moe_size: int | None = None,
+        pcp: int = 1,
+        dcp: int = 1,
+    ) -> str:
+        return k.layout(tp, pp, dp, ep, moe_size, pcp, dcp)
+
+
+class _Memory:
+    budget: Literal["total", "free"] = "free"
+    reserve: Literal["profile", "multimodal"] = "multimodal"
+    reserve_source: str = "outside SGLang's mem_fraction_static"
+    allow_long_var: str = k.ALLOW_LONG_MAX_MODEL_LEN
+    derived_context: bool = True
+    kv_bytes_override: bool = False
+    encoder_data_parallel: bool = False
+    speculative_draft: bool = False
+    token_pool: bool = True
+    capacity_log: bool = False
+    profiles: bool = False
+    balance_check: bool = True
+
+    def apply_overrides(self, config: dict[str, Any], overrides: dict[str, Any] | None) -> dict[str, Any]:
+        return k.apply_model_override_args(config, overrides)
+
+    def communicators(self, release: tuple[int, ...] | None) -> Literal["in-budget", "before-snapshot", "none"]:
+        return "none"
+
+    def pp_kv_check_whole_model(self, release: tuple[int, ...] | None) -> bool:
+        return False
+
+    def in_use_utilization(self, version: str | None) -> float | None:
+        return None  # SGLang's check is of free memory (see the GPU-in-use check)
+
+    def fraction_options(self, flags: list[str], model: str | None, max_num_seqs: int | None) -> dict[str, Any]:
+        return dict(k.fraction_options(flags, model, max_num_seqs))
+
+    def mm_reservation_bytes(self, flags: list[str], env: Mapping[str, str | None]) -> int:
+        return k.mm_reservation_bytes(flags, dict(env))
+
+    def utilization_refusal(self, value: Any, release: tuple[int, ...] | None) -> str | None:
+        return None  # --mem-fraction-static has no range validator (sglang 0.5.23 server_args.py)
+
+
+class _Multicast:
+    fallback: Literal["switches", "flags"] = "flags"
+    model_paths: bool = False
+
+
+#: python/sglang/srt/environ.py: ``SGLANG_X`` / ``SGL_X`` names
+_NAMES = (re.compile(r"\b((?:SGLANG|SGL)_[A-Z0-9_]+)\b"),)
+
+
+class SGLang:
+    """SGLang."""
+
+    name: EngineName = "sglang"
+    display: str = "SGLang"
+    package: str = "sglang"
+    env_prefix: str = "SGLANG_"  # srt/environ.py (older names: SGL_)
+    plugins_var: str | None = None
+    flashinfer_pin: Mapping[str, str] = {}
+    index_spelling: Literal["drops", "raises"] = "drops"
+    runtime_compilers: frozenset[str] = frozenset()  # its JIT paths are checked by flags and pins
+    probes_flashinfer_apis = False
+    env_vars: Mapping[str, EnvVar] = DECLARED
+    command: CommandRules = _Command()
+    reader: ReaderRules = _Reader()
+    checkpoint: CheckpointRules = k
+    memory: MemoryRules = _Memory()
+    multicast: MulticastRules = _Multicast()
+
+    def env_files(self, package_dir: str) -> list[str]:
+        return [os.path.join(package_dir, "srt", "environ.py")]
+
+    def env_names(self, text: str) -> set[str]:
+        return {m for p in _NAMES for m in p.findall(text)}
+
+    def non_cuda_platform(self, packages: Mapping[str, str | None], env: Mapping[str, str | None]) -> str | None:
+        return None  # not read for SGLang: its non-CUDA builds are not told apart here
+
+
+ENGINE = SGLang()
