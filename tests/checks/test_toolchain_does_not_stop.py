@@ -5,10 +5,12 @@ tests/fixtures/toolchain laid over the bundled 8x B300 node."""
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 
-from support.evaluation import evaluated, facts, results
+from flightcheck._vocabulary.facts import from_dict
+from support.evaluation import assert_fires, evaluated, facts, host_doc, results
 from support.toolchain import sections
 
 TP8 = {"tensor_parallel_size": 8}
@@ -91,3 +93,50 @@ def test_fc1xx_does_not_stop_a_servable_launch(code: str) -> None:
 
 def test_fc108_does_not_stop_a_flashinfer_arch_list_that_includes_the_gpu() -> None:
     assert stops("FC108", flashinfer_arch_list_with_the_gpu()) == []
+
+
+# ---- a vLLM that does not run on CUDA compiles no CUDA kernels (issue 22, item D) ----------
+
+
+def _non_cuda(vllm_version: str, torch_version: str, env: dict[str, str]) -> Any:
+    """b300's facts with no nvcc, no ninja, no libcudart: every CUDA toolchain check fails
+    there on a CUDA vLLM, and must skip on a CPU or ROCm one."""
+    doc = host_doc("b300")
+    doc["python"] = {
+        **doc["python"],
+        "packages": {**doc["python"]["packages"], "vllm": vllm_version, "torch": torch_version},
+    }
+    doc["env"] = {**(doc.get("env") or {}), **env}
+    tc = doc["toolchain"]
+    tc["nvcc"] = {"path": None, "version": None, "archs": None}
+    tc["ninja"] = None
+    tc["libcudart"] = False
+    tc["alternatives"] = []
+    return from_dict(doc)
+
+
+@pytest.mark.parametrize(
+    "vllm_version,torch_version,env,platform",
+    [
+        ("0.33.0+cpu", "2.14.0+cpu", {}, "CPU"),
+        ("0.33.0", "2.14.0", {"VLLM_TARGET_DEVICE": "cpu"}, "CPU"),
+        ("0.33.0+rocm711", "2.14.0+rocm7.1", {}, "ROCm"),
+    ],
+)
+def test_fc101_toolchain_skips_where_vllm_is_not_on_cuda(vllm_version, torch_version, env, platform):
+    """No nvcc, no ninja: on a CPU or ROCm vLLM (vllm/platforms/__init__.py 0.33.0) no FC1xx
+    CUDA-compiler check fails; each skips with the one line naming the platform."""
+    f = _non_cuda(vllm_version, torch_version, env)
+    got = results(f, engine="vllm", tensor_parallel_size=1)
+    for code in ("FC101", "FC103", "FC111", "FC119"):
+        (r,) = evaluated(code, got.get(code, []))
+        assert r.status.value == "skip" and f"{platform} platform" in r.message, (code, r)
+    for code, rs in got.items():
+        if code.startswith("FC1"):
+            assert not [r for r in evaluated(code, rs) if r.status.value == "fail"], (code, rs)
+
+
+def test_fc101_still_fires_on_a_cuda_vllm_without_nvcc():
+    """The same facts on a CUDA vLLM: FC101 fails (the gate is not a blanket skip)."""
+    f = _non_cuda("0.33.0", "2.14.0+cu130", {})
+    assert_fires("FC101", f, engine="vllm", tensor_parallel_size=1)

@@ -204,6 +204,22 @@ def summary(prefix: str) -> Callable[[Callable[[Context], str]], Callable[[Conte
     return register
 
 
+#: Per-family gates: prefix -> fn(ctx, code) -> a reason the check does not apply, or None.
+#: A family whose checks share one precondition (the toolchain's: the engine compiles CUDA
+#: kernels at all) says it once here, so each of its checks skips with the same one line.
+GATES: dict[str, Callable[[Context, str], str | None]] = {}
+
+
+def gate(prefix: str) -> Callable[[Callable[[Context, str], str | None]], Callable[[Context, str], str | None]]:
+    """Declare the gate of a family (see :data:`GATES`)."""
+
+    def register(func: Callable[[Context, str], str | None]) -> Callable[[Context, str], str | None]:
+        GATES[prefix] = func
+        return func
+
+    return register
+
+
 class _Section(Generic[S]):
     """A facts section as a typed attribute of :class:`Context`: the collected struct, or an
     empty one (every field None) when the section was not collected."""
@@ -304,6 +320,10 @@ def run_check(chk: Check, ctx: Context) -> list[CheckResult]:
         )
 
     try:
+        family_gate = GATES.get(chk.family)
+        reason = family_gate(ctx, chk.code) if family_gate else None
+        if reason:
+            raise Skip(reason)
         outcomes = list(chk.func(ctx))
     except Skip as exc:
         return [result(Outcome(Status.SKIP, str(exc)))]

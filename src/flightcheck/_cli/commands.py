@@ -14,6 +14,9 @@ from typing import Any
 from flightcheck._cli.options import T0, example_without_deep, intent_from_args
 from flightcheck._vocabulary.errors import UsageError
 
+#: The layout flags an example's defaults stand in for when none is given.
+_LAYOUT_FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "nnodes")
+
 
 def _engine_command(args: argparse.Namespace) -> list[str]:
     cmd = list(getattr(args, "engine_command", None) or [])
@@ -67,6 +70,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:  # the example's layout, unless the flags say otherwise
         base = Intent(**example_fields) if example_fields else None
     intent = example_without_deep(args, intent_from_args(args, base))
+    if (
+        example_fields
+        and not command
+        and all(getattr(args, name, None) is None for name in _LAYOUT_FLAGS if name in example_fields)
+    ):
+        intent.layout_from = "example"  # said in the headline and the JSON intent block
     # The model directory's read starts now, before the checks, the collectors and the
     # report are imported: its scan workers start while this process imports.
     from flightcheck._collect.checkpoint import start_reading

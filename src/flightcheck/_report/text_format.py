@@ -78,7 +78,10 @@ def layout_text(i: Intent) -> str:
 
 def _intent_line(report: Report) -> str:
     i = report.intent
-    parts = [i.engine, layout_text(i)] + ([i.model] if i.model else [])
+    layout = layout_text(i)
+    if i.layout_from == "example":
+        layout += " (the example's layout; the engine's default is TP 1)"
+    parts = [i.engine, layout] + ([i.model] if i.model else [])
     host = report.facts.host.hostname if report.facts.host else None
     return f"flightcheck {__version__}" + (f" on {host}" if host else "") + ": " + ", ".join(parts)
 

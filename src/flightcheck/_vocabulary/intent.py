@@ -148,6 +148,10 @@ class Intent:
     #: who read the command: "engine" (its own parser, in a child) or "built-in"; None for
     #: an intent built from ``check``'s own flags.
     reader: str | None = None
+    #: where TP/PP/DP came from when no flag or command gave them: "example" (a bundled
+    #: example's layout, e.g. TP 8, where the engine's own default is TP 1); None: the
+    #: flags, the engine command or the engine's defaults.
+    layout_from: str | None = None
     # ---- read once from the engine command (``_launch`` fills them with the engine's own
     # semantics, ``_knowledge.vllm.launch_options``); downstream reads these, never
     # ``engine_flags``. Not in the report's ``intent`` block: ``engine_flags`` shows them.
@@ -240,6 +244,8 @@ class Intent:
             del out["config_problem"]
         if not out["refused"]:
             del out["refused"]
+        if out["layout_from"] is None:
+            del out["layout_from"]
         for key in ("reader_release", "reader_relation", "reader_note"):  # only when re-read by release
             if out[key] is None:
                 del out[key]

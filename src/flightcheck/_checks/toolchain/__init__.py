@@ -5,7 +5,8 @@ DeepGEMM, tokenspeed_triton, CuTe DSL, the host compiler).
 Importing the package registers every check of the family.
 """
 
-from flightcheck._checks.toolchain import (
+from flightcheck._checks.toolchain import (  # _shared: the family's gate (CPU / ROCm vLLM)
+    _shared,
     build,
     cute_dsl,
     deepgemm,
@@ -20,6 +21,7 @@ from flightcheck._checks.toolchain import (
 )
 
 __all__ = [
+    "_shared",
     "build",
     "cute_dsl",
     "deepgemm",

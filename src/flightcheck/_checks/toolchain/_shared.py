@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from typing import TypeVar
 
-from flightcheck._checks.framework import Context, Skip
+from flightcheck._checks.framework import Context, Skip, gate
 from flightcheck._checks.shared import jit as _jit
 from flightcheck._knowledge import engines
 from flightcheck._knowledge import flashinfer as _fi
@@ -61,3 +61,26 @@ def _vllm_gate(ctx: Context) -> bool:
     ):
         return False
     return ctx.facts.toolchain is not None and (ctx.nvcc.path is None or ctx.toolchain.ninja is None)
+
+
+#: The FC1xx checks that still apply where vLLM does not run on CUDA: the host C/C++
+#: compiler and Python.h (torch inductor's C++ backend on the CPU, Triton's launcher on
+#: ROCm build with them) and, on ROCm, Triton's C compiler and cache (Triton compiles the
+#: AMD kernels). Everything else is about nvcc, ptxas, libcudart, FlashInfer, DeepGEMM and
+#: other CUDA-only compilers, which a CPU or ROCm vLLM never runs.
+HOST_COMPILER_CHECKS = frozenset({"FC104", "FC112", "FC114"})
+ROCM_TRITON_CHECKS = frozenset({"FC115", "FC117"})
+
+
+@gate("FC1")
+def cuda_toolchain_gate(ctx: Context, code: str) -> str | None:
+    """Why a toolchain check does not apply: vLLM runs on the CPU or ROCm platform here
+    (``vllm/platforms/__init__.py``, read in 0.33.0; ``_vllm.non_cuda_platform``), so it
+    JIT-compiles no CUDA kernels. None: the check applies."""
+    if ctx.intent.engine != _vllm.NAME or code in HOST_COMPILER_CHECKS:
+        return None
+    packages = ctx.python.packages or {}
+    platform = _vllm.non_cuda_platform(packages.get("vllm"), packages.get("torch"), ctx.env)
+    if platform is None or (platform == "ROCm" and code in ROCM_TRITON_CHECKS):
+        return None
+    return f"vLLM runs on the {platform} platform here (vllm {packages.get('vllm')}): it compiles no CUDA kernels"
