@@ -18,6 +18,7 @@ from typing import Any
 from flightcheck._collect.proc import run
 from flightcheck._collect.pyinfo import engine_info
 from flightcheck._collect.python_env import torch_cuda
+from flightcheck._knowledge import engines
 from flightcheck._knowledge import flashinfer_modules as fim
 from flightcheck._knowledge.units import major_minor
 from flightcheck._vocabulary.errors import UsageError
@@ -225,7 +226,7 @@ def make_plan(
             f"{', '.join(fetching)}: FlashInfer's trtllm-gen generators fetch headers and checksums while the "
             "module is generated: the build box needs egress or a FLASHINFER_CUBINS_REPOSITORY mirror"
         )
-    if intent.engine != "vllm":
+    if not engines.get(intent.engine).probes_flashinfer_apis:
         notes.append(f"the launch-path table is vLLM {fim.VLLM_READ}'s; engine {intent.engine}: extrapolated")
     label = cuda_label(t_cuda)
     wheels: list[str] = []

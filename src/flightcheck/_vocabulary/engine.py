@@ -219,8 +219,9 @@ class Engine(Protocol):
     #: ``"humming"`` (its kernels), ``"flashinfer-gate"`` (FlashInfer switched off, not
     #: failed, when no cubin and no nvcc / ninja: vLLM's has_flashinfer)
     runtime_compilers: frozenset[str]
-    #: whether the engine's paths probe FlashInfer APIs that flightcheck has read (vLLM's
-    #: ``has_flashinfer_*`` helpers, ``_knowledge/vllm/flashinfer_paths.py``); False: not read
+    #: whether flightcheck has read the engine's paths into FlashInfer: the APIs its helpers
+    #: probe (vLLM's ``has_flashinfer_*``, ``_knowledge/vllm/flashinfer_paths.py``) and the
+    #: modules its launch paths build (``_knowledge/flashinfer_modules.py``); False: not read
     probes_flashinfer_apis: bool
     #: the engine's variables flightcheck reads, each declared once (``<engine>/envs.py``)
     env_vars: Mapping[str, EnvVar]

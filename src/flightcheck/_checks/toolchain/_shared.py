@@ -74,13 +74,16 @@ ROCM_TRITON_CHECKS = frozenset({"FC115", "FC117"})
 
 @gate("FC1")
 def cuda_toolchain_gate(ctx: Context, code: str) -> str | None:
-    """Why a toolchain check does not apply: vLLM runs on the CPU or ROCm platform here
-    (``vllm/platforms/__init__.py``, read in 0.33.0; ``_vllm.non_cuda_platform``), so it
-    JIT-compiles no CUDA kernels. None: the check applies."""
-    if ctx.intent.engine != _vllm.NAME or code in HOST_COMPILER_CHECKS:
+    """Why a toolchain check does not apply: the engine runs on the CPU or ROCm platform
+    here (``Engine.non_cuda_platform``: vLLM's ``vllm/platforms/__init__.py``, read in
+    0.33.0), so it JIT-compiles no CUDA kernels. None: the check applies."""
+    if code in HOST_COMPILER_CHECKS:
         return None
+    engine = engines.get(ctx.intent.engine)
     packages = ctx.python.packages or {}
-    platform = _vllm.non_cuda_platform(packages.get("vllm"), packages.get("torch"), ctx.env)
+    platform = engine.non_cuda_platform(packages, ctx.env)
     if platform is None or (platform == "ROCm" and code in ROCM_TRITON_CHECKS):
         return None
-    return f"vLLM runs on the {platform} platform here (vllm {packages.get('vllm')}): it compiles no CUDA kernels"
+    version = packages.get(engine.package)
+    where = f"{engine.display} runs on the {platform} platform here ({engine.package} {version})"
+    return f"{where}: it compiles no CUDA kernels"
