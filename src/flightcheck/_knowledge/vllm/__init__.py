@@ -17,7 +17,7 @@ command line), :mod:`.loader` (weight files by load format, Flint's GGUF),
 
 from __future__ import annotations
 
-from flightcheck._knowledge.vllm._versions import _release
+from flightcheck._knowledge.vllm._versions import NEWEST_READ, _release, beyond_read
 from flightcheck._knowledge.vllm.env import (
     ALLOW_LONG_MAX_MODEL_LEN,
     ALLREDUCE_USE_FLASHINFER,
@@ -46,6 +46,9 @@ from flightcheck._knowledge.vllm.kernels import (
     DEEP_GEMM_CC_EXACT,
     DEEP_GEMM_CC_FAMILIES,
     DEEP_GEMM_MIN_NVCC,
+    DEEP_GEMM_MIN_NVCC_READ_IN,
+    DEEP_GEMM_PACKAGE,
+    DEEP_GEMM_PACKAGE_MIN_NVCC,
     DEEP_GEMM_QUANT_MAJORS,
     DEEP_GEMM_QUANTS,
     DEEP_GEMM_VENDORED_SINCE,
@@ -59,8 +62,10 @@ from flightcheck._knowledge.vllm.kernels import (
     MHC_ARCHS,
     TILELANG_MHC_SINCE,
     USE_DEEP_GEMM,
+    USE_DEEP_GEMM_DEFAULTS,
     deep_gemm_arch,
     deep_gemm_takes,
+    use_deep_gemm_default,
 )
 from flightcheck._knowledge.vllm.loader import (
     AUTO_MISTRAL,
@@ -271,6 +276,9 @@ __all__ = [
     "DEEP_GEMM_CC_EXACT",
     "DEEP_GEMM_CC_FAMILIES",
     "DEEP_GEMM_MIN_NVCC",
+    "DEEP_GEMM_MIN_NVCC_READ_IN",
+    "DEEP_GEMM_PACKAGE",
+    "DEEP_GEMM_PACKAGE_MIN_NVCC",
     "DEEP_GEMM_QUANTS",
     "DEEP_GEMM_QUANT_MAJORS",
     "DEEP_GEMM_VENDORED_SINCE",
@@ -339,6 +347,7 @@ __all__ = [
     "MULTICAST_PATHS_READ_IN",
     "NAME",
     "NCCL_CUMEM_OFF_UNTIL",
+    "NEWEST_READ",
     "NOT_WEIGHT_FILES",
     "NO_DRAFT_METHODS",
     "NO_WEIGHT_LOAD_FORMATS",
@@ -383,6 +392,7 @@ __all__ = [
     "TP_COMMUNICATORS_IN_BUDGET",
     "TRITON_TOP_K_TOP_P_SINCE",
     "USE_DEEP_GEMM",
+    "USE_DEEP_GEMM_DEFAULTS",
     "USE_DIRECT_DCP_KV_GATHER",
     "USE_DIRECT_DCP_Q_GATHER",
     "USE_FLASHINFER_SAMPLER",
@@ -420,6 +430,7 @@ __all__ = [
     "_tokens",
     "apply_hf_overrides",
     "batch_defaults",
+    "beyond_read",
     "comm_in_budget",
     "context_window",
     "cudagraphs_in_budget",
@@ -450,6 +461,7 @@ __all__ = [
     "sampler_kind",
     "separate_draft",
     "speculative",
+    "use_deep_gemm_default",
     "utilization_refusal",
     "v0_batch",
 ]

@@ -4,6 +4,23 @@ release gate of the vLLM knowledge.
 
 from __future__ import annotations
 
+import re
+
 
 def _release(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split("."))
+
+
+#: The newest vLLM release whose wheel the release-bound rules were read in; a newer one
+#: gets the newest rules and a note that says so.
+NEWEST_READ = "0.33.0"
+
+
+def beyond_read(version: str | None, newest: str = NEWEST_READ) -> str | None:
+    """``"rules of vLLM 0.33.0 applied to 0.40.0"`` when ``version`` is newer than the newest
+    release read (a dev build or a local tag counts by its release), else None."""
+    text = str(version or "").split("+", 1)[0]
+    m = re.match(r"\d+(?:\.\d+)*", text)
+    if m is None or _release(m.group(0)) <= _release(newest):
+        return None
+    return f"rules of vLLM {newest} applied to {text} (newer than the newest release read)"
