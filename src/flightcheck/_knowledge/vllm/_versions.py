@@ -16,11 +16,11 @@ def _release(text: str) -> tuple[int, ...]:
 NEWEST_READ = "0.33.0"
 
 
-def beyond_read(version: str | None, newest: str = NEWEST_READ) -> str | None:
+def beyond_read(version: str | None, newest: str = NEWEST_READ, engine: str = "vLLM") -> str | None:
     """``"rules of vLLM 0.33.0 applied to 0.40.0"`` when ``version`` is newer than the newest
     release read (a dev build or a local tag counts by its release), else None."""
     text = str(version or "").split("+", 1)[0]
     m = re.match(r"\d+(?:\.\d+)*", text)
     if m is None or _release(m.group(0)) <= _release(newest):
         return None
-    return f"rules of vLLM {newest} applied to {text} (newer than the newest release read)"
+    return f"rules of {engine} {newest} applied to {text} (newer than the newest release read)"
