@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from flightcheck import Intent, evaluate
-from flightcheck._checks.fabric.fallback import beam_allreduce, kimi_k3_tail, multicast_fallback
+from flightcheck._checks.fabric.fallback import beam_allreduce, describe, kimi_k3_tail, multicast_fallback
 from flightcheck._checks.framework import Context
 from flightcheck._collect.checkpoint import read_checkpoint
 from flightcheck._vocabulary.facts import from_dict
@@ -711,3 +711,71 @@ def test_kimi_k3_repo_id_from_the_local_hf_cache(tmp_path):
     (tmp_path / "hub" / "models--moonshotai--Kimi-K3" / "refs" / "main").write_text(commit)
     ctx = ctx_for(model="moonshotai/Kimi-K3", env={"HF_HUB_CACHE": str(tmp_path / "hub")})
     assert kimi_k3_tail(ctx) is not None
+
+
+# ---- the fallback plan by release (issue: every release users run) ----------------------
+
+
+def steps_by_name(ctx: Context) -> dict[str, Any]:
+    return {s.name: s for s in multicast_fallback(ctx).steps}
+
+
+def test_before_0_17_the_flashinfer_fusion_is_kept_across_nodes():
+    """Up to 0.16.x the fusion builds only CUDA IPC workspaces (no multicast): the plan
+    neither turns it off nor asks for it by a field name of another release."""
+    for old in ("0.10.1", "0.12.0", "0.16.0"):
+        fb = multicast_fallback(ctx_for(old, tensor_parallel_size=16, nnodes=2))
+        names = [s.name for s in fb.steps]
+        assert not any("compilation-config" in n or "FLASHINFER" in n for n in names), (old, names)
+        assert not any("fusion pass" in n for n in fb.notes), (old, fb.notes)
+        assert "NCCL_NVLS_ENABLE" in names
+
+
+def test_0_17_across_nodes_turns_the_fusion_off_by_its_name_with_the_cost():
+    steps = steps_by_name(ctx_for("0.17.0", tensor_parallel_size=16, nnodes=2))
+    off = steps["--compilation-config.pass_config.fuse_allreduce_rms"]
+    assert off.value == "false" and "#48075" in off.cost and "259 ms" in off.cost
+    assert steps["VLLM_ALLREDUCE_USE_FLASHINFER"].value == "0"
+
+
+def test_an_older_release_gets_only_the_switches_it_declares():
+    names = set(steps_by_name(ctx_for("0.10.1")))
+    assert names == {"TORCH_SYMM_MEM_DISABLE_MULTICAST", "NCCL_NVLS_ENABLE"}
+
+
+def test_a_vllm_newer_than_read_gets_the_note_and_0_33_does_not():
+    fb = multicast_fallback(ctx_for("0.40.0"))
+    assert "rules of vLLM 0.33.0 applied to 0.40.0 (newer than the newest release read)" in fb.notes
+    assert describe(fb.steps, fb.notes)["rules"].startswith("rules of vLLM 0.33.0 applied to 0.40.0")
+    fb = multicast_fallback(ctx_for("0.33.0"))
+    assert not any(n.startswith("rules of") for n in fb.notes)
+    assert describe(fb.steps, fb.notes)["rules"] is None
+
+
+@pytest.mark.parametrize(("nccl", "said"), [("2.29.7", "required"), ("2.28.9", "falls back by itself")])
+def test_nccl_nvls_off_is_required_from_2_29(nccl: str, said: str):
+    ctx = ctx_for("0.33.0")
+    ctx.facts.python.packages["nvidia-nccl-cu13"] = nccl
+    step = steps_by_name(ctx)["NCCL_NVLS_ENABLE"]
+    assert step.value == "0" and said in step.why and step.cost
+
+
+def test_the_report_plan_carries_each_steps_cost():
+    from flightcheck._vocabulary.plan import build_plan
+
+    d = host(
+        multicast_probe={
+            **PROBE_401,
+            "ok": False,
+            "stage": "attribute",
+            "cuda_error": None,
+            "cuda_error_name": None,
+            "multicast_supported": [False] * 8,
+            "detail": "attribute 0",
+        }
+    )
+    [r] = assert_fires("FC303", from_dict(d), tensor_parallel_size=8)
+    plan = build_plan([r]).to_dict()
+    assert set(plan) >= {"env", "args", "reasons", "steps"}
+    costs = {s["name"]: s["cost"] for s in plan["steps"]}
+    assert "#50179" in costs.get("VLLM_ALLREDUCE_USE_SYMM_MEM", "")

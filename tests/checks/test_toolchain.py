@@ -453,8 +453,9 @@ def test_fc118_no_which_and_no_cuda_home_names_the_toolkit_nvcc_belongs_to():
     assert_silent("FC118", facts("b300", **doc), **TP8)
 
 
-def hopper(nvcc: str, **env):
+def hopper(nvcc: str, packages: dict | None = None, **env):
     doc = healthy(**env)
+    doc["python"]["packages"].update(packages or {})
     doc["toolchain"]["nvcc"] = {"path": f"/usr/local/cuda-{nvcc}/bin/nvcc", "version": nvcc, "archs": None}
     doc["toolchain"]["cuda_home"] = {"path": f"/usr/local/cuda-{nvcc}", "source": "CUDA_HOME", "exists": True}
     doc["toolchain"]["alternatives"] = [{"path": f"/usr/local/cuda-{nvcc}/bin/nvcc", "version": nvcc}]
@@ -483,9 +484,39 @@ def test_fc119_dg_nvcc_compiler_override_is_what_counts():
     (r,) = assert_fires("FC119", facts("b300", **doc), **TP8)
     assert "/opt/cuda-12.8/bin/nvcc" in r.message
     assert r.fix.startswith("unset DG_JIT_NVCC_COMPILER  (DeepGEMM then uses /usr/local/cuda-13.1/bin/nvcc, nvcc 13.1)")
-    doc["python"]["packages"]["vllm"] = "0.24.0"
+    doc["python"]["packages"]["vllm"] = "0.24.0"  # vendored, its binary not read: a warning
+    (r,) = assert_fires("FC119", facts("b300", **doc), **TP8)
+    assert r.severity.value == "warning" and "not read in 0.24.0" in r.message
+    doc["python"]["packages"]["vllm"] = "0.19.1"  # not vendored, no deep_gemm package
     assert_silent("FC119", facts("b300", **doc), **TP8)
     assert_silent("FC119", facts("b300", **doc), engine="sglang", **TP8)
+
+
+def test_fc119_names_an_installed_deep_gemm_package_before_vllm_vendored_it():
+    """vLLM 0.9.2-0.19.x run only an installed deep_gemm package (has_deep_gemm), whose JIT
+    asserts nvcc >= 12.3 (DeepGEMM csrc/jit/compiler.hpp): nvcc 12.1 on Hopper fails there."""
+    old = {"vllm": "0.10.1.1", "deep-gemm": "2.0.0"}
+    f = hopper("12.1", old, VLLM_USE_DEEP_GEMM="1")
+    (r,) = assert_fires("FC119", f, **TP8)
+    assert "the installed deep_gemm package 2.0.0" in r.message
+    assert "NVCC version should be >= 12.3" in r.message and "nvcc 12.1" in r.message
+    assert_silent("FC119", hopper("12.3", old, VLLM_USE_DEEP_GEMM="1"), **TP8)
+    # 0.10.1.1's default is VLLM_USE_DEEP_GEMM=0; without the package nothing runs DeepGEMM
+    assert_silent("FC119", hopper("12.1", old), **TP8)
+    assert_silent("FC119", hopper("12.1", {"vllm": "0.10.1.1"}, VLLM_USE_DEEP_GEMM="1"), **TP8)
+
+
+def test_fc119_an_installed_deep_gemm_package_wins_over_the_vendored_copy():
+    """From 0.20.0 has_deep_gemm prefers an installed package: its 12.3 floor, not 12.9."""
+    assert_silent("FC119", hopper("12.6", {"deep-gemm": "2.1.1"}), **TP8)
+    (r,) = assert_fires("FC119", hopper("12.6"), **TP8)
+    assert "vLLM 0.33.0's vendored DeepGEMM" in r.message
+
+
+def test_fc119_a_vllm_newer_than_read_gets_the_note():
+    (r,) = assert_fires("FC119", hopper("12.6", {"vllm": "0.40.0"}), **TP8)
+    assert "rules of vLLM 0.33.0 applied to 0.40.0" in r.message
+    assert r.evidence["rules"] == "rules of vLLM 0.33.0 applied to 0.40.0 (newer than the newest release read)"
 
 
 def test_fc119_block_fp8_on_hopper_and_mxfp4_on_blackwell_without_flashinfer(tmp_path, monkeypatch):

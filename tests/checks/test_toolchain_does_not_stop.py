@@ -142,3 +142,33 @@ def test_fc101_still_fires_on_a_cuda_vllm_without_nvcc():
     """The same facts on a CUDA vLLM: FC101 fails (the gate is not a blanket skip)."""
     f = _non_cuda("0.33.0", "2.14.0+cu130", {})
     assert_fires("FC101", f, engine="vllm", tensor_parallel_size=1)
+
+
+def rtx_5090_node(flashinfer: str) -> dict:
+    """An RTX 5090 node (SM 12.0, no NVSwitch) with nvcc 12.8 and ``flashinfer`` without a
+    jit-cache: FlashInfer compiles its kernels for the GPU on first use."""
+    doc = copy.deepcopy(sections("cuda-12-8-home"))
+    doc["python"]["packages"].update({"flashinfer-python": flashinfer, "flashinfer-cubin": None})
+    return doc
+
+
+def sm120_stops(flashinfer: str) -> list:
+    doc = rtx_5090_node(flashinfer)
+    gpus = copy.deepcopy(host_doc("b300")["gpus"])[:1]
+    gpus[0].update(name="NVIDIA GeForce RTX 5090", compute_capability="12.0", multicast_supported=False)
+    doc["gpus"] = gpus
+    return stops("FC102", doc, tensor_parallel_size=1)
+
+
+@pytest.mark.parametrize("flashinfer", ["0.2.14.post1", "0.5.3", "0.6.6"])
+def test_fc102_does_not_stop_sm120_with_nvcc_12_8_before_flashinfer_builds_120f(flashinfer: str) -> None:
+    """FlashInfer before 0.6.7 builds sm_120 (torch's arch flags, before 0.5.0) or
+    compute_120a (0.5.0-0.6.6) for SM 12.0: nvcc 12.8 compiles both
+    (flashinfer/compilation_context.py read in 0.5.0-0.7.4)."""
+    assert sm120_stops(flashinfer) == []
+
+
+def test_fc102_stops_sm120_with_nvcc_12_8_where_flashinfer_builds_120f() -> None:
+    """From 0.6.7 SM 12.x is compute_120f, which nvcc 12.8 cannot target (the control)."""
+    got = sm120_stops("0.7.2.post1")
+    assert got and "120f" in got[0][1]

@@ -314,7 +314,7 @@ def run_check(chk: Check, ctx: Context) -> list[CheckResult]:
     """Evaluate one check; never raises."""
 
     def result(o: Outcome) -> CheckResult:
-        steps = tuple(PlanStep(s.kind, s.name, s.value, s.why, chk.code) for s in o.plan)
+        steps = tuple(PlanStep(s.kind, s.name, s.value, s.why, chk.code, s.cost) for s in o.plan)
         return CheckResult(
             chk.code, chk.name, o.status, o.severity or chk.severity, o.subject, o.message, o.fix, o.evidence, steps
         )

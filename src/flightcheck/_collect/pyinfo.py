@@ -50,6 +50,8 @@ PACKAGES = (
     # tilelang's CUDA home (FC129) and humming's NVRTC (FC130) look at these
     "nvidia-cuda-nvcc",
     "humming-kernels",
+    # DeepGEMM built from its repository: vLLM before 0.20.0 runs only this one (FC119)
+    "deep-gemm",
 )
 #: Distributions whose installed files of these names the collectors locate (from the
 #: dist's RECORD, as ``importlib.metadata.files`` lists them): tilelang's third guess at
@@ -60,7 +62,13 @@ PACKAGE_DIRS = ("torch", "vllm", "sglang", "flashinfer", "flashinfer_jit_cache",
 ENGINES = ("vllm", "sglang")
 #: Distributions worth a slow importlib.metadata lookup when no dist-info names them
 #: (their import name, to tell whether they are there at all).
-MODULES = {"vllm": "vllm", "sglang": "sglang", "torch": "torch", "flashinfer-python": "flashinfer"}
+MODULES = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "torch": "torch",
+    "flashinfer-python": "flashinfer",
+    "deep-gemm": "deep_gemm",
+}
 TIMEOUT = 20.0
 _MARK = "@@flightcheck-pyinfo@@"
 

@@ -225,6 +225,32 @@ FAMILY_TARGET_TORCH_CUDA = (12, 9)
 FAMILY_TARGET_MAJORS = frozenset({10})
 FAMILY_TARGET_NVCC = (12, 9)
 
+# ---- the arch FlashInfer's JIT builds for SM 12.x, by release -----------------------------
+
+#: ``compilation_context.py`` ``CompilationContext`` (read in every flashinfer-python wheel
+#: from 0.5.0 to 0.7.4): up to 0.6.6 every major >= 9 gets the ``a`` suffix (SM 12.0 ->
+#: ``compute_120a``, which nvcc 12.8 compiles); from 0.6.7 SM 12.x is normalised to
+#: ``compute_120f`` and ``RuntimeError("SM 12.x requires CUDA >= 12.9")`` is raised below.
+#: PyPI has no wheel before 0.5.0 (sdists only, not read): those JITs take torch's arch
+#: flags (``sm_120``, nvcc 12.8), as the issue report of a 0.2.x node says. Past 0.7.4 the
+#: 0.7.4 rule (``120f``) applies.
+SM12_FAMILY_SINCE = "0.6.7"
+SM12_SUFFIX_A_SINCE = "0.5.0"
+JIT_ARCH_READ_IN = ("0.5.0", "0.7.4")
+
+
+def jit_arch(arch: str, version: str | None) -> str:
+    """The arch flightcheck's ``arch_of`` names (``120f`` for SM 12.0) as the installed
+    FlashInfer's JIT builds it: ``120a`` (0.5.0-0.6.6) or ``120`` (before 0.5.0) for SM 12.x;
+    any other arch, or an unknown version, is returned as is (the newest rule)."""
+    if not arch.startswith("12") or _v((version or "").split("+", 1)[0]) is None:
+        return arch
+    if at_least(version, SM12_FAMILY_SINCE):
+        return arch
+    base = arch.rstrip("af")
+    return base + "a" if at_least(version, SM12_SUFFIX_A_SINCE) else base
+
+
 #: ``CUTE_DSL_PTXAS_PATH`` (quack/__init__.py, vllm/vllm_flash_attn/cute/interface.py,
 #: vllm/third_party/tml_fa4): when set, importing them runs ``cute_dsl_ptxas.patch()``, which
 #: raises "ptxas not found: <path>" unless it is an executable file, and then assembles every

@@ -334,3 +334,12 @@ def connects_at_init(env: dict[str, str | None] | None, vllm_forces_cumem_off: b
     if cumem:
         return cumem == "0"
     return vllm_forces_cumem_off
+
+
+#: NCCL 2.29 fails communicator init (``ncclUnhandledCudaError``, "Failed to bind NVLink SHARP
+#: (NVLS) Multicast memory") where 2.28 logged the failed bind and fell back to plain NVLink
+#: (NVIDIA/nccl#2077: 2.29.7 fatal, 2.28.9 graceful): from 2.29 NCCL_NVLS_ENABLE=0 is required
+#: on a node whose multicast bind fails, before it an optional guard.
+NVLS_BIND_FATAL_SINCE = (2, 29)
+#: The wheels that carry libnccl (their version is NCCL's).
+NCCL_PACKAGES = ("nvidia-nccl-cu13", "nvidia-nccl-cu12")

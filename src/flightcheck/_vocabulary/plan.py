@@ -35,7 +35,8 @@ class Plan:
             "drop_args": list(self.drop_args),
             "reasons": list(self.reasons),
             "steps": [
-                {"kind": s.kind, "name": s.name, "value": s.value, "code": s.code, "why": s.why} for s in self.steps
+                {"kind": s.kind, "name": s.name, "value": s.value, "code": s.code, "why": s.why, "cost": s.cost}
+                for s in self.steps
             ],
         }
 

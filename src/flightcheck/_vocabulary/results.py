@@ -54,6 +54,7 @@ class PlanStep:
     value: str | None = None  # env value, or the flag's value (None: a bare flag)
     why: str = ""
     code: str = ""  # filled in by the framework
+    cost: str = ""  # what the launch gives up, with the source of the figure
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from flightcheck._knowledge import engines, envread, sglang, vllm
+from flightcheck._knowledge import engines, envread, nccl, sglang, vllm
 from flightcheck._knowledge.derived import package
+from flightcheck._knowledge.units import version
 from flightcheck._knowledge.vllm import env as vllm_envs
 from flightcheck._vocabulary.results import PlanStep
 from flightcheck._vocabulary.version import at_least
@@ -87,13 +88,43 @@ def vllm_symm_mem_on(ctx: Context) -> bool:
     return bool(_at_least(package(ctx.facts, "vllm"), vllm.SYMM_MEM_DEFAULT_ON))
 
 
-def _env_step(ctx: Context, name: str, value: str, why: str, fb: Fallback) -> None:
+def _env_step(ctx: Context, name: str, value: str, why: str, fb: Fallback, cost: str = "") -> None:
     reads = engine_reads(ctx, name)
     if reads is False:
         return
     if reads is None:
         why += " (installed version unknown: set anyway, an unread variable is ignored)"
-    fb.steps.append(PlanStep("env", name, value, why))
+    fb.steps.append(PlanStep("env", name, value, why, cost=cost))
+
+
+def nccl_version(ctx: Context) -> tuple[int, int] | None:
+    """NCCL's major.minor from the nvidia-nccl wheel the engine's interpreter has."""
+    for name in nccl.NCCL_PACKAGES:
+        v = version(package(ctx.facts, name))
+        if v is not None and len(v.release) >= 2:
+            return (v.release[0], v.release[1])
+    return None
+
+
+def _nvls_step(ctx: Context, fb: Fallback) -> None:
+    """NCCL_NVLS_ENABLE=0: required from NCCL 2.29 (a failed NVLS bind fails communicator
+    init), a guard before (2.28 and older fall back by themselves): NVIDIA/nccl#2077."""
+    v = nccl_version(ctx)
+    why = "NCCL does not build NVLS (multicast) channels"
+    if v is None:
+        why += "; required from NCCL 2.29 (a failed NVLS bind fails communicator init), NCCL version unknown"
+    elif v >= nccl.NVLS_BIND_FATAL_SINCE:
+        why += f"; required: NCCL {v[0]}.{v[1]} fails communicator init on a failed NVLS bind (NVIDIA/nccl#2077)"
+    else:
+        why += f"; NCCL {v[0]}.{v[1]} falls back by itself on a failed bind, this keeps it from trying"
+    _env_step(ctx, "NCCL_NVLS_ENABLE", "0", why, fb, cost=vllm.COST_NVLS_OFF)
+
+
+def _rules_note(ctx: Context, fb: Fallback, name: str, newest: str, label: str) -> None:
+    """An engine newer than the newest release read gets the newest rules, and says so."""
+    note = vllm.beyond_read(package(ctx.facts, name), newest, label)
+    if note:
+        fb.notes.append(note)
 
 
 def communicates(ctx: Context) -> bool:
@@ -132,8 +163,10 @@ def multicast_fallback(ctx: Context, attribute_off: bool = False) -> Fallback:
     """
     fb = Fallback()
     if engines.get(ctx.intent.engine).multicast.fallback == "flags":
+        _rules_note(ctx, fb, sglang.NAME, sglang.FALLBACK_READ_IN, "SGLang")
         _sglang(ctx, fb)
         return fb
+    _rules_note(ctx, fb, vllm.NAME, vllm.MULTICAST_PATHS_READ_IN, "vLLM")
     k3 = kimi_k3_tail(ctx)
     if k3 == "switchable":
         fb.steps.append(
@@ -157,9 +190,16 @@ def multicast_fallback(ctx: Context, attribute_off: bool = False) -> Fallback:
         "vLLM's symm-mem all-reduce, CustomAllreduce's MNNVL buffers, direct DCP",
         fb,
     )
-    _env_step(ctx, vllm.ALLREDUCE_USE_SYMM_MEM, "0", "vLLM's symmetric-memory all-reduce (multimem) is not created", fb)
+    _env_step(
+        ctx,
+        vllm.ALLREDUCE_USE_SYMM_MEM,
+        "0",
+        "vLLM's symmetric-memory all-reduce (multimem) is not created",
+        fb,
+        cost=vllm.COST_SYMM_MEM_OFF,
+    )
     _flashinfer_allreduce(ctx, fb)
-    _env_step(ctx, "NCCL_NVLS_ENABLE", "0", "NCCL does not build NVLS (multicast) channels", fb)
+    _nvls_step(ctx, fb)
     _env_step(ctx, vllm.USE_NCCL_SYMM_MEM, "0", "no NCCL symmetric-memory (NVLS window) all-reduce", fb)
     if _dcp(ctx):
         for name in (vllm.USE_DIRECT_DCP_Q_GATHER, vllm.USE_DIRECT_DCP_KV_GATHER):
@@ -203,7 +243,10 @@ def _dcp(ctx: Context) -> bool:
 
 def _flashinfer_allreduce(ctx: Context, fb: Fallback) -> None:
     """FlashInfer all-reduce: trtllm (CUDA IPC) on one node; off where the TP group spans
-    nodes, since vLLM raises ValueError for trtllm there (flashinfer_all_reduce.py)."""
+    nodes, since vLLM raises ValueError for trtllm there (flashinfer_all_reduce.py). Up to
+    vLLM 0.16.x the fusion builds only CUDA IPC workspaces: nothing to change there."""
+    if _at_least(package(ctx.facts, "vllm"), vllm.FI_ALLREDUCE_MULTICAST_SINCE) is False:
+        return
     if not tp_spans_nodes(ctx):
         _env_step(
             ctx,
@@ -236,15 +279,22 @@ def _fusion_pass_off(ctx: Context, fb: Fallback) -> None:
     flags = flag_values(ctx)
     section, key = vllm.FUSE_ALLREDUCE_RMS_PATH
     why = "the all-reduce + RMSNorm fusion pass (FlashInfer mnnvl across nodes) is off"
-    if not _at_least(package(ctx.facts, "vllm"), vllm.FUSE_ALLREDUCE_RMS_SINCE):
+    ver = package(ctx.facts, "vllm")
+    field = next((name for since, name in vllm.FUSION_PASS_FIELDS if _at_least(ver, since)), None)
+    if field is None:
         fb.notes.append(
             f"turn vLLM's all-reduce + RMSNorm fusion pass off in {vllm.COMPILATION_CONFIG_FLAG} "
-            f"(this vLLM is older than {vllm.FUSE_ALLREDUCE_RMS_SINCE} or unknown: its field name is not known)"
+            f"(this vLLM's version is unknown: its field name, {key} from 0.12.0, is not known)"
         )
         return
+    key = field
     given = next((flags[f] for f in vllm.COMPILATION_CONFIG_FLAGS if flags.get(f)), None)
     if given is None:
-        fb.steps.append(PlanStep("add_arg", f"{vllm.COMPILATION_CONFIG_FLAG}.{section}.{key}", "false", why))
+        fb.steps.append(
+            PlanStep(
+                "add_arg", f"{vllm.COMPILATION_CONFIG_FLAG}.{section}.{key}", "false", why, cost=vllm.COST_FUSION_OFF
+            )
+        )
         return
     try:
         cfg = json.loads(given)
@@ -257,7 +307,7 @@ def _fusion_pass_off(ctx: Context, fb: Fallback) -> None:
         return
     sub = cfg.get(section)
     cfg[section] = {**(sub if isinstance(sub, dict) else {}), key: False}
-    fb.steps.append(PlanStep("add_arg", vllm.COMPILATION_CONFIG_FLAG, json.dumps(cfg), why))
+    fb.steps.append(PlanStep("add_arg", vllm.COMPILATION_CONFIG_FLAG, json.dumps(cfg), why, cost=vllm.COST_FUSION_OFF))
 
 
 def _specialised_decode(ctx: Context, fb: Fallback) -> None:
@@ -337,7 +387,7 @@ def _sglang(ctx: Context, fb: Fallback) -> None:
         if not flags or flag in flags:
             fb.steps.append(PlanStep("drop_arg", flag, None, why))
     _env_step(ctx, "TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", "torch symmetric memory skips every multicast call", fb)
-    _env_step(ctx, "NCCL_NVLS_ENABLE", "0", "NCCL does not build NVLS (multicast) channels", fb)
+    _nvls_step(ctx, fb)
     a2a = flags.get(sglang.MOE_A2A_BACKEND_FLAG)
     if a2a in sglang.NVSHMEM_A2A_BACKENDS:
         fb.steps.append(
@@ -534,6 +584,8 @@ def describe(steps: list[PlanStep], notes: list[str] | None = None) -> dict[str,
     return {
         "plan": [f"{s.kind} {s.name}" + (f"={s.value}" if s.value is not None else "") for s in steps],
         "notes": notes or [],
+        "costs": {s.name: s.cost for s in steps if s.cost},
+        "rules": next((n for n in notes or [] if n.startswith("rules of ")), None),
     }
 
 

@@ -31,8 +31,10 @@ MIN_NVCC: dict[str, tuple[int, int]] = {
     "103a": (12, 9),
     "107a": (12, 9),
     "110a": (13, 0),
+    "120": (12, 8),  # FlashInfer before 0.5.0: torch's arch flags (sm_120)
     "120a": (12, 8),
     "120f": (12, 9),
+    "121": (12, 9),
     "121a": (12, 9),
 }
 #: Last minor release of each CUDA major (a toolkit for torch built against an older major).

@@ -143,7 +143,9 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
 
     ## What it checks
     When JIT is needed, the version of the nvcc FlashInfer will call is at least the minimum
-    for every GPU's arch (90a 12.3, 100a 12.8, 103a 12.9, 110a 13.0, 120f 12.9, 121a 12.9),
+    for every GPU's arch (90a 12.3, 100a 12.8, 103a 12.9, 110a 13.0, 120f 12.9, 121a 12.9)
+    as the installed FlashInfer builds it: SM 12.x is ``120f`` from FlashInfer 0.6.7,
+    ``120a`` in 0.5.0-0.6.6 and torch's ``sm_120`` before (12.8 for both),
     and, where ``nvcc --list-gpu-arch`` was read, that it lists the arch. On SM 10.x with
     torch built for CUDA 12.9 or later, FlashInfer also builds ``compute_100f`` family code
     (its TGV GEMM; ``is_sm100f_supported`` reads torch's CUDA, not nvcc's): 12.9 there.
@@ -172,7 +174,10 @@ def nvcc_too_old(ctx: Context) -> Iterator[Outcome]:
     bad: list[tuple[str, tuple[int, int] | None, list[Gpu], str]] = []
     torch = major_minor(ctx.python.torch_cuda)
     family = torch is not None and torch >= _fi.FAMILY_TARGET_TORCH_CUDA
-    for arch, gpus in archs.items():
+    fi_version = (ctx.python.packages or {}).get("flashinfer-python")
+    for named, gpus in archs.items():
+        # the arch this FlashInfer release builds (SM 12.x: 120 / 120a / 120f by release)
+        arch = _fi.jit_arch(named, fi_version)
         need = _jit.MIN_NVCC.get(arch)
         base = "sm_" + arch.rstrip("af")
         cc = major_minor(gpus[0].compute_capability)

@@ -82,6 +82,7 @@ from flightcheck._knowledge.sglang.memory import (
 from flightcheck._knowledge.sglang.multicast import (
     ATTN_DP_SIZE_FLAG,
     DP_ATTENTION_FLAG,
+    FALLBACK_READ_IN,
     FI_AUTO_ARCHS,
     FI_AUTO_OWN_RULES,
     FI_AUTO_READ_IN,
@@ -135,6 +136,7 @@ __all__ = [
     "DEEPSEEK_FAMILY_ARCHS",
     "DP_ATTENTION_FLAG",
     "ENV_FALSE",
+    "FALLBACK_READ_IN",
     "FIELDS",
     "FI_AUTO_ARCHS",
     "FI_AUTO_OWN_RULES",

@@ -38,6 +38,8 @@ FI_SAFE_BACKEND = "trtllm"
 #: the fusion on by itself only for these architectures (MiMo: its own cutedsl rules), on
 #: SM90/SM100, TP > 1, no attention DP, one node or SM100, and ``--moe-a2a-backend none``.
 FI_AUTO_READ_IN = "0.5.23"
+#: The newest SGLang whose wheel the fallback rules were read in (0.5.5-0.5.23).
+FALLBACK_READ_IN = "0.5.23"
 FI_AUTO_ARCHS = frozenset(
     {
         "DeepseekV3ForCausalLM",

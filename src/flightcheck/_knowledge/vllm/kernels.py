@@ -5,6 +5,10 @@
 
 from __future__ import annotations
 
+import re
+
+from flightcheck._knowledge.vllm._versions import _release
+
 # ---- pins (the wheel's metadata) ---------------------------------------------------------
 
 #: vLLM release -> the flashinfer-python it pins (requirements/cuda.txt at the tag), for
@@ -19,18 +23,48 @@ FLASHINFER_PIN: dict[str, str] = {
 # ---- runtime compilers vLLM brings (vllm/utils/deep_gemm.py, vllm/platforms/cuda.py,
 # vllm/third_party/deep_gemm, vllm/utils/flashinfer.py) ------------------------------------
 
-#: ``VLLM_USE_DEEP_GEMM`` (vllm/envs.py: ``bool(int(os.getenv(..., "1")))``, on by default).
+#: ``VLLM_USE_DEEP_GEMM`` (vllm/envs.py ``bool(int(os.getenv(..., DEFAULT)))``): declared by
+#: 0.8.5 (not 0.8.0), off by default up to 0.10.2, on from 0.11.0 (read in the wheels
+#: 0.8.0, 0.8.5, 0.9.2, 0.10.0-0.10.2, 0.11.0, 0.19.1, 0.33.0). Newest first.
 USE_DEEP_GEMM = "VLLM_USE_DEEP_GEMM"
-#: First release that vendors DeepGEMM as ``vllm/third_party/deep_gemm`` (read in 0.33.0).
-DEEP_GEMM_VENDORED_SINCE = "0.33.0"
+USE_DEEP_GEMM_DEFAULTS: tuple[tuple[str, str], ...] = (("0.11.0", "1"), ("0.8.5", "0"))
+#: First release that vendors DeepGEMM as ``vllm/third_party/deep_gemm``: absent in every
+#: wheel from 0.8.5 to 0.19.1, present from 0.20.0 to 0.33.0. Before it vLLM runs only an
+#: installed ``deep_gemm`` package (``has_deep_gemm``: ``_has_module("deep_gemm")``,
+#: vllm/utils/__init__.py 0.9.2-0.10.x, utils/import_utils.py later); from 0.20.0
+#: ``has_deep_gemm`` and ``utils/deep_gemm.py _lazy_init`` still prefer an installed package
+#: ("Prefers an externally installed deep_gemm package") over the vendored copy.
+DEEP_GEMM_VENDORED_SINCE = "0.20.0"
+#: The distribution of DeepGEMM built from its repository (setup.py ``name="deep_gemm"``).
+DEEP_GEMM_PACKAGE = "deep-gemm"
 #: ``CudaPlatform.support_deep_gemm``: capability 9.0 exactly, families 10.x and 12.x.
 DEEP_GEMM_CC_EXACT = frozenset({(9, 0)})
 DEEP_GEMM_CC_FAMILIES = frozenset({10, 12})
 #: DeepGEMM's JIT compiler: ``DG_JIT_NVCC_COMPILER`` else ``$CUDA_HOME/bin/nvcc``; its
 #: ``_C_extension`` refuses older ones ("NVCC version must be at least 12.9", the string in
-#: vllm/third_party/deep_gemm/_C_extension.abi3.so of 0.33.0).
+#: vllm/third_party/deep_gemm/_C_extension.abi3.so of 0.33.0; the binaries of 0.20.0-0.32.0
+#: were not read, so an nvcc below 12.9 there is a warning, not a stop).
 DG_NVCC_VAR = "DG_JIT_NVCC_COMPILER"
 DEEP_GEMM_MIN_NVCC = (12, 9)
+DEEP_GEMM_MIN_NVCC_READ_IN = "0.33.0"
+#: An installed ``deep_gemm`` package (deepseek-ai/DeepGEMM csrc/jit/compiler.hpp
+#: ``NVCCCompiler``): ``DG_HOST_ASSERT(... "NVCC version should be >= 12.3")``, only a
+#: warning below 12.9; the GPU's own arch then needs its nvcc (sm_100a 12.8, sm_103a 12.9).
+DEEP_GEMM_PACKAGE_MIN_NVCC = (12, 3)
+
+
+def use_deep_gemm_default(version: str | None) -> str | None:
+    """``VLLM_USE_DEEP_GEMM``'s default in vLLM ``version`` (None: not declared or unknown)."""
+    m = re.match(r"\d+(?:\.\d+)*", str(version or ""))
+    if m is None:
+        return None
+    v = _release(m.group(0))
+    for since, value in USE_DEEP_GEMM_DEFAULTS:
+        if v >= _release(since):
+            return value
+    return None
+
+
 #: vllm/utils/flashinfer.py ``has_flashinfer``: without flashinfer-cubin and with no nvcc
 #: (CUDA_HOME, CUDA_PATH, PATH, /usr/local/cuda) or no ninja on PATH, vLLM disables
 #: FlashInfer with a warning and takes its fallbacks instead of failing a JIT build.

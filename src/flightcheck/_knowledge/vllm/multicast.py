@@ -129,7 +129,33 @@ DISABLE_NVLS_NVSHMEM = "NVSHMEM_DISABLE_NVLS"
 #: ``--compilation-config.pass_config.fuse_allreduce_rms false`` into JSON and merges dotted args.
 COMPILATION_CONFIG_FLAG = "--compilation-config"
 FUSE_ALLREDUCE_RMS_PATH = ("pass_config", "fuse_allreduce_rms")
-FUSE_ALLREDUCE_RMS_SINCE = "0.33.0"  # the wheel read: older PassConfig field names differ
+#: PassConfig's field by release (newest first), read in the wheels 0.10.0-0.33.0:
+#: ``enable_fi_allreduce_fusion`` (vllm/config.py 0.10.0-0.11.x), ``fuse_allreduce_rms`` from
+#: 0.12.0 (vllm/config/compilation.py; the old name a deprecated alias in 0.12.0 only).
+FUSION_PASS_FIELDS: tuple[tuple[str, str], ...] = (
+    ("0.12.0", "fuse_allreduce_rms"),
+    ("0.10.0", "enable_fi_allreduce_fusion"),
+)
+FUSE_ALLREDUCE_RMS_SINCE = FUSION_PASS_FIELDS[0][0]
+#: Up to 0.16.x the fusion pass builds only ``trtllm_create_ipc_workspace_for_all_reduce_fusion``
+#: (CUDA IPC, no multicast: compilation/collective_fusion.py 0.10.0-0.12.0,
+#: passes/fusion/allreduce_rms_fusion.py 0.16.0); 0.17.0 moves it to
+#: ``create_allreduce_fusion_workspace(backend=...)``, which can pick mnnvl (multicast).
+FI_ALLREDUCE_MULTICAST_SINCE = "0.17.0"
+#: distributed/device_communicators/symm_mem.py (0.10.2-0.33.0): a rendezvous whose
+#: ``multicast_ptr == 0`` returns with the communicator disabled, so
+#: TORCH_SYMM_MEM_DISABLE_MULTICAST=1 alone keeps vLLM's symm-mem all-reduce off.
+SYMM_MEM_SELF_DISABLES_SINCE = "0.10.2"
+#: The cost of each fallback, with its source (shown in the plan).
+COST_FUSION_OFF = (
+    "the all-reduce + RMSNorm fusion is lost; forcing the trtllm backend instead measured 259 ms "
+    "ITL against 25 ms with the fusion off (vLLM PR #48075, H100-NVL)"
+)
+COST_SYMM_MEM_OFF = (
+    "vLLM's symmetric-memory all-reduce (its two-shot included, which needs no multicast: vLLM #50179) "
+    "gives way to the custom all-reduce / NCCL"
+)
+COST_NVLS_OFF = "NCCL's NVLS algorithms are off: ring/tree carry the collectives"
 #: vllm/models/kimi_k3/nvidia/specialized_decode/runtime/__init__.py: additional_config key.
 ADDITIONAL_CONFIG_FLAG = "--additional-config"
 DECODE_BACKEND_KEY, SPECIALIZED_DECODE = "decode_backend", "latency_specialized"
