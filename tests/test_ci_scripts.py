@@ -65,3 +65,22 @@ def test_any_other_install_failure_fails(tmp_path: Path, message: str) -> None:
     assert message in proc.stderr and "not built" not in proc.stderr
     # The temporary directory goes either way; a venv that failed for another reason is left to look at.
     assert venv.exists() and not (tmp_path / "cv.tmp").exists()
+
+
+def test_the_readme_test_line_is_what_ci_runs() -> None:
+    """The README's test command and ``.ci/run`` are the same steps, in the same order
+    (``.ci/run`` adds only its logging and the disk-full handling of exit 75)."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    block = readme.split("Tests (what CI runs", 1)[1].split("```bash\n", 1)[1].split("\n```", 1)[0]
+    documented = [step.strip() for step in block.split(" && ")]
+    skip = re.compile(r"^(#|set |cd |export |echo |if |elif |fi$|exit |\w+_rc=0$|    )")
+    ci = []
+    for line in (root / ".ci" / "run").read_text(encoding="utf-8").splitlines():
+        if not line.strip() or skip.match(line):
+            continue
+        step = line.split(" || ", 1)[0].strip()
+        ci.append(step.replace(" -q", ""))
+    assert documented == ci

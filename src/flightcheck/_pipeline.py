@@ -36,6 +36,7 @@ def assess(
     early: Early | None = None,
     multicast: str | None = None,
     probe_budget: float | None = None,
+    live_env: bool = False,
 ) -> Report:
     """Collect the facts (files over live collection), read ``intent.model``'s checkpoint
     with the engine's environment, and evaluate; ``report.timings`` has each stage.
@@ -55,7 +56,10 @@ def assess(
     multicast path on an NVSwitch node (``_checks/fabric/fallback.probe_needed``), through
     this boot's cache; ``"force"`` whenever two GPUs are here, fresh; ``"off"`` never. The
     report says why it did not run (FC304) and what it cost (``timings.probe_s``).
-    ``probe_budget``: its time limit (a timeout within it is inconclusive)."""
+    ``probe_budget``: its time limit (a timeout within it is inconclusive).
+
+    ``live_env``: ``env`` is the engine's own (``run``, the plugin): it wins over a facts
+    file's recorded ``env`` (:func:`~flightcheck._collect.collect`)."""
     from flightcheck._vocabulary.facts import load_file, sections_of
 
     t0 = time.perf_counter()
@@ -64,7 +68,9 @@ def assess(
     docs = [load_file(f) for f in facts_files] + list(facts_docs)
     provided: set[str] = set().union(*(sections_of(d) for d in docs)) if docs else set()
     facts_files, facts_docs = (), docs  # each file read once, its sections known here too
-    facts = collect(intent, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs)
+    facts = collect(
+        intent, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs, live_env=live_env
+    )
     checkpoint = read_checkpoint(intent, facts, early)
     t1 = time.perf_counter()
     timings: dict[str, float] = {}
@@ -73,7 +79,9 @@ def assess(
         t_settled = time.perf_counter()
         timings["engine_wait_s"] = round(t_settled - t1, 4)  # how long the verdict waited for the engine
         if _differs(intent, final, COLLECTED_BY):
-            facts = collect(final, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs)
+            facts = collect(
+                final, facts_files, env=env, python=python, probes=probes, facts_docs=facts_docs, live_env=live_env
+            )
             checkpoint = read_checkpoint(final, facts)
         elif _differs(intent, final, CHECKPOINT_BY):
             checkpoint = read_checkpoint(final, facts)

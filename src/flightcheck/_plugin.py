@@ -117,6 +117,31 @@ def engine_reading(command: list[str], env: dict[str, str]) -> dict[str, Any] | 
     return doc if usable(doc) else None
 
 
+def engine_platform() -> str | None:
+    """vLLM's platform in this process, lower-case (``"cuda"``, ``"rocm"``, ``"cpu"``, ...),
+    when vLLM has imported ``vllm.platforms`` (it has when it calls the plugin); None when
+    it cannot be told.
+
+    vLLM 0.33.0 ``vllm/platforms/__init__.py``: ``current_platform`` (a module
+    ``__getattr__``) resolves once, from the builtin platform plugins (CUDA when NVML sees
+    an NVIDIA GPU, ROCm, CPU for ``VLLM_TARGET_DEVICE=cpu`` builds, ...); the platform's
+    ``_enum`` (``PlatformEnum``, vllm/platforms/interface.py) names it. vLLM resolves it
+    itself while it builds the serve parser, so asking costs nothing more. Only the module
+    vLLM imported is used; anything else (an API that moved) is None."""
+    mod = sys.modules.get("vllm.platforms")
+    if mod is None:
+        return None
+    try:
+        platform = mod.current_platform
+        name = getattr(getattr(platform, "_enum", None), "name", None)
+        if isinstance(name, str) and name:
+            return name.lower()
+        is_cuda = getattr(platform, "is_cuda", None)
+        return ("cuda" if is_cuda() else "not-cuda") if callable(is_cuda) else None
+    except Exception:  # noqa: BLE001 - vLLM's own code; the launch is checked as before
+        return None
+
+
 def probe_mode(env: dict[str, str]) -> tuple[str, float, str | None]:
     """(``auto`` | ``force`` | ``off``, the probe's budget in seconds, a warning for a value
     that was not understood) from FLIGHTCHECK_PROBE / FLIGHTCHECK_PROBE_TIMEOUT."""
@@ -149,6 +174,14 @@ def register() -> None:
     if command is None or os.environ.get(MARKER):
         return
     os.environ[MARKER] = str(os.getpid())  # before anything can fail: children never re-check
+    platform = engine_platform()
+    if platform is not None and platform != "cuda" and not os.environ.get("FLIGHTCHECK_FACTS"):
+        # flightcheck's checks are about NVIDIA launches (NVML, nvcc, NVLink): on another
+        # platform they would stop every launch on FC201 (a FLIGHTCHECK_FACTS snapshot asks
+        # to judge the node it records: checked as before)
+        sys.stderr.write(f"flightcheck: launch not checked: vLLM runs on the {platform} platform here, not CUDA\n")
+        sys.stderr.flush()
+        return
     try:
         _guard(command)
     except SystemExit:
@@ -184,7 +217,7 @@ def _guard(command: list[str]) -> None:
     mode, budget, bad = probe_mode(env)
     if bad:
         say(sys.stderr, f"warning: {bad}")
-    report = assess(
+    report = assess(  # this process's environment is the engine's: it wins over a recorded one
         intent,
         facts_files,
         env=env,
@@ -192,6 +225,7 @@ def _guard(command: list[str]) -> None:
         strict=_on("FLIGHTCHECK_STRICT"),
         multicast=mode,
         probe_budget=budget,
+        live_env=True,
     )
     report.timings["engine_read_s"] = round(read_s, 4)  # vLLM's own parser, in this process
     probe_line = _probe_line(report)

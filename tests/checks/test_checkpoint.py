@@ -99,7 +99,7 @@ def test_fc501_model_not_found(tmp_path: Path) -> None:
     (r,) = failing("FC501", "acme/absent", hub)
     assert r.severity.value == "error" and r.subject == "model:acme/absent"
     assert "is not in the local Hugging Face cache" in r.message and str(hub) in r.message
-    assert "flightcheck never downloads" in r.message and r.fix.startswith("hf download acme/absent")
+    assert "flightcheck never downloads" in r.message and "hf download acme/absent" in r.fix
     gone = tmp_path / "no" / "such" / "dir"
     (r,) = failing("FC501", gone)
     assert r.message == f"no such directory: {gone}" and r.subject == f"model:{gone}"

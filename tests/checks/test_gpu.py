@@ -210,3 +210,26 @@ def test_fc201_check_on_this_machine_reports_it_and_evaluates_the_rest():
     assert codes["FC201"]["status"] == "fail" and codes["FC201"]["message"]
     assert not [c for c in doc["checks"] if "crashed" in c["message"]]
     assert {"FC101", "FC304", "FC601"} <= set(codes)
+
+
+@pytest.mark.parametrize(
+    "vllm_version,torch_version,env,platform",
+    [
+        ("0.33.0+cpu", "2.14.0+cpu", {}, "CPU"),
+        ("0.33.0", "2.14.0", {"VLLM_TARGET_DEVICE": "cpu"}, "CPU"),
+        ("0.33.0+rocm711", "2.14.0+rocm7.1", {}, "ROCm"),
+        ("0.33.0", "2.14.0+rocm7.1", {}, "ROCm"),
+        ("0.33.0", "2.14.0+cu130", {}, None),
+    ],
+)
+def test_fc201_skips_a_vllm_that_does_not_run_on_cuda(vllm_version, torch_version, env, platform):
+    """A vLLM built for the CPU or ROCm (vllm/platforms/__init__.py 0.33.0: VLLM_TARGET_DEVICE,
+    the version's "cpu", a ROCm torch) needs no NVIDIA driver: FC201 skips, saying why."""
+    doc = host("container-no-driver")
+    doc["python"] = {**(doc.get("python") or {}), "packages": {"vllm": vllm_version, "torch": torch_version}}
+    doc["env"] = {**(doc.get("env") or {}), **env}
+    if platform is None:
+        assert_fires("FC201", from_dict(doc), tensor_parallel_size=1)
+        return
+    (r,) = results(from_dict(doc), tensor_parallel_size=1)["FC201"]
+    assert r.status.value == "skip" and f"{platform} platform" in r.message, r

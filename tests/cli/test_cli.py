@@ -130,3 +130,15 @@ def test_docs_rules_md_is_the_generated_catalogue():
     committed = (REPO / "docs" / "rules.md").read_text()
     assert proc.stdout == committed, "docs/rules.md is stale: flightcheck rules --format markdown > docs/rules.md"
     assert "### FC304" in committed and "#### How to fix" in committed
+
+
+def test_an_example_with_deep_says_there_is_nothing_to_probe() -> None:
+    """``--example b300 --deep``: no live host to probe; one line, the example's verdict."""
+    import json
+
+    from support.cli import cli_in_process
+
+    rc, out, err = cli_in_process("check", "--example", "b300", "--deep", "--format", "json")
+    assert rc == 0, err
+    assert err.count("\n") == 1 and "has no live host to probe" in err
+    assert json.loads(out)["verdict"] == "ready"

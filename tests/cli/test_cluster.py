@@ -294,3 +294,41 @@ def test_a_relative_model_is_recorded_absolute_for_fc802s_fix(tmp_path):
     proc = cli("collect", "--model", "tiny", "-o", str(out), cwd=str(tmp_path / "a"))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text())["checkpoint"]["path"] == str(model)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="plays another user's symbolic link: needs root to chown it")
+def test_another_users_link_in_a_shared_facts_dir_is_not_followed(tmp_path):
+    """A shared --facts-dir: another user's ``evil.json -> /root/secret.json`` is not read
+    (root could read what that user cannot); a broken link is passed over; both said."""
+    d = snapshot_dir(tmp_path, "hgx-b300-a", "hgx-b300-b")
+    secret = tmp_path / "root-only"
+    secret.mkdir(mode=0o700)
+    target = secret / "facts.json"
+    doc = json.loads((FIX / "hgx-b300-a.json").read_text())
+    doc["host"]["hostname"] = "root-only-node"
+    target.write_text(json.dumps(doc))
+    (d / "evil.json").symlink_to(target)
+    os.lchown(d / "evil.json", 65534, 65534)
+    (d / "broken.json").symlink_to(tmp_path / "nowhere.json")
+    proc = cli("cluster", "--facts-dir", str(d), *LAYOUT, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert set(rep["nodes"]) == {"gpu-b300-017", "gpu-b300-018"}
+    assert "evil.json is a symbolic link owned by uid 65534" in proc.stderr
+    assert "broken.json" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_terminal_escapes_in_names_are_not_printed_raw(tmp_path):
+    """A hostname (or a file name) with an escape sequence: shown escaped in text and in
+    Prometheus labels, never as the raw control character."""
+
+    def evil_host(doc: dict[str, Any]) -> None:
+        doc["host"]["hostname"] = "node\x1b[2J\x1b]0;pwned\x07"
+
+    d = snapshot_dir(tmp_path, "hgx-b300-a", "hgx-b300-b", edit={"hgx-b300-a": evil_host})
+    (d / "hgx-b300-b.json").rename(d / "b\x1b[31m.json")
+    for fmt in ("text", "prometheus", "json"):
+        proc = cli("cluster", "--facts-dir", str(d), *LAYOUT, "--format", fmt)
+        assert proc.returncode in (0, 1), proc.stderr
+        assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout, (fmt, proc.stdout[:400])
+        assert "node\\x1b[2J" in proc.stdout.replace("\\\\", "\\"), fmt

@@ -135,3 +135,47 @@ def test_fuzz_facts_bytes(healthy: str, raw: bytes) -> None:
     finally:
         os.unlink(path)
     verdict_is_sound(rc, out, err)
+
+
+run_tokens = st.one_of(
+    tokens,
+    st.sampled_from(["inf", "-inf", "1.0000001", "1e400", "--password", "--apikey", "--API-KEY", "plainsecret42"]),
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    engine=st.sampled_from([["vllm", "serve"], ["python3", "-m", "sglang.launch_server"]]),
+    args=st.lists(run_tokens, max_size=8),
+    bent=st.data(),
+)
+def test_fuzz_run_with_bent_facts_and_command_lines(
+    engine: list[str], args: list[str], bent: st.DataObject, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``run --dry-run``: a facts file with one section bent and an odd engine command line.
+    No traceback, an exit in {0, 1, 2, 3}, 3 only for an "unknown" verdict, exit 2 as one
+    error line last, and no secret value in anything written."""
+    doc = dict(BASE)
+    if bent.draw(st.booleans()):
+        section = bent.draw(st.sampled_from(SECTIONS))
+        doc[section] = bend(doc[section], bent)
+    d = tmp_path_factory.mktemp("fuzz-run")
+    facts, out = d / "facts.json", d / "report.json"
+    facts.write_text(json.dumps(doc))
+    rc, stdout, err = cli_in_process(
+        "run", "--facts", str(facts), "--dry-run", "--format", "json", "-o", str(out), "--", *engine, *args
+    )
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert rc in (0, 1, 2, 3), (rc, err)
+    report = out.read_text() if out.exists() else ""
+    where = [i for i, a in enumerate(args) if a == "plainsecret42"]
+    if where and all(i and args[i - 1] in ("--password", "--apikey", "--API-KEY") for i in where):
+        assert "plainsecret42" not in stdout + err + report  # only ever a secret flag's value
+    if rc == 2:
+        assert err.splitlines()[-1].startswith("flightcheck: error: "), err
+        return
+    verdict = json.loads(report)["verdict"]
+    # run execs (here: would exec) what it cannot decide: an unknown verdict may be 0, but
+    # 3 is only ever "unknown", and a launch it lets go is never "not-ready"
+    assert rc != 3 or verdict == "unknown", (rc, verdict)
+    assert rc != 0 or verdict != "not-ready", (rc, verdict)

@@ -281,3 +281,35 @@ def test_load_format_is_read_for_both_engines():
     assert intent("vllm", "serve", "m").load_format is None
     sg = intent("python", "-m", "sglang.launch_server", "--model-path", "m", "--load-format", "dummy")
     assert sg.load_format == "dummy"
+
+
+def test_a_config_fifo_is_read_once(tmp_path, monkeypatch) -> None:
+    """--config on a FIFO: the parser's read and the lenient reading of a refused line
+    share one read. Read twice, a FIFO nobody writes cost its 3 s first-byte bound twice
+    (6.6 s against the documented 3 s), and one written once gave the second read nothing."""
+    import threading
+
+    from flightcheck._launch import intent_read
+
+    calls: list[str] = []
+    real = intent_read.config_tokens
+
+    def counting(path: str, engine: str = "vllm"):  # type: ignore[no-untyped-def]
+        calls.append(path)
+        return real(path, engine)
+
+    monkeypatch.setattr(intent_read, "config_tokens", counting)
+    fifo = tmp_path / "config.yaml"
+    os.mkfifo(fifo)
+
+    def write_once() -> None:
+        with open(fifo, "w") as fh:
+            fh.write("tensor-parallel-size: 2\n")
+
+    writer = threading.Thread(target=write_once, daemon=True)
+    writer.start()
+    cmd = parse_command(["vllm", "serve", "M", "--config", str(fifo), "--no-such-flag"], env={"PATH": "/nonexistent"})
+    writer.join(10)
+    assert len(calls) == 1, calls
+    assert cmd.intent.refused and cmd.config_problem is None, (cmd.intent.refused, cmd.config_problem)
+    assert cmd.intent.tensor_parallel_size == 2

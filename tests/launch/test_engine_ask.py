@@ -90,3 +90,29 @@ def test_engine_reader_batch_answers_every_line_in_order() -> None:
     assert docs[1]["error_stage"] == "usage"
     # this interpreter has no vLLM: an import error, which run/check treat as "not asked"
     assert docs[0]["error_stage"] == "import"
+
+
+def test_python_chooses_whose_parser_is_asked(tmp_path: os.PathLike[str]) -> None:
+    """``check --python PY -- vllm serve ...``: the engine reader child runs under PY (the
+    engine's interpreter the user named), not the one behind ``vllm`` on PATH."""
+    import json
+    from pathlib import Path
+
+    from support.cli import cli_in_process
+
+    marker = Path(tmp_path) / "asked"
+    fake = Path(tmp_path) / "python3"
+    answer = {"reader": "engine", "error": None, "model": "M", "tensor_parallel_size": 4}
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {marker}\necho '{json.dumps(answer)}'\n")
+    fake.chmod(0o755)
+    for command in ("check", "run"):
+        marker.unlink(missing_ok=True)
+        extra = ["--dry-run"] if command == "run" else []
+        rc, out, err = cli_in_process(
+            command, "--example", "b300", "--python", str(fake), "--format", "json", *extra, "--", "vllm", "serve", "M"
+        )
+        assert marker.is_file(), (command, rc, err)
+        assert "engine_reader.py vllm" in marker.read_text()
+        if command == "check":
+            doc = json.loads(out)
+            assert (doc["intent"]["reader"], doc["intent"]["tensor_parallel_size"]) == ("engine", 4)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from support.evaluation import host_doc
 from support.launch import FALLBACK_ENV, FM_STOPPED, MULTICAST_401, base_facts
 
 DRIVER = r"""
@@ -241,3 +242,69 @@ def test_a_vllm_whose_parser_api_moved_keeps_the_builtin_reading(tmp_path, serve
     doc = json.loads(report.read_text())
     assert doc["intent"]["reader"] == "built-in" and doc["intent"]["gpus_per_node"] == 8
     assert "engine_read_s" in doc["timings"]
+
+
+def test_a_refused_secret_never_reaches_the_plugins_stderr(tmp_path, serve_argv):
+    """vLLM refuses unknown flags (FC703 stops the launch); argparse's refusal text names
+    each flag and its value: the plugin's stderr and FLIGHTCHECK_REPORT hold neither secret."""
+    secrets = ["--password", "plain1secret", "--apikey=plain2secret", "--auth-token", "plain3secret"]
+    report = tmp_path / "report.json"
+    proc, out = plugin(tmp_path, [*serve_argv, *secrets], [base_facts(tmp_path)], FLIGHTCHECK_REPORT=str(report))
+    assert out is not None and out["outcome"] == "exit:1", proc.stderr
+    assert "FC703" in proc.stderr and "<redacted>" in proc.stderr
+    for text in (proc.stderr, report.read_text()):
+        assert not any(f"plain{i}secret" in text for i in (1, 2, 3)), text
+
+
+def test_the_engines_live_env_wins_over_a_recorded_one(tmp_path):
+    """The plugin runs inside the engine: a facts file's recorded HF_HUB_OFFLINE=1 (an init
+    container's shell) must not stop an online download of an uncached repo id."""
+    facts = base_facts(tmp_path, env={**host_doc("b300")["env"], "HF_HUB_OFFLINE": "1"})
+    proc, out = plugin(
+        tmp_path,
+        [VLLM, "serve", "Qwen/Qwen3-0.6B"],
+        [facts],
+        HF_HOME=str(tmp_path / "hf"),
+        HF_HUB_OFFLINE="0",
+        TRANSFORMERS_OFFLINE="0",
+    )
+    assert out is not None and out["outcome"] == "returned", proc.stderr
+
+
+FAKE_PLATFORMS = """
+import enum
+class PlatformEnum(enum.Enum):
+    CUDA = enum.auto()
+    ROCM = enum.auto()
+    CPU = enum.auto()
+class _Platform:
+    def __init__(self, which):
+        self._enum = PlatformEnum[which]
+    def is_cuda(self):
+        return self._enum is PlatformEnum.CUDA
+import os
+current_platform = _Platform(os.environ.get("FAKE_VLLM_PLATFORM", "CUDA"))
+"""
+
+
+@pytest.mark.parametrize("platform", ["CPU", "ROCM", "CUDA"])
+def test_a_non_cuda_vllm_is_skipped_in_one_line(tmp_path, platform):
+    """VLLM_TARGET_DEVICE=cpu or a ROCm build: vLLM's own platform (vllm.platforms, already
+    imported when it calls the plugin) is not CUDA, so NVML's absence (FC201) says nothing
+    about the launch: one line, and the launch goes on. On CUDA the same host stops."""
+    pkg = tmp_path / "fakepkgs" / "vllm" / "platforms"
+    pkg.mkdir(parents=True)
+    (pkg.parent / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text(FAKE_PLATFORMS)
+    argv = [VLLM, "serve", "/models/m", "--load-format", "dummy"]
+    proc, out = plugin(tmp_path, argv, None, PLUGIN_IMPORT="vllm.platforms", FAKE_VLLM_PLATFORM=platform)
+    assert out is not None, proc.stderr
+    if platform == "CUDA":  # checked as ever (this host's NVML decides)
+        assert "platform here" not in proc.stderr and "flightcheck" in proc.stderr, proc.stderr
+        return
+    assert out["outcome"] == "returned", proc.stderr
+    assert proc.stderr.count("\n") == 1 and f"{platform.lower()} platform" in proc.stderr, proc.stderr
+    # a snapshot named in FLIGHTCHECK_FACTS is judged whatever the platform
+    nvml_gone = base_facts(tmp_path, driver=None, gpus=[], unavailable={"driver": "NVML: libnvidia-ml.so.1 not found"})
+    proc, out = plugin(tmp_path, argv, [nvml_gone], PLUGIN_IMPORT="vllm.platforms", FAKE_VLLM_PLATFORM=platform)
+    assert out is not None and out["outcome"] == "exit:1" and "FC201" in proc.stderr, proc.stderr

@@ -139,3 +139,111 @@ def test_every_command_on_a_full_stdout_is_exit_2(args: tuple[str, ...]) -> None
     assert (
         proc.returncode == 2 and proc.stderr == "flightcheck: error: cannot write to stdout: No space left on device\n"
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("check", "--example", "b300"),
+        ("check", "--example", "b300", "--format", "json"),
+        ("rules",),
+        ("explain", "FC101"),
+        ("probe", "multicast", "--timeout", "5"),
+        ("run", "--example", "b300", "--dry-run", "--", "vllm", "serve", "--load-format", "dummy"),
+    ],
+)
+def test_a_closed_stdout_is_exit_2(args: tuple[str, ...]) -> None:
+    """``flightcheck ... >&-``: Python's sys.stdout is None; one line and exit 2, as for a full one."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "flightcheck", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(1),  # the child's stdout closed, as `>&-` does
+    )
+    last = proc.stderr.splitlines()[-1] if proc.stderr else ""
+    assert proc.returncode == 2, proc.stderr
+    assert last == "flightcheck: error: cannot write to stdout: it is closed", proc.stderr
+    assert "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_probe_on_a_full_stdout_is_exit_2() -> None:
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "flightcheck", "probe", "multicast", "--timeout", "5"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines()[-1] == "flightcheck: error: cannot write to stdout: No space left on device"
+
+
+def test_a_closed_stdout_is_fine_when_the_report_goes_to_a_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "flightcheck", "check", "--example", "b300", "--format", "json", "-o", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert '"verdict"' in out.read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="plays another user's symbolic link: needs root to chown it")
+def test_a_directory_swapped_for_another_users_link_during_the_write(tmp_path: Path) -> None:
+    """The race of a shared directory: another user swaps the directory holding --output
+    for a link to a directory they cannot write, between flightcheck's link check and its
+    write. Nothing may land there, and no temp file may be left anywhere."""
+    import threading
+
+    protected = tmp_path / "protected"
+    protected.mkdir()
+    d = tmp_path / "d"
+    d.mkdir()
+    link = tmp_path / "d.link"
+    link.symlink_to(protected)
+    os.lchown(link, 65534, 65534)
+    stop = threading.Event()
+
+    def swap() -> None:
+        for _ in range(100000):
+            if stop.is_set():
+                return
+            os.rename(d, tmp_path / "d.dir")
+            os.rename(link, d)
+            os.rename(d, link)
+            os.rename(tmp_path / "d.dir", d)
+
+    thread = threading.Thread(target=swap, daemon=True)
+    thread.start()
+    try:
+        for i in range(2000):
+            try:
+                write_atomic(str(d / "out.json"), f"{i}\n")
+            except UsageError:
+                pass
+    finally:
+        stop.set()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert list(protected.iterdir()) == []
+    left = [p.name for p in (tmp_path / "d").iterdir() if p.name != "out.json"]
+    assert left == [], left

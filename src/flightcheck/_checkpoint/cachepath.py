@@ -32,12 +32,40 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
     if not enabled(env):
         return None
     xdg = env.get("XDG_CACHE_HOME") or ""
-    if os.path.isabs(xdg):
+    if os.path.isabs(xdg) and _mine_or_absent(xdg):
         return Path(xdg) / "flightcheck"
     home = env.get("HOME") if "HOME" in env else os.path.expanduser("~")
     if not home or not os.path.isabs(home) or not os.path.isdir(home):
         return None  # HOME=/nonexistent (a service account): never create it
+    if not _mine_or_absent(home):
+        # `sudo -E`: root with another user's HOME (and XDG_CACHE_HOME) would create
+        # ~/.cache/flightcheck, root-owned, inside that user's home: root's own home
+        # instead (its passwd entry), else no cache
+        return _own_home_cache()
     return Path(home) / ".cache" / "flightcheck"
+
+
+def _mine_or_absent(path: str) -> bool:
+    """Whether ``path`` is the caller's (or does not exist yet)."""
+    try:
+        return os.stat(path).st_uid == os.geteuid()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def _own_home_cache() -> Path | None:
+    """``~/.cache/flightcheck`` of the caller's own passwd home, when that home is theirs."""
+    import pwd
+
+    try:
+        own = pwd.getpwuid(os.geteuid()).pw_dir
+    except (KeyError, OSError):
+        return None
+    if not own or not os.path.isabs(own) or not os.path.isdir(own) or not _mine_or_absent(own):
+        return None
+    return Path(own) / ".cache" / "flightcheck"
 
 
 def cache_file(model_dir: str, env: Mapping[str, str] | None = None) -> Path | None:

@@ -556,6 +556,16 @@ def _not_found(
         )
         severity = "warning"
         fix = f"{fix}; or let the engine download it"
+    elif res.repo_id:
+        env = envs[0] if envs else os.environ
+        var = next(v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if env.get(v))
+        message += f"; the engine runs offline ({var}={env.get(var)} in its environment), so it will not download it"
+        rev = f" --revision {res.revision}" if res.revision else ""
+        # `hf download` honours the same variable: in that shell it fails too
+        fix = (
+            f"{var}=0 hf download {res.repo_id}{rev}    # on this node, before the launch ({var} makes "
+            f"`hf download` fail too); or unset {var} for the launch; or pass --model /path/to/the/model"
+        )
     ck.findings.append(Finding(Kind.NOT_FOUND, f"model:{model}", message, fix=fix, severity=severity))
 
 

@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from flightcheck._cli.options import T0, intent_from_args
+from flightcheck._cli.options import T0, example_without_deep, intent_from_args
 from flightcheck._vocabulary.errors import UsageError
 
 
@@ -35,6 +35,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         from flightcheck._launch.engine_ask import settle_reading, start_asking
 
         parsed = parse_command(command)
+        if args.python:  # --python names the engine's interpreter: its parser is asked
+            parsed.intent.python = intent_from_args(args, parsed.intent).python
         # the engine's own reading when its interpreter has it, asked in the background
         # while the facts are collected (see _launch/engine_ask.py)
         asking = start_asking(parsed, dict(os.environ))
@@ -45,7 +47,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         base: Intent | None = parsed.intent
     else:  # the example's layout, unless the flags say otherwise
         base = Intent(**example_fields) if example_fields else None
-    intent = intent_from_args(args, base)
+    intent = example_without_deep(args, intent_from_args(args, base))
     # The model directory's read starts now, before the checks, the collectors and the
     # report are imported: its scan workers start while this process imports.
     from flightcheck._collect.checkpoint import start_reading
@@ -201,8 +203,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 def cmd_probe(args: argparse.Namespace) -> int:
     """``flightcheck probe multicast``."""
     from flightcheck._collect.multicast import main as probe_main
+    from flightcheck._report import emit
 
-    return probe_main(args)
+    text, code = probe_main(args)
+    emit(text, None)  # a closed or full stdout: one line, exit 2
+    return code
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -219,7 +219,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return HANDLERS[args.command](args)
     except UsageError as exc:
-        sys.stderr.write(f"flightcheck: error: {exc}\n")
+        from flightcheck._vocabulary.redaction import redact_text
+
+        # argparse echoes what it refused: `--password=S` is not printed back
+        sys.stderr.write(f"flightcheck: error: {redact_text(str(exc))}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("flightcheck: interrupted\n")

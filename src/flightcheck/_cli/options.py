@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flightcheck._vocabulary.intent import Intent
 
 T0 = time.perf_counter()
 
@@ -62,3 +65,18 @@ def _check_flags(args: argparse.Namespace, fields: dict[str, Any]) -> None:
             found = shutil.which(python)
             if found:
                 fields["python"] = os.path.abspath(found)
+
+
+def example_without_deep(args: argparse.Namespace, intent: Intent) -> Intent:
+    """``--example NAME --deep``: an example has no live host to probe (its snapshot holds
+    the probes' recorded results). Said in one line; the verdict is the example's, not
+    "unknown" for probes that cannot run."""
+    import sys
+
+    if getattr(args, "example", None) and intent.deep:
+        sys.stderr.write(
+            f"flightcheck: --deep ignored: the example {args.example} has no live host to probe"
+            " (its recorded probe results are used)\n"
+        )
+        intent.deep = args.deep = False  # args too: a settled reading is built from them again
+    return intent

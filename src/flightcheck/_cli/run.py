@@ -88,7 +88,7 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
         raise UsageError(
             f"run: give the engine command after --, e.g. flightcheck run -- vllm serve MODEL {vllm.layout(8)}"
         )
-    from flightcheck._cli.options import intent_from_args
+    from flightcheck._cli.options import example_without_deep, intent_from_args
     from flightcheck._examples import load_example
     from flightcheck._launch.command import parse_command
     from flightcheck._launch.engine_ask import settle_reading, start_asking
@@ -96,6 +96,8 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
 
     base_env = dict(os.environ)
     cmd = parse_command(command, base_env)
+    if args.python:  # --python names the engine's interpreter: its parser is asked
+        cmd.intent.python = intent_from_args(args, cmd.intent).python
     # the engine's own reading when its interpreter has it: asked now, in the background,
     # while the facts are collected and the checkpoint is read; awaited before evaluating
     asking = start_asking(cmd, base_env)
@@ -103,7 +105,7 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
     def settle(provisional: Intent) -> Intent:
         return intent_from_args(args, cmd.intent) if settle_reading(cmd, asking) else provisional
 
-    intent = intent_from_args(args, cmd.intent)
+    intent = example_without_deep(args, intent_from_args(args, cmd.intent))
     engine_env = cmd.engine_env(base_env)
     docs, _ = load_example(args.example)  # its snapshot; the launch is the command's
     report = assess(
@@ -115,6 +117,7 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
         facts_docs=docs,
         strict=args.strict,
         settle=settle,
+        live_env=True,  # the engine runs with this environment, not a snapshot's
     )
     intent = report.intent
     if not cmd.recognised and args.engine is None:

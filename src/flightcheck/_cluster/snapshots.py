@@ -10,6 +10,10 @@ file's stem, so no node hides another.
 
 from __future__ import annotations
 
+import os
+import re
+import stat
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +44,7 @@ def load_dir(directory: str | Path) -> dict[str, tuple[Facts, Path]]:
     d = Path(directory)
     if not d.is_dir():
         raise UsageError(f"--facts-dir {directory}: not a directory")
-    files = sorted(p for p in d.glob("*.json") if p.is_file())
+    files = _snapshot_files(d)
     if not files:
         raise UsageError(
             f"--facts-dir {directory}: no *.json snapshot in it (collect with "
@@ -50,9 +54,47 @@ def load_dir(directory: str | Path) -> dict[str, tuple[Facts, Path]]:
     for path in files:
         loaded[path] = from_dict(load_file(path), f"facts file {path}")
     _refuse_duplicates(loaded)
-    bases = {str(p): (f.host.hostname if f.host and f.host.hostname else p.stem) for p, f in loaded.items()}
-    names = unique_names(bases, {str(p): p.stem for p in loaded})
+    # a name is printed (text, Prometheus labels): a control character in a hostname or a
+    # file name must not reach a terminal raw (escape sequences can rewrite the screen)
+    bases = {str(p): printable(f.host.hostname if f.host and f.host.hostname else p.stem) for p, f in loaded.items()}
+    names = unique_names(bases, {str(p): printable(p.stem) for p in loaded})
     return {names[str(p)]: (f, p) for p, f in loaded.items()}
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(name: str) -> str:
+    """``name`` with every control character (C0, DEL, C1: ESC, BEL, CSI ...) as ``\\xNN``."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", name)
+
+
+def _snapshot_files(d: Path) -> list[Path]:
+    """The ``*.json`` files of ``d`` to read. A symbolic link is followed only when the
+    caller or root owns it (in a shared directory another user's link could point at a
+    file only root may read, docs/security.md); a broken link, or one refused, is passed
+    over with a line on stderr, so the set says what it left out."""
+    me = os.geteuid()
+    out: list[Path] = []
+    for p in sorted(d.glob("*.json")):
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            if st.st_uid not in (me, 0):
+                _say(f"{printable(str(p))} is a symbolic link owned by uid {st.st_uid}, not by you: not following it")
+                continue
+            if not p.exists():
+                _say(f"{printable(str(p))} is a broken symbolic link: passed over")
+                continue
+        if p.is_file():
+            out.append(p)
+    return out
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"flightcheck: warning: --facts-dir: {line}\n")
 
 
 def _refuse_duplicates(loaded: dict[Path, Facts]) -> None:

@@ -179,17 +179,27 @@ def collect(
     python: str | None = None,
     probes: Iterable[str] = (),
     facts_docs: Iterable[dict[str, Any]] = (),
+    live_env: bool = False,
 ) -> Facts:
     """Collect this host's facts, with ``facts_files`` (and ``facts_docs``) laid over them.
 
     Sections a file provides are not collected live. Active probes run when ``intent.deep``
     is set or when named in ``probes`` (``"multicast"``, ``"compile_smoke"``).
 
+    ``live_env``: ``env`` is the environment the engine will run with (``run``, the vLLM
+    plugin: flightcheck runs inside or just before the engine), so its ``env`` and
+    ``visible_devices`` sections are collected from it and laid over the files' (a
+    snapshot's recorded environment, ``HF_HUB_OFFLINE=1`` of another shell, is for
+    judging a node from elsewhere: ``check --facts``).
+
     Raises:
         UsageError: a facts file is unreadable or invalid.
     """
     docs = [load_file(f) for f in facts_files] + list(facts_docs)
     provided: set[str] = set().union(*(sections_of(d) for d in docs)) if docs else set()
+    env_sections = COLLECTOR_MODULES["env"] or ()
+    if live_env:
+        provided -= set(env_sections)
     cctx = context_for(intent, env=env, python=python or (intent.python if intent else None), probes=probes)
     _load_modules(provided)
     jobs: list[tuple[str, tuple[str, ...], float, Callable[[], dict[str, Any]]]] = []
@@ -199,7 +209,8 @@ def collect(
         jobs.append((c.name, c.sections, c.timeout, partial(c.func, cctx)))
     live = _run_bounded(jobs) if jobs else {"unavailable": {}}
     live["collected_at"] = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    merged = merge(live, *docs)
+    on_top = [{s: live.get(s) for s in env_sections}] if live_env else []
+    merged = merge(live, *docs, *on_top)
     facts = from_dict(merged, "collected facts")
     wanted = [p for p in PROBES.values() if (p.overrides_files or p.section not in provided) and p.wanted(cctx)]
     if wanted:

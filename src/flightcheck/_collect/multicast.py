@@ -273,8 +273,9 @@ def key_facts(env: Mapping[str, str]) -> Facts:
     return from_dict(doc, "collected facts")
 
 
-def main(args: Any) -> int:
-    """``flightcheck probe multicast``: 0 ok, 1 multicast failed, 3 the probe could not run.
+def main(args: Any) -> tuple[str, int]:
+    """``flightcheck probe multicast``: the output to print, and the exit code (0 ok, 1
+    multicast failed, 3 the probe could not run); the command line prints it.
 
     Through this boot's cache, as every other entry point (``--fresh`` probes anyway);
     without a driver NVML can read, straight to the probe."""
@@ -305,10 +306,7 @@ def main(args: Any) -> int:
                 result = section if section is not None else _empty(why or "did not run")
     if result is None:
         result = probe_multicast(devices, timeout, handle_type)
-    if getattr(args, "format", "text") == "json":
-        sys.stdout.write(json.dumps(result, indent=1) + "\n")
-    else:
-        sys.stdout.write(render_text(result))
+    text = json.dumps(result, indent=1) + "\n" if getattr(args, "format", "text") == "json" else render_text(result)
     if result.get("ok") is None:
-        return 3
-    return 0 if result["ok"] else 1
+        return text, 3
+    return text, 0 if result["ok"] else 1

@@ -13,6 +13,7 @@ from types import ModuleType
 
 from flightcheck._knowledge import sglang, vllm
 from flightcheck._knowledge.vllm import Reader
+from flightcheck._vocabulary import redaction as _redaction
 
 #: flags that never take a value, whichever engine (so the token after them is not read
 #: as their value). Flags not listed and not known to take a value are read with the usual
@@ -22,20 +23,15 @@ BOOL_FLAGS: frozenset[str] = vllm.BOOL_FLAGS | sglang.BOOL_FLAGS
 _VALUE_FLAGS = ("--config", "--node-rank")
 
 
-#: words of a flag name that make its value a secret: ``--api-key``, ``--hf-token``,
-#: ``--ssl-keyfile-password``; whole words only (``--tokenizer``, ``--max-num-batched-tokens``
-#: and ``--kv-cache-dtype`` are not secrets).
-SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd", "credential", "credentials"})
+#: words of a flag name that make its value a secret (one rule, with the redaction of text)
+SECRET_WORDS = _redaction.SECRET_WORDS
 #: what a secret value is replaced with in reports and ``run --dry-run``
 REDACTED = "<redacted>"
 
 
 def is_secret(flag: str) -> bool:
     """True when ``flag`` (``--api-key``, ``--hf_token``, a ``--config`` key) names a secret."""
-    import re
-
-    name = flag.lstrip("-").split("=", 1)[0].lower()
-    return any(word in SECRET_WORDS for word in re.split(r"[-_.]", name))
+    return _redaction.is_secret_flag(flag)
 
 
 def redact_argv(argv: list[str]) -> list[str]:

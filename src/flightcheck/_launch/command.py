@@ -53,6 +53,9 @@ class EngineCommand:
     config: str | None = None  # the --config file, as given
     config_data: dict[str, Any] | None = None  # its parsed content
     config_problem: str | None = None  # why it could not be read (the engine would refuse it)
+    #: the one read of --config: (path, its tokens) or (path, why not); a FIFO delivers
+    #: once, and a second read would wait out its first-byte bound again
+    config_read: tuple[str, list[str] | str] | None = None
 
     @property
     def recognised(self) -> bool:

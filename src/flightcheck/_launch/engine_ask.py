@@ -119,8 +119,8 @@ def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
     """Replace the built-in reading of ``cmd.intent`` with the engine's answer ``doc``."""
     import dataclasses
 
-    from flightcheck._knowledge import sglang
-    from flightcheck._launch.intent_read import _set
+    from flightcheck._knowledge import sglang, vllm
+    from flightcheck._launch.intent_read import _set, release_tuple
 
     intent = cmd.intent
     fields: dict[str, Any] = dict(intent.__dict__)
@@ -154,6 +154,13 @@ def apply_engine_reading(cmd: EngineCommand, doc: dict[str, Any]) -> None:
             continue
         if name == "cpu_offload_gb" and isinstance(value, (int, float)):
             value = float(value)
+        if name == "gpu_memory_utilization" and cmd.engine == "vllm":
+            # the parser takes any float; CacheConfig refuses it at startup (FC703), by release
+            why = vllm.utilization_refusal(value, release_tuple(doc.get("engine_version")))
+            if why:
+                fields["refused"] = [*fields["refused"], why]
+                fields.pop(name, None)
+                continue
         _set(fields, name, value, name, unparsed)
     if cmd.engine == "vllm":
         # how vLLM starts its workers, as its parser read it (``--distributed-executor-backend``

@@ -9,6 +9,7 @@ start — otherwise, with the plan applied. A check that could not be evaluated 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import sys
@@ -144,15 +145,17 @@ def shell_script(d: Decision, base_env: dict[str, str]) -> str:
 
 
 def color_for(stream: TextIO) -> bool:
-    """ANSI colour on a terminal, unless NO_COLOR is set."""
-    return stream.isatty() and "NO_COLOR" not in os.environ
+    """ANSI colour on a terminal, unless NO_COLOR is set (a closed stream is None)."""
+    return stream is not None and stream.isatty() and "NO_COLOR" not in os.environ
 
 
 def exec_engine(launch: Launch) -> int:
     """Replace this process with the engine (same PID; its exit code and signals are the
     engine's). Returns only when the engine cannot be started: 127 not found, 126 other."""
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:  # closed (`>&-`): the engine inherits it closed
+            with contextlib.suppress(OSError):
+                stream.flush()
     try:
         os.execvpe(launch.argv[0], launch.argv, launch.env)
     except OSError as exc:

@@ -48,13 +48,32 @@ def engine_opts(cmd: EngineCommand) -> tuple[list[Opt], list[tuple[int, str]], l
             cmd.config_problem = "--config without a file"
         else:
             try:
-                path = cmd.config
-                tokens, data = config_tokens(path, cmd.engine or "vllm")
-                cmd.config_data = data
+                tokens = _read_config(cmd, cmd.config)
                 opts, _ = tokenize(tokens, cmd.engine, source="config")
             except UsageError as exc:
                 cmd.config_problem = str(exc)  # the engine refuses to start: FC711 blocks
     return opts + cli_opts, positionals, problems
+
+
+def _read_config(cmd: EngineCommand, path: str) -> list[str]:
+    """``--config``'s tokens, read once per command (the parser and the lenient reading of
+    a refused line both ask; a FIFO would give nothing, after its 3 s bound, the second time).
+
+    Raises:
+        UsageError: it cannot be read or parsed.
+    """
+    if cmd.config_read is None or cmd.config_read[0] != path:
+        try:
+            tokens, data = config_tokens(path, cmd.engine or "vllm")
+        except UsageError as exc:
+            cmd.config_read = (path, str(exc))
+            raise
+        cmd.config_data = data
+        cmd.config_read = (path, tokens)
+    got = cmd.config_read[1]
+    if isinstance(got, str):
+        raise UsageError(got)
+    return list(got)
 
 
 def read_intent(cmd: EngineCommand) -> None:
@@ -67,11 +86,9 @@ def read_intent(cmd: EngineCommand) -> None:
     def load_config(path: str) -> list[str]:
         cmd.config = path
         try:
-            tokens, data = config_tokens(path, cmd.engine or "vllm")
+            return _read_config(cmd, path)
         except UsageError as exc:
             raise engine_args.Refused(str(exc)) from None
-        cmd.config_data = data
-        return tokens
 
     try:
         parsed = engine_args.parse(
@@ -82,11 +99,28 @@ def read_intent(cmd: EngineCommand) -> None:
         cmd.intent.refused = [str(exc)]
         cmd.intent.reader = "built-in"
         return
-    fields = intent_fields(cmd.engine, cmd.form, parsed.values, {d for d, _, _ in parsed.given}, unparsed)
+    refused: list[str] = []
+    fields = intent_fields(cmd.engine, cmd.form, parsed.values, {d for d, _, _ in parsed.given}, unparsed, refused)
     fields["engine_flags"] = _rendered(cmd.engine, parsed.given)
     fields["unparsed"] = unparsed
+    fields["refused"] = refused
     fields["reader"] = "built-in"
     cmd.intent = Intent(**fields)
+
+
+def _table_release() -> tuple[int, ...] | None:
+    """The vLLM release the built-in reader's tables come from (FC703 judges only it)."""
+    from flightcheck._knowledge import argtables
+
+    return release_tuple(argtables.TABLE_VERSION.get("vllm"))
+
+
+def release_tuple(text: object) -> tuple[int, ...] | None:
+    """``"0.33.0"`` (or ``"0.33.0+cpu"``) as (0, 33, 0); None when it is not a release."""
+    import re
+
+    m = re.match(r"(\d+(?:\.\d+)*)", text) if isinstance(text, str) else None
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 
 def _rendered(engine: str, given: list[tuple[str, str, Any]]) -> list[str]:
@@ -127,9 +161,15 @@ def _set(fields: dict[str, Any], name: str, value: Any, where: str, unparsed: li
 
 
 def intent_fields(
-    engine: str, form: str, values: dict[str, Any], given: set[str], unparsed: list[str]
+    engine: str,
+    form: str,
+    values: dict[str, Any],
+    given: set[str],
+    unparsed: list[str],
+    refused: list[str] | None = None,
 ) -> dict[str, Any]:
     """Intent fields from the engine's parsed values (``given``: the settings the line set).
+    ``refused`` collects what the engine refuses at startup though its parser took it.
 
     Shared by the built-in reader and the reading of the engine's own answer."""
     from flightcheck._launch import engine_args
@@ -162,6 +202,12 @@ def intent_fields(
                 continue
         if name == "cpu_offload_gb":
             value = float(value)
+        if engine == "vllm" and name == "gpu_memory_utilization" and refused is not None:
+            # the parser takes any float; CacheConfig refuses it at startup (FC703)
+            why = vllm.utilization_refusal(value, _table_release())
+            if why:
+                refused.append(why)
+                continue
         _set(fields, name, value, dest, unparsed)
     if engine == "vllm":
         # ServeSubcommand.cmd: the positional model_tag wins over --model; the api_server

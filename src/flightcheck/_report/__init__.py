@@ -8,6 +8,7 @@ never reads half a file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import os
@@ -48,11 +49,13 @@ def emit(text: str, output: str | Path | None) -> None:
 
     Raises:
         UsageError: the output cannot be written (``/dev/full``, a closed pipe's sibling
-            errors, a refused path): one line, exit 2.
+            errors, a closed stdout, a refused path): one line, exit 2.
     """
     if output:
         write_atomic(output, text)
         return
+    if sys.stdout is None:  # `flightcheck ... >&-`: Python starts with no sys.stdout
+        raise UsageError("cannot write to stdout: it is closed")
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -86,39 +89,74 @@ def _shown(path: str | Path) -> str:
     return os.fsdecode(os.fsencode(path)).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _check_links(path: str) -> None:
-    """Refuse a path that goes through a symbolic link (the final name or a directory on
-    the way) that neither the caller nor root owns: in a directory another user can write,
-    that user could point it at any file or directory the caller may write (a root-only
-    file, ``/etc/cron.d``, a block device)."""
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _open_parent(path: str) -> tuple[int, str, bool]:
+    """The directory that holds ``path``'s final entry, opened, and that entry's name:
+    walked from ``/`` one component at a time, each directory opened relative to the last
+    (``O_NOFOLLOW``), so a directory swapped for a link after it was checked is never gone
+    through. A symbolic link on the way (or at the end) is followed only when the caller
+    or root owns it; another user's could point anywhere the caller may write (a root-only
+    directory, ``/etc/cron.d``). The third value: the final entry is a trusted link to a
+    device, FIFO or socket that must be opened through the link (``/dev/stdout`` ends in
+    ``/proc``'s ``pipe:[n]``, which no walk can name).
+
+    Raises:
+        UsageError: a link refused, too many links, a missing directory, a path swapped
+            while being walked.
+    """
     me = os.geteuid()
-    parts = Path(os.path.abspath(path)).parts
-    current = Path(parts[0])
-    pending = list(parts[1:])
+    pending = list(Path(os.path.abspath(path)).parts[1:])
+    dfd = os.open("/", _DIR_FLAGS)
     hops = 0
-    while pending:
-        name = pending.pop(0)
-        step = current / name
-        try:
-            st = os.lstat(step)
-        except OSError:
-            return  # a new file (every link so far checked), /proc's pipe:[n], or an error said later
-        if not stat.S_ISLNK(st.st_mode):
-            current = step
-            continue
-        if st.st_uid not in (me, 0):
-            raise UsageError(
-                f"--output {_shown(path)}: {_shown(step)} is a symbolic link owned by uid {st.st_uid},"
-                " not by you: not following it"
-            )
-        hops += 1
-        if hops > _MAX_HOPS:
-            raise UsageError(f"--output {_shown(path)}: too many levels of symbolic links")
-        target = Path(os.readlink(step))
-        if target.is_absolute():
-            current, pending = Path(target.parts[0]), list(target.parts[1:]) + pending
-        else:
-            pending = list(target.parts) + pending
+    try:
+        while pending:
+            name = pending.pop(0)
+            if name in ("", "."):
+                continue
+            try:
+                st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                if pending:
+                    raise UsageError(f"--output {_shown(path)}: no such directory: {_shown(name)}") from None
+                return dfd, name, False  # a new file
+            if stat.S_ISLNK(st.st_mode):
+                if st.st_uid not in (me, 0):
+                    raise UsageError(
+                        f"--output {_shown(path)}: {_shown(name)} is a symbolic link owned by uid {st.st_uid},"
+                        " not by you: not following it"
+                    )
+                hops += 1
+                if hops > _MAX_HOPS:
+                    raise UsageError(f"--output {_shown(path)}: too many levels of symbolic links")
+                if not pending:
+                    try:
+                        end = os.stat(name, dir_fd=dfd)
+                    except OSError:
+                        end = None
+                    if end is not None and not (stat.S_ISREG(end.st_mode) or stat.S_ISDIR(end.st_mode)):
+                        return dfd, name, True
+                target = Path(os.readlink(name, dir_fd=dfd))
+                if target.is_absolute():
+                    os.close(dfd)
+                    dfd = os.open("/", _DIR_FLAGS)
+                    pending = list(target.parts[1:]) + pending
+                else:
+                    pending = list(target.parts) + pending
+                continue
+            if not pending:
+                return dfd, name, False
+            nxt = os.open(name, _DIR_FLAGS, dir_fd=dfd)  # ELOOP / ENOTDIR when swapped since the stat
+            os.close(dfd)
+            dfd = nxt
+        raise UsageError(f"--output {_shown(path)}: is a directory")
+    except OSError as exc:
+        os.close(dfd)
+        raise UsageError(f"--output {_shown(path)}: {exc.strerror or exc}") from None
+    except BaseException:
+        os.close(dfd)
+        raise
 
 
 def write_atomic(path: str | Path, text: str, *, mode: int = 0o644) -> None:
@@ -129,40 +167,68 @@ def write_atomic(path: str | Path, text: str, *, mode: int = 0o644) -> None:
     a service user owns), also as root:
 
     - a symbolic link (the final name, or a directory on the way) is followed only when
-      the caller (or root) owns it;
+      the caller (or root) owns it; the path is walked once, each directory held open and
+      the next opened relative to it (``O_NOFOLLOW``), and the temp file is created,
+      renamed and removed relative to the final directory's descriptor (``dir_fd``): a
+      directory swapped for a link during the write is never written through;
     - a block device is never written; a character device or FIFO (``/dev/null``,
       ``/dev/stdout``, a pipe with a reader) is written into, never replaced (a rename over
       it would swap a device for a file); a FIFO without a reader is an error, not a hang;
     - an existing file keeps its mode (and owner, as root); a new file is ``mode`` (0644:
-      a textfile collector must read it; 0600 for anything holding secrets).
+      a textfile collector must read it; 0600 for anything holding secrets);
+    - no temp file is left behind, whatever fails.
 
     Raises:
         UsageError: the path is refused, or cannot be written.
     """
     path = os.fspath(path)
     shown = _shown(path)
-    _check_links(path)
+    dfd, name, through_link = _open_parent(path)
     try:
-        st: os.stat_result | None = os.stat(path)
-    except FileNotFoundError:
-        st = None  # a new file (or a link to one)
-    except OSError as exc:
-        raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
-    if st is not None and stat.S_ISBLK(st.st_mode):
-        raise UsageError(f"--output {shown}: a block device: not writing a report into it")
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"--output {shown}: is a directory")
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        _write_special(path, shown, text)
-        return
-    import tempfile
+        if through_link:
+            with contextlib.suppress(OSError):
+                if stat.S_ISBLK(os.stat(name, dir_fd=dfd).st_mode):
+                    raise UsageError(f"--output {shown}: a block device: not writing a report into it")
+            _write_special(name, shown, text, dfd, follow=True)
+            return
+        try:
+            st: os.stat_result | None = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None  # a new file
+        except OSError as exc:
+            raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
+        if st is not None and stat.S_ISLNK(st.st_mode):  # swapped in since the walk
+            raise UsageError(f"--output {shown}: changed while being checked: not writing into it")
+        if st is not None and stat.S_ISBLK(st.st_mode):
+            raise UsageError(f"--output {shown}: a block device: not writing a report into it")
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            raise UsageError(f"--output {shown}: is a directory")
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            _write_special(name, shown, text, dfd, follow=False)
+            return
+        _replace_in(dfd, name, shown, text, st, mode)
+    finally:
+        os.close(dfd)
 
-    target = Path(os.path.realpath(path))
-    directory = target.parent
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise UsageError(f"--output {shown}: cannot write in {_shown(directory)}: {exc.strerror or exc}") from None
+
+def _replace_in(dfd: int, name: str, shown: str, text: str, st: os.stat_result | None, mode: int) -> None:
+    """Write ``text`` to a new temp file in the directory ``dfd`` and rename it over ``name``
+    (both relative to ``dfd``); the temp file is removed on any failure."""
+    import secrets
+
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    tmp = ""
+    for _ in range(100):
+        tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            fd = os.open(tmp, flags, 0o600, dir_fd=dfd)
+            break
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise UsageError(f"--output {shown}: cannot write in its directory: {exc.strerror or exc}") from None
+    else:
+        raise UsageError(f"--output {shown}: cannot create a temp file in its directory")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
@@ -171,23 +237,29 @@ def write_atomic(path: str | Path, text: str, *, mode: int = 0o644) -> None:
                 if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
                     os.fchown(fh.fileno(), st.st_uid, st.st_gid)
             else:
-                os.fchmod(fh.fileno(), mode)  # mkstemp's 0600 would hide the file from a textfile collector
-        os.replace(tmp, target)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
+                os.fchmod(fh.fileno(), mode)  # O_CREAT's 0600 would hide the file from a textfile collector
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dfd)
+        if isinstance(exc, OSError):
+            raise UsageError(f"--output {shown}: {exc.strerror or exc}") from None
+        raise
 
 
-def _write_special(path: str, shown: str, text: str) -> None:
-    """Write into a character device, FIFO or socket path without blocking on a FIFO
-    that has no reader, and without writing into what was swapped in after the checks."""
+def _write_special(name: str, shown: str, text: str, dfd: int, *, follow: bool) -> None:
+    """Write into a character device, FIFO or socket (``name`` in the directory ``dfd``;
+    ``follow``: through a trusted link) without blocking on a FIFO that has no reader,
+    and without writing into what was swapped in after the checks."""
     flags = os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     import time
 
     deadline = time.monotonic() + FIFO_WAIT_S
     while True:
         try:
-            fd = os.open(path, flags)
+            fd = os.open(name, flags, dir_fd=dfd)
             break
         except OSError as exc:
             if exc.errno != errno.ENXIO:

@@ -88,7 +88,7 @@ def open_console(color: bool | None) -> tuple[Console, io.StringIO]:
     from rich.console import Console
 
     if color is None:
-        color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        color = sys.stdout is not None and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     buf = io.StringIO()
     return Console(file=buf, force_terminal=color, no_color=not color, highlight=False, soft_wrap=True, width=100), buf
 

@@ -84,6 +84,10 @@ def parse_len(value: str | int) -> int:
     return result
 
 
+#: the Intent's fields that are only shown, never used: redacted when set
+_SHOWN_ONLY = frozenset({"engine_flags", "unparsed", "refused", "config_problem"})
+
+
 @dataclass
 class Intent:
     """One launch: the engine and the arguments that decide whether it fits and works."""
@@ -133,16 +137,20 @@ class Intent:
     #: an intent built from ``check``'s own flags.
     reader: str | None = None
 
-    def __post_init__(self) -> None:
+    def __setattr__(self, name: str, value: Any) -> None:
         # What is only shown (never used to find files or build the launch) holds no
-        # secret-looking value, whatever flag carried it (docs/security.md "Secrets").
-        from flightcheck._vocabulary.redaction import redact_text
+        # secret-looking value, whatever flag carried it (docs/security.md "Secrets"): on
+        # every assignment, the constructor's and a reader's later one alike.
+        if name in _SHOWN_ONLY and value is not None:
+            from flightcheck._vocabulary.redaction import redact_text
 
-        self.engine_flags = [redact_text(x) if isinstance(x, str) else x for x in self.engine_flags]
-        self.unparsed = [redact_text(x) if isinstance(x, str) else x for x in self.unparsed]
-        self.refused = [redact_text(x) if isinstance(x, str) else x for x in self.refused]
-        if isinstance(self.config_problem, str):
-            self.config_problem = redact_text(self.config_problem)
+            if isinstance(value, str):
+                value = redact_text(value)
+            elif isinstance(value, list):
+                value = [redact_text(x) if isinstance(x, str) else x for x in value]
+        object.__setattr__(self, name, value)
+
+    def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise UsageError(f"--engine {self.engine!r}: expected one of {', '.join(ENGINES)}")
         for name in (

@@ -46,15 +46,46 @@ _PATTERNS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: words of a flag name that make its value a secret: ``--api-key``, ``--hf-token``,
+#: ``--ssl-keyfile-password``; whole words only (``--tokenizer``, ``--max-num-batched-tokens``
+#: and ``--kv-cache-dtype`` are not secrets).
+SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd", "credential", "credentials"})
+
+
+def is_secret_flag(flag: str) -> bool:
+    """True when ``flag`` (``--api-key``, ``--hf_token``, ``--API-KEY``, a ``--config`` key)
+    names a secret."""
+    name = flag.lstrip("-").split("=", 1)[0].lower()
+    return any(word in SECRET_WORDS for word in re.split(r"[-_.]", name))
+
+
+#: a flag and its value inside a message (argparse's "unrecognized arguments: --password S",
+#: a copied command line): ``--name=VALUE`` or ``--name VALUE`` (a value is not a flag)
+_FLAG_VALUE = r"(?<![\w-])(--?[A-Za-z][\w.-]*)(=|[ \t]+)(?!-)([^\s\"',]+)"
+
+
 @cache
 def _rules() -> tuple[tuple[re.Pattern[str], str], ...]:
     return tuple((re.compile(pattern), repl) for pattern, repl in _PATTERNS)
 
 
+@cache
+def _flag_value() -> re.Pattern[str]:
+    return re.compile(_FLAG_VALUE)
+
+
+def _hide_value(m: re.Match[str]) -> str:
+    return f"{m.group(1)}{m.group(2)}{REDACTED}" if is_secret_flag(m.group(1)) else m.group(0)
+
+
 def redact_text(text: str) -> str:
-    """``text`` with every secret-looking value replaced by :data:`REDACTED`."""
+    """``text`` with every secret-looking value replaced by :data:`REDACTED`: the value of
+    a flag named like a secret, wherever the flag appears in the text, and values shaped
+    like tokens or credentials whatever carries them."""
     if not text:
         return text
+    if "-" in text:
+        text = _flag_value().sub(_hide_value, text)
     for pattern, repl in _rules():
         text = pattern.sub(repl, text)
     return text

@@ -9,6 +9,7 @@ from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, o
 from flightcheck._checks.shared.gpus import driver_ok, gpu_label, subject, used_gpus
 from flightcheck._fixes.driver import driver_fix
 from flightcheck._knowledge import engines
+from flightcheck._knowledge import vllm as _vllm
 from flightcheck._knowledge.cuda import MAJOR_FLOOR, TORCH_INDEX, driver_for, runs_on, torch_cuda_can_build
 from flightcheck._knowledge.derived import mig_instances
 from flightcheck._knowledge.units import major_minor
@@ -63,6 +64,12 @@ def nvidia_driver_unavailable(ctx: Context) -> Iterator[Outcome]:
     if loaded:
         yield ok(f"NVML initialised: driver {d.version}, CUDA {d.cuda_version}")
         return
+    if ctx.intent.engine == "vllm":
+        # a vLLM built for the CPU or ROCm needs no NVIDIA driver (vllm/platforms/__init__.py)
+        packages = (ctx.python.packages if ctx.python else None) or {}
+        platform = _vllm.non_cuda_platform(packages.get("vllm"), packages.get("torch"), ctx.env)
+        if platform:
+            raise Skip(f"vLLM runs on the {platform} platform here (vllm {packages.get('vllm')}), not CUDA")
     error = d.error or "unknown error"
     container = ctx.host.container not in (None, "none")
     yield fail(f"NVML cannot be initialised: {error}", fix=driver_fix(error, container), evidence={"error": error})

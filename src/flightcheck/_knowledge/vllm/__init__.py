@@ -35,10 +35,12 @@ from flightcheck._knowledge.vllm.env import (
     RAY_EXTRA_ENV_VARS_TO_COPY,
     SINCE,
     SYMM_MEM_DEFAULT_ON,
+    TARGET_DEVICE,
     USE_DIRECT_DCP_KV_GATHER,
     USE_DIRECT_DCP_Q_GATHER,
     USE_NCCL_SYMM_MEM,
     env_default,
+    non_cuda_platform,
 )
 from flightcheck._knowledge.vllm.kernels import (
     DEEP_GEMM_CC_EXACT,
@@ -102,6 +104,7 @@ from flightcheck._knowledge.vllm.memory import (
     USE_FLASHINFER_SAMPLER,
     USE_V1,
     UTILIZATION_DEFAULTS,
+    UTILIZATION_RANGE_SINCE,
     V0_CC_BELOW,
     V0_CC_FALLBACK_BEFORE,
     V0_CHUNKED_TOKENS,
@@ -128,6 +131,7 @@ from flightcheck._knowledge.vllm.memory import (
     runs_v0,
     sampler_bytes_per_element,
     sampler_kind,
+    utilization_refusal,
     v0_batch,
 )
 from flightcheck._knowledge.vllm.multicast import (
@@ -373,6 +377,7 @@ __all__ = [
     "SPECULATIVE_SHORTCUTS",
     "SPEC_DECODE_MEMORY_SINCE",
     "SYMM_MEM_DEFAULT_ON",
+    "TARGET_DEVICE",
     "TILELANG_MHC_SINCE",
     "TORCH_BY_RELEASE",
     "TP_COMMUNICATORS_IN_BUDGET",
@@ -384,6 +389,7 @@ __all__ = [
     "USE_NCCL_SYMM_MEM",
     "USE_V1",
     "UTILIZATION_DEFAULTS",
+    "UTILIZATION_RANGE_SINCE",
     "V0_CC_BELOW",
     "V0_CC_FALLBACK_BEFORE",
     "V0_CHUNKED_TOKENS",
@@ -433,6 +439,7 @@ __all__ = [
     "mm_limit",
     "mm_profiling",
     "nccl_cumem_forced_off",
+    "non_cuda_platform",
     "pp_kv_check_whole_model",
     "qwen_image_resize",
     "qwen_largest_image",
@@ -443,5 +450,6 @@ __all__ = [
     "sampler_kind",
     "separate_draft",
     "speculative",
+    "utilization_refusal",
     "v0_batch",
 ]

@@ -75,3 +75,26 @@ def env_default(name: str, version: str) -> str | None:
 
 SYMM_MEM_DEFAULT_ON = ENV_DEFAULTS[ALLREDUCE_USE_SYMM_MEM][0][0]  # VLLM_ALLREDUCE_USE_SYMM_MEM on by default
 MNNVL_AUTO_SINGLE_NODE = "0.25.0"  # "auto" FlashInfer all-reduce means mnnvl on one node (#47219)
+
+
+# ---- which platform vLLM runs on (vllm/platforms/__init__.py, read in 0.33.0) ----------------
+
+#: ``cpu_platform_plugin``: ``VLLM_TARGET_DEVICE == "cpu"``, or the installed vLLM's version
+#: contains "cpu" (``vllm_version_matches_substr("cpu")``: the ``+cpu`` wheels);
+#: ``rocm_platform_plugin``: amdsmi finds a GPU, which a ROCm build of torch
+#: (``torch.version.hip``, a ``+rocm`` local version) goes with. Past 0.33.0: extrapolated.
+TARGET_DEVICE = "VLLM_TARGET_DEVICE"
+
+
+def non_cuda_platform(
+    vllm_version: str | None, torch_version: str | None, env: dict[str, str | None] | None
+) -> str | None:
+    """The platform other than CUDA vLLM will run on ("CPU", "ROCm"), from the engine's
+    package versions and environment; None: CUDA, or nothing says otherwise."""
+    target = ((env or {}).get(TARGET_DEVICE) or "").strip().lower()
+    v, t = (vllm_version or "").lower(), (torch_version or "").lower()
+    if target == "cpu" or "cpu" in v:
+        return "CPU"
+    if "rocm" in v or "+rocm" in t:
+        return "ROCm"
+    return None

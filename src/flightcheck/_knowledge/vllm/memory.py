@@ -38,6 +38,32 @@ from flightcheck._knowledge.vllm.env import ENV_DEFAULTS, ESTIMATE_CUDAGRAPHS
 #: (first release, default gpu_memory_utilization) — vllm/config/cache.py; 0.19.0 has 0.9,
 #: 0.20.0 and 0.33.0 have 0.92 (read from the wheels).
 UTILIZATION_DEFAULTS: tuple[tuple[str, float], ...] = (("0.20.0", 0.92), ("0.0", 0.9))
+#: vllm/config/cache.py 0.33.0: ``gpu_memory_utilization: float = Field(default=0.92, gt=0,
+#: le=1)``; pydantic checks it when ``CacheConfig`` is built (``create_engine_config``, at
+#: startup, after the parser accepted the float), so nan, inf, <= 0 and > 1 stop the engine
+#: before it loads anything. 0.6.0 (vllm/config.py ``CacheConfig._verify_args``, read in
+#: the wheel) raises only for ``> 1.0`` (inf too; nan, 0 and -1 pass). The releases between
+#: were not read: there only ``> 1`` is taken as refused. Past 0.33.0: extrapolated.
+UTILIZATION_RANGE_SINCE = "0.33.0"
+
+
+def utilization_refusal(value: object, v: tuple[int, ...] | None) -> str | None:
+    """vLLM's refusal of ``--gpu-memory-utilization value`` at startup for release ``v``
+    (None: not refused, or not known to be)."""
+    import math
+
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    where = "CacheConfig (vllm/config/cache.py)"
+    if v is not None and v >= _release(UTILIZATION_RANGE_SINCE):
+        if 0 < value <= 1:  # nan fails both comparisons
+            return None
+        return f"gpu_memory_utilization {value!r}: {where} requires 0 < value <= 1; the engine refuses it at startup"
+    if value > 1 and not math.isnan(value):
+        return f"gpu_memory_utilization {value!r}: {where} requires value <= 1; the engine refuses it at startup"
+    return None
+
+
 #: first release that subtracts the CUDA-graph estimate from the KV budget by default.
 CUDAGRAPHS_IN_BUDGET_SINCE = ENV_DEFAULTS[ESTIMATE_CUDAGRAPHS][0][0]  # "0.20.0": the default flipped to 1
 #: tokens per KV block (vllm/config/cache.py ``block_size`` default for CUDA attention).
