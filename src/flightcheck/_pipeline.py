@@ -37,6 +37,7 @@ def assess(
     multicast: str | None = None,
     probe_budget: float | None = None,
     live_env: bool = False,
+    by_release: Callable[[Intent, Facts], Intent] | None = None,
 ) -> Report:
     """Collect the facts (files over live collection), read ``intent.model``'s checkpoint
     with the engine's environment, and evaluate; ``report.timings`` has each stage.
@@ -59,7 +60,9 @@ def assess(
     ``probe_budget``: its time limit (a timeout within it is inconclusive).
 
     ``live_env``: ``env`` is the engine's own (``run``, the plugin): it wins over a facts
-    file's recorded ``env`` (:func:`~flightcheck._collect.collect`)."""
+    file's recorded ``env`` (:func:`~flightcheck._collect.collect`).
+    ``by_release``: the command read again with the options of the engine release the
+    facts found (``_launch.release_read``), once the facts are known."""
     from flightcheck._vocabulary.facts import load_file, sections_of
 
     t0 = time.perf_counter()
@@ -89,6 +92,8 @@ def assess(
             refresh_draft(final, facts, checkpoint)  # a speculative draft named by the flags
         intent = final
         t1 = time.perf_counter()
+    if by_release is not None:
+        intent = by_release(intent, facts)
     wants = multicast is not None and "multicast" not in probes and not intent.deep
     if wants and "multicast_probe" not in provided and facts.multicast_probe is None:
         timings["probe_s"] = round(

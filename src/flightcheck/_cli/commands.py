@@ -30,6 +30,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     docs, example_fields = load_example(args.example)
     command = _engine_command(args)
     settle = None
+    by_release = None
     if command:  # the intent of the engine command; the flags given win over it
         from flightcheck._launch import parse_command
         from flightcheck._launch.engine_ask import settle_reading, start_asking
@@ -40,6 +41,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         # the engine's own reading when its interpreter has it, asked in the background
         # while the facts are collected (see _launch/engine_ask.py)
         asking = start_asking(parsed, dict(os.environ))
+        from flightcheck._launch.release_read import by_release as _by_release
+
+        by_release = _by_release(parsed)  # the line read again with the installed release's options
 
         def settle(provisional: Intent) -> Intent:
             return intent_from_args(args, parsed.intent) if settle_reading(parsed, asking) else provisional
@@ -56,7 +60,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from flightcheck._pipeline import assess
     from flightcheck._report import emit, render
 
-    report = assess(intent, args.facts, facts_docs=docs, strict=args.strict, settle=settle, early=early)
+    report = assess(
+        intent, args.facts, facts_docs=docs, strict=args.strict, settle=settle, early=early, by_release=by_release
+    )
     report.timings["total_s"] = round(time.perf_counter() - T0, 4)
     # colour follows stdout (a terminal); a file given with --output never gets ANSI codes
     emit(render(report, args.format, verbose=args.verbose, color=False if args.output else None), args.output)

@@ -92,6 +92,7 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
     from flightcheck._examples import load_example
     from flightcheck._launch.command import parse_command
     from flightcheck._launch.engine_ask import settle_reading, start_asking
+    from flightcheck._launch.release_read import by_release
     from flightcheck._pipeline import assess
 
     base_env = dict(os.environ)
@@ -118,6 +119,7 @@ def main(args: argparse.Namespace, command: list[str]) -> int:
         strict=args.strict,
         settle=settle,
         live_env=True,  # the engine runs with this environment, not a snapshot's
+        by_release=by_release(cmd),
     )
     intent = report.intent
     if not cmd.recognised and args.engine is None:

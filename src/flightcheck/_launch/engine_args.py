@@ -184,23 +184,32 @@ def _bool_strings(strings: list[str]) -> tuple[list[str], frozenset[str]]:
     return positives, frozenset(negatives)
 
 
-def build_parser(engine: str) -> argparse.ArgumentParser:
-    """An argparse parser with every option of the engine's generated table."""
+def build_parser(engine: str, rows: list[dict[str, Any]] | None = None) -> argparse.ArgumentParser:
+    """An argparse parser with every option of the engine's generated table (or of
+    ``rows``: another release's options, from the release atlas)."""
     types: dict[str, str] = (vllm if engine == "vllm" else sglang).READER_TYPES
     allow_abbrev = bool(argtables.table(engine).get("allow_abbrev", True))
     parser = _Parser(prog=f"{engine} serve", add_help=False, allow_abbrev=allow_abbrev)
-    for opt in argtables.options(engine):
+    for opt in argtables.options(engine) if rows is None else rows:
         strings, dest, action, nargs = opt["option_strings"], opt["dest"], opt["action"], opt["nargs"]
         if action == "help" or not dest:
             continue
         default = argparse.SUPPRESS if opt["default"] == _SUPPRESS else opt["default"]
         kind = types.get(opt["type"] or "", "str")
+        if rows is not None:  # an atlas row: its type is already one of the reader's kinds
+            kind = "str" if opt.get("record") else (opt["type"] if opt["type"] in _CONVERT else "str")
         kwargs: dict[str, Any] = {"dest": dest, "default": default}
         if not strings:  # a positional (vLLM's model_tag)
             parser.add_argument(dest, nargs=nargs, action=_Store, default=default)
             continue
         if action == "BooleanOptionalAction":
             positives, negatives = _bool_strings(strings)
+            if rows is not None:  # another release: its spellings may pair --enable-x with a --disable-x of its own
+                taken = set(parser._option_string_actions)
+                positives = [p for p in positives if p not in taken]
+                negatives = frozenset(n for n in negatives if n not in taken and n not in positives)
+                if not positives:
+                    continue
             parser.add_argument(
                 *positives, *sorted(negatives), action=_Const, nargs=0, const=True, negatives=negatives, **kwargs
             )
@@ -224,6 +233,52 @@ def build_parser(engine: str) -> argparse.ArgumentParser:
 
 
 _PARSERS: dict[str, argparse.ArgumentParser] = {}
+
+
+def release_parser(engine: str, release: str) -> argparse.ArgumentParser:
+    """The parser of ``release`` (a release the atlas read), built once."""
+    from flightcheck._knowledge import atlas
+
+    key = f"{engine}=={release}"
+    if key not in _PARSERS:
+        _PARSERS[key] = build_parser(engine, atlas.options(engine, release))
+    return _PARSERS[key]
+
+
+def _record_of(release: str | None) -> dict[str, str]:
+    """dest -> the config record class its JSON is validated as, in ``release`` (the
+    table's release when None), from the release atlas."""
+    from flightcheck._knowledge import atlas
+
+    rel = release if release is not None else argtables.TABLE_VERSION["vllm"]
+    return {o["dest"]: o["record"] for o in atlas.options("vllm", rel) if o.get("record")}
+
+
+def _nested_records(option: str, dest: str, doc: dict[str, Any], release: str | None) -> None:
+    """A JSON config record's keys, nested records included, against the record's fields as
+    ``release`` declares them (pydantic refuses an unknown key at any depth: 'Unexpected
+    keyword argument'). A record the atlas does not know is not judged."""
+    from flightcheck._knowledge import atlas
+
+    rel = release if release is not None else argtables.TABLE_VERSION["vllm"]
+    records = atlas.records("vllm", rel)
+    cls = _record_of(release).get(dest)
+    stack: list[tuple[str, Any, str]] = [(cls, doc, "")] if cls else []
+    while stack:
+        name, value, path = stack.pop()
+        fields = records.get(name)
+        if fields is None or not isinstance(value, dict):
+            continue
+        known = {f if isinstance(f, str) else f[0]: (None if isinstance(f, str) else f[1]) for f in fields}
+        unknown = sorted(k for k in value if k not in known)
+        if unknown and (path or release is not None):  # the table's own top-level check stands
+            where = f" in {path[1:]}" if path else ""
+            raise Refused(
+                f"argument {option}: validation error for {name}{where}: Unexpected keyword argument {unknown}"
+            )
+        for key, nested in known.items():
+            if nested and key in value:
+                stack.append((nested, value[key], f"{path}.{key}"))
 
 
 def parser_for(engine: str) -> argparse.ArgumentParser:
@@ -370,14 +425,16 @@ def _sglang_args(args: list[str], serve: bool, load_config: ConfigLoader, parsed
     return args
 
 
-def _vllm_validate(ns: argparse.Namespace) -> None:
+def _vllm_validate(ns: argparse.Namespace, release: str | None = None) -> None:
     """What vLLM checks right after parsing: config records (pydantic, unknown keys
     forbidden), strict JSON options, a path-like chat template that does not exist."""
     dataclass_defaults = {
         opt["dest"]: opt["default"]
         for opt in argtables.options("vllm")
-        if isinstance(opt["default"], dict) and "__class__" in opt["default"]
+        if isinstance(opt["default"], dict) and "__class__" in opt["default"] and release is None
     }
+    if release is not None:
+        dataclass_defaults = {dest: {} for dest in _record_of(release)}
     for dest, _option, value in ns._given_.items:
         if dest in dataclass_defaults and isinstance(value, str):
             try:
@@ -388,6 +445,8 @@ def _vllm_validate(ns: argparse.Namespace) -> None:
             if isinstance(doc, dict) and known and set(doc) - known:
                 name = dataclass_defaults[dest]["__class__"]
                 raise Refused(f"argument {_option}: validation error for {name}: unknown {sorted(set(doc) - known)}")
+            if isinstance(doc, dict):
+                _nested_records(_option, dest, doc, release)
         if dest in vllm.READER_JSON_STRICT and isinstance(value, str):
             try:
                 json.loads(value)
@@ -401,8 +460,18 @@ def _vllm_validate(ns: argparse.Namespace) -> None:
             raise Refused(f"VLLMValidationError: the chat template {template} appears path-like, but doesn't exist")
 
 
-def parse(engine: str, args: list[str], *, serve: bool, load_config: ConfigLoader) -> Parsed:
+def parse(
+    engine: str,
+    args: list[str],
+    *,
+    serve: bool,
+    load_config: ConfigLoader,
+    release: str | None = None,
+) -> Parsed:
     """Read ``args`` (what follows ``serve`` / the module) as the engine's parser would.
+
+    ``release``: read with that release's options from the release atlas instead of the
+    generated table's (:mod:`flightcheck._launch.release_read`).
 
     Raises:
         Refused: the engine would refuse the line (argparse's message, or the engine's).
@@ -416,9 +485,9 @@ def parse(engine: str, args: list[str], *, serve: bool, load_config: ConfigLoade
     namespace = argparse.Namespace()
     given = _Given()
     namespace._given_ = given
-    ns = parser_for(engine).parse_args(argv, namespace)
+    ns = (parser_for(engine) if release is None else release_parser(engine, release)).parse_args(argv, namespace)
     if engine == "vllm":
-        _vllm_validate(ns)
+        _vllm_validate(ns, release)
     values = dict(vars(ns))
     values.pop("_given_", None)
     parsed.values = values

@@ -137,6 +137,8 @@ def render(report: Report, *, verbose: bool = False, color: bool | None = None) 
 
     con, buf = open_console(color)
     con.print(escape(_intent_line(report)), style="bold")
+    if report.intent.reader_note:  # which release's rules read the engine command
+        con.print(f"note: {escape(report.intent.reader_note)}")
     for item in report.intent.unparsed:  # what `-- <engine command>` said that flightcheck could not read
         con.print(f"{mark('warn')} could not read from the engine command: {escape(item)}")
     con.print()

@@ -136,6 +136,14 @@ class Intent:
     #: who read the command: "engine" (its own parser, in a child) or "built-in"; None for
     #: an intent built from ``check``'s own flags.
     reader: str | None = None
+    #: the engine release whose options the built-in reader judged the line by (the
+    #: release atlas, ``_knowledge/atlas.py``), and how it relates to the installed one:
+    #: "exact", "between", "newer-than-newest" (the newest release's rules, extrapolated)
+    #: or "older-than-oldest" (none: not judged); None when not re-read by release.
+    reader_release: str | None = None
+    reader_relation: str | None = None
+    #: the line that says so in the reports ("rules of vLLM 0.33.0 applied to 0.34.0").
+    reader_note: str | None = None
 
     def __setattr__(self, name: str, value: Any) -> None:
         # What is only shown (never used to find files or build the launch) holds no
@@ -202,6 +210,9 @@ class Intent:
             del out["config_problem"]
         if not out["refused"]:
             del out["refused"]
+        for key in ("reader_release", "reader_relation", "reader_note"):  # only when re-read by release
+            if out[key] is None:
+                del out[key]
         out["world_size"] = self.world_size
         out["gpus_per_node"] = self.gpus_per_node
         return out

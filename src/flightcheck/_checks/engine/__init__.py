@@ -3,6 +3,6 @@
 Importing the package registers every check of the family.
 """
 
-from flightcheck._checks.engine import command, versions
+from flightcheck._checks.engine import command, flashinfer_api, versions
 
-__all__ = ["command", "versions"]
+__all__ = ["command", "flashinfer_api", "versions"]

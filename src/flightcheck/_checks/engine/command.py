@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, unknown
-from flightcheck._knowledge import argtables, vllm
+from flightcheck._knowledge import argtables, atlas, vllm
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 
@@ -30,9 +30,14 @@ def engine_refuses_command(ctx: Context) -> Iterator[Outcome]:
     (``intent.reader`` says which). It fires only when that parser, or the validation the
     engine runs right after it, refuses the line: an unknown or ambiguous flag, a value of
     the wrong type or outside the choices, a JSON config that does not validate, a
-    ``--config`` file that cannot be read. The built-in reader only judges the engine
-    release its tables come from (vllm 0.33.0, sglang 0.5.23); for another release its
-    refusal is reported as unknown.
+    ``--config`` file that cannot be read, a key of a JSON config record (nested records
+    included: ``--compilation-config '{"pass_config": {...}}'``) the record lacks. Once the
+    facts name the installed release, the built-in reader reads the line again with that
+    release's own options, aliases and records from the release atlas (generated from every
+    release's wheel: vLLM from 0.6.0, SGLang from 0.4.0): a release past the newest one
+    read (or one between two read, whose own wheel was not) is judged by the nearest older
+    one's rules, and then only warned about (the reports say "rules of vLLM X applied to
+    Y"); a release older than the oldest read is not judged (unknown).
 
     ## Why the launch dies
     The engine prints the same error and exits before it loads anything: the launch fails
@@ -47,8 +52,13 @@ def engine_refuses_command(ctx: Context) -> Iterator[Outcome]:
     intent = ctx.intent
     if intent.reader is None:
         raise Skip("no engine command to read (check without -- <command>)")
+    said = f"; {intent.reader_note}" if intent.reader_note else ""
     if not intent.refused:
-        yield ok(f"{intent.engine}'s parser accepts the command (read by the {intent.reader} reader)")
+        by = f" with {intent.engine} {intent.reader_release}'s options" if intent.reader_release else ""
+        yield ok(f"{intent.engine}'s parser accepts the command (read by the {intent.reader} reader{by}{said})")
+        return
+    if intent.reader != "engine" and intent.reader_relation is not None:
+        yield from _by_release(ctx)
         return
     if intent.reader != "engine":
         # the built-in reader speaks for the release its tables come from, no other
@@ -66,6 +76,42 @@ def engine_refuses_command(ctx: Context) -> Iterator[Outcome]:
         f"{intent.engine} will refuse this command: {intent.refused[0]}",
         fix="correct the flag or value named above; see the engine's --help for this release",
         evidence={"refused": list(intent.refused), "reader": intent.reader},
+    )
+
+
+def _by_release(ctx: Context) -> Iterator[Outcome]:
+    """FC703 when the line was read again with the installed release's options."""
+    intent = ctx.intent
+    installed = (ctx.python.packages or {}).get(intent.engine)
+    evidence = {
+        "refused": list(intent.refused),
+        "reader": intent.reader,
+        "installed": installed,
+        "rules_release": intent.reader_release,
+        "relation": intent.reader_relation,
+    }
+    if intent.reader_relation == atlas.OLDER or intent.reader_release is None:
+        yield unknown(
+            f"{intent.engine} {argtables.TABLE_VERSION.get(intent.engine)}'s parser would refuse this command "
+            f"({intent.refused[0]}); {intent.reader_note}",
+            evidence=evidence,
+        )
+        return
+    if intent.reader_relation in (atlas.NEWER, atlas.BETWEEN):
+        # past the newest release read, or between two read (a release whose wheel was not
+        # read: sdist-only SGLang 0.5.11-0.5.22): what the rules lack may be new in it; never a stop
+        yield fail(
+            f"{intent.engine} {installed} may refuse this command: {intent.refused[0]} ({intent.reader_note})",
+            fix="check the flag named above against this release's --help",
+            evidence=evidence,
+            severity=WARNING,
+        )
+        return
+    yield fail(
+        f"{intent.engine} {installed} will refuse this command: {intent.refused[0]}"
+        + (f" ({intent.reader_note})" if intent.reader_note else f" (read with {intent.engine} {installed}'s options)"),
+        fix="correct the flag or value named above; see the engine's --help for this release",
+        evidence=evidence,
     )
 
 

@@ -1,0 +1,151 @@
+"""The command read with the options of the release that will run it (issue 21, items 2-3).
+
+The built-in reader reads a line with the conformance release's table first; once the facts
+name the installed release, ``release_read.for_release`` reads it again with that release's
+options from the release atlas (every vLLM release from 0.6.0, SGLang from 0.4.0, read
+from the wheels)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flightcheck._knowledge import argtables, atlas
+from flightcheck._launch import parse_command
+from flightcheck._launch.release_read import for_release
+
+
+def _read(line: list[str], installed: str):
+    cmd = parse_command(line)
+    return for_release(cmd, cmd.intent, installed)
+
+
+def _later(engine: str) -> str:
+    major, minor = atlas.releases(engine)[-1].split(".")[:2]
+    return f"{major}.{int(minor) + 1}.0"
+
+
+def test_a_flag_an_older_release_has_is_read_with_its_options() -> None:
+    """--swap-space left vLLM before 0.33: the 0.33 table refuses it, 0.8.5 reads it."""
+    line = ["vllm", "serve", "M", "--swap-space", "4", "-tp", "8"]
+    assert parse_command(line).intent.refused == ["unrecognized arguments: --swap-space 4"]
+    for release in ("0.6.0", "0.8.5", "0.8.5.post1"):
+        intent = _read(line, release)
+        assert intent.refused == [] and intent.reader_release == release and intent.reader_relation == "exact"
+        assert intent.reader_note is None
+
+
+def test_a_bad_flag_of_an_older_release_is_named_with_its_own_options() -> None:
+    intent = _read(["vllm", "serve", "M", "--tensor-paralel-size", "8"], "0.8.5")
+    assert intent.refused == ["unrecognized arguments: --tensor-paralel-size 8"]
+    # a value outside that release's choices
+    intent = _read(["vllm", "serve", "M", "--kv-cache-dtype", "fp4"], "0.6.0")
+    assert intent.refused and "--kv-cache-dtype" in intent.refused[0] and "invalid choice" in intent.refused[0]
+
+
+def test_a_healthy_line_of_every_release_read_is_accepted() -> None:
+    for release in atlas.releases("vllm"):
+        intent = _read(["vllm", "serve", "M", "-tp", "8", "--max-model-len", "8192", "--max-num-seqs", "64"], release)
+        assert intent.refused == [], release
+    for release in atlas.releases("sglang"):
+        line = [
+            "python",
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            "M",
+            "--tp",
+            "8",
+            "--mem-fraction-static",
+            "0.8",
+        ]
+        intent = _read(line, release)
+        assert intent.refused == [], release
+
+
+def _value(row: dict) -> list[str]:
+    if row["nargs"] == 0 or row["action"] in ("store_true", "store_false", "BooleanOptionalAction", "count"):
+        return []
+    if row.get("choices"):
+        return [next(str(c) for c in row["choices"] if c is not None)]
+    if row.get("record") or row["option_strings"][0].endswith("-config"):
+        return ["{}"]
+    return [{"int": "1", "float": "0.5", "json": "{}", "hr_int": "1", "hr_int_or_auto": "1"}.get(row["type"], "x")]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_every_option_of_every_release_is_accepted_by_its_own_reading(engine: str) -> None:
+    """Each release's own options, each with a value of its type, never refused."""
+    head = ["vllm", "serve", "M"] if engine == "vllm" else ["python", "-m", "sglang.launch_server", "--model-path", "M"]
+    for release in atlas.releases(engine):
+        if release == argtables.TABLE_VERSION[engine]:
+            continue  # read with the import-based table (tests/conformance/test_engine_reader.py)
+        for row in atlas.options(engine, release):
+            if not row["option_strings"] or row["option_strings"][0] in ("--model", "--model-path", "--config"):
+                continue
+            if row.get("required") or (engine == "vllm" and row["option_strings"][0] in ("--chat-template",)):
+                continue
+            line = [*head, row["option_strings"][0], *_value(row)]
+            intent = _read(line, release)
+            assert intent.refused == [] or "VLLMValidationError" in intent.refused[0], (release, line, intent.refused)
+
+
+def test_newer_than_the_newest_release_read_uses_its_rules_and_says_so() -> None:
+    newest, later = atlas.releases("vllm")[-1], _later("vllm")
+    intent = _read(["vllm", "serve", "M", "--no-such-flag", "3"], later)
+    assert intent.reader_release == newest and intent.reader_relation == "newer-than-newest"
+    assert intent.reader_note is not None and f"rules of vLLM {newest} applied to {later}" in intent.reader_note
+    assert intent.refused == ["unrecognized arguments: --no-such-flag 3"]  # FC703 then warns (tests/checks)
+
+
+def test_older_than_the_oldest_release_read_is_one_note() -> None:
+    intent = _read(["vllm", "serve", "M", "--swap-space", "4"], "0.4.0")
+    assert intent.reader_release is None and intent.reader_relation == "older-than-oldest"
+    oldest = atlas.releases("vllm")[0]
+    assert intent.reader_note == (
+        f"vLLM 0.4.0 is older than the oldest release read ({oldest}): its command line is not judged"
+    )
+
+
+def test_nested_config_records_are_validated_by_release() -> None:
+    """vLLM refuses an unknown key of a nested record ('Unexpected keyword argument'); the
+    0.33 table used to check only the top-level keys."""
+    bad = json.dumps({"mode": 3, "pass_config": {"unknown_pass": True}})
+    for line in (
+        ["vllm", "serve", "M", "--compilation-config", bad],
+        ["vllm", "serve", "M", "-cc.pass_config.unknown_pass", "true"],
+    ):
+        refused = parse_command(line).intent.refused  # the conformance release's reading
+        assert refused and "PassConfig" in refused[0] and "unknown_pass" in refused[0], line
+    good = json.dumps({"mode": 3, "pass_config": {"eliminate_noops": True}})
+    assert parse_command(["vllm", "serve", "M", "--compilation-config", good]).intent.refused == []
+    assert parse_command(["vllm", "serve", "M", "-cc.pass_config.eliminate_noops", "true"]).intent.refused == []
+    # a release that reads pass_config as a record judges it by its own fields
+    with_records = [r for r in atlas.releases("vllm") if "PassConfig" in atlas.records("vllm", r)]
+    assert with_records
+    for release in with_records:
+        fields = atlas.records("vllm", release)["PassConfig"]
+        name = next(f if isinstance(f, str) else f[0] for f in fields)
+        ok = json.dumps({"pass_config": {name: None}})
+        assert _read(["vllm", "serve", "M", "--compilation-config", ok], release).refused == [], release
+        bad_here = json.dumps({"pass_config": {"unknown_pass": True}})  # "mode" was "level" before 0.11
+        refused = _read(["vllm", "serve", "M", "--compilation-config", bad_here], release).refused
+        assert refused and "unknown_pass" in refused[0], release
+
+
+def test_a_release_between_two_read_uses_the_older_ones_options() -> None:
+    # no vLLM 0.8.6 was released: 0.8.5.post1 speaks for it
+    intent = _read(["vllm", "serve", "M", "--swap-space", "4"], "0.8.6")
+    assert intent.reader_relation == "between" and intent.reader_release == "0.8.5.post1"
+    assert intent.refused == []
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_the_parser_of_every_release_read_builds(engine: str) -> None:
+    from flightcheck._launch import engine_args
+
+    for release in atlas.releases(engine):
+        parser = engine_args.release_parser(engine, release)
+        strings = {s for o in atlas.options(engine, release) for s in o["option_strings"]}
+        assert strings <= set(parser._option_string_actions), release
