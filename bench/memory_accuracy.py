@@ -56,6 +56,21 @@ def main() -> int:
             f"{r.index:>2} {lo:.2f} GiB counted (certain); {hi:.2f} GiB if NVLS allocated: "
             f"error {_f(r.error_gib, '{:+.2f}')} GiB -> {_f((r.error_gib or 0) - (hi - lo), '{:+.2f}')} GiB"
         )
+    broken = [r for r in rows if r.excluded is None and r.terms]
+    if broken:
+        print("\nper-term error where the log breaks the profile down (predicted - logged, GiB):")
+    for r in broken:
+        cells = " · ".join(f"{k} {pr:.2f} - {lg:.2f} = {pr - lg:+.2f}" for k, (pr, lg) in (r.terms or {}).items())
+        print(f"{r.index:>2} {r.model[:30]:30} {cells}")
+    outside = [r for r in rows if r.excluded is None and r.inside_tolerance is False]
+    if outside:
+        print("\nlogged budget outside the reported [low, high] bound, widened by max(3%, 0.5 GiB):")
+    for r in outside:
+        print(f"{r.index:>2} logged {r.logged_gib:.2f} not in [{r.low_gib:.2f}, {r.high_gib:.2f}] GiB")
+    print(
+        f"\n{s['inside']} of {s['bounded']} scored points have the logged budget inside the reported bound; "
+        f"{s['inside_tolerance']} inside it widened by max(3%, 0.5 GiB)"
+    )
     print(
         f"\n{s['scored']} of {s['points']} points scored; {s['within']} ({100 * s['share_within']:.1f}%) within "
         f"max(3%, 0.5 GiB); median |error| {s['median_abs_error_gib']:.2f} GiB, max {s['max_abs_error_gib']:.2f} GiB; "

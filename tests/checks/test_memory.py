@@ -10,7 +10,16 @@ from pathlib import Path
 import pytest
 
 from support.ckptgen import load_config, write_checkpoint
-from support.evaluation import assert_fires, assert_silent, counting_bug, facts, host_doc, results, statuses
+from support.evaluation import (
+    assert_fires,
+    assert_silent,
+    counting_bug,
+    evaluated,
+    facts,
+    host_doc,
+    results,
+    statuses,
+)
 
 GiB = 1 << 30
 H200_BYTES = 150754820096
@@ -62,7 +71,17 @@ def test_kimi_fits_where_it_should(ckpts) -> None:
     for f, tp in ((facts("b300"), 8), (h200(), 16)):
         for code in ("FC401", "FC402", "FC403", "FC404"):
             assert_silent(code, f, model=ckpts["kimi-k2-instruct"], tensor_parallel_size=tp)
-    assert_silent("FC402", h200(), model=ckpts["kimi-k2-instruct"], tensor_parallel_size=8, kv_cache_dtype="fp8")
+    # fp8 KV at TP 8 on H200 fits the estimate (5.2 GiB for 4.3) but not the bound's low end:
+    # NCCL's connections made on first use land after the snapshot (budget.bound_terms) — a
+    # warning naming the margin, never a stop
+    got = evaluated(
+        "FC402",
+        results(h200(), model=ckpts["kimi-k2-instruct"], tensor_parallel_size=8, kv_cache_dtype="fp8")["FC402"],
+    )
+    assert [r.severity.value for r in got if r.status.value == "fail"] == ["warning"]
+    (r,) = got
+    assert "as low as" in r.message and "nccl after snapshot" in r.message
+    assert r.evidence["kv_budget_low_bytes"] < r.evidence["kv_budget_bytes"] <= r.evidence["kv_budget_high_bytes"]
 
 
 def test_fc401_weights_too_big_names_the_smallest_tp(ckpts) -> None:
@@ -212,7 +231,11 @@ def test_fc402_each_fix_line_alone_makes_it_fit(ckpts, model: str, intent: dict)
     (r,) = assert_fires("FC402", h200(), **launch)
     assert r.fix and "holds the weights" not in r.message
     for line in r.fix.splitlines():
-        assert_silent("FC402", h200(), **{**launch, **_apply(line)})
+        # no stop after any one fix; a warning only where the bound's low end is still short
+        # (budget.bound_terms: NCCL's connections on first use at TP > 1), never at the estimate
+        got = evaluated("FC402", results(h200(), **{**launch, **_apply(line)})["FC402"])
+        failing = [x for x in got if x.status.value == "fail"]
+        assert all(x.severity.value == "warning" and "as low as" in x.message for x in failing), line
 
 
 def test_a_bug_in_the_memory_model_is_unknown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

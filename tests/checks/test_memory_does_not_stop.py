@@ -128,3 +128,32 @@ def test_no_gpu_gives_clean_memory_verdicts_not_a_crash(ckpts, gpus: str) -> Non
             assert "crash" not in r.message, (code, r.message)
             assert r.status.value != "fail" or r.severity.value != "error", (code, r.message)
     assert {r.status.value for r in got["FC404"]} == {"pass"}  # the layout needs no GPU facts
+
+
+def test_fc402_does_not_stop_a_shortfall_an_unknown_release_may_cover(ckpts) -> None:
+    """No vLLM release known: the budget is a bound over the releases' rules (0.92 utilization
+    from 0.20.0, the CUDA-graph estimate not subtracted before it: ``budget.bound_terms``).
+    Short by 0.4 GiB at the point, inside the high end: a warning naming the bound, not a
+    stop; short beyond the high end (+ the estimate's error), a stop."""
+    import copy
+
+    from flightcheck import evaluate
+    from flightcheck._vocabulary.facts import from_dict
+    from flightcheck._vocabulary.intent import Intent
+
+    doc = copy.deepcopy(host_doc("hgx-h100"))
+    doc["python"]["packages"]["vllm"] = None
+    node = from_dict(doc)
+    kw: dict[str, Any] = {"model": ckpts["llama-3-8b"], "tensor_parallel_size": 1}
+    memory = evaluate(node, Intent(max_model_len=8192, **kw)).memory
+    per, bound = memory["per_rank"], memory["kv_budget_bound"]
+    assert bound["terms"]["release_unknown"]["above_bytes"] > 2**30 // 2
+    assert bound["low_bytes"] <= per["kv_budget_bytes"] < bound["high_bytes"] == per["kv_budget_high_bytes"]
+    per_token, budget = per["kv_bytes_per_token"], per["kv_budget_bytes"]
+    near = int((budget + 0.4 * 2**30) // per_token)
+    assert stops("FC402", node, max_model_len=near, **kw) == []
+    (r,) = [r for r in results(node, max_model_len=near, **kw)["FC402"] if r.status.value == "fail"]
+    assert r.severity.value == "warning" and "release unknown" in r.message and "between" in r.message
+    far = int((bound["high_bytes"] + 0.5 * 2**30) // per_token)
+    ((status, _message),) = stops("FC402", node, max_model_len=far, **kw)
+    assert status == "fail"

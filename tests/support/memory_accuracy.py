@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flightcheck._knowledge import vllm
+from flightcheck._knowledge import nccl, vllm
 from flightcheck._memory.budget import (
     NEAR_MISS,
     Batch,
     Interconnect,
     activations,
+    bound_terms,
     communication,
     default_reserve,
     forward_peak,
@@ -244,6 +245,27 @@ class Row:
     #: 0.11), (low, high) GiB, where the point records its interconnect (``interconnect``)
     comm_gib: tuple[float, float] | None = None
     excluded: str | None = None
+    #: the KV budget's [low, high] bound (``budget.bound_terms``), GiB
+    low_gib: float | None = None
+    high_gib: float | None = None
+    #: per-term (predicted, logged) GiB where the log breaks the profile down
+    terms: dict[str, tuple[float, float]] | None = None
+
+    @property
+    def inside(self) -> bool | None:
+        """The logged budget lies inside the reported [low, high] bound."""
+        if self.logged_gib is None or self.low_gib is None or self.high_gib is None:
+            return None
+        return self.low_gib - 0.005 <= self.logged_gib <= self.high_gib + 0.005
+
+    @property
+    def inside_tolerance(self) -> bool | None:
+        """Inside the bound widened by the point's own tolerance, max(3 %, 0.5 GiB): the bound
+        holds only the facts not known before the launch, not the estimate's error."""
+        if self.logged_gib is None or self.low_gib is None or self.high_gib is None:
+            return None
+        tol = max(0.03 * abs(self.logged_gib), 0.5)
+        return self.low_gib - tol <= self.logged_gib <= self.high_gib + tol
 
     @property
     def error_gib(self) -> float | None:
@@ -396,6 +418,35 @@ def evaluate() -> list[Row]:
         requested = math.ceil(total * GiB * util)
         available = requested - weights * GiB - reserve
         row.predicted_gib = available / GiB
+        # the bound the report gives (budget.bound_terms), on the interconnect the point records
+        icx = Interconnect(
+            (ic or {}).get("nvlinks"),
+            (ic or {}).get("nvswitch"),
+            (ic or {}).get("compute_capability") or cc,
+            (ic or {}).get("multicast"),
+        )
+        terms = bound_terms(
+            engine_version=p["vllm_version"] or p.get("vllm_version_inferred"),
+            total=int(total * GiB),
+            utilization_set=bool(p["gpu_memory_utilization"]),
+            cudagraphs_counted=batch.cudagraphs and not p["enforce_eager"],
+            tp=tp,
+            comm=communication(layout, icx, p["vllm_version"] or p.get("vllm_version_inferred"), {}, 1)
+            if tp > 1
+            else None,
+            lazy_connect=not nccl.connects_at_init({}, vllm.nccl_cumem_forced_off(v)),
+        )
+        row.low_gib = row.predicted_gib - sum(t.below for t in terms.values()) / GiB
+        row.high_gib = row.predicted_gib + sum(t.above for t in terms.values()) / GiB
+        _, parts = default_reserve(cfg, layout, "vllm", eager=bool(p["enforce_eager"]), batch=batch)
+        breakdown = {
+            "activations": (
+                (parts.get("activations", 0) + parts.get("vision_encoder", 0)) / GiB,
+                lg.get("activation_peak_gib"),
+            ),
+            "non_torch": (parts.get("non_torch", 0) / GiB, lg.get("non_torch_gib")),
+        }
+        row.terms = {k: (pr, lgd) for k, (pr, lgd) in breakdown.items() if lgd is not None} or None
         if p.get("logged_worker") == "non-driver" and vllm.V0_SAMPLER_ON_DRIVER_ONLY:
             # the figure is a V0 non-driver worker's (point 32): no dummy sampler run on that
             # rank, so its peak is the forward pass alone; the driver's budget (with the
@@ -455,6 +506,9 @@ def summary(rows: list[Row]) -> dict[str, Any]:
         "scored": len(scored),
         "within": sum(1 for r in scored if r.within),
         "share_within": (sum(1 for r in scored if r.within) / len(scored)) if scored else 0.0,
+        "bounded": sum(1 for r in scored if r.inside is not None),
+        "inside": sum(1 for r in scored if r.inside),
+        "inside_tolerance": sum(1 for r in scored if r.inside_tolerance),
         "median_abs_error_gib": statistics.median(errors) if errors else None,
         "max_abs_error_gib": max(errors) if errors else None,
     }

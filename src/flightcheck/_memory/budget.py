@@ -367,6 +367,86 @@ def pre_snapshot(
     return parts
 
 
+class Term(msgspec.Struct, frozen=True):
+    """One fact the launch does not decide before it starts: how far it may put the KV budget
+    ``below`` / ``above`` the point estimate, and the engine source it is read from."""
+
+    below: int
+    above: int
+    source: str
+
+
+def bound_terms(
+    *,
+    engine_version: str | None,
+    total: int,
+    utilization_set: bool,
+    cudagraphs_counted: bool,
+    tp: int,
+    comm: Communication | None,
+    lazy_connect: bool,
+) -> dict[str, Term]:
+    """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
+    only widens it; an empty dict where the inputs decide everything).
+
+    - ``nccl_after_snapshot``: from 0.11.0 the worker's baseline snapshot is taken after
+      ``init_worker_distributed_environment`` (v1/worker/gpu_worker.py ``init_device``) and
+      the profile's ``non_torch_increase`` is the non-torch growth since that snapshot
+      (utils/mem_utils.py ``memory_profiling``: ``diff_from_create.non_torch_memory``) — read
+      in 0.19.0 and 0.33.0 (and the 0.11.0 / 0.12.0 wheels, ``vllm.SNAPSHOT_AFTER_DISTRIBUTED_SINCE``).
+      The communicator of torch's device group is created by the profile run's first
+      collective, and with cuMem on (NCCL's default from vLLM 0.10.2, ``nccl.connects_at_init``)
+      the pynccl communicator made before the snapshot connects its rings, trees and NVLS
+      buffers only when a collective first needs them — during the weight load or the
+      profile run, after the snapshot. Which algorithm's connections the profile's all-reduce
+      makes is NCCL's tuner's choice by size (ring, tree, NVLS): the budget may be up to
+      ``communicators x comm.high`` lower (``nccl.communicator_bytes``), 0 at best.
+      Custom all-reduce's IPC buffers, its 8 MiB ``rank_data`` and torch symmetric memory
+      are allocated in ``CudaCommunicator.__init__`` (device_communicators/cuda_communicator.py,
+      custom_all_reduce.py, symm_mem.py; 0.19.0 and 0.33.0) during the distributed init,
+      before the snapshot: outside the budget (FC406's slack), not a term. Extrapolated past
+      0.33.0. The public 8 x H100 0.19 breakdowns' ~2.1 GiB non-torch at TP 2 and 4 is more
+      than this term's high end (0.56 GiB at TP 2, 1.4 GiB at TP 4 on one NVSwitch node): the
+      rest is not derived yet, so it is not in the bound.
+    - ``release_unknown``: with no release known the point takes each release rule's
+      conservative side (utilization 0.9, the CUDA-graph estimate subtracted, the
+      communicators after the snapshot); the budget may be higher by what the other side
+      gives: ``ceil(total x 0.92) - ceil(total x 0.9)`` (the 0.20.0 default,
+      ``vllm.UTILIZATION_DEFAULTS``) unless the launch sets the utilization, and the graph
+      estimate (not subtracted before 0.20.0, ``vllm.CUDAGRAPHS_IN_BUDGET_SINCE``)."""
+    v = release(engine_version)
+    terms: dict[str, Term] = {}
+    after = v is None or not vllm.comm_in_budget(v)
+    if tp > 1 and comm is not None and after:
+        # lazily connected: both communicators' connections land after the snapshot; at init
+        # only torch's device-group communicator (created by the profile run) does
+        n = vllm.TP_COMMUNICATORS_IN_BUDGET if (lazy_connect or v is None) else 1
+        below = n * comm.high
+        if below:
+            terms["nccl_after_snapshot"] = Term(
+                below,
+                0,
+                "v1/worker/gpu_worker.py init_device + utils/mem_utils.py memory_profiling "
+                "(0.11.0, 0.12.0, 0.19.0, 0.33.0): NCCL connections made on first use count as non-torch",
+            )
+    if v is None:
+        above = 0
+        if not utilization_set:
+            above += usable_bytes(total, max(u for _, u in vllm.UTILIZATION_DEFAULTS)) - usable_bytes(
+                total, vllm.default_utilization(None)
+            )
+        if cudagraphs_counted:
+            above += CUDA_GRAPHS
+        if above:
+            terms["release_unknown"] = Term(
+                0,
+                above,
+                "no release known: gpu_memory_utilization 0.92 from 0.20.0 (else 0.9) and the "
+                "CUDA-graph estimate subtracted from 0.20.0 (v1/worker/gpu_worker.py)",
+            )
+    return terms
+
+
 _NO_KV = KvShape(0.0)
 
 
@@ -384,6 +464,10 @@ class Fit(msgspec.Struct, frozen=True):
     stage: int = 0  # which PP stage
     shape: KvShape = _NO_KV  # that stage's KV demand
     kv_override: int | None = None  # --kv-cache-memory-bytes: the KV budget, utilization ignored
+    #: how far the facts not known before the launch may put the budget below / above the
+    #: point (:func:`bound_terms`; 0 with --kv-cache-memory-bytes, which fixes the budget)
+    below: float = 0.0
+    above: float = 0.0
 
     @property
     def kv_budget(self) -> float:
@@ -393,9 +477,29 @@ class Fit(msgspec.Struct, frozen=True):
         return self.usable - self.weights - self.reserve
 
     @property
+    def kv_budget_low(self) -> float:
+        return self.kv_budget - self.below
+
+    @property
+    def kv_budget_high(self) -> float:
+        return self.kv_budget + self.above
+
+    @property
     def weights_fit(self) -> bool:
         room = self.total if self.kv_override is not None else self.usable
         return self.weights <= room - self.reserve
+
+    @property
+    def weights_fit_high(self) -> bool:
+        """The weights fit where the facts not known before the launch are kindest."""
+        room = self.total if self.kv_override is not None else self.usable
+        return self.weights <= room - self.reserve + self.above
+
+    @property
+    def weights_fit_low(self) -> bool:
+        """The weights fit even where those facts are least kind."""
+        room = self.total if self.kv_override is not None else self.usable
+        return self.weights <= room - self.reserve - self.below
 
     @property
     def kv_fits(self) -> bool:

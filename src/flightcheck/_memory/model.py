@@ -11,13 +11,15 @@ from typing import Any
 
 import msgspec
 
-from flightcheck._knowledge import engines, sglang, vllm
+from flightcheck._knowledge import engines, nccl, sglang, vllm
 from flightcheck._memory.budget import (
     Batch,
     Communication,
     Fit,
     GiB,
     Interconnect,
+    Term,
+    bound_terms,
     communication,
     default_reserve,
     default_utilization,
@@ -279,6 +281,8 @@ class MemoryModel(msgspec.Struct):
         # each stage allocates its own layers (``shape``, the token capacity), but the check
         # may be of the whole model's KV (``kv_checked_whole``)
         whole = _merged(shapes) if self.kv_checked_whole(lay) and len(shapes) > 1 else None
+        terms = self.bound_terms(lay) if override is None else {}
+        below, above = float(sum(t.below for t in terms.values())), float(sum(t.above for t in terms.values()))
         for i, stage in enumerate(stages):
             w = max(0.0, sum(stage.values()) - self.cpu_offload_bytes)
             shape = shapes[i]
@@ -286,7 +290,19 @@ class MemoryModel(msgspec.Struct):
             need = checked.bytes_for(length) if length else 0.0
             f = Fit(self.total, util, usable, reserve, w, need, length, 0, i, shape, override)
             f = Fit(
-                self.total, util, usable, reserve, w, need, length, checked.max_len(f.kv_budget), i, shape, override
+                self.total,
+                util,
+                usable,
+                reserve,
+                w,
+                need,
+                length,
+                checked.max_len(f.kv_budget),
+                i,
+                shape,
+                override,
+                below,
+                above,
             )
             if worst is None or (f.fits, f.max_model_len_fit, -f.weights) < (
                 worst.fits,
@@ -377,6 +393,24 @@ class MemoryModel(msgspec.Struct):
         (``budget.communication``)."""
         lay = layout or self.layout
         return communication(lay, self.interconnect, self.engine_version, self.nccl_env, communicators)
+
+    def bound_terms(self, layout: Layout | None = None) -> dict[str, Term]:
+        """The facts not known before the launch that widen the KV budget into [low, high]
+        (``budget.bound_terms``); none for SGLang or with GPU memory unknown."""
+        if self.engine != "vllm" or self.total is None:
+            return {}
+        lay = layout or self.layout
+        v = release(self.engine_version)
+        lazy = not nccl.connects_at_init(self.nccl_env, vllm.nccl_cumem_forced_off(v))
+        return bound_terms(
+            engine_version=self.engine_version,
+            total=self.total,
+            utilization_set=self.utilization_set,
+            cudagraphs_counted=self.batch.cudagraphs and not self.eager and not self.reserve_set,
+            tp=lay.tp,
+            comm=None if self.reserve_set else self.communication(lay),
+            lazy_connect=lazy,
+        )
 
     def comm_in_reserve(self, layout: Layout | None = None) -> int:
         """vLLM before 0.11.0 snapshots before the distributed init, so its communicators sit
@@ -480,6 +514,8 @@ class MemoryModel(msgspec.Struct):
             per.update(
                 usable_bytes=fit.usable,
                 kv_budget_bytes=int(fit.kv_budget),
+                kv_budget_low_bytes=int(fit.kv_budget_low),
+                kv_budget_high_bytes=int(fit.kv_budget_high),
                 kv_bytes_for_max_model_len=int(fit.kv_need),
                 free_bytes=int(fit.spare),
                 weights_bytes=int(fit.weights),
@@ -535,6 +571,18 @@ class MemoryModel(msgspec.Struct):
                 "gpu_memory_utilization": self.utilization,
                 "gpu_memory_utilization_source": self.utilization_source,
                 "reserve_breakdown": self.reserve_parts or None,
+                # what the facts not known before the launch do to the KV budget: [low, high]
+                # and each term (``budget.bound_terms``); null where nothing is undecided
+                "kv_budget_bound": {
+                    "low_bytes": int(fit.kv_budget_low),
+                    "high_bytes": int(fit.kv_budget_high),
+                    "terms": {
+                        k: {"below_bytes": t.below, "above_bytes": t.above, "source": t.source}
+                        for k, t in self.bound_terms().items()
+                    },
+                }
+                if fit is not None and (fit.below or fit.above)
+                else None,
                 "reserve_source": self.reserve_source,
                 "kv_cache_dtype": self.kv_cache_dtype,
                 "speculative": self._speculative_block(parts, stage),

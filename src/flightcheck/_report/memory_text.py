@@ -89,6 +89,17 @@ def render_memory(console: Any, memory: dict[str, Any]) -> None:
         f"   [blue]weights[/blue] {_gib(weights)} · [magenta]KV[/magenta] {_gib(kv)}{tok} · "
         f"[yellow]reserve[/yellow] {_gib(reserve)} · [green]free[/green] {_gib(max(0.0, free))}"
     )
+    bound = memory.get("kv_budget_bound") or {}
+    if bound:
+        # the facts not known before the launch: the KV budget as [low, high], term by term
+        terms = ", ".join(
+            f"{escape(str(k))} -{_gib(t.get('below_bytes') or 0)}/+{_gib(t.get('above_bytes') or 0)}"
+            for k, t in (bound.get("terms") or {}).items()
+        )
+        console.print(
+            f"   KV budget {_gib(per.get('kv_budget_bytes') or 0)}, between "
+            f"{_gib(bound.get('low_bytes') or 0)} and {_gib(bound.get('high_bytes') or 0)} ({terms})"
+        )
     _lines(console, memory, per)
 
 

@@ -69,6 +69,17 @@ def _where(lf: Any) -> str:
     return f"{lf.gpus} GPUs{nodes}; {_gib(lf.weights)} of weights per GPU"
 
 
+def _terms(m: Any) -> str:
+    """The bound's terms in words (``budget.bound_terms``)."""
+    said = []
+    for name, t in m.bound_terms().items():
+        if t.below:
+            said.append(f"{name.replace('_', ' ')} up to {_gib(t.below)} less")
+        if t.above:
+            said.append(f"{name.replace('_', ' ')} up to {_gib(t.above)} more")
+    return ", ".join(said) or "no undecided terms"
+
+
 def _fitting_layouts(m: Any) -> tuple[list[str], str]:
     """(flags of the smallest layouts where the weights and one max-length sequence fit —
     the fewest GPUs, and TP alone when that differs — and a sentence saying so; no flags
@@ -151,7 +162,21 @@ def weights_exceed_gpu_memory(ctx: Context) -> Iterator[Outcome]:
         )
         return
     ev = {"weights_bytes": int(f.weights), "usable_bytes": f.usable, "reserve_bytes": f.reserve}
-    if not f.weights_fit:
+    if f.below or f.above:
+        ev.update(kv_budget_low_bytes=int(f.kv_budget_low), kv_budget_high_bytes=int(f.kv_budget_high))
+    if f.weights_fit_high and not f.weights_fit_low:
+        # the facts not known before the launch decide it: a warning naming the margin
+        margin = f.weights - (f.usable - f.reserve)
+        yield fail(
+            f"weights need {_gib(f.weights)} per GPU at {m.layout.describe(m.engine)}: "
+            + (f"over the estimate by {_gib(margin)}" if margin > 0 else f"{_gib(-margin)} under the estimate")
+            + f", but what is left after them is between {_gib(f.kv_budget_low)} and {_gib(f.kv_budget_high)} "
+            f"({_terms(m)}): the engine may load them or run out of memory",
+            severity=WARNING,
+            evidence=ev,
+        )
+        return
+    if not f.weights_fit_high:
         flags, hint = _fitting_layouts(m)
         if not flags:
             flags, hint = _weights_layout(m)
@@ -227,7 +252,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     if f is None:
         yield unknown(f"cannot evaluate: GPU memory unknown ({m.gpu_error})")
         return
-    if not f.weights_fit:
+    if not f.weights_fit_high:
         raise Skip("the weights alone do not fit (FC401)")
     # the bytes a token of the KV vLLM checks: the whole model's with PP on vLLM 0.14 - 0.16
     per_tok = m.kv_checked(stage=f.stage).per_token
@@ -236,8 +261,19 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         "kv_budget_bytes": int(f.kv_budget),
         "max_model_len_fit": f.max_model_len_fit,
     }
+    if f.below or f.above:
+        ev.update(kv_budget_low_bytes=int(f.kv_budget_low), kv_budget_high_bytes=int(f.kv_budget_high))
+    checked = m.kv_checked(stage=f.stage)
     if m.requested_len == AUTO:
-        if f.max_model_len_fit <= 0:
+        if f.max_model_len_fit <= 0 and checked.max_len(f.kv_budget_high) > 0:
+            yield fail(
+                f"no room for any KV cache at the estimate ({_gib(f.kv_budget)} left after weights and "
+                f"reserve), but the budget may be up to {_gib(f.kv_budget_high)} ({_terms(m)}): "
+                "the engine may start with a short context or refuse",
+                severity=WARNING,
+                evidence=ev,
+            )
+        elif f.max_model_len_fit <= 0:
             flags, hint = _fitting_layouts(m)
             yield fail(
                 f"no room for any KV cache: {_gib(f.kv_budget)} left after weights and reserve; {hint}",
@@ -259,6 +295,20 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     # SGLang's pool is whole pages (pool_configurator.py ``calculate_pool_sizes``): the
     # unrounded fit can hold the context while the pool, up to a page smaller, does not
     pages_short = pool is not None and pool["kv_tokens"] < f.max_model_len
+    if pool is None and f.kv_fits and f.max_model_len_fit > 0 and f.kv_need > f.kv_budget_low:
+        # fits at the estimate, not at the bound's low end: the margin, as a warning
+        low_fit = checked.max_len(f.kv_budget_low)
+        ev["kv_shortfall_low_bytes"] = int(f.kv_need - f.kv_budget_low)
+        yield fail(
+            f"KV for {f.max_model_len:,} tokens needs {_gib(f.kv_need)}: it fits the estimated "
+            f"{_gib(f.kv_budget)}, but the budget may be as low as {_gib(f.kv_budget_low)} ({_terms(m)}), "
+            f"short by {_gib(f.kv_need - f.kv_budget_low)} there"
+            + (f"; up to {low_fit:,} tokens fit even then" if low_fit > 0 else ""),
+            severity=WARNING,
+            fix=f"{engines.flag(m.engine, 'max_len')} {low_fit}" if low_fit > 0 else "",
+            evidence=ev,
+        )
+        return
     if f.kv_fits and f.max_model_len_fit > 0 and not pages_short:
         table = _sglang_request_table(m, f, pool, ev) if pool is not None else None
         if table is not None:
@@ -281,7 +331,11 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         else m.kv_cache_dtype
     )
     limit, _var, allowed = _window(ctx, m)
-    suggest = f.max_model_len_fit if (limit is None or allowed) else min(f.max_model_len_fit, limit // 16 * 16)
+    # the length that fits even the bound's low end (budget.bound_terms): a fix leaves no warning
+    low_fit = min(f.max_model_len_fit, checked.max_len(f.kv_budget_low)) if f.below else f.max_model_len_fit
+    if low_fit <= 0:
+        low_fit = f.max_model_len_fit
+    suggest = low_fit if (limit is None or allowed) else min(low_fit, limit // 16 * 16)
     if pool is not None:  # what SGLang's pool of whole pages holds
         suggest = min(suggest, pool["kv_tokens"])
     options = [f"{flag('max_len', m.engine)} {suggest}"]
@@ -312,6 +366,19 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         return
     shortfall = f.kv_need - f.kv_budget
     ev["kv_shortfall_bytes"] = int(shortfall)
+    if f.above and f.kv_need - f.kv_budget_high <= NEAR_MISS:
+        # short at the estimate, but a fact not known before the launch may make it fit: an
+        # error only when even the bound's high end does not hold it
+        yield fail(
+            f"one sequence of {f.max_model_len:,} tokens needs {_gib(f.kv_need)} of KV cache "
+            f"({int(per_tok):,} B/token, {dtype}); the budget per GPU is between "
+            f"{_gib(max(0.0, f.kv_budget_low))} and {_gib(f.kv_budget_high)} ({_terms(m)}): short by "
+            f"{_gib(shortfall)} at the estimate, so vLLM may start or may refuse after loading; " + "; ".join(said),
+            severity=WARNING,
+            fix="\n".join(options) if options else hint,
+            evidence=ev,
+        )
+        return
     if shortfall <= NEAR_MISS:
         # within the estimate's measured error: vLLM may well start (a warning, never a stop)
         yield fail(
