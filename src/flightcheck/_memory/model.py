@@ -396,8 +396,9 @@ class MemoryModel(msgspec.Struct):
 
     def bound_terms(self, layout: Layout | None = None) -> dict[str, Term]:
         """The facts not known before the launch that widen the KV budget into [low, high]
-        (``budget.bound_terms``); none for SGLang or with GPU memory unknown."""
-        if self.engine != "vllm" or self.total is None:
+        (``budget.bound_terms``: vLLM's profiled budget); none for an engine whose reserve is
+        not profiled (SGLang) or with GPU memory unknown."""
+        if self._rules.reserve != "profile" or self.total is None:
             return {}
         lay = layout or self.layout
         v = release(self.engine_version)
