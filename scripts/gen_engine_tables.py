@@ -283,7 +283,7 @@ def vllm_envs() -> dict:
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             target, value = node.targets[0].id, node.value
         if target == "environment_variables" and isinstance(value, ast.Dict):
-            for k, v in zip(value.keys, value.values):
+            for k, v in zip(value.keys, value.values, strict=False):
                 if isinstance(k, ast.Constant) and isinstance(k.value, str):
                     getters[k.value] = v
 

@@ -353,7 +353,7 @@ def test_memory_block_reports_vllm_kv_capacity(ckpts) -> None:
 def _h100_used(used: list[int]):
     doc = host_doc("b300")
     gpus = copy.deepcopy(doc["gpus"])
-    for g, u in zip(gpus, used):
+    for g, u in zip(gpus, used, strict=False):
         g.update(
             name="NVIDIA H100 80GB HBM3", memory_total_bytes=80 * GiB, memory_used_bytes=u, memory_reserved_bytes=0
         )

@@ -18,7 +18,7 @@ from support.evaluation import host_doc
 
 BILLION_LAUGHS = "\n".join(
     ['a: &a ["x","x","x","x","x","x","x","x","x"]']
-    + [f"{c}: &{c} [{','.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi")]
+    + [f"{c}: &{c} [{','.join([f'*{p}'] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi", strict=False)]
 )
 
 

@@ -44,7 +44,11 @@ def test_vllm_load_formats_and_their_loaders(site: Path) -> None:
         and n.target.id == "_LOAD_FORMAT_TO_MODEL_LOADER"
     )
     assert isinstance(table, ast.Dict)
-    loaders = {ast.literal_eval(k): v.id for k, v in zip(table.keys, table.values) if k and isinstance(v, ast.Name)}
+    loaders = {
+        ast.literal_eval(k): v.id
+        for k, v in zip(table.keys, table.values, strict=False)
+        if k and isinstance(v, ast.Name)
+    }
     default = {fmt for fmt, cls in loaders.items() if cls == "DefaultModelLoader"}
     assert default == set(vllm.LOAD_FORMAT_FILES), "the formats the default loader globs for"
     assert {fmt for fmt, cls in loaders.items() if cls == "DummyModelLoader"} == set(vllm.NO_WEIGHT_LOAD_FORMATS)

@@ -31,7 +31,7 @@ CASES = [
 def test_limits_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
     kwargs = [{"limit_per_prompt": doc} for _, doc in CASES] + [{"language_model_only": True}]
     theirs = conformance.probe(engine_python, PROBE, kwargs, tmp_path)
-    for (flags, _), got in zip(CASES, theirs):
+    for (flags, _), got in zip(CASES, theirs, strict=False):
         skip, limits = vllm.mm_profiling(flags)
         assert skip is None
         assert [vllm.mm_limit(limits, m) for m in ("image", "video", "audio")] == got

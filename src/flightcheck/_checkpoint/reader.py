@@ -282,7 +282,7 @@ def _load(
         t_index = time.perf_counter()
         parse_index()
         ck.stats = ScanStats(seconds=time.perf_counter() - t_index)
-    for (name, real, key), scan in zip(todo, fresh):
+    for (name, real, key), scan in zip(todo, fresh, strict=False):
         scans[name] = scan
         if _utf8(real):  # the cache (msgpack) keeps UTF-8 paths only
             cache.put_shard(real, key, scan)

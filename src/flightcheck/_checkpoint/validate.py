@@ -289,7 +289,7 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
     if bits != list(map(lshift, spans, repeat(3))):
         # the first offender in name order, as safetensors (which reads a sorted map) says
         names = sorted(header)
-        bad = {k for k, b, s in zip(header, bits, spans) if b != s * 8}
+        bad = {k for k, b, s in zip(header, bits, spans, strict=False) if b != s * 8}
         name = next(n for n in names if n in bad)
         e = header[name]
         n_bits = math.prod(e.shape or ()) * DTYPE_BITS[e.dtype or ""]
@@ -320,7 +320,7 @@ def _check_tensors(scan: ShardScan, header: dict[str, _Entry], file_size: int | 
     names = sorted(header)
     scan.names_digest = names_digest(names)
     # the groups want name order: each tensor's span by name, the rest read per group
-    scan.groups = group_tensors(names, header, dict(zip(header, spans)))
+    scan.groups = group_tensors(names, header, dict(zip(header, spans, strict=False)))
     return scan
 
 
@@ -340,7 +340,7 @@ def _tiled(starts: list[int], ends: list[int], spans: list[int]) -> bool:
     if starts[0] == 0 and starts[1:] == ends[:-1]:
         return True  # already in data order (as most writers leave them): abutting from 0
     if 0 in spans:
-        order = sorted(zip(starts, ends))
+        order = sorted(zip(starts, ends, strict=False))
         o_starts = list(map(itemgetter(0), order))
         o_ends = list(map(itemgetter(1), order))
     else:
@@ -467,7 +467,7 @@ def _explain_invalid(raw: bytes, exc: msgspec.ValidationError) -> str:
 
 def _explain_offsets(names: list[str], offsets: list[tuple[int, int]]) -> str:
     """Say where the offsets stop tiling the data region (failures only)."""
-    order = sorted(zip(offsets, names))
+    order = sorted(zip(offsets, names, strict=False))
     (first, fname) = order[0]
     if first[0] != 0:
         return f"the first tensor {fname!r} starts at {_n(first[0])}, not 0: a hole at the start of the data"

@@ -93,7 +93,7 @@ class Probe:
                 None,
                 f"this driver has no {missing[0]}: multicast needs driver R535 or newer",
             )
-        off = [o for o, ok in zip(self.ordinals, self.supported) if not ok]
+        off = [o for o, ok in zip(self.ordinals, self.supported, strict=False) if not ok]
         if off:
             raise Failed(
                 "attribute",
@@ -102,7 +102,7 @@ class Probe:
                 off[0],
                 f"CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED is 0 on device(s) {', '.join(map(str, off))}",
             )
-        for ordinal, dev in zip(self.ordinals, self.devs):
+        for ordinal, dev in zip(self.ordinals, self.devs, strict=False):
             ctx = C.c_void_p()
             self.call("attribute", "cuDevicePrimaryCtxRetain", C.byref(ctx), dev, device=ordinal)
             self.ctxs.append(ctx)
@@ -126,7 +126,7 @@ class Probe:
         prop.size = self.size
         self.mc = C.c_ulonglong()
         self.call("create", "cuMulticastCreate", C.byref(self.mc), C.byref(prop))
-        for i, (ordinal, dev) in enumerate(zip(self.ordinals, self.devs)):  # ALL before any bind
+        for i, (ordinal, dev) in enumerate(zip(self.ordinals, self.devs, strict=False)):  # ALL before any bind
             emit({"event": "stage", "stage": "add_device", "device": ordinal})
             self.use(i, "add_device")
             self.call("add_device", "cuMulticastAddDevice", self.mc, dev, device=ordinal)
@@ -240,7 +240,7 @@ def parse_devices(text: str) -> list[int] | None:
 
 def main(argv: list[str]) -> int:
     """``--devices 0,1|all --handle-type auto|posix_fd|fabric``: run the probe, print the result line."""
-    args = dict(zip(argv[::2], argv[1::2]))
+    args = dict(zip(argv[::2], argv[1::2], strict=False))
     t0 = time.perf_counter()
     drv, path, why = cu.load()
     if drv is None:

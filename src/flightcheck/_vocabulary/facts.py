@@ -382,7 +382,8 @@ class Facts(_S):
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (every field, nulls included)."""
-        return msgspec.to_builtins(self)
+        out: dict[str, Any] = msgspec.to_builtins(self)
+        return out
 
     def to_json(self, indent: int = 1) -> str:
         """The snapshot as JSON text."""

@@ -108,7 +108,7 @@ def multicast_unsupported(ctx: Context) -> Iterator[Outcome]:
     attrs = _attributes(ctx, gpus)
     if attrs is None:
         raise Skip("the multicast attribute is read by the multicast probe (--deep); see FC309")
-    off = [g for g, a in zip(gpus, attrs) if a is False]
+    off = [g for g, a in zip(gpus, attrs, strict=False) if a is False]
     if not off:
         yield ok("multicast supported on every GPU used")
         return

@@ -94,7 +94,7 @@ def _fitting_layouts(m: Any) -> tuple[list[str], str]:
     if len(found) == 2 and found[0].layout == found[1].layout:
         found.pop()
     flags = [lf.layout.describe(m.engine) for lf in found]
-    return flags, " or ".join(f"{fl} fits ({_where(lf)})" for fl, lf in zip(flags, found))
+    return flags, " or ".join(f"{fl} fits ({_where(lf)})" for fl, lf in zip(flags, found, strict=False))
 
 
 def _weights_layout(m: Any) -> tuple[list[str], str]:

@@ -55,7 +55,8 @@ def archs_used(ctx: Context) -> dict[str, list[Gpu]] | None:
             if arch:
                 out.setdefault(arch, []).append(gpu)
         ctx.cache["archs"] = out or None
-    return ctx.cache["archs"]
+    archs: dict[str, list[Gpu]] | None = ctx.cache["archs"]
+    return archs
 
 
 def no_gpu_note(ctx: Context) -> str:
