@@ -90,9 +90,11 @@ def test_a_cache_planted_by_another_user_does_not_make_a_truncated_shard_ready(
     as_nobody("mkdir", "-m", "0700", str(planted))
     as_nobody("sh", "-c", f"cat > {planted / path.name}", stdin=msgspec.msgpack.encode(doc))
     proc = cli("check", "--example", "b300", "--model", str(model), env={"XDG_CACHE_HOME": str(hostile_dir)})
+    # an XDG_CACHE_HOME another user owns is not the caller's cache at all (docs/security.md):
+    # the planted scan is never read, and the truncated shard is found
     assert proc.returncode == 1 and "FC50" in proc.stdout, proc.stdout
-    assert f"{planted} is owned by uid {NOBODY}, not by you" in proc.stdout
-    # and with the directory the caller's own, the file the other user wrote is still refused
+    # and with the directories the caller's own, the file the other user wrote is still refused
+    os.chown(hostile_dir, 0, 0)
     os.chown(planted, 0, 0)
     os.chmod(planted, 0o700)
     proc = cli("check", "--example", "b300", "--model", str(model), env={"XDG_CACHE_HOME": str(hostile_dir)})
