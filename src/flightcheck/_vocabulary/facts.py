@@ -290,6 +290,19 @@ class CompileSmoke(_S):
     cubin_repository_error: str | None = None
 
 
+class CudaLibrary(_S):
+    """The device code in one installed package's extension modules, read from their
+    ``.nv_fatbin`` headers (extension): what decides whether the driver must JIT PTX."""
+
+    version: str | None = None  # the distribution's version
+    files: list[str] | None = None  # the .so files read, relative to the package directory
+    cubins: list[str] | None = None  # archs with a cubin (SASS): "9.0", "10.0a", "12.0f"
+    # PTX arch -> the PTX ISA versions of its entries ({"9.0": ["8.7"]}); [] where the
+    # entries' version field was unreadable
+    ptx: dict[str, list[str]] | None = None
+    problem: str | None = None  # files that could not be read, and why
+
+
 class Python(_S):
     executable: str | None = None
     version: str | None = None
@@ -306,6 +319,9 @@ class Python(_S):
     # extension: the engine's own unconditional requirements on the distributions recorded in
     # ``packages`` (its Requires-Dist), e.g. {"transformers": ">=5.16.1,<5.21.0"}
     engine_pins: dict[str, str] | None = None
+    # extension: the device code of the engine's package and of the kernel packages it loads
+    # (sgl-kernel, flashinfer-jit-cache), by distribution name
+    cuda_libraries: dict[str, CudaLibrary] | None = None
 
 
 class JitCache(_S):
