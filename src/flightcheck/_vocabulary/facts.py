@@ -332,6 +332,18 @@ class JitCache(_S):
     problem: str | None = None  # extension: why the write test failed
 
 
+class RecordedFinding(_S):
+    """One problem the checkpoint reader found when the section was collected (its kind,
+    ``_checkpoint/problems.py``; the file; what is wrong; how to repair it)."""
+
+    kind: str | None = None
+    subject: str | None = None
+    message: str | None = None
+    fix: str | None = None
+    severity: str | None = None  # "warning" / "error" where the reader overrides the check's
+    evidence: dict[str, Any] | None = None
+
+
 class CheckpointFacts(_S):
     model: str | None = None
     path: str | None = None
@@ -340,6 +352,18 @@ class CheckpointFacts(_S):
     # extensions: what else must match between nodes
     commit: str | None = None  # the HF cache snapshot's commit, when --model is a repo id
     config_sha256: str | None = None  # of config.json as stored
+    # extensions: what the reader found, so that ``check --facts`` judges the recorded
+    # checkpoint (FC5xx) where the model is not here to read; absent in older snapshots
+    findings: list[RecordedFinding] | None = None  # [] when the reader found nothing wrong
+    tensors: Count | None = None  # tensors in the shards' headers
+    weight_bytes: Count | None = None  # bytes of the weight files the engine reads
+    index_name: str | None = None  # "model.safetensors.index.json" when there is one
+    config: dict[str, Any] | None = None  # config.json as parsed (FC507); null when unreadable
+    config_error: str | None = None  # why config.json could not be used
+    unread: str | None = None  # why the weight files were not read (a load format not read, ...)
+    blocked: str | None = None  # the model directory itself could not be read
+    gguf_loaded: str | None = None  # the *.gguf file the engine loads (vLLM's Flint)
+    repo_id: str | None = None  # the Hugging Face repo id --model named
 
 
 class Probe(_S):
