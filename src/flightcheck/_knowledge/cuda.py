@@ -82,6 +82,23 @@ def ptx_needs_cuda(isa: tuple[int, int]) -> tuple[tuple[int, int], bool]:
     return PTX_ISA_CUDA[max(older)], False
 
 
+def ptx_accepted(isa: tuple[int, int], driver_cuda: tuple[int, int]) -> bool | None:
+    """Whether a driver of CUDA ``driver_cuda`` JIT-compiles PTX of ISA ``isa`` (a driver
+    accepts the ISAs up to its own CUDA's): None where the table cannot tell (an unlisted
+    ISA on a driver newer than every listed ISA below it and older than any listed above)."""
+    if isa in PTX_ISA_CUDA:
+        return driver_cuda >= PTX_ISA_CUDA[isa]
+    below = [k for k in PTX_ISA_CUDA if k < isa]
+    above = [k for k in PTX_ISA_CUDA if k > isa]
+    if not below:
+        return True
+    if driver_cuda <= PTX_ISA_CUDA[max(below)]:
+        return False
+    if above and driver_cuda >= PTX_ISA_CUDA[min(above)]:
+        return True
+    return None
+
+
 #: PyTorch wheel index tag for a CUDA runtime.
 TORCH_INDEX = "https://download.pytorch.org/whl/cu{0}{1}"
 

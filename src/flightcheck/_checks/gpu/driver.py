@@ -14,6 +14,7 @@ from flightcheck._knowledge.cuda import (
     MAJOR_FLOOR,
     TORCH_INDEX,
     driver_for,
+    ptx_accepted,
     ptx_needs_cuda,
     runs_on,
     torch_cuda_can_build,
@@ -308,8 +309,9 @@ def _judge_ptx(
             evidence=ev,
         )
     needs = [(isa, *ptx_needs_cuda(isa)) for isa in isas]
-    refused = [(isa, cuda, exact) for isa, cuda, exact in needs if drv < cuda or (not exact and drv <= cuda)]
-    undecided = [(isa, cuda) for isa, cuda, exact in needs if not exact and drv > cuda]
+    verdicts = [ptx_accepted(isa, drv) for isa in isas]
+    refused = [v for v in verdicts if v is False]
+    undecided = [v for v in verdicts if v is None]
     if not refused and not undecided:
         return None
     newest_isa, newest_cuda, newest_exact = max(needs)
@@ -324,7 +326,7 @@ def _judge_ptx(
         else f"install a driver of CUDA {cuda_text}"
     ) + (
         f", or a build of {label.split()[0]} with cubins for {sm} (or one built with CUDA <= {drv[0]}.{drv[1]}); "
-        f"data-center GPUs: the cuda-compat package of CUDA {newest_cuda[0]}.{newest_cuda[1]} (forward compatibility)"
+        f"data-center GPUs: the cuda-compat package of CUDA {cuda_text} (forward compatibility)"
     )
     refuses = "the driver JIT rejects PTX newer than itself: CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)"
     if refused and len(refused) == len(needs):
@@ -338,7 +340,7 @@ def _judge_ptx(
     how = (
         "some of it needs a newer CUDA than the driver's"
         if refused
-        else f"PTX ISA {newest_isa[0]}.{newest_isa[1]} is newer than the ISAs known here (extrapolating)"
+        else f"PTX ISA {newest_isa[0]}.{newest_isa[1]} is not in the ISA table read here (extrapolating)"
     )
     return fail(
         f"{where}; driver {ctx.driver.version} supports CUDA {drv[0]}.{drv[1]} and {how}: "
