@@ -212,3 +212,20 @@ def test_hostile_manifests_are_one_line(tmp_path, text, problem):
 def test_quantities():
     assert quantity("20Gi") == 20 << 30 and quantity("16G") == 16_000_000_000 and quantity("8") == 8
     assert quantity(4) == 4 and quantity("lots") is None and quantity(True) is None and quantity("1e3") == 1000
+
+
+def test_command_and_args_expand_as_the_kubelet_does():
+    from flightcheck._collect.k8s_manifest import engine_argv, expand
+
+    env = {"MODEL": "/models/m", "TP": "8"}
+    assert expand("$(MODEL)", env) == "/models/m"
+    assert expand("--x=$(TP)$(TP)", env) == "--x=88"
+    assert expand("$$(MODEL)", env) == "$(MODEL)"  # escaped
+    assert expand("$(UNSET) $( $MODEL $", env) == "$(UNSET) $( $MODEL $"  # left as written
+    c = {
+        "command": ["vllm", "serve"],
+        "args": ["$(MODEL)", "-tp", "$(TP)", "--served-model-name", "$(POD_IP)"],
+        "env": [{"name": "MODEL", "value": "/models/m"}, {"name": "TP", "value": 8}]
+        + [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+    }
+    assert engine_argv(c) == ["vllm", "serve", "/models/m", "-tp", "8", "--served-model-name", "$(POD_IP)"]
