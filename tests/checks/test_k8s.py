@@ -110,6 +110,47 @@ def test_fc9xx_lws_two_node_manifest_is_silent():
         assert_silent(code, f, **intent)
 
 
+def test_fc9xx_kserve_runtime_and_inference_service_merged_are_silent():
+    f, intent = _case("kserve-vllm.yaml")
+    assert intent == {"model": "/mnt/models", "tensor_parallel_size": 8, "pipeline_parallel_size": 1}
+    for code in FITS:
+        assert_silent(code, f, **intent)
+    m = read_manifest(str(K8S / "kserve-vllm.yaml"))
+    # the runtime's probe (30 s + 60 x 30 s) and /dev/shm, the InferenceService's GPUs and args
+    assert m.pod["startup_probe"] == {"initial_delay_s": 30, "period_s": 30, "failure_threshold": 60}
+    assert m.pod["gpu_limit"] == 8 and m.pod["shm_medium"] == "Memory" and m.pod["kind"] == "InferenceService"
+    assert m.argv[-2:] == ["--tensor-parallel-size=8", "--max-model-len=16384"]
+
+
+def test_kserve_merge_keeps_the_runtime_without_the_services_gpus(tmp_path):
+    import yaml
+
+    docs = list(yaml.safe_load_all((K8S / "kserve-vllm.yaml").read_text()))
+    isvc = docs[1]["spec"]["predictor"]["model"]
+    for part in ("limits", "requests"):
+        isvc["resources"][part]["nvidia.com/gpu"] = "4"
+    isvc["env"] = [{"name": "HF_HOME", "value": "/models/hf"}]
+    path = tmp_path / "isvc.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    m = read_manifest(str(path))
+    assert m.pod["gpu_limit"] == 4 and m.env["HF_HOME"] == "/models/hf"  # merged by name
+    assert m.env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"  # the runtime's stays
+    f, intent = _case("kserve-vllm.yaml", gpu_limit=4)
+    [r] = assert_fires("FC903", f, **intent)
+    assert "given 4 nvidia.com/gpu" in r.message
+    # a custom predictor's own container; a service whose runtime is not given is no pod
+    custom = {
+        "kind": "InferenceService",
+        "metadata": {"name": "custom"},
+        "spec": {"predictor": {"containers": [{"name": "c", "command": ["vllm", "serve", "/m", "-tp", "2"]}]}},
+    }
+    path.write_text(yaml.safe_dump(custom))
+    assert read_manifest(str(path)).argv == ["vllm", "serve", "/m", "-tp", "2"]
+    path.write_text(yaml.safe_dump(docs[1]))
+    with pytest.raises(UsageError, match="no container runs vLLM"):
+        read_manifest(str(path))
+
+
 def test_fc902_fires_without_a_shm_volume_and_on_a_small_one():
     f, intent = _case("production-stack-default.yaml", shm_mounted=False, shm_medium=None, shm_size_limit_bytes=None)
     [r] = assert_fires("FC902", f, **intent)

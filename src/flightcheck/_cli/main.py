@@ -117,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     k8s.add_argument(
         "--k8s",
         metavar="MANIFEST",
-        help="a Pod / Deployment / StatefulSet / LeaderWorkerSet manifest or helm template output (-: stdin): "
+        help="a Pod / Deployment / StatefulSet / LeaderWorkerSet / KServe InferenceService (+ its ServingRuntime) "
+        "manifest or helm template output (-: stdin): "
         "the launch from its vLLM container, and the FC9xx checks of the pod",
     )
     k8s.add_argument(
