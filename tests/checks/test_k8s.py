@@ -122,6 +122,17 @@ def test_fc9xx_kserve_runtime_and_inference_service_merged_are_silent():
     assert m.argv[-2:] == ["--tensor-parallel-size=8", "--max-model-len=16384"]
 
 
+def test_fc9xx_llm_d_pd_chart_output_stops_nothing():
+    # the decode Deployment (the first engine container): one GPU, no probes, NIXL KV transfer
+    f, intent = _case("llm-d-pd.yaml")
+    assert intent["tensor_parallel_size"] == 1
+    for code in ("FC901", "FC902", "FC903", "FC905"):
+        assert_silent(code, f, **intent)
+    # without hostIPC the KV transfer is named, as a warning only (never a stop)
+    [r] = assert_fires("FC904", f, **intent)
+    assert r.severity.value == "warning" and "hostIPC: true" in r.fix
+
+
 def test_kserve_merge_keeps_the_runtime_without_the_services_gpus(tmp_path):
     import yaml
 
