@@ -3,7 +3,7 @@ variable that changes nothing (FC303 / FC304's plan; issue 21, item 4).
 
 Per release the exact plan on the B300 warm-reboot node (bind fails with 401); per path a
 test that the broad switch is not chosen where a cheaper one exists; the costs with their
-sources in the plan and the JSON.
+sources in the plan, the text report and the JSON.
 """
 
 from __future__ import annotations
@@ -236,3 +236,12 @@ def test_sglang_drops_torch_symm_mem_because_it_refuses_to_run_without_multicast
     steps = {s.name: s for s in multicast_fallback(Context(facts, it, read_checkpoint(it, facts))).steps}
     assert steps["--enable-torch-symm-mem"].kind == "drop_arg" and "#30364" in steps["--enable-torch-symm-mem"].cost
     assert steps[TORCH].cost
+
+
+def test_the_text_report_shows_each_cost_under_its_step():
+    report = evaluate(ctx_for("0.33.0").facts, Intent(tensor_parallel_size=8))
+    assert report.plan.env[FI] == "trtllm"
+    proc = cli("check", "--example", "b300-multicast-401")
+    lines = proc.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if f"export {FI}=trtllm" in line)
+    assert "cost: keeps the all-reduce + RMSNorm fusion" in lines[at + 1] and "#37756" in lines[at + 1]
