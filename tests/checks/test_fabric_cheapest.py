@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from flightcheck import Intent, evaluate
-from flightcheck._checks.fabric.fallback import multicast_fallback
+from flightcheck._checks.fabric.fallback import multicast_fallback, multicast_paths
 from flightcheck._checks.framework import Context
 from flightcheck._collect.checkpoint import read_checkpoint
 from flightcheck._knowledge import vllm
@@ -197,6 +197,13 @@ def test_trtllm_needs_the_torch_switch_where_its_workspace_is_torch_symmetric_me
 )
 def test_the_backend_is_pinned_only_where_vllm_would_pick_mnnvl(release, asked, pinned):
     assert (FI in names(ctx_for(release, env={FI: asked}))) is pinned
+
+
+def test_fc305_names_the_flashinfer_path_by_the_same_rule():
+    off = {TORCH: "1", NVLS: "0"}
+    mnnvl = [p for p in multicast_paths(ctx_for("0.17.0", env={**off, FI: "auto"})) if "FlashInfer" in p]
+    assert mnnvl == [f"FlashInfer mnnvl all-reduce ({FI})"]
+    assert not [p for p in multicast_paths(ctx_for("0.19.1", env={**off, FI: "auto"})) if "FlashInfer" in p]
 
 
 # ---- NCCL: NVLS off only where NCCL would try it --------------------------------------------

@@ -640,11 +640,7 @@ def multicast_paths(ctx: Context) -> list[str]:
             paths.append(f"torch symmetric-memory all-reduce ({vllm.ALLREDUCE_USE_SYMM_MEM})")
         if tp > 1 and vllm.DISABLE_CUSTOM_AR_FLAG not in flags:
             paths.append("CustomAllreduce's MNNVL buffers (torch symmetric memory)")
-    backend = env.get(vllm.FLASHINFER_ALLREDUCE_BACKEND)
-    if tp > 1 and (
-        backend == "mnnvl"
-        or (backend in (None, "auto") and _at_least(package(ctx.facts, "vllm"), vllm.MNNVL_AUTO_SINGLE_NODE))
-    ):
+    if tp > 1 and fi_backend_mnnvl(ctx):  # the backend the plan pins away from (cheapest.py)
         paths.append(f"FlashInfer mnnvl all-reduce ({vllm.FLASHINFER_ALLREDUCE_BACKEND})")
     a2a = flags.get(vllm.ALL2ALL_BACKEND_FLAG)
     if a2a in vllm.ALL2ALL_MULTICAST | vllm.ALL2ALL_NVSHMEM:
