@@ -95,3 +95,33 @@ def test_shared_host_memory_spans_the_slack_on_spark() -> None:
         utilization=0.5,
     )["shared_host_memory"]
     assert t.below == t.above == int(TOTAL * 0.5)
+
+
+def test_an_unknown_release_spans_the_samplers_of_the_releases() -> None:
+    """No release: the profile's sampler is FlashInfer / Triton (14 B an element) or the sort
+    (38 - 50 B) by release (vllm.sampler_kind): the bound takes the min / max of the peak."""
+    t = bound_terms(
+        engine_version=None,
+        total=TOTAL,
+        utilization_set=True,
+        cudagraphs_counted=False,
+        tp=1,
+        comm=None,
+        lazy_connect=True,
+        activations=1000,
+        release_activations=(800, 1500),
+    )["release_unknown"]
+    assert (t.below, t.above) == (500, 200)
+    # a known release: its own sampler, no such term
+    known = bound_terms(
+        engine_version="0.19.0",
+        total=TOTAL,
+        utilization_set=True,
+        cudagraphs_counted=False,
+        tp=1,
+        comm=None,
+        lazy_connect=True,
+        activations=1000,
+        release_activations=(800, 1500),
+    )
+    assert "release_unknown" not in known

@@ -28,6 +28,7 @@ from flightcheck._memory.budget import (
     default_reserve,
     forward_peak,
     release,
+    sampler_span,
 )
 from flightcheck._memory.config import parse
 from flightcheck._memory.kv import capacity, kv_shape
@@ -467,6 +468,8 @@ def evaluate() -> list[Row]:
             compute_capability=cc,
             utilization=util,
             activations=parts.get("activations", 0) + parts.get("vision_encoder", 0),
+            # no release: the sampler by release is open too, unless the log names it
+            release_activations=sampler_span(cfg, layout, batch) if v is None and not p.get("sampler") else None,
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}
         row.low_gib = row.predicted_gib - sum(t.below for t in terms.values()) / GiB

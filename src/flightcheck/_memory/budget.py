@@ -322,6 +322,13 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
     return int(run), int(tokens * t.out_hidden * dt)
 
 
+def sampler_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
+    """(min, max) of the profile's peak over the top-k/top-p implementations the releases run
+    (``vllm.sampler_kind``): what an unknown release leaves open (``bound_terms``)."""
+    peaks = [sum(profile_peak(cfg, layout, msgspec.structs.replace(batch, sampler=k))) for k in ("flashinfer", "sort")]
+    return min(peaks), max(peaks)
+
+
 def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(the text model's peak, what the vision encoder adds to it): ``profile_run`` runs
     the encoder, then the forward pass and the sampler with the encoder outputs held."""
@@ -403,6 +410,7 @@ def bound_terms(
     compute_capability: str | None = None,
     utilization: float | None = None,
     activations: int = 0,
+    release_activations: tuple[int, int] | None = None,
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
     only widens it; an empty dict only where nothing is left open, which no profiled launch is).
@@ -452,7 +460,10 @@ def bound_terms(
       gives: ``ceil(total x 0.92) - ceil(total x 0.9)`` (the 0.20.0 default,
       ``vllm.UTILIZATION_DEFAULTS``) unless the launch sets the utilization, and the graph
       estimate (not subtracted before 0.20.0, ``vllm.CUDAGRAPHS_IN_BUDGET_SINCE``); the
-      releases' other terms (the fusion workspace, the communicators) span their min / max."""
+      releases' other terms (the fusion workspace, the communicators) span their min / max, and
+      ``release_activations`` (the profile peak's (min, max) over the releases' samplers —
+      ``vllm.sampler_kind``: FlashInfer / Triton 14 B, the sort 38 - 50 B a vocabulary element)
+      widens the activations by what the point's sampler leaves out."""
     v = release(engine_version)
     terms: dict[str, Term] = {}
     after = v is None or not vllm.comm_in_budget(v)
@@ -523,12 +534,18 @@ def bound_terms(
             )
         if cudagraphs_counted:
             above += CUDA_GRAPHS
-        if above:
+        below = 0
+        if release_activations is not None and activations:
+            lo, hi = release_activations
+            below += max(0, hi - activations)
+            above += max(0, activations - lo)
+        if above or below:
             terms["release_unknown"] = Term(
-                0,
+                below,
                 above,
-                "no release known: gpu_memory_utilization 0.92 from 0.20.0 (else 0.9) and the "
-                "CUDA-graph estimate subtracted from 0.20.0 (v1/worker/gpu_worker.py)",
+                "no release known: gpu_memory_utilization 0.92 from 0.20.0 (else 0.9), the "
+                "CUDA-graph estimate subtracted from 0.20.0 (v1/worker/gpu_worker.py) and the "
+                "sampler by release (v1/sample/ops/topk_topp_sampler.py)",
             )
     return terms
 

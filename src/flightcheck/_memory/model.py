@@ -27,6 +27,7 @@ from flightcheck._memory.budget import (
     pre_snapshot,
     profile_peak,
     release,
+    sampler_span,
     usable_bytes,
 )
 from flightcheck._memory.config import ModelConfig
@@ -423,6 +424,9 @@ class MemoryModel(msgspec.Struct):
             compute_capability=(self.interconnect or Interconnect()).compute_capability,
             utilization=util,
             activations=acts,
+            release_activations=sampler_span(self.cfg, lay, self.batch)
+            if v is None and acts and self.cfg is not None
+            else None,
         )
 
     def fusion_workspace(self, layout: Layout | None = None) -> tuple[int, int, int]:
