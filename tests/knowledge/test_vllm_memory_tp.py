@@ -28,8 +28,9 @@ def test_0_19_rounds_each_buffer_to_the_multicast_granularity() -> None:
     """FlashInfer 0.6.6: three buffers, each rounded up to CU_MULTICAST_GRANULARITY_RECOMMENDED."""
     low, point, high = _ws("0.19.0", tp=2)
     assert point == high == 3 * MC_GRANULARITY_INFERRED
-    # TP 2 on SM90: 64 MiB / (4096 x 2) = 8192 tokens; data 2 x 8192 x 4096 x 2 = 128 MiB, Lamport 3 x that
-    assert low == 128 * MiB + ALLOC_GRANULARITY + 384 * MiB
+    # TP 2 on SM90: 64 MiB / (4096 x 2) = 8192 tokens; data 2 x 8192 x 4096 x 2 = 128 MiB, Lamport 3 x that,
+    # each with SymmDeviceMemory's 2 KiB signal pad before the 2 MiB rounding
+    assert low == 130 * MiB + ALLOC_GRANULARITY + 386 * MiB
     # TP 4 (2 MiB): the same three granules, whatever the model
     assert _ws("0.19.0", tp=4)[1] == 3 * MC_GRANULARITY_INFERRED
 
@@ -43,7 +44,7 @@ def test_0_19_needs_multicast_and_spans_it_when_unknown() -> None:
 def test_0_33_rounds_to_the_allocation_granularity_only() -> None:
     """FlashInfer 0.7.2.post1: the multicast rounding only under ``enable_multicast`` (False)."""
     low, point, high = _ws("0.33.0", multicast=None)
-    assert low == point == high == 128 * MiB + ALLOC_GRANULARITY + 384 * MiB
+    assert low == point == high == 130 * MiB + ALLOC_GRANULARITY + 386 * MiB
 
 
 def test_no_workspace_where_the_pass_does_not_run() -> None:

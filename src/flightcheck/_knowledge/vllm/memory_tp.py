@@ -91,6 +91,9 @@ FI_FUSION_DP_PP_ANY_SINCE = "0.33.0"
 FI_MULTICAST_ROUNDING_UNTIL = "0.20.0"  # 0.19.0 pins 0.6.6 (rounds), 0.33.0 pins 0.7.2.post1 (not)
 #: flashinfer/comm/trtllm_ar.py ``BarrierFlagCount``
 FI_BARRIER_FLAGS = 256
+#: flashinfer/comm/mnnvl.py ``SIGNAL_PAD_SIZE`` (0.6.6, 0.7.2.post1): ``SymmDeviceMemory`` sizes each
+#: allocation ``round_up(buf_size + SIGNAL_PAD_SIZE, granularity)``
+FI_SIGNAL_PAD = 2048
 ALLOC_GRANULARITY = 2 * MiB
 #: CU_MULTICAST_GRANULARITY_RECOMMENDED on an H100 / H200 (a driver value: inferred, not read; see
 #: above). The bound's low end takes ``ALLOC_GRANULARITY`` instead.
@@ -150,12 +153,12 @@ def fusion_workspace(
     tokens = min(int(max_mb * MiB) // (hidden * dtype_bytes), batched_tokens)
     data = tp * tokens * hidden * 2
     sizes = (data, tp * FI_BARRIER_FLAGS * 4, 3 * data)
-    small = sum(_round(s, ALLOC_GRANULARITY) for s in sizes)
+    small = sum(_round(s + FI_SIGNAL_PAD, ALLOC_GRANULARITY) for s in sizes)
     rule = fusion_rule(v)
     rounding = v is None or v < _release(FI_MULTICAST_ROUNDING_UNTIL)
     if rounding:
         # 0.6.6: no workspace without multicast; with it, rounded to the driver's granularity
-        big = sum(_round(s, MC_GRANULARITY_INFERRED) for s in sizes)
+        big = sum(_round(_round(s + FI_SIGNAL_PAD, ALLOC_GRANULARITY), MC_GRANULARITY_INFERRED) for s in sizes)
         point = big if multicast is not False else 0
         low = 0 if multicast is not True else small
         high = big if multicast is not False else 0
