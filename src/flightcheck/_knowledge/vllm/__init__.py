@@ -142,6 +142,7 @@ from flightcheck._knowledge.vllm.memory import (
     utilization_refusal,
     v0_batch,
 )
+from flightcheck._knowledge.vllm.memory_tp import FI_FUSION_DEFAULT_ON, fusion_rule, fusion_workspace
 from flightcheck._knowledge.vllm.multicast import (
     ADDITIONAL_CONFIG_FLAG,
     ALL2ALL_BACKEND_FLAG,
@@ -321,6 +322,7 @@ __all__ = [
     "FIELDS",
     "FI_ALLREDUCE_MULTICAST_SINCE",
     "FI_AUTO_RESOLVED_SINCE",
+    "FI_FUSION_DEFAULT_ON",
     "FLAG",
     "FLASHINFER_ALLREDUCE_BACKEND",
     "FLASHINFER_GATED_ON_TOOLS_SINCE",
@@ -473,6 +475,8 @@ __all__ = [
     "encoder_profiled",
     "encoder_tp_mode",
     "env_default",
+    "fusion_rule",
+    "fusion_workspace",
     "index_spelling_raises",
     "launch_options",
     "layout",
