@@ -315,6 +315,17 @@ def test_cli_writes_the_page_and_refuses_an_unknown_format(tmp_path: Path) -> No
     assert "self-contained page" in cli("cluster", "--help").stdout
 
 
+def test_the_readme_shows_the_screenshot_and_the_command_that_made_it() -> None:
+    readme = (REPO / "README.md").read_text()
+    shot = REPO / "docs" / "img" / "cluster-html-16.png"
+    assert "](docs/img/cluster-html-16.png)" in readme and "--screenshot=docs/img/cluster-html-16.png" in readme
+    assert "python scripts/gen_fleet.py 16 facts" in readme and "--format html -o fleet.html" in readme
+    data = shot.read_bytes()
+    assert len(data) < 300_000
+    png = read_png(data, rows=0)
+    assert (png.width, png.height) == (1400, 1250)
+
+
 # ------------------------------------------------------------------ in headless Chromium
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
