@@ -519,10 +519,11 @@ h2{font-size:16px;margin:26px 0 8px}.sub{margin:0 0 12px;color:var(--mu);overflo
 .tools input{font:inherit;padding:4px 8px;border:1px solid var(--bd);border-radius:6px;background:var(--card);
 color:var(--fg);width:280px}.tools button{font:inherit;padding:3px 10px;border:1px solid var(--bd);border-radius:6px;
 background:var(--card);color:var(--fg);cursor:pointer}
-.grid{background:var(--card);border:1px solid var(--bd);border-radius:8px;overflow:hidden}
+.grid{background:var(--card);border:1px solid var(--bd);border-radius:8px}
 .hd,.node>summary{display:grid;grid-template-columns:minmax(150px,230px) 118px repeat(@COLS@,minmax(58px,78px)) 1fr;
 align-items:center;gap:0 4px;padding:0 10px}
-.hd{position:sticky;top:0;background:var(--card);border-bottom:1px solid var(--bd);font-weight:600;font-size:12px;
+.hd{position:sticky;top:0;background:var(--card);border-bottom:1px solid var(--bd);border-radius:8px 8px 0 0;
+font-weight:600;font-size:12px;
 color:var(--mu);z-index:1}.hd .h{padding:7px 2px;text-align:center}.hd .h:first-child,.hd .h:nth-child(2),
 .hd .h:last-child{text-align:left}
 .node{border-bottom:1px solid var(--bd)}.node:last-child{border-bottom:0}
