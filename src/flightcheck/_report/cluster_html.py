@@ -29,6 +29,7 @@ import time
 from typing import TYPE_CHECKING
 
 from flightcheck._checks.cluster.compare import software
+from flightcheck._knowledge import engines
 from flightcheck._knowledge.derived import visible_gpus
 from flightcheck._report import no_surrogates
 from flightcheck._report.text_format import family_kind, layout_text, line_kind
@@ -203,7 +204,7 @@ def _meta(facts: Facts, file: str | None) -> str:
     if facts.driver and facts.driver.version:
         parts.append(f"driver {facts.driver.version}")
     if facts.python and facts.python.packages:
-        for dist in ("torch", "vllm", "sglang"):
+        for dist in ("torch", *engines.names()):  # an engine's distribution is named as the engine
             if facts.python.packages.get(dist):
                 parts.append(f"{dist} {facts.python.packages[dist]}")
     if facts.collected_at:
