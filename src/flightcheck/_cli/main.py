@@ -89,10 +89,14 @@ def add_collect_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deep", action="store_true", help="run the active probes: compile smoke test, multicast bind")
 
 
-def add_output_flags(p: argparse.ArgumentParser) -> None:
+def add_output_flags(
+    p: argparse.ArgumentParser,
+    formats: tuple[str, ...] = ("text", "json", "junit", "prometheus"),
+    help: str | None = None,
+) -> None:
     """How the report is written."""
     g = p.add_argument_group("output")
-    g.add_argument("--format", default="text", choices=("text", "json", "junit", "prometheus"))
+    g.add_argument("--format", default="text", choices=formats, help=help)
     g.add_argument(
         "--output", "-o", default=None, metavar="FILE", help="write the report here (atomically) instead of stdout"
     )
@@ -198,7 +202,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     cl = sub.add_parser("cluster", help="evaluate a set of node snapshots (or a Ray cluster) with cross-node checks")
     add_intent_flags(cl)
-    add_output_flags(cl)
+    from flightcheck._cli.cluster import FORMATS as CLUSTER_FORMATS
+
+    add_output_flags(
+        cl,
+        CLUSTER_FORMATS,
+        "html: one self-contained page for the fleet (nodes x check families, fixes, skew; no network), "
+        "e.g. -o fleet.html",
+    )
     cl.add_argument("--facts-dir", default=None, metavar="DIR", help="one *.json snapshot per node")
     cl.add_argument(
         "--ray", nargs="?", const="auto", default=None, metavar="ADDRESS", help="collect from every alive Ray node"
