@@ -53,7 +53,7 @@ def main() -> int:
     for r in comm:
         lo, hi = r.comm_gib or (0.0, 0.0)
         print(
-            f"{r.index:>2} {lo:.2f} GiB counted (certain); {hi:.2f} GiB if NVLS allocated: "
+            f"{r.index:>2} {lo:.2f} GiB counted (certain); {hi:.2f} GiB at the high end (NVLS, network): "
             f"error {_f(r.error_gib, '{:+.2f}')} GiB -> {_f((r.error_gib or 0) - (hi - lo), '{:+.2f}')} GiB"
         )
     broken = [r for r in rows if r.excluded is None and r.terms]

@@ -125,3 +125,26 @@ def test_an_unknown_release_spans_the_samplers_of_the_releases() -> None:
         release_activations=(800, 1500),
     )
     assert "release_unknown" not in known
+
+
+def test_across_nodes_before_0_11_the_network_buffers_widen_the_low_end() -> None:
+    # vLLM 0.10.1.1: the snapshot precedes the distributed init (v1/worker/gpu_worker.py
+    # init_device), NCCL_CUMEM_ENABLE=0 (env_override.py): both TP communicators' network
+    # connections are inside the budget; on the GPU only with GPUDirect RDMA (src/transport/net.cc)
+    from flightcheck._memory.budget import Interconnect, communication
+    from flightcheck._memory.weights import Layout
+
+    ic = Interconnect(compute_capability="8.0", nodes=2)
+    one = communication(Layout(2, 1), ic, "0.10.1.1", {}, 1)
+    terms = bound_terms(
+        engine_version="0.10.1.1",
+        total=40 * GiB,
+        utilization_set=True,
+        cudagraphs_counted=True,
+        tp=2,
+        comm=one,
+        lazy_connect=False,
+        comm_in_budget=one,
+    )
+    assert terms["nccl_in_budget"].below == 2 * one.high == 2 * 64 * 2 * 20 * (1 << 20)
+    assert "nccl_after_snapshot" not in terms

@@ -181,11 +181,14 @@ RESIDUALS = {
         "TP 2 across two nodes (Ray) in 0.10.1.1, whose snapshot precedes the distributed init "
         "(vllm.SNAPSHOT_AFTER_DISTRIBUTED_SINCE): the TP group's pynccl communicator, torch's NCCL communicator "
         "for the TP device group and custom all-reduce's buffers count inside the budget. NCCL's per-rank size is "
-        "derived from its source only on one node (flightcheck._knowledge.nccl: NVSwitch or an NVLink pair, "
-        "which points 15 and 16 now use); across nodes the connections go over NCCL's network transport, whose "
-        "buffers sit on the GPU only with GPUDirect RDMA (src/transport/net.cc) and whose channel count follows "
-        "the NICs' speed — the log names neither (no NCCL_DEBUG lines), so the source gives 0 as the low end and "
-        "the point keeps its +0.77 GiB. The same launch on one node (points 3, 4) is within 0.1 GiB"
+        "derived on one node (flightcheck._knowledge.nccl: NVSwitch or an NVLink pair, points 15 and 16); "
+        "across nodes the connections go over NCCL's network transport (src/transport/net.cc, "
+        "nccl.multinode_communicator_bytes), whose buffers sit on the GPU only with GPUDirect RDMA — 20 MiB a "
+        "channel and peer — on as many channels as the NICs carry (up to MAXCHANNELS): the log names neither "
+        "(no NCCL_DEBUG lines), so the certain part the point counts is 0 and the bound's nccl_in_budget term "
+        "reaches 5.00 GiB below it for the two communicators, which holds the logged value (0.77 GiB of network "
+        "buffers is about 20 channels of GPUDirect connections to the one peer: not checkable from the log). "
+        "The same launch on one node (points 3, 4) is within 0.1 GiB"
     ),
     11: (
         "GB10 (DGX Spark, unified memory) in 0.13.0: vLLM's snapshot takes free memory from psutil's "
@@ -416,6 +419,7 @@ def evaluate() -> list[Row]:
             (ic or {}).get("nvswitch"),
             (ic or {}).get("compute_capability") or cc,
             (ic or {}).get("multicast"),
+            (ic or {}).get("nodes"),
         )
         version = p["vllm_version"] or p.get("vllm_version_inferred")
         # FlashInfer's all-reduce fusion workspace, made after the snapshot (vllm.fusion_workspace)

@@ -91,6 +91,9 @@ class Interconnect(msgspec.Struct, frozen=True):
     nvswitch: bool | None = None  # every GPU's NVLinks go to an NVSwitch
     compute_capability: str | None = None
     multicast: bool | None = None  # CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED on every GPU
+    #: nodes the TP group spans (None or 1: one node); across nodes NCCL's network transport
+    #: carries the connections (``nccl.multinode_communicator_bytes``)
+    nodes: int | None = None
 
 
 class Communication(msgspec.Struct, frozen=True):
@@ -123,6 +126,34 @@ def communication(
     at_init = nccl.connects_at_init(env, vllm.nccl_cumem_forced_off(v))
     # NCCL_NVLS_ENABLE=0: ncclNvlsInit returns before asking the driver (nvls.cc)
     multicast = False if ((env or {}).get("NCCL_NVLS_ENABLE") or "").strip() == "0" else ic.multicast
+    nodes = ic.nodes or 1
+    if nodes > 1:
+        # across nodes (src/transport/net.cc): the network buffers sit on the GPU only with
+        # GPUDirect RDMA, on as many channels as the NICs carry — a range from 0; the GPUs of
+        # this node add their own connections (one node's derivation, at tp / nodes ranks)
+        per_node = -(-tp // nodes)
+        intra = (
+            nccl.communicator_bytes(
+                ngpus=per_node,
+                compute_capability=ic.compute_capability,
+                nvlinks=ic.nvlinks,
+                nvswitch=ic.nvswitch,
+                connect_at_init=at_init,
+                multicast=multicast,
+            )
+            if per_node > 1
+            else None
+        )
+        one = nccl.multinode_communicator_bytes(
+            nodes=nodes, gdr=nccl.env_gdr(env), max_channels=nccl.env_max_channels(env), intra=intra
+        )
+        return Communication(
+            communicators * one.low,
+            communicators * one.high,
+            {f"nccl_{k}": communicators * b for k, b in one.parts.items()},
+            False,
+            one.note,
+        )
     one = nccl.communicator_bytes(
         ngpus=tp,
         compute_capability=ic.compute_capability,

@@ -395,7 +395,12 @@ class MemoryModel(msgspec.Struct):
         """The TP group's NCCL communicators and custom all-reduce buffers on ``layout``
         (``budget.communication``)."""
         lay = layout or self.layout
-        return communication(lay, self.interconnect, self.engine_version, self.nccl_env, communicators)
+        ic = self.interconnect
+        if self.node_gpus and lay.tp > self.node_gpus:
+            # a TP group larger than this node spans nodes: NCCL's network transport
+            # (``nccl.multinode_communicator_bytes``)
+            ic = msgspec.structs.replace(ic or Interconnect(), nodes=-(-lay.tp // self.node_gpus))
+        return communication(lay, ic, self.engine_version, self.nccl_env, communicators)
 
     def bound_terms(self, layout: Layout | None = None) -> dict[str, Term]:
         """The facts not known before the launch that widen the KV budget into [low, high]

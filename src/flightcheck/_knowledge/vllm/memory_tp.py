@@ -15,6 +15,27 @@ wheels:
   With cuMem on (NCCL's default, which vLLM stops overriding in 0.10.2: ``NCCL_CUMEM_OFF_UNTIL``)
   its ring / tree / NVLS connections are made when a collective first needs them — after the
   snapshot (``budget.bound_terms``' ``nccl_after_snapshot``; sizes in ``flightcheck._knowledge.nccl``).
+  ``PyNcclCommunicator.__init__`` (distributed/device_communicators/pynccl.py, read in 0.10.1.1,
+  0.11.0, 0.19.0 and 0.33.0) runs a one-element all-reduce right after ``ncclCommInitRank`` ("A
+  small all_reduce for warmup"; 0.33.0 defers it on ROCm only, ``defer_comm_warmup_on_rocm``), so
+  with cuMem on the connections of the algorithm NCCL's tuner picks for 4 bytes are made at init —
+  before the snapshot from 0.11.0 — and the others (a larger all-reduce's ring, tree or NVLS) during
+  the profile, inside. Which algorithm the tuner picks is not derived (src/graph/tuning.cc, not
+  read), so the bound keeps the whole communicator on the after-snapshot side
+  (``PYNCCL_WARMUP_AT_INIT``). Before 0.11.0 the warmup changes nothing: every connection is
+  inside the budget, and before 0.10.2 all are made by ``ncclCommInitRank`` anyway (cuMem off).
+- **torch's NCCL communicator** of the TP device group (distributed/parallel_state.py
+  ``GroupCoordinator.__init__``: ``torch.distributed.new_group(ranks, backend=...)``, 0.10.1.1 -
+  0.33.0) is created by torch at the group's first collective — the profile run's logits gather,
+  inside the budget. 0.33.0's opt-in ``VLLM_DISTRIBUTED_USE_SPLIT_GROUP`` (default off) splits it
+  eagerly from a device-bound default group instead; with cuMem on its connections are still made
+  on first use, so the bound is the same.
+- **across nodes** the TP group's connections go over NCCL's network transport:
+  ``flightcheck._knowledge.nccl.multinode_communicator_bytes`` (src/transport/net.cc) — device
+  memory only with GPUDirect RDMA, up to MAXCHANNELS channels: a range from 0. Custom all-reduce
+  is off across nodes in 0.10.1.1 and 0.19.0 (custom_all_reduce.py ``CustomAllreduce.__init__``:
+  "Custom allreduce is disabled because this process group spans across nodes"); 0.33.0 keeps it
+  over a multi-node NVLink fabric (``mnnvl_only``), made before the snapshot (not the budget's).
 - **custom all-reduce** (custom_all_reduce.py ``CustomAllreduce.__init__``: two IPC buffers of
   ``meta_size() + max_size`` and ``max_size``, ``max_size`` 8 MiB, a ``cudaMalloc`` in the C++ op;
   ``rank_data`` 8 MiB a torch tensor) and **torch symmetric memory** (symm_mem.py
@@ -68,6 +89,9 @@ MiB = 1 << 20
 # - 0.7.2.post1 (vLLM 0.33.0): rounds to the allocation granularity (2 MiB) only; the multicast
 #   rounding is under ``if self._enable_multicast`` (False here), and the buffers need no
 #   multicast support.
+#: the releases whose ``PyNcclCommunicator.__init__`` was read to run the warmup all-reduce at
+#: init (see above); the bound does not narrow on it (the tuner's choice is not derived)
+PYNCCL_WARMUP_AT_INIT = ("0.10.1.1", "0.11.0", "0.19.0", "0.33.0")
 FI_FUSION_DEFAULT_ON = {"0.11.0": False, "0.19.0": True, "0.33.0": True}  # releases read
 #: the first and last release of the span whose rule was not read (the bound spans both sides)
 FI_FUSION_UNREAD = ("0.12.0", "0.19.0")
