@@ -113,6 +113,10 @@ ARCH = {
     # a local copy of Qwen/Qwen3-VL-30B-A3B-Instruct (point 104: 'Resolved architecture:
     # Qwen3VLMoeForConditionalGeneration'), the architecture of point 24
     "/home/zp/work/models/Qwen/Qwen3-VL-30B-A3B-Instruct": "qwen3-vl-30b-a3b",
+    "microsoft/phi-1_5": "phi-1.5",
+    # an SFT of Rho-1's 1B model, a TinyLlama-1.1B architecture (point 111: its logged KV bytes
+    # a token, 22,528, are 22 layers x 2 x 4 KV heads x 64 x 2)
+    "realtreetune/rho-1b-sft-GSM8K": "tinyllama-1.1b",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
@@ -484,7 +488,8 @@ def evaluate() -> list[Row]:
                 lg.get("activation_peak_gib"),
             ),
             "non_torch": (
-                (parts.get("non_torch", 0) + parts.get("allreduce_fusion", 0)) / GiB,
+                # (0.6.4.x logs the CUDA context inside its non-torch figure: vllm.non_torch_from_process_start)
+                (parts.get("non_torch", 0) + parts.get("allreduce_fusion", 0) + parts.get("cuda_context", 0)) / GiB,
                 lg.get("non_torch_gib"),
             ),
         }

@@ -395,6 +395,10 @@ def default_reserve(
     }
     if allreduce_fusion:
         parts["allreduce_fusion"] = allreduce_fusion
+    if vllm.non_torch_from_process_start(b.release):
+        # 0.6.4.x measures non-torch memory device-wide from process start
+        # (vllm.V0_NON_TORCH_FROM_PROCESS_START): the CUDA context is inside the budget
+        parts["cuda_context"] = CONTEXT
     if cfg.tower is not None and b.encoder:
         parts["vision_encoder"] = encoder  # the profile run's peak above the text model's
     return sum(parts.values()), parts
