@@ -148,3 +148,23 @@ def test_across_nodes_before_0_11_the_network_buffers_widen_the_low_end() -> Non
     )
     assert terms["nccl_in_budget"].below == 2 * one.high == 2 * 64 * 2 * 20 * (1 << 20)
     assert "nccl_after_snapshot" not in terms
+
+
+def test_0_6_4_spans_the_cuda_context_it_counts() -> None:
+    # worker/worker.py determine_num_available_blocks (0.6.4.post1): the CUDA context is inside the
+    # non-torch figure; the point takes the CONTEXT estimate, the bound reaches a context of 0
+    from flightcheck._memory.budget import CONTEXT
+
+    def terms(version: str) -> dict:
+        return bound_terms(
+            engine_version=version,
+            total=8 * GiB,
+            utilization_set=False,
+            cudagraphs_counted=False,
+            tp=1,
+            comm=None,
+            lazy_connect=False,
+        )
+
+    assert terms("0.6.4.post1")["cuda_context"].above == CONTEXT
+    assert "cuda_context" not in terms("0.6.6") and "cuda_context" not in terms("0.19.0")

@@ -114,6 +114,7 @@ ARCH = {
     # Qwen3VLMoeForConditionalGeneration'), the architecture of point 24
     "/home/zp/work/models/Qwen/Qwen3-VL-30B-A3B-Instruct": "qwen3-vl-30b-a3b",
     "microsoft/phi-1_5": "phi-1.5",
+    "facebook/opt-125m": "opt-125m",
     # an SFT of Rho-1's 1B model, a TinyLlama-1.1B architecture (point 111: its logged KV bytes
     # a token, 22,528, are 22 layers x 2 x 4 KV heads x 64 x 2)
     "realtreetune/rho-1b-sft-GSM8K": "tinyllama-1.1b",

@@ -476,6 +476,9 @@ def bound_terms(
       backends' own buffers. Its size is not in vLLM's code: the point is 0.25 GiB and the term
       spans ``NON_TORCH_SPAN`` (the breakdowns the corpus logs, tests/fixtures/memory: 0.02 - 0.55
       GiB on one node, V1).
+    - ``cuda_context``: 0.6.4.x counts the CUDA context inside its non-torch figure
+      (``vllm.non_torch_from_process_start``); the point takes ``CONTEXT``, an estimate, so the
+      budget may be higher by up to it.
     - ``activations``: the profile's torch peak under torch.compile (Inductor fuses elementwise
       ops, so fewer intermediates live than the eager layer the estimate walks) or eager, and the
       allocator's rounding: ``ACTIVATION_SPAN`` of the modelled peak either way.
@@ -538,6 +541,15 @@ def bound_terms(
         "utils/mem_utils.py memory_profiling (0.19.0, 0.33.0): CUDA modules loaded lazily by the "
         "profile run and backends' buffers outside torch; size measured, not in the code",
     )
+    if vllm.non_torch_from_process_start(v):
+        # the point counts the CUDA context at its estimate (default_reserve); its size is the
+        # driver's, not vLLM's: the budget may be higher by up to that estimate
+        terms["cuda_context"] = Term(
+            0,
+            CONTEXT,
+            "worker/worker.py determine_num_available_blocks (0.6.4.post1): non-torch memory is "
+            "device-wide from process start, the CUDA context inside it; its size is the driver's",
+        )
     if activations:
         span = int(activations * ACTIVATION_SPAN)
         terms["activations"] = Term(
