@@ -33,7 +33,7 @@ def missing_apis(engine_release: str, helper: str, flashinfer_release: str) -> l
             out.append(module)
         elif name and name not in names and "__getattr__" not in names:
             out.append(f"{module}.{name}")
-    return out
+    return list(dict.fromkeys(out))  # a module several names need: once
 
 
 @check("FC712", "flashinfer-api-missing", ERROR)
@@ -105,13 +105,17 @@ def flashinfer_api_missing(ctx: Context) -> Iterator[Outcome]:
         return
     extrapolated = relation in (atlas.NEWER, atlas.BETWEEN)  # another release's helpers: a warning
     said = f" (rules of vLLM {release} applied to {engine})" if extrapolated else ""
+    # the wheel's own pin (Requires-Dist), when the release read is the one installed
+    pin = atlas.pinned("vllm", release, "flashinfer-python") if not extrapolated else None
+    install = (
+        f"pip install flashinfer-python{pin} (the release vLLM {engine} declares)"
+        if pin and pin.startswith("==")
+        else f"pip install the flashinfer-python release vLLM {engine} declares (it lacks nothing of {helper})"
+    )
     yield fail(
         f"{paths.ALL2ALL_FLAG} {choice}: vLLM {engine}'s {helper}() is False with flashinfer-python {fi}, "
         f"which lacks {', '.join(missing)}: the all2all manager's assertion fails at startup{said}",
-        fix=(
-            f"pip install the flashinfer-python release vLLM {engine} declares (it lacks nothing of {helper}), "
-            f"or {paths.ALL2ALL_FLAG} allgather_reducescatter"
-        ),
+        fix=f"{install}, or {paths.ALL2ALL_FLAG} allgather_reducescatter",
         evidence=evidence,
         severity=WARNING if extrapolated else None,
     )
