@@ -74,6 +74,12 @@ class ReaderRules(Protocol):
     derives_expert_parallel: bool
     #: whether the engine starts its workers by ``--distributed-executor-backend``
     executor_backend: bool
+    #: what the engine-reader child (``_collect/engine_reader.py``, which knows no engine) is
+    #: told: the console script, modules and subcommand that name the engine, its reading
+    #: procedure (``"parsed"`` / ``"prepared"``) and the ``module:attr`` paths of its parser,
+    #: validation and record, the record's attribute of each canonical field, the engine
+    #: fields, the environment its import wants (JSON; ``_knowledge.engines.reader_spec``)
+    child: Mapping[str, Any]
 
     def layout(
         self,
@@ -176,6 +182,22 @@ class MulticastRules(Protocol):
     model_paths: bool
 
 
+class LogRules(Protocol):
+    """How the engine's own log says that this engine wrote it, and which release
+    (``flightcheck diagnose``: ``_diagnose/scan.py`` reads every registered engine's)."""
+
+    #: substrings of the line that prints the engine's arguments (one of them, with ``args``)
+    args_markers: tuple[str, ...]
+    #: regular expressions of the lines that give the engine's release; each has exactly one
+    #: capturing group, the version
+    version_patterns: tuple[str, ...]
+    #: substrings one of which every version line holds (a cheap test before the patterns)
+    version_hints: tuple[str, ...]
+    #: this engine's argument and version lines are unmistakable: once one is read, another
+    #: engine's (less specific) line does not take the launch over
+    decisive: bool
+
+
 #: how an engine turns a variable's text into a boolean (``_knowledge/envread.py``)
 Spelling = Literal["int", "one-or-true", "words", "text"]
 
@@ -230,6 +252,7 @@ class Engine(Protocol):
     checkpoint: CheckpointRules
     memory: MemoryRules
     multicast: MulticastRules
+    log: LogRules
 
     def env_files(self, package_dir: str) -> list[str]:
         """The files of the installed package that declare its environment variables."""

@@ -13,11 +13,13 @@ from typing import Any, Literal
 
 from flightcheck._knowledge import sglang as k
 from flightcheck._knowledge.sglang.envs import DECLARED
+from flightcheck._knowledge.sglang.reader import CHILD_READER
 from flightcheck._vocabulary.engine import (
     CheckpointRules,
     CommandRules,
     EngineName,
     EnvVar,
+    LogRules,
     MemoryRules,
     MulticastRules,
     Reader,
@@ -47,6 +49,7 @@ class _Reader:
     preprocess: Literal["flexible", "server-args"] = "server-args"
     dp_attention_flag: str | None = k.DP_ATTENTION_FLAG
     derives_expert_parallel: bool = True
+    child: Mapping[str, Any] = CHILD_READER
     executor_backend: bool = False
 
     def layout(
@@ -103,6 +106,17 @@ class _Multicast:
     model_paths: bool = False
 
 
+class _Log:
+    # sglang 0.4 - 0.5.23 python/sglang/srt/entrypoints/http_server.py / launch_server.py
+    # log ``server_args=ServerArgs(...)`` at startup; its version as ``sglang==X`` /
+    # ``sglang version X`` / ``sglang_version=X`` (srt/utils ``get_version`` in the env dump)
+    args_markers: tuple[str, ...] = ("ServerArgs(",)
+    version_patterns: tuple[str, ...] = (r"\bsglang(?:==| version:? |_version=)(\d[\w.+-]*)",)
+    version_hints: tuple[str, ...] = ("ersion", "sglang")
+    # ``ServerArgs(`` and ``sglang_version=`` name no other engine
+    decisive: bool = True
+
+
 #: python/sglang/srt/environ.py: ``SGLANG_X`` / ``SGL_X`` names
 _NAMES = (re.compile(r"\b((?:SGLANG|SGL)_[A-Z0-9_]+)\b"),)
 
@@ -125,6 +139,7 @@ class SGLang:
     checkpoint: CheckpointRules = k
     memory: MemoryRules = _Memory()
     multicast: MulticastRules = _Multicast()
+    log: LogRules = _Log()
 
     def env_files(self, package_dir: str) -> list[str]:
         return [os.path.join(package_dir, "srt", "environ.py")]

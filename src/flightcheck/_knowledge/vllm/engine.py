@@ -13,11 +13,13 @@ from typing import Any, Literal
 
 from flightcheck._knowledge import vllm as k
 from flightcheck._knowledge.vllm.env import DECLARED
+from flightcheck._knowledge.vllm.reader import CHILD_READER
 from flightcheck._vocabulary.engine import (
     CheckpointRules,
     CommandRules,
     EngineName,
     EnvVar,
+    LogRules,
     MemoryRules,
     MulticastRules,
     Reader,
@@ -49,6 +51,7 @@ class _Reader:
     preprocess: Literal["flexible", "server-args"] = "flexible"  # vllm/utils/argparse_utils.py
     dp_attention_flag: str | None = None
     derives_expert_parallel: bool = False
+    child: Mapping[str, Any] = CHILD_READER
     executor_backend: bool = True
 
     def layout(
@@ -110,6 +113,24 @@ class _Multicast:
     model_paths: bool = True
 
 
+class _Log:
+    # what vLLM 0.6 - 0.33 log at startup (the wording the scan was read against):
+    # vllm/entrypoints/utils.py ``log_non_default_args`` ("non-default args: {...}"; older:
+    # "args: Namespace(...)"), vllm/entrypoints/openai/api_server.py ("vLLM API server
+    # version X"), vllm/engine/llm_engine.py / v1/engine/core.py ("Initializing a V1 LLM
+    # engine (vX)"; before V1 "Initializing an LLM engine (vX)"), pip-style ``vllm==X``
+    args_markers: tuple[str, ...] = ("non-default args:", "args: Namespace(")
+    version_patterns: tuple[str, ...] = (
+        r"vLLM API server version (\d[\w.+-]*)",
+        r"Initializing a V1 LLM engine \(v(\d[\w.+-]*)\)",
+        r"Initializing an LLM engine \(v(\d[\w.+-]*)\)",
+        r"\bvllm(?:==| version:? )(\d[\w.+-]*)",
+    )
+    version_hints: tuple[str, ...] = ("ersion", "Initializing")
+    # "non-default args:" is also how other launchers word it: a later SGLang line wins
+    decisive: bool = False
+
+
 #: vllm/envs.py: ``"VLLM_X": lambda ...`` entries, and the annotated module globals
 _NAMES = (re.compile(r"""["'](VLLM_[A-Z0-9_]+)["']"""), re.compile(r"^\s*(VLLM_[A-Z0-9_]+)\s*:", re.MULTILINE))
 
@@ -134,6 +155,7 @@ class VLLM:
     checkpoint: CheckpointRules = k
     memory: MemoryRules = _Memory()
     multicast: MulticastRules = _Multicast()
+    log: LogRules = _Log()
 
     def env_files(self, package_dir: str) -> list[str]:
         files = [os.path.join(package_dir, "envs.py")]
