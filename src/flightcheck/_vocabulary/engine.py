@@ -94,6 +94,13 @@ class ReaderRules(Protocol):
         """A parallel layout as the engine's flags."""
         ...
 
+    def launch_options(self, flags: list[str]) -> dict[str, Any]:
+        """The Intent's engine-read fields (``intent.ENGINE_OPTION_FIELDS``: the served names,
+        the all-to-all backend, the memory rules' options) from the launch's canonical flags
+        (``--name[=value]``, as the reader renders them), with the engine's semantics: read
+        once where the launch is read (``_launch.intent_read.read_options``)."""
+        ...
+
 
 class CheckpointRules(Protocol):
     """Which files of a model directory the engine loads (the knowledge package's tables)."""
@@ -158,12 +165,16 @@ class MemoryRules(Protocol):
         """The default utilization the GPU-in-use check assumes (None: not that kind)."""
         ...
 
-    def fraction_options(self, flags: list[str], model: str | None, max_num_seqs: int | None) -> dict[str, Any]:
-        """The launch's terms of the default fraction (empty: none)."""
+    def fraction_options(
+        self, options: Mapping[str, Any], model: str | None, max_num_seqs: int | None
+    ) -> dict[str, Any]:
+        """The launch's terms of the default fraction (empty: none); ``options``: the
+        Intent's ``memory_options``."""
         ...
 
-    def mm_reservation_bytes(self, flags: list[str], env: Mapping[str, str | None]) -> int:
-        """What a multimodal model's KV budget loses after sizing (0: nothing)."""
+    def mm_reservation_bytes(self, options: Mapping[str, Any], env: Mapping[str, str | None]) -> int:
+        """What a multimodal model's KV budget loses after sizing (0: nothing); ``options``:
+        the Intent's ``memory_options``."""
         ...
 
     def utilization_refusal(self, value: Any, release: tuple[int, ...] | None) -> str | None:

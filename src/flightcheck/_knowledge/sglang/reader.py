@@ -13,6 +13,9 @@ from typing import Any
 # the option table itself is data/sglang_0.5.23_args.json)
 
 READER_MODEL_PATH = "--model-path"
+#: the name the model is served under: one string (server_args.py ``served_model_name``;
+#: data/sglang_0.5.23_args.json)
+SERVED_NAME_FLAG = "--served-model-name"
 #: ``sglang serve`` takes this out of the argv before dispatching (cli/serve.py).
 READER_MODEL_TYPE = "--model-type"
 READER_TYPES: dict[str, str] = {

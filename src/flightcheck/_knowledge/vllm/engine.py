@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from flightcheck._knowledge import vllm as k
+from flightcheck._knowledge.vllm.command import engine_options
 from flightcheck._knowledge.vllm.env import DECLARED
 from flightcheck._knowledge.vllm.reader import CHILD_READER
 from flightcheck._vocabulary.engine import (
@@ -66,6 +67,9 @@ class _Reader:
     ) -> str:
         return k.layout(tp, pp, dp, ep, moe_size, pcp, dcp)
 
+    def launch_options(self, flags: list[str]) -> dict[str, Any]:
+        return engine_options(flags)
+
 
 class _Memory:
     budget: Literal["total", "free"] = "total"
@@ -98,10 +102,12 @@ class _Memory:
         v = release(version)
         return 0.92 if v is not None and v >= (0, 33) else 0.9
 
-    def fraction_options(self, flags: list[str], model: str | None, max_num_seqs: int | None) -> dict[str, Any]:
+    def fraction_options(
+        self, options: Mapping[str, Any], model: str | None, max_num_seqs: int | None
+    ) -> dict[str, Any]:
         return {}
 
-    def mm_reservation_bytes(self, flags: list[str], env: Mapping[str, str | None]) -> int:
+    def mm_reservation_bytes(self, options: Mapping[str, Any], env: Mapping[str, str | None]) -> int:
         return 0
 
     def utilization_refusal(self, value: Any, release: tuple[int, ...] | None) -> str | None:

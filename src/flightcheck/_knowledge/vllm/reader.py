@@ -15,6 +15,10 @@ from typing import Any
 #: ``-O3`` / ``-O=3`` / ``-O 3`` become this option.
 READER_OPT_LEVEL = "--optimization-level"
 READER_OPT_SHORT = "-O"
+#: the names the model is served under: ``nargs="+"`` (vllm/engine/arg_utils.py
+#: ``ModelConfig.served_model_name``; data/vllm_0.33.0_args.json), the values rendered
+#: joined by a space.
+SERVED_NAME_FLAG = "--served-model-name"
 #: the check FlexibleArgumentParser makes: served names but no positional model.
 READER_SERVED_NAME = r"^--served[-_]model[-_]name(=.+|$)"
 #: parser type (as the table names it) -> how the built-in reader converts the value.
