@@ -336,8 +336,13 @@ def new_document(spec: dict, form: str, engine_argv: list[str], env_words: list[
 
 
 def read(doc: dict, spec: dict, form: str, argv: list[str]) -> None:
-    """Read ``argv`` by the SPEC's procedure."""
-    (read_parsed if spec["procedure"] == "parsed" else read_prepared)(doc, spec, form, argv)
+    """Read ``argv`` by the SPEC's procedure, the installed engine's version first."""
+    if not engine_version(doc, spec):
+        return
+    how = spec["forms"][form]
+    # What the engine's own code sees in sys.argv (its option builders may read it).
+    sys.argv = [*how["argv0"], *argv]
+    (read_parsed if spec["procedure"] == "parsed" else read_prepared)(doc, spec, form, how, argv)
 
 
 def read_in_process(spec: dict, argv: list[str]) -> dict:
@@ -363,13 +368,8 @@ def read_in_process(spec: dict, argv: list[str]) -> dict:
 # --------------------------------------------------------------------------- "parsed"
 
 
-def read_parsed(doc: dict, spec: dict, form: str, argv: list[str]) -> None:
+def read_parsed(doc: dict, spec: dict, form: str, how: dict, argv: list[str]) -> None:
     """A parser built, the argv parsed and validated, the record made from the namespace."""
-    if not engine_version(doc, spec):
-        return
-    how = spec["forms"][form]
-    # What the engine's own code sees in sys.argv (its option builders may read it).
-    sys.argv = [*how["argv0"], *argv]
     stage = "import"
     try:
         for path in how["imports"]:
@@ -445,12 +445,8 @@ class _with_model:
 # --------------------------------------------------------------------------- "prepared"
 
 
-def read_prepared(doc: dict, spec: dict, form: str, argv: list[str]) -> None:
+def read_prepared(doc: dict, spec: dict, form: str, how: dict, argv: list[str]) -> None:
     """The argv dispatched to a backend, then through the engine's prepare function."""
-    if not engine_version(doc, spec):
-        return
-    how = spec["forms"][form]
-    sys.argv = [*how["argv0"], *argv]
     stage = "import"
     try:
         loaded = {key: load(path) for key, path in how["imports"]}

@@ -52,17 +52,8 @@ class _Reader:
     child: Mapping[str, Any] = CHILD_READER
     executor_backend: bool = False
 
-    def layout(
-        self,
-        tp: int,
-        pp: int = 1,
-        dp: int = 1,
-        ep: bool = False,
-        moe_size: int | None = None,
-        pcp: int = 1,
-        dcp: int = 1,
-    ) -> str:
-        return k.layout(tp, pp, dp, ep, moe_size, pcp, dcp)
+    # the package's own function, as it is (the interface's signature)
+    layout = staticmethod(k.layout)
 
     def launch_options(self, flags: list[str]) -> dict[str, Any]:
         # the last value of a flag wins, as argparse keeps it
