@@ -9,7 +9,8 @@ comparisons (zero).
 
 The interface is grouped by concern: the launch line (:class:`CommandRules`), the reading of
 its options (:class:`ReaderRules`), the checkpoint it loads (:class:`CheckpointRules`), the
-memory it plans (:class:`MemoryRules`) and the multicast fallback (:class:`MulticastRules`).
+memory it plans (:class:`MemoryRules`), the multicast fallback (:class:`MulticastRules`) and
+its log (:class:`LogRules`).
 Where an algorithm needs a higher layer (the memory model, the fallback plan, the built-in
 parser), the engine gives data or a named mechanism (``budget = "free"``), never its name,
 and the algorithm stays in its layer.
