@@ -114,11 +114,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_intent_flags(c)
     add_collect_flags(c)
     add_output_flags(c)
-    c.add_argument(
+    k8s = c.add_mutually_exclusive_group()
+    k8s.add_argument(
         "--k8s",
         metavar="MANIFEST",
-        help="a Pod / Deployment / StatefulSet / LeaderWorkerSet manifest or helm template output (-: stdin): "
+        help="a Pod / Deployment / StatefulSet / LeaderWorkerSet / KServe InferenceService (+ its ServingRuntime) "
+        "manifest or helm template output (-: stdin): "
         "the launch from its vLLM container, and the FC9xx checks of the pod",
+    )
+    k8s.add_argument(
+        "--k8s-self",
+        action="store_true",
+        help="in a pod (an init container): read this pod's own spec from the API server with its service "
+        "account (`get` on `pods`; POD_NAME / POD_NAMESPACE from the downward API) for the FC9xx checks; "
+        "where it cannot, the family is skipped with the reason",
     )
     c.add_argument(
         "engine_command",

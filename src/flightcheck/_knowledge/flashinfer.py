@@ -256,3 +256,17 @@ def jit_arch(arch: str, version: str | None) -> str:
 #: raises "ptxas not found: <path>" unless it is an executable file, and then assembles every
 #: CuTe DSL kernel with ``<path> -arch=sm_100a`` instead of the embedded ptxas library.
 CUTE_DSL_PTXAS = "CUTE_DSL_PTXAS_PATH"
+
+
+# ---- the trtllm all-reduce (+RMSNorm) workspace and multicast (flashinfer/comm/) -----------
+
+#: flashinfer/comm/allreduce.py ``TRTLLMAllReduceFusionWorkspace`` ->
+#: trtllm_ar.py ``trtllm_create_ipc_workspace_for_all_reduce_fusion``: in the 0.6.12 wheel the
+#: three buffers come from torch symmetric memory (torch_symmetric_memory.py
+#: ``_alloc_symm_buffer_bytes``: ``symm_mem.rendezvous``), which binds multicast where the
+#: GPUs support it unless TORCH_SYMM_MEM_DISABLE_MULTICAST=1; in the 0.7.2.post1 wheel they are
+#: ``SymmDeviceMemory(enable_multicast=False)`` (torch symmetric memory only under
+#: confidential compute). The kernels use the peer pointers only, so the trtllm backend stays
+#: off multicast by itself from 0.7.2.post1 and with the torch switch before it (releases
+#: between the two not read; past 0.7.2.post1 extrapolated).
+TRTLLM_WORKSPACE_NO_MULTICAST_SINCE = "0.7.2.post1"

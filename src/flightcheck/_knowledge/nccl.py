@@ -343,3 +343,9 @@ def connects_at_init(env: dict[str, str | None] | None, vllm_forces_cumem_off: b
 NVLS_BIND_FATAL_SINCE = (2, 29)
 #: The wheels that carry libnccl (their version is NCCL's).
 NCCL_PACKAGES = ("nvidia-nccl-cu13", "nvidia-nccl-cu12")
+#: src/transport/nvls.cc ``ncclNvlsInit`` / ``ncclNvlsSetup`` (every NCCL with NVLS: 2.17's
+#: default NCCL_NVLS_ENABLE=1 and 2.18+'s default 2 both read it): ``nvlsSupport`` is the
+#: driver's CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED unless NCCL_NVLS_ENABLE forces it (1 from
+#: 2.18), so where the attribute is 0 on every GPU NCCL builds no NVLS by itself and
+#: NCCL_NVLS_ENABLE=0 changes nothing. Only "1" forces NVLS past the attribute.
+NVLS_FORCED_VALUE = "1"

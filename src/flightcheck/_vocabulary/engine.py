@@ -245,6 +245,9 @@ class Engine(Protocol):
     plugins_var: str | None
     #: ``flashinfer-python`` pins by engine release (requirements/cuda.txt), where known
     flashinfer_pin: Mapping[str, str]
+    #: distributions of prebuilt CUDA kernels the engine's code imports besides its own
+    #: extension modules (SGLang's sgl_kernel), whose device code the driver must run
+    kernel_packages: tuple[str, ...]
     #: an index entry spelled unlike the engine's glob (``./name``): ``"drops"`` (the file is
     #: found but not loaded: SGLang) or ``"raises"`` (FileNotFoundError, by release: vLLM)
     index_spelling: Literal["drops", "raises"]

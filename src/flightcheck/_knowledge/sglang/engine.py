@@ -153,6 +153,9 @@ class SGLang:
     env_prefix: str = "SGLANG_"  # srt/environ.py (older names: SGL_)
     plugins_var: str | None = None
     flashinfer_pin: Mapping[str, str] = {}
+    # Requires-Dist: sgl-kernel (extra "srt", read in 0.4.1 ...) renamed sglang-kernel (0.5.10);
+    # both install the sgl_kernel module its srt layers import (``from sgl_kernel import ...``)
+    kernel_packages: tuple[str, ...] = ("sgl-kernel", "sglang-kernel")
     index_spelling: Literal["drops", "raises"] = "drops"
     runtime_compilers: frozenset[str] = frozenset()  # its JIT paths are checked by flags and pins
     probes_flashinfer_apis = False

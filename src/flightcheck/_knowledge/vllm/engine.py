@@ -141,6 +141,7 @@ class VLLM:
     env_prefix: str = k.ENV_PREFIX
     plugins_var: str | None = k.PLUGINS_VAR
     flashinfer_pin: Mapping[str, str] = k.FLASHINFER_PIN
+    kernel_packages: tuple[str, ...] = ()  # its kernels are its own extension modules (vllm/_C.abi3.so)
     # vllm/utils/deep_gemm.py, vllm/model_executor/layers/mhc (tilelang), humming kernels,
     # vllm/utils/flashinfer.py has_flashinfer (0.33.0)
     index_spelling: Literal["drops", "raises"] = "raises"
