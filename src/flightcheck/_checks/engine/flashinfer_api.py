@@ -10,15 +10,6 @@ from flightcheck._knowledge.vllm import flashinfer_paths as paths
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 
-def _choice(flags: list[str], flag: str) -> str | None:
-    """The value the command line gives ``flag`` (the reader spells it ``--flag=value``)."""
-    value = None
-    for item in flags:
-        if item.startswith(flag + "="):
-            value = item.split("=", 1)[1]
-    return value
-
-
 def missing_apis(engine_release: str, helper: str, flashinfer_release: str) -> list[str] | None:
     """``module.name`` the helper of ``engine_release`` requires and ``flashinfer_release``
     lacks; None when either release is not in the atlas (then nothing is judged)."""
@@ -67,7 +58,7 @@ def flashinfer_api_missing(ctx: Context) -> Iterator[Outcome]:
     engine_rules = engines.get(intent.engine)
     if not engine_rules.probes_flashinfer_apis:
         raise Skip(f"{engine_rules.display}: which FlashInfer APIs its paths probe is not read")
-    choice = _choice(list(intent.engine_flags), paths.ALL2ALL_FLAG)
+    choice = intent.all2all_backend  # --all2all-backend, read once with the launch
     helpers = paths.PATHS.get((paths.ALL2ALL_DEST, choice or ""))
     if not helpers:
         raise Skip("the command takes no path that needs a FlashInfer API flightcheck knows")
