@@ -409,7 +409,9 @@ def _explicit(src: Source, call: ast.Call, kwargs_of: dict[str, dict[str, dict[s
             ok, value = _literal(kw.value)
             if not ok and isinstance(kw.value, ast.Name) and kw.value.id in src.constants:
                 ok, value = _literal(src.constants[kw.value.id])
-            row["choices"] = list(value) if ok and isinstance(value, (list, tuple, set)) else None
+            if ok and isinstance(value, (set, frozenset)):  # a set's order is the hash seed's: sorted
+                value = sorted(value, key=str)
+            row["choices"] = list(value) if ok and isinstance(value, (list, tuple)) else None
         elif kw.arg == "type":
             name = _dotted(kw.value).split(".")[-1] if not isinstance(kw.value, ast.Call) else ""
             row["type"] = {"int": "int", "float": "float", "str": "str", "loads": "json"}.get(name, "str")

@@ -296,3 +296,19 @@ def test_flashinfer_extraction_of_module_names(gen: ModuleType) -> None:
     modules = gen.flashinfer_release(src.get, sorted(src))["modules"]
     assert modules["flashinfer.comm"] == ["Mapping"]
     assert modules["flashinfer.comm.trtllm_alltoall"] == ["MnnvlMoe", "helper"]
+
+
+def test_choices_from_a_set_are_sorted_so_a_regeneration_is_reproducible(gen: ModuleType) -> None:
+    """SGLang 0.5.11+ ``SAMPLING_BACKEND_CHOICES = {"flashinfer", "pytorch", "ascend"}``: a
+    set's order is PYTHONHASHSEED's, so the reader sorts it (argparse only tests membership)."""
+    src = {
+        "sglang/srt/server_args.py": (
+            'CHOICES = {"pytorch", "flashinfer", "ascend"}\n'
+            "class ServerArgs:\n"
+            "    @staticmethod\n"
+            "    def add_cli_args(parser):\n"
+            '        parser.add_argument("--sampling-backend", choices=CHOICES)\n'
+        )
+    }
+    (row,) = gen.sglang_release(src.get, sorted(src))["options"]
+    assert row["choices"] == ["ascend", "flashinfer", "pytorch"]
