@@ -19,6 +19,12 @@ The result is written compactly (``src/flightcheck/_knowledge/atlas_data/<engine
 every distinct option row is stored once and each release lists the rows it has, by index.
 
     python scripts/gen_release_atlas.py --cache CACHE [--out DIR]
+    python scripts/gen_release_atlas.py --cache CACHE --merge   (add / replace only the cached releases)
+
+``--merge`` is for a cache that holds some releases only: the committed file is loaded, its
+``rows`` are kept as they are and the cached releases' rows are appended, so that every other
+release's entry (and every row it points at) stays byte-identical; an engine with nothing in
+the cache is not rewritten.
     python scripts/gen_release_atlas.py --site SITE_PACKAGES --engine vllm   (one installed release, to stdout)
 """
 
@@ -403,7 +409,9 @@ def _explicit(src: Source, call: ast.Call, kwargs_of: dict[str, dict[str, dict[s
             ok, value = _literal(kw.value)
             if not ok and isinstance(kw.value, ast.Name) and kw.value.id in src.constants:
                 ok, value = _literal(src.constants[kw.value.id])
-            row["choices"] = list(value) if ok and isinstance(value, (list, tuple, set)) else None
+            if ok and isinstance(value, (set, frozenset)):  # a set's order is the hash seed's: sorted
+                value = sorted(value, key=str)
+            row["choices"] = list(value) if ok and isinstance(value, (list, tuple)) else None
         elif kw.arg == "type":
             name = _dotted(kw.value).split(".")[-1] if not isinstance(kw.value, ast.Call) else ""
             row["type"] = {"int": "int", "float": "float", "str": "str", "loads": "json"}.get(name, "str")
@@ -924,6 +932,27 @@ def pack(engine: str, releases: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"engine": engine, "generated_by": "scripts/gen_release_atlas.py", "rows": rows, "releases": out}
 
 
+def merge(doc: dict[str, Any], releases: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``doc`` (a packed document) with ``releases`` added or replaced: its rows are kept in
+    place and new ones appended, so the other releases' index lists are unchanged."""
+    rows: list[Any] = list(doc["rows"])
+    index: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        index.setdefault(json.dumps(row, sort_keys=True), i)
+    fresh = pack(doc["engine"], releases)
+    remap: dict[int, int] = {}
+    for i, row in enumerate(fresh["rows"]):
+        key = json.dumps(row, sort_keys=True)
+        if key not in index:
+            index[key] = len(rows)
+            rows.append(row)
+        remap[i] = index[key]
+    out = dict(doc["releases"])
+    for version, packed in fresh["releases"].items():
+        out[version] = {k: [remap[i] for i in v] if isinstance(v, list) else v for k, v in packed.items()}
+    return {**doc, "rows": rows, "releases": out}
+
+
 def _unpack(doc: dict[str, Any], version: str) -> dict[str, Any]:
     """One release of a packed document, as :func:`release` returned it."""
     rows = doc["rows"]
@@ -943,6 +972,7 @@ def main() -> int:
     ap.add_argument("--site", type=Path, help="a site-packages directory: print its release of --engine")
     ap.add_argument("--engine", choices=sorted(EXTRACT))
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--merge", action="store_true", help="keep the committed releases; add / replace the cached ones")
     args = ap.parse_args()
     if args.site is not None:
         engine = args.engine or "vllm"
@@ -961,12 +991,24 @@ def main() -> int:
         for d in sorted(base.iterdir()) if base.is_dir() else []:
             if (d / "METADATA").exists() and re.fullmatch(r"\d+(\.\d+)*(\.post\d+)?", d.name):
                 releases[d.name] = release(engine, d, keep=keep if engine == "flashinfer" else None)
-        if engine == "vllm":
-            keep = probed(releases)
-        doc = pack(engine, releases)
+        committed = args.out / f"{engine}.json"
+        if args.merge and committed.exists():
+            old = json.loads(committed.read_text(encoding="utf-8"))
+            doc = merge(old, releases)
+            if engine == "vllm":
+                keep = probed({v: _unpack(doc, v) for v in doc["releases"]})
+            if not releases:
+                print(f"{engine}: nothing cached, left as it is")
+                continue
+        else:
+            if engine == "vllm":
+                keep = probed(releases)
+            doc = pack(engine, releases)
         text = json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n"
         (args.out / f"{engine}.json").write_text(text, encoding="utf-8")
         print(f"{engine}: {len(releases)} releases, {len(doc['rows'])} distinct rows, {len(text):,} bytes")
+        if args.merge:
+            print(f"{engine}: merged {', '.join(sorted(releases, key=version_key))}")
     return 0
 
 

@@ -17,6 +17,7 @@ from flightcheck import Intent, evaluate
 from flightcheck._checks.fabric.fallback import beam_allreduce, describe, kimi_k3_tail, multicast_fallback
 from flightcheck._checks.framework import Context
 from flightcheck._collect.checkpoint import read_checkpoint
+from flightcheck._launch.intent_read import read_options
 from flightcheck._vocabulary.facts import from_dict
 from support.cli import cli
 from support.evaluation import assert_fires, assert_silent, host_doc, results, statuses
@@ -315,7 +316,7 @@ def ctx_for(
     d["env"].update(env or {})
     d["multicast_probe"] = PROBE_401
     intent.setdefault("tensor_parallel_size", 8)
-    facts, it = from_dict(d), Intent(**intent)
+    facts, it = from_dict(d), read_options(Intent(**intent))  # the flags read as _launch reads them
     return Context(facts, it, read_checkpoint(it, facts))
 
 
@@ -405,7 +406,7 @@ def sglang_ctx(
     d["python"]["packages"].update(vllm=None, sglang=version)
     d["multicast_probe"] = PROBE_401
     intent.setdefault("tensor_parallel_size", 8)
-    facts, it = from_dict(d), Intent(engine="sglang", model=model, engine_flags=flags or [], **intent)
+    facts, it = from_dict(d), read_options(Intent(engine="sglang", model=model, engine_flags=flags or [], **intent))
     return Context(facts, it, read_checkpoint(it, facts))
 
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from flightcheck._vocabulary.engine import ENGINE_NAMES
+from flightcheck._vocabulary.engine import KNOWN_ENGINES
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.version import __version__
 
@@ -48,7 +48,8 @@ def _normalise(argv: list[str]) -> list[str]:
 def add_intent_flags(p: argparse.ArgumentParser) -> None:
     """The deployment intent, spelled as vLLM spells it."""
     g = p.add_argument_group("deployment intent")
-    g.add_argument("--engine", choices=ENGINE_NAMES, default=None, help="serving engine (default vllm)")
+    # the registered engines (a list shared with the registry: one `engines.register` adds a name)
+    g.add_argument("--engine", choices=KNOWN_ENGINES, default=None, help="serving engine (default vllm)")
     g.add_argument("--model", help="model directory or Hugging Face repo id (resolved from the local cache only)")
     g.add_argument("--revision", help="revision of a repo id in the cache (branch, tag or commit)")
     g.add_argument("-tp", "--tensor-parallel-size", type=int, default=None, metavar="N")

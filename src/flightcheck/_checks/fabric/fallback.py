@@ -155,12 +155,9 @@ def communicates(ctx: Context) -> bool:
 
 
 def flag_values(ctx: Context) -> dict[str, str | None]:
-    """The engine command's flags as the reader saw them: name -> value (None: bare flag)."""
-    out: dict[str, str | None] = {}
-    for item in ctx.intent.engine_flags:
-        name, eq, value = item.partition("=")
-        out[name] = value if eq else None
-    return out
+    """The engine command's flags as the reader saw them: name -> value (None: bare flag),
+    read once where the launch is read (``intent.option_values``)."""
+    return dict(ctx.intent.option_values)
 
 
 def _sm_majors(ctx: Context) -> set[str] | None:
