@@ -169,15 +169,23 @@ def test_vision_encoder_profile_rules_match_the_installed_vllm(conformance, engi
 
 
 FUSION_PROBE = r"""
-import inspect, json
+import ast, importlib.util, inspect, json
 from vllm.config import vllm as vllm_config
-from vllm.compilation.passes.fusion import allreduce_rms_fusion
 from vllm.distributed.device_communicators import cuda_communicator
 from flashinfer.comm import mnnvl
 enable = inspect.getsource(vllm_config.enable_allreduce_rms_fusion)
 setup = inspect.getsource(mnnvl.SymmDeviceMemory)
 init = inspect.getsource(cuda_communicator.CudaCommunicator.__init__)
-table = allreduce_rms_fusion.FI_ALLREDUCE_FUSION_MAX_SIZE_MB
+# the pass module is read as text: importing it needs vLLM's compiled ops (torch.ops._C),
+# which a CPU-only venv lacks
+spec = importlib.util.find_spec("vllm.compilation.passes.fusion.allreduce_rms_fusion")
+tree = ast.parse(open(spec.origin, encoding="utf-8").read())
+table = next(
+    ast.literal_eval(node.value)
+    for node in tree.body
+    if isinstance(node, (ast.Assign, ast.AnnAssign))
+    and "FI_ALLREDUCE_FUSION_MAX_SIZE_MB" in ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target)
+)
 print(json.dumps({
     "table": {str(k): {str(t): m for t, m in v.items()} for k, v in table.items()},
     "needs_dp_pp_1": "pipeline_parallel_size == 1" in enable and "data_parallel_size == 1" in enable,
