@@ -113,6 +113,18 @@ class Source:
                     if isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
                         for a in sub.names:
                             self.imports.setdefault(a.asname or a.name, sub.module)
+                if _dotted(node.test).split(".")[-1] == "TYPE_CHECKING":
+                    # ``else: NAME = Any``: what the name is when the parser is built. vLLM
+                    # 0.10.2 vllm/config/__init__.py ``QuantizationMethods = Any`` makes
+                    # ``--quantization`` take any string (the real parser, checked in
+                    # tests/conformance/test_releases.py), though the name is also imported
+                    for sub in node.orelse:
+                        if (
+                            isinstance(sub, ast.Assign)
+                            and len(sub.targets) == 1
+                            and isinstance(sub.targets[0], ast.Name)
+                        ):
+                            self.aliases.setdefault(sub.targets[0].id, sub.value)
 
     def want(self, name: str, depth: int = 0) -> None:
         """Load the module a name is imported from (and what it re-exports from), once."""
@@ -192,7 +204,9 @@ def _atoms(src: Source, node: ast.AST | None, depth: int = 0) -> list[tuple[str,
             return _atoms(src, args[0], depth + 1) + [("None", None)]
         if head == "Union":
             return [a for arg in args for a in _atoms(src, arg, depth + 1)]
-        if head == "Annotated":
+        if head in ("Annotated", "SkipValidation"):
+            # pydantic's SkipValidation[X] is X to the parser: vLLM 0.10.2 vllm/config/scheduler.py
+            # ``enable_chunked_prefill: SkipValidation[bool]``, a BooleanOptionalAction flag
             return _atoms(src, args[0], depth + 1)
         if head == "Literal":
             values: list[Any] = []
@@ -943,7 +957,22 @@ def main() -> int:
     ap.add_argument("--site", type=Path, help="a site-packages directory: print its release of --engine")
     ap.add_argument("--engine", choices=sorted(EXTRACT))
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--update", nargs="+", metavar="VERSION", help="regenerate only these releases of --engine; keep the rest"
+    )
     args = ap.parse_args()
+    if args.update:
+        if args.cache is None or args.engine in (None, "flashinfer"):
+            ap.error("--update needs --cache and --engine vllm|sglang")
+        path = args.out / f"{args.engine}.json"
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        releases = {v: _unpack(doc, v) for v in doc["releases"]}
+        for version in args.update:
+            releases[version] = release(args.engine, args.cache / args.engine / version)
+        doc = pack(args.engine, releases)
+        path.write_text(json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n", encoding="utf-8")
+        print(f"{args.engine}: updated {', '.join(args.update)}")
+        return 0
     if args.site is not None:
         engine = args.engine or "vllm"
         print(json.dumps(release(engine, args.site), indent=1, sort_keys=True))
