@@ -149,3 +149,45 @@ def test_the_parser_of_every_release_read_builds(engine: str) -> None:
         parser = engine_args.release_parser(engine, release)
         strings = {s for o in atlas.options(engine, release) for s in o["option_strings"]}
         assert strings <= set(parser._option_string_actions), release
+
+
+# Disagreements the cross-release conformance (tests/conformance/test_releases.py, the real
+# vLLM 0.6.0 / 0.10.2 parsers) found, each fixed; the expected readings are those parsers'.
+
+
+def test_vllm_0_10_2_skip_validation_flags_are_read_as_their_inner_type() -> None:
+    """vllm/config/scheduler.py 0.10.2: ``enable_chunked_prefill: SkipValidation[bool]`` is a
+    BooleanOptionalAction flag (the atlas read it as a str option: a false FC703)."""
+    line = ["vllm", "serve", "M", "--enable-chunked-prefill", "--max-num-batched-tokens", "2048"]
+    assert _read(line, "0.10.2").refused == []
+    assert _read(["vllm", "serve", "M", "--no-enable-chunked-prefill"], "0.10.2").refused == []
+    intent = _read(["vllm", "serve", "M", "--max-num-seqs", "128"], "0.10.2")
+    assert intent.refused == [] and intent.max_num_seqs == 128
+
+
+def test_vllm_0_10_2_quantization_takes_any_name() -> None:
+    """vllm/config/__init__.py 0.10.2: ``QuantizationMethods = Any`` (the TYPE_CHECKING else
+    branch) when the parser is built: ``--quantization ascend`` (a plugin's) is accepted."""
+    assert _read(["vllm", "serve", "M", "--quantization", "ascend"], "0.10.2").refused == []
+    # 0.6.0 lists its own choices (vllm/engine/arg_utils.py QUANTIZATION_METHODS) but they
+    # are not literal text: not judged, never a false stop
+    assert _read(["vllm", "serve", "M", "--quantization", "awq"], "0.6.0").refused == []
+
+
+def test_vllm_0_10_2_model_loader_extra_config_is_any_dict() -> None:
+    """vllm/config/__init__.py 0.10.2 LoadConfig: ``model_loader_extra_config: Union[dict,
+    TensorizerConfig]``: a plain dict is taken (not validated as a TensorizerConfig)."""
+    line = ["vllm", "serve", "M", "--model-loader-extra-config", '{"enable_multithread_load": true, "num_threads": 8}']
+    assert _read(line, "0.10.2").refused == []
+
+
+def test_settings_are_read_again_by_the_release_when_the_newest_refused_the_line() -> None:
+    """--num-scheduler-steps left vLLM after 0.6: the 0.33.0 reading refuses the line and reads
+    it leniently (no abbreviations); 0.6.0's parser takes ``--tensor 4`` as
+    --tensor-parallel-size 4 (argparse's allow_abbrev, vllm/utils.py FlexibleArgumentParser)."""
+    line = ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "M"]
+    line += ["--num-scheduler-steps", "10", "--tensor", "4", "--max_model_len", "4096"]
+    assert parse_command(line).intent.refused
+    intent = _read(line, "0.6.0")
+    assert intent.refused == []
+    assert intent.tensor_parallel_size == 4 and intent.max_model_len == 4096 and intent.model == "M"
