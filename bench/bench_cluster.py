@@ -6,7 +6,8 @@ truncated so FC802 has to find it.
 
 Prints, per node count, the wall time of the whole command (a fresh process: start-up,
 loading and validating every snapshot, every node's checks, the cross-node checks, the
-report) and of the in-process evaluation alone, median of 3 runs.
+report) and of the in-process evaluation alone, median of 3 runs; and the size of the
+``--format html`` page and the time to render it from the evaluated report.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from flightcheck import Intent
 from flightcheck._checks.cluster.evaluate import evaluate_cluster
 from flightcheck._cluster.snapshots import load_dir
+from flightcheck._report.cluster_html import render as render_html
 
 SHARDS = 96
 
@@ -77,9 +79,13 @@ def main() -> None:
             eval_s = median_s(
                 lambda nodes=nodes, n=n: evaluate_cluster(nodes, Intent(tensor_parallel_size=8, nnodes=n))
             )
+            report = evaluate_cluster(nodes, Intent(tensor_parallel_size=8, nnodes=n))
+            html_s = median_s(lambda report=report: render_html(report))
+            size = len(render_html(report).encode())
             print(
                 f"{n:4d} nodes x {SHARDS} shards: "
-                f"cluster command {cli_s:6.2f} s, evaluation alone {eval_s * 1000:7.1f} ms"
+                f"cluster command {cli_s:6.2f} s, evaluation alone {eval_s * 1000:7.1f} ms, "
+                f"html page {size / 1024:6.1f} KiB rendered in {html_s * 1000:6.1f} ms"
             )
 
 

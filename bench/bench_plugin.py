@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import struct
 import subprocess
 import sys
@@ -34,24 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from plugin_driver import DRIVER, summary  # this folder: the benchmarks' shared driver
 
-DRIVER = r"""
-import json, os, sys, time
-t0 = time.perf_counter()
-from importlib.metadata import entry_points
-sys.argv = json.loads(os.environ.pop("BENCH_ARGV"))
-(ep,) = [e for e in entry_points(group="vllm.general_plugins") if e.name == "flightcheck"]
-register = ep.load()
-t1 = time.perf_counter()
-try:
-    register()
-    outcome = "returned"
-except SystemExit as exc:
-    outcome = f"exit {exc.code}"
-t2 = time.perf_counter()
-print(json.dumps({"load_s": t1 - t0, "register_s": t2 - t1, "outcome": outcome}))
-"""
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def build_model(target: Path) -> str:
@@ -140,12 +124,6 @@ def measure(model: Path, runs: int, facts: str | None) -> list[dict[str, float]]
         if i:  # the first run warms the page cache
             out.append(row)
     return out
-
-
-def summary(values: list[float]) -> str:
-    values = sorted(values)
-    p90 = values[min(len(values) - 1, round(0.9 * (len(values) - 1)))]
-    return f"median {statistics.median(values):.3f} s  p90 {p90:.3f} s  max {values[-1]:.3f} s"
 
 
 def main() -> int:

@@ -39,26 +39,11 @@ import sys
 import tempfile
 from pathlib import Path
 
+from plugin_driver import DRIVER, summary  # this folder: the benchmarks' shared driver
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "src"))
-
-DRIVER = r"""
-import json, os, sys, time
-from importlib.metadata import entry_points
-sys.argv = json.loads(os.environ.pop("BENCH_ARGV"))
-(ep,) = [e for e in entry_points(group="vllm.general_plugins") if e.name == "flightcheck"]
-register = ep.load()
-t1 = time.perf_counter()
-try:
-    register()
-    outcome = "returned"
-except SystemExit as exc:
-    outcome = f"exit {exc.code}"
-t2 = time.perf_counter()
-print(json.dumps({"register_s": t2 - t1, "outcome": outcome,
-                  "fallback": os.environ.get("TORCH_SYMM_MEM_DISABLE_MULTICAST") == "1"}))
-"""
 
 
 def facts_file(tmp: Path, name: str, **sections: object) -> Path:
@@ -111,12 +96,6 @@ def run_once(argv: list[str], env: dict[str, str], cache: Path, cold: bool) -> d
     row = json.loads(proc.stdout.strip().splitlines()[-1])
     row["probe_s"] = json.loads(report.read_text())["timings"].get("probe_s")
     return row
-
-
-def summary(values: list[float]) -> str:
-    values = sorted(values)
-    p90 = values[min(len(values) - 1, round(0.9 * (len(values) - 1)))]
-    return f"median {statistics.median(values):.3f} s  p90 {p90:.3f} s  max {values[-1]:.3f} s"
 
 
 def main() -> int:

@@ -53,7 +53,7 @@ def main() -> int:
     for r in comm:
         lo, hi = r.comm_gib or (0.0, 0.0)
         print(
-            f"{r.index:>2} {lo:.2f} GiB counted (certain); {hi:.2f} GiB if NVLS allocated: "
+            f"{r.index:>2} {lo:.2f} GiB counted (certain); {hi:.2f} GiB at the high end (NVLS, network): "
             f"error {_f(r.error_gib, '{:+.2f}')} GiB -> {_f((r.error_gib or 0) - (hi - lo), '{:+.2f}')} GiB"
         )
     broken = [r for r in rows if r.excluded is None and r.terms]
@@ -62,15 +62,23 @@ def main() -> int:
     for r in broken:
         cells = " · ".join(f"{k} {pr:.2f} - {lg:.2f} = {pr - lg:+.2f}" for k, (pr, lg) in (r.terms or {}).items())
         print(f"{r.index:>2} {r.model[:30]:30} {cells}")
-    outside = [r for r in rows if r.excluded is None and r.inside_tolerance is False]
+    outside = [r for r in rows if r.excluded is None and r.inside is False]
     if outside:
-        print("\nlogged budget outside the reported [low, high] bound, widened by max(3%, 0.5 GiB):")
+        print("\nlogged budget outside the reported [low, high] bound, and the bound's terms (below, above GiB):")
     for r in outside:
-        print(f"{r.index:>2} logged {r.logged_gib:.2f} not in [{r.low_gib:.2f}, {r.high_gib:.2f}] GiB")
-    print(
-        f"\n{s['inside']} of {s['bounded']} scored points have the logged budget inside the reported bound; "
-        f"{s['inside_tolerance']} inside it widened by max(3%, 0.5 GiB)"
-    )
+        cells = ", ".join(f"{k} -{b:.2f}/+{a:.2f}" for k, (b, a) in (r.bound_terms or {}).items())
+        print(f"{r.index:>2} logged {r.logged_gib:.2f} not in [{r.low_gib:.2f}, {r.high_gib:.2f}] GiB: {cells}")
+    for name, part in (("corpus", False), ("held-out", True)):
+        t = summary(rows, held_out=part)
+        if not t["scored"]:
+            print(f"\n{name}: no scored points")
+            continue
+        print(
+            f"\n{name}: {t['scored']} scored; within max(3%, 0.5 GiB) {t['within']}, within max(5%, 0.5 GiB) "
+            f"{t['within5']}; logged inside the bound {t['inside']} of {t['bounded']} "
+            f"({100 * t['inside'] / max(1, t['bounded']):.1f}%), widened by max(3%, 0.5 GiB) {t['inside_tolerance']}; "
+            f"median bound width {t['median_width_gib']:.2f} GiB"
+        )
     print(
         f"\n{s['scored']} of {s['points']} points scored; {s['within']} ({100 * s['share_within']:.1f}%) within "
         f"max(3%, 0.5 GiB); median |error| {s['median_abs_error_gib']:.2f} GiB, max {s['max_abs_error_gib']:.2f} GiB; "

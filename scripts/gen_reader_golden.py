@@ -38,7 +38,10 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-READER = REPO / "src" / "flightcheck" / "_collect" / "engine_reader.py"
+sys.path.insert(0, str(REPO / "src"))
+
+from flightcheck._launch.engine_ask import reader_command
+
 CORPUS = REPO / "tests" / "conformance" / "corpus"
 GOLDEN = REPO / "tests" / "conformance" / "golden"
 
@@ -148,7 +151,7 @@ def read_engine(python: str, engine: str, entries: list[dict], timeout: float) -
     env["VLLM_TARGET_DEVICE"] = "cpu"
     with tempfile.TemporaryDirectory() as cwd:
         proc = subprocess.run(
-            [python, str(READER), engine, "--batch", "--timeout", str(timeout)],
+            reader_command(python, engine, "--batch", "--timeout", str(timeout)),
             input="".join(json.dumps(a) + "\n" for a in batch),
             capture_output=True,
             text=True,

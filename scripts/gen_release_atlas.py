@@ -19,6 +19,12 @@ The result is written compactly (``src/flightcheck/_knowledge/atlas_data/<engine
 every distinct option row is stored once and each release lists the rows it has, by index.
 
     python scripts/gen_release_atlas.py --cache CACHE [--out DIR]
+    python scripts/gen_release_atlas.py --cache CACHE --merge   (add / replace only the cached releases)
+
+``--merge`` is for a cache that holds some releases only: the committed file is loaded, its
+``rows`` are kept as they are and the cached releases' rows are appended, so that every other
+release's entry (and every row it points at) stays byte-identical; an engine with nothing in
+the cache is not rewritten.
     python scripts/gen_release_atlas.py --site SITE_PACKAGES --engine vllm   (one installed release, to stdout)
 """
 
@@ -204,10 +210,14 @@ def _atoms(src: Source, node: ast.AST | None, depth: int = 0) -> list[tuple[str,
             return _atoms(src, args[0], depth + 1) + [("None", None)]
         if head == "Union":
             return [a for arg in args for a in _atoms(src, arg, depth + 1)]
-        if head in ("Annotated", "SkipValidation"):
-            # pydantic's SkipValidation[X] is X to the parser: vLLM 0.10.2 vllm/config/scheduler.py
-            # ``enable_chunked_prefill: SkipValidation[bool]``, a BooleanOptionalAction flag
+        if head == "Annotated":
             return _atoms(src, args[0], depth + 1)
+        if head == "SkipValidation":
+            # pydantic's SkipValidation[X] is X to the parser: vLLM 0.10.2 vllm/config/scheduler.py
+            # ``enable_chunked_prefill: SkipValidation[bool]``, a BooleanOptionalAction flag; but
+            # a record under it is not validated (``target_model_config:
+            # SkipValidation[ModelConfig]``): no nested record there
+            return [("other", None) if a[0] == "dataclass" else a for a in _atoms(src, args[0], depth + 1)]
         if head == "Literal":
             values: list[Any] = []
             for arg in args:
@@ -417,7 +427,9 @@ def _explicit(src: Source, call: ast.Call, kwargs_of: dict[str, dict[str, dict[s
             ok, value = _literal(kw.value)
             if not ok and isinstance(kw.value, ast.Name) and kw.value.id in src.constants:
                 ok, value = _literal(src.constants[kw.value.id])
-            row["choices"] = list(value) if ok and isinstance(value, (list, tuple, set)) else None
+            if ok and isinstance(value, (set, frozenset)):  # a set's order is the hash seed's: sorted
+                value = sorted(value, key=str)
+            row["choices"] = list(value) if ok and isinstance(value, (list, tuple)) else None
         elif kw.arg == "type":
             name = _dotted(kw.value).split(".")[-1] if not isinstance(kw.value, ast.Call) else ""
             row["type"] = {"int": "int", "float": "float", "str": "str", "loads": "json"}.get(name, "str")
@@ -938,6 +950,27 @@ def pack(engine: str, releases: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {"engine": engine, "generated_by": "scripts/gen_release_atlas.py", "rows": rows, "releases": out}
 
 
+def merge(doc: dict[str, Any], releases: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``doc`` (a packed document) with ``releases`` added or replaced: its rows are kept in
+    place and new ones appended, so the other releases' index lists are unchanged."""
+    rows: list[Any] = list(doc["rows"])
+    index: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        index.setdefault(json.dumps(row, sort_keys=True), i)
+    fresh = pack(doc["engine"], releases)
+    remap: dict[int, int] = {}
+    for i, row in enumerate(fresh["rows"]):
+        key = json.dumps(row, sort_keys=True)
+        if key not in index:
+            index[key] = len(rows)
+            rows.append(row)
+        remap[i] = index[key]
+    out = dict(doc["releases"])
+    for version, packed in fresh["releases"].items():
+        out[version] = {k: [remap[i] for i in v] if isinstance(v, list) else v for k, v in packed.items()}
+    return {**doc, "rows": rows, "releases": out}
+
+
 def _unpack(doc: dict[str, Any], version: str) -> dict[str, Any]:
     """One release of a packed document, as :func:`release` returned it."""
     rows = doc["rows"]
@@ -957,22 +990,8 @@ def main() -> int:
     ap.add_argument("--site", type=Path, help="a site-packages directory: print its release of --engine")
     ap.add_argument("--engine", choices=sorted(EXTRACT))
     ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument(
-        "--update", nargs="+", metavar="VERSION", help="regenerate only these releases of --engine; keep the rest"
-    )
+    ap.add_argument("--merge", action="store_true", help="keep the committed releases; add / replace the cached ones")
     args = ap.parse_args()
-    if args.update:
-        if args.cache is None or args.engine in (None, "flashinfer"):
-            ap.error("--update needs --cache and --engine vllm|sglang")
-        path = args.out / f"{args.engine}.json"
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        releases = {v: _unpack(doc, v) for v in doc["releases"]}
-        for version in args.update:
-            releases[version] = release(args.engine, args.cache / args.engine / version)
-        doc = pack(args.engine, releases)
-        path.write_text(json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n", encoding="utf-8")
-        print(f"{args.engine}: updated {', '.join(args.update)}")
-        return 0
     if args.site is not None:
         engine = args.engine or "vllm"
         print(json.dumps(release(engine, args.site), indent=1, sort_keys=True))
@@ -990,12 +1009,24 @@ def main() -> int:
         for d in sorted(base.iterdir()) if base.is_dir() else []:
             if (d / "METADATA").exists() and re.fullmatch(r"\d+(\.\d+)*(\.post\d+)?", d.name):
                 releases[d.name] = release(engine, d, keep=keep if engine == "flashinfer" else None)
-        if engine == "vllm":
-            keep = probed(releases)
-        doc = pack(engine, releases)
+        committed = args.out / f"{engine}.json"
+        if args.merge and committed.exists():
+            old = json.loads(committed.read_text(encoding="utf-8"))
+            doc = merge(old, releases)
+            if engine == "vllm":
+                keep = probed({v: _unpack(doc, v) for v in doc["releases"]})
+            if not releases:
+                print(f"{engine}: nothing cached, left as it is")
+                continue
+        else:
+            if engine == "vllm":
+                keep = probed(releases)
+            doc = pack(engine, releases)
         text = json.dumps(doc, separators=(",", ":"), sort_keys=True) + "\n"
         (args.out / f"{engine}.json").write_text(text, encoding="utf-8")
         print(f"{engine}: {len(releases)} releases, {len(doc['rows'])} distinct rows, {len(text):,} bytes")
+        if args.merge:
+            print(f"{engine}: merged {', '.join(sorted(releases, key=version_key))}")
     return 0
 
 

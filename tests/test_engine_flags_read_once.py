@@ -2,30 +2,23 @@
 speculative config, the multimodal limits and switches: ``READ_ONCE_FIELDS``), and nothing
 outside ``_launch`` reads ``intent.engine_flags`` for values (an AST scan of src/).
 
-The readers not yet moved to typed fields are listed with how many reads each holds, so
-that the list can only shrink: a new read of the raw flags anywhere fails here."""
+A new read of the raw flags anywhere outside ``_launch`` fails here."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-from flightcheck._knowledge import vllm
+from flightcheck._knowledge import engines, sglang, vllm
 from flightcheck._launch.command import parse_command
-from flightcheck._vocabulary.intent import READ_ONCE_FIELDS, Intent
+from flightcheck._vocabulary.intent import ENGINE_OPTION_FIELDS, READ_ONCE_FIELDS, Intent
 
 PKG = Path(__file__).resolve().parents[1] / "src" / "flightcheck"
 
-#: file (under src/flightcheck) -> reads of ``.engine_flags`` still there: SGLang's memory
-#: options (fraction_options, mm_reservation_bytes, the attention backend) and vLLM's
-#: ``--enforce-eager`` for a leniently read line in _memory; the multicast fallback's
-#: flag map (``flag_values``); the Intent's own redaction; FC712's ``--all2all-backend``.
-REMAINING = {
-    "_checks/engine/flashinfer_api.py": 1,
-    "_memory/__init__.py": 4,
-    "_checks/fabric/fallback.py": 1,
-    "_vocabulary/intent.py": 2,
-}
+#: file (under src/flightcheck) -> reads of ``.engine_flags`` still there: none. (The
+#: Intent's own redaction in ``_vocabulary/intent.py`` touches the field by name, in
+#: ``__setattr__`` and ``to_dict``, never as an attribute read, so it is not counted.)
+REMAINING: dict[str, int] = {}
 
 
 def _reads(path: Path) -> int:
@@ -46,14 +39,43 @@ def test_nothing_outside_launch_reads_the_raw_flags() -> None:
         n = _reads(path)
         if n:
             found[rel] = n
-    assert found, "the scan found no read at all: wrong root?"
+    assert _reads(PKG / "_launch" / "intent_read.py"), "the scan found no read at all: wrong root?"
     grown = {k: v for k, v in found.items() if v > REMAINING.get(k, 0)}
     assert not grown, f"read the Intent's typed fields, not intent.engine_flags: {grown}"
 
 
 def test_the_read_once_fields_match_the_reader() -> None:
-    assert tuple(vllm.LAUNCH_OPTION_FIELDS) == READ_ONCE_FIELDS
+    assert READ_ONCE_FIELDS == (*vllm.LAUNCH_OPTION_FIELDS, "option_values", *ENGINE_OPTION_FIELDS)
     assert set(READ_ONCE_FIELDS) <= set(Intent.__dataclass_fields__)
+    for name in engines.names():  # every engine's reader gives exactly its fields
+        assert tuple(engines.get(name).reader.launch_options([])) == ENGINE_OPTION_FIELDS
+
+
+def test_the_engine_read_fields_are_typed() -> None:
+    vllm_line = [
+        "vllm", "serve", "m", "--served-model-name", "a", "b", "--all2all-backend", "deepep_low_latency",
+        "--enforce-eager", "--max-model-len", "4096",
+    ]  # fmt: skip
+    it = parse_command(vllm_line, None).intent
+    assert it.served_model_names == ["a", "b"] and it.all2all_backend == "deepep_low_latency"
+    assert it.eager_given and it.memory_options == {}
+    assert it.option_values["--all2all-backend"] == "deepep_low_latency" and it.option_values["--enforce-eager"] is None
+    sglang_line = [
+        "sglang", "serve", "--model-path", "m", "--served-model-name", "s", "--moe-a2a-backend", "deepep",
+        "--mm-feature-transport", "cuda_ipc", "--attention-backend", "fa3", "--chunked-prefill-size", "4096",
+    ]  # fmt: skip
+    it = parse_command(sglang_line, None).intent
+    assert (it.served_model_names, it.all2all_backend) == (["s"], "deepep")
+    mem = it.memory_options
+    assert mem["mm_feature_cache"] is True and mem["attention"]["attention"] == "fa3"
+    assert mem["fraction"]["chunked_prefill"] == 4096
+    # what the memory rules make of them is what they made of the flags
+    rules = engines.get("sglang").memory
+    assert rules.fraction_options(mem, "m", 8) == sglang.fraction_options(it.engine_flags, "m", 8)
+    assert rules.mm_reservation_bytes(mem, {}) == sglang.mm_reservation_bytes(it.engine_flags, {})
+    # an Intent read from no command: what a launch with no flags gives
+    assert rules.fraction_options({}, "m", None) == sglang.fraction_options([], "m", None)
+    assert rules.mm_reservation_bytes({}, {}) == sglang.mm_reservation_bytes([], {})
 
 
 def test_both_readers_fill_them_once() -> None:

@@ -113,8 +113,9 @@ def engine_reading(command: list[str], env: dict[str, str]) -> dict[str, Any] | 
         return None
     try:
         from flightcheck._collect.engine_reader import read_in_process
+        from flightcheck._knowledge import engines
 
-        doc = read_in_process("vllm", command)
+        doc = read_in_process(engines.reader_spec("vllm"), command)
     except Exception:  # noqa: BLE001 - the built-in reading stays
         return None
     return doc if usable(doc) else None

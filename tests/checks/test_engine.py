@@ -205,12 +205,24 @@ def test_the_atlas_holds_what_the_rule_reads() -> None:
     assert gone and all(m.startswith("flashinfer.comm.trtllm_alltoall") for m in gone)
 
 
+def test_the_atlas_judges_a_vllm_that_pins_a_flashinfer_0_3_with_that_release() -> None:
+    """vLLM 0.11.0 pins flashinfer-python 0.3.1 (an sdist-only release, now in the atlas):
+    its has_flashinfer_all2all() needs flashinfer.comm, which 0.3.1 has and 0.2.5 lacks."""
+    assert atlas.pinned("vllm", "0.11.0", "flashinfer-python") == "==0.3.1"
+    assert atlas.nearest_release("flashinfer", "0.3.1") == ("0.3.1", atlas.EXACT)
+    assert missing_apis("0.11.0", "has_flashinfer_all2all", "0.3.1") == []
+    gone = missing_apis("0.11.0", "has_flashinfer_all2all", "0.2.5")
+    assert gone == ["flashinfer.comm", "flashinfer.comm.mnnvl", "flashinfer.comm.trtllm_alltoall"]
+
+
 def test_fc712_names_the_removed_api_before_the_load() -> None:
     (r,) = assert_fires("FC712", _node(), engine="vllm", engine_flags=TWO_SIDED, **LAYOUT)
     assert r.severity.value == "error"
     assert "has_flashinfer_nvlink_two_sided() is False with flashinfer-python 0.7.4" in r.message
     assert "flashinfer.comm.trtllm_alltoall" in r.message
     assert "allgather_reducescatter" in r.fix
+    # the pin of vLLM 0.33.0's wheel (Requires-Dist, in the atlas) is what it says to install
+    assert r.fix.startswith("pip install flashinfer-python==0.7.2.post1 (the release vLLM 0.33.0 declares)")
     # the deprecated alias takes the same path
     alias = ["--all2all-backend=flashinfer_all2allv", "--enable-expert-parallel"]
     assert statuses(_node(), "FC712", engine="vllm", engine_flags=alias, **LAYOUT) == {"fail"}

@@ -17,6 +17,7 @@ from flightcheck import Intent, evaluate
 from flightcheck._checks.fabric.fallback import beam_allreduce, describe, kimi_k3_tail, multicast_fallback
 from flightcheck._checks.framework import Context
 from flightcheck._collect.checkpoint import read_checkpoint
+from flightcheck._launch.intent_read import read_options
 from flightcheck._vocabulary.facts import from_dict
 from support.cli import cli
 from support.evaluation import assert_fires, assert_silent, host_doc, results, statuses
@@ -136,8 +137,7 @@ def test_fc304_the_warm_reboot_401_story():
         "VLLM_ALLREDUCE_USE_SYMM_MEM": "0",
         "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "trtllm",
         "NCCL_NVLS_ENABLE": "0",
-        "VLLM_USE_NCCL_SYMM_MEM": "0",
-    }
+    }  # VLLM_USE_NCCL_SYMM_MEM is off by default (envs.py 0.11.0-0.33.0): not in the plan
     assert all(s.why for s in report.plan.steps) and report.plan.reasons == ["FC304"]
 
 
@@ -316,7 +316,7 @@ def ctx_for(
     d["env"].update(env or {})
     d["multicast_probe"] = PROBE_401
     intent.setdefault("tensor_parallel_size", 8)
-    facts, it = from_dict(d), Intent(**intent)
+    facts, it = from_dict(d), read_options(Intent(**intent))  # the flags read as _launch reads them
     return Context(facts, it, read_checkpoint(it, facts))
 
 
@@ -332,7 +332,6 @@ def test_current_vllm_and_torch_get_every_switch_with_a_reason():
         "VLLM_ALLREDUCE_USE_SYMM_MEM",
         "VLLM_FLASHINFER_ALLREDUCE_BACKEND",
         "NCCL_NVLS_ENABLE",
-        "VLLM_USE_NCCL_SYMM_MEM",
     ]
     assert all(s.why and s.kind == "env" for s in fb.steps) and fb.blocker is None
 
@@ -341,8 +340,11 @@ def test_current_vllm_and_torch_get_every_switch_with_a_reason():
     "vllm,present,absent",
     [
         ("0.10.1", [], ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_USE_NCCL_SYMM_MEM", "VLLM_FLASHINFER_ALLREDUCE_BACKEND"]),
-        ("0.12.0", ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_USE_NCCL_SYMM_MEM"], ["VLLM_FLASHINFER_ALLREDUCE_BACKEND"]),
-        ("0.19.1", ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_FLASHINFER_ALLREDUCE_BACKEND"], []),
+        # VLLM_USE_NCCL_SYMM_MEM is read from 0.11.0 but off by default: nothing to turn off
+        ("0.12.0", ["VLLM_ALLREDUCE_USE_SYMM_MEM"], ["VLLM_USE_NCCL_SYMM_MEM", "VLLM_FLASHINFER_ALLREDUCE_BACKEND"]),
+        # 0.19.0-0.24.x resolve "auto" to trtllm on one node (#38136): the backend is already trtllm
+        ("0.19.1", ["VLLM_ALLREDUCE_USE_SYMM_MEM"], ["VLLM_FLASHINFER_ALLREDUCE_BACKEND"]),
+        ("0.25.0", ["VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_FLASHINFER_ALLREDUCE_BACKEND"], []),
         ("0.34.0rc1", ["VLLM_FLASHINFER_ALLREDUCE_BACKEND"], []),
     ],
 )
@@ -404,7 +406,7 @@ def sglang_ctx(
     d["python"]["packages"].update(vllm=None, sglang=version)
     d["multicast_probe"] = PROBE_401
     intent.setdefault("tensor_parallel_size", 8)
-    facts, it = from_dict(d), Intent(engine="sglang", model=model, engine_flags=flags or [], **intent)
+    facts, it = from_dict(d), read_options(Intent(engine="sglang", model=model, engine_flags=flags or [], **intent))
     return Context(facts, it, read_checkpoint(it, facts))
 
 
@@ -499,7 +501,9 @@ def test_vllm_033_symm_mem_custom_allreduce_nccl_flashinfer_paths_are_switched_o
     assert env["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"  # symm-mem AR, CustomAllreduce MNNVL buffers
     assert env["VLLM_ALLREDUCE_USE_SYMM_MEM"] == "0"
     assert env["VLLM_FLASHINFER_ALLREDUCE_BACKEND"] == "trtllm"  # one node: CUDA IPC
-    assert env["NCCL_NVLS_ENABLE"] == "0" and env["VLLM_USE_NCCL_SYMM_MEM"] == "0"
+    assert env["NCCL_NVLS_ENABLE"] == "0" and "VLLM_USE_NCCL_SYMM_MEM" not in env  # off by default
+    on = env_of(ctx_for("0.33.0", env={"VLLM_USE_NCCL_SYMM_MEM": "1"}))
+    assert on["VLLM_USE_NCCL_SYMM_MEM"] == "0"  # the launch turned it on: the plan turns it off
 
 
 def test_vllm_tp_across_nodes_turns_the_fusion_off_instead_of_trtllm():
@@ -735,7 +739,10 @@ def test_0_17_across_nodes_turns_the_fusion_off_by_its_name_with_the_cost():
     steps = steps_by_name(ctx_for("0.17.0", tensor_parallel_size=16, nnodes=2))
     off = steps["--compilation-config.pass_config.fuse_allreduce_rms"]
     assert off.value == "false" and "#48075" in off.cost and "259 ms" in off.cost
-    assert steps["VLLM_ALLREDUCE_USE_FLASHINFER"].value == "0"
+    # the standalone FlashInfer all-reduce is off by default in 0.17.0-0.28.x (on from 0.29.0)
+    assert "VLLM_ALLREDUCE_USE_FLASHINFER" not in steps
+    later = steps_by_name(ctx_for("0.29.0", tensor_parallel_size=16, nnodes=2))
+    assert later["VLLM_ALLREDUCE_USE_FLASHINFER"].value == "0"
 
 
 def test_an_older_release_gets_only_the_switches_it_declares():

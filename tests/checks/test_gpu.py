@@ -104,6 +104,89 @@ def test_fc203_skipped_without_torch():
     assert statuses(from_dict(d), "FC203") == {"skip"}
 
 
+def h100_with(libraries: dict[str, Any], cuda: str = "12.4", driver: str = "550.127.05", torch: str | None = "12.4"):
+    """H100 x8 whose driver supports CUDA ``cuda`` and torch is built for ``torch`` (so the
+    torch comparison passes), with ``python.cuda_libraries`` recorded."""
+    d = host("hgx-h100", driver={"loaded": True, "version": driver, "cuda_version": cuda, "error": None})
+    d["fabric_manager"]["version"] = driver  # else FC308 rightly fails
+    d["python"]["torch_cuda"] = torch
+    if torch is None:
+        d["python"]["torch_arch_list"] = None
+    d["python"]["cuda_libraries"] = libraries
+    return from_dict(d)
+
+
+def vllm_lib(cubins: list[str], ptx: dict[str, list[str]]) -> dict[str, Any]:
+    return {"vllm": {"version": "0.11.0", "files": ["_C.abi3.so"], "cubins": cubins, "ptx": ptx}}
+
+
+def test_fc203_ptx_only_newer_than_the_driver_is_an_error():
+    # kernels built as CUDA 12.8 PTX (ISA 8.7) with no sm_90 cubin, driver 12.4: the JIT refuses them
+    f = h100_with(vllm_lib(["8.0"], {"9.0": ["8.7"]}))
+    [r] = assert_fires("FC203", f, tensor_parallel_size=8)
+    assert r.severity.value == "error" and r.subject == "gpus:0-7"
+    assert "CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)" in r.message and "needs CUDA 12.8" in r.message
+    assert (
+        "vllm 0.11.0 has no cubin for GPU 0 (NVIDIA H100 80GB HBM3, sm_90) and 7 more" in r.message
+        and "compute_90 (PTX ISA 8.7)" in r.message
+    )
+    assert r.fix.startswith("install NVIDIA driver >= 570.86.10 (CUDA 12.8's)") and "cubins for sm_90" in r.fix
+    assert r.evidence["ptx_isa"] == "8.7" and r.evidence["needed_driver"] == "570.86.10"
+    assert evaluate(f, Intent(tensor_parallel_size=8)).exit_code == 1
+
+
+def test_fc203_does_not_stop_when_a_cubin_for_the_gpu_exists():
+    # the same PTX 8.7 and the same 12.4 driver, but an sm_90 cubin: the PTX is never JIT-compiled
+    assert_silent("FC203", h100_with(vllm_lib(["8.0", "9.0"], {"9.0": ["8.7"]})), tensor_parallel_size=8)
+    assert_silent("FC203", h100_with(vllm_lib(["9.0a"], {"9.0": ["8.7"]})), tensor_parallel_size=8)
+    # a B300 (sm_103) runs plain sm_100 cubins (same major, lower minor), never sm_100a ones
+    b300 = from_dict(host("hgx-b300"))
+    assert b300.python is not None and b300.driver is not None and b300.driver.cuda_version == "13.0"
+    d = host("hgx-b300")
+    d["python"]["cuda_libraries"] = {"vllm": {"cubins": ["10.0"], "ptx": {"10.0": ["9.1"]}}}
+    assert_silent("FC203", from_dict(d), tensor_parallel_size=8)
+    d["python"]["cuda_libraries"] = {"vllm": {"cubins": ["10.0a"], "ptx": {"10.0": ["9.1"]}}}
+    [r] = assert_fires("FC203", from_dict(d), tensor_parallel_size=8)
+    assert r.severity.value == "error" and "needs CUDA 13.1" in r.message
+
+
+def test_fc203_ptx_the_driver_accepts_and_libraries_not_loaded_are_silent():
+    got = assert_silent("FC203", h100_with(vllm_lib(["8.0"], {"9.0": ["8.4"]})), tensor_parallel_size=8)
+    assert any("PTX for sm_90 the driver accepts" in r.message for r in got)
+    # sgl-kernel is not what vLLM loads; a jit-cache FlashInfer refuses (version mismatch) neither
+    libs = {
+        "sglang-kernel": {"cubins": [], "ptx": {"9.0": ["8.7"]}},
+        "flashinfer-jit-cache": {"cubins": [], "ptx": {"9.0": ["8.7"]}},
+    }
+    f = h100_with(libs)
+    assert f.python is not None and f.python.packages is not None
+    assert_silent("FC203", f, tensor_parallel_size=8)
+    assert_fires("FC203", h100_with(libs), tensor_parallel_size=8, engine="sglang")
+
+
+def test_fc203_ptx_undecidable_is_a_warning():
+    # the version field unreadable (zero): cannot tell, so a warning
+    [r] = assert_fires("FC203", h100_with(vllm_lib([], {"9.0": []})), tensor_parallel_size=8)
+    assert r.severity.value == "warning" and "could not be read" in r.message
+    # an ISA past the table on a driver past it too: extrapolation, a warning
+    f = h100_with(vllm_lib([], {"9.0": ["9.7"]}), cuda="13.4", driver="610.10", torch="13.0")
+    [r] = assert_fires("FC203", f, tensor_parallel_size=8)
+    assert r.severity.value == "warning" and "extrapolating" in r.message
+    # ... but a driver no newer than the table's newest CUDA refuses it for certain
+    f = h100_with(vllm_lib([], {"9.0": ["9.7"]}), cuda="13.0", driver="580.65.06", torch="13.0")
+    [r] = assert_fires("FC203", f, tensor_parallel_size=8)
+    assert r.severity.value == "error" and "newer than 13.1" in r.message
+    # two PTX archs the GPU can JIT, one the driver accepts: a warning, not a stop
+    [r] = assert_fires("FC203", h100_with(vllm_lib([], {"8.0": ["8.4"], "9.0": ["8.7"]})), tensor_parallel_size=8)
+    assert r.severity.value == "warning"
+
+
+def test_fc203_judges_the_ptx_without_torch():
+    [r] = assert_fires("FC203", h100_with(vllm_lib([], {"9.0": ["8.7"]}), torch=None), tensor_parallel_size=8)
+    assert r.severity.value == "error"
+    assert statuses(h100_with({}, torch=None), "FC203", tensor_parallel_size=8) == {"skip"}
+
+
 def test_fc204_arch_list_without_blackwell():
     d = host("hgx-b300")
     d["python"].update(

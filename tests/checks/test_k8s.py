@@ -110,6 +110,58 @@ def test_fc9xx_lws_two_node_manifest_is_silent():
         assert_silent(code, f, **intent)
 
 
+def test_fc9xx_kserve_runtime_and_inference_service_merged_are_silent():
+    f, intent = _case("kserve-vllm.yaml")
+    assert intent == {"model": "/mnt/models", "tensor_parallel_size": 8, "pipeline_parallel_size": 1}
+    for code in FITS:
+        assert_silent(code, f, **intent)
+    m = read_manifest(str(K8S / "kserve-vllm.yaml"))
+    # the runtime's probe (30 s + 60 x 30 s) and /dev/shm, the InferenceService's GPUs and args
+    assert m.pod["startup_probe"] == {"initial_delay_s": 30, "period_s": 30, "failure_threshold": 60}
+    assert m.pod["gpu_limit"] == 8 and m.pod["shm_medium"] == "Memory" and m.pod["kind"] == "InferenceService"
+    assert m.argv[-2:] == ["--tensor-parallel-size=8", "--max-model-len=16384"]
+
+
+def test_fc9xx_llm_d_pd_chart_output_stops_nothing():
+    # the decode Deployment (the first engine container): one GPU, no probes, NIXL KV transfer
+    f, intent = _case("llm-d-pd.yaml")
+    assert intent["tensor_parallel_size"] == 1
+    for code in ("FC901", "FC902", "FC903", "FC905"):
+        assert_silent(code, f, **intent)
+    # without hostIPC the KV transfer is named, as a warning only (never a stop)
+    [r] = assert_fires("FC904", f, **intent)
+    assert r.severity.value == "warning" and "hostIPC: true" in r.fix
+
+
+def test_kserve_merge_keeps_the_runtime_without_the_services_gpus(tmp_path):
+    import yaml
+
+    docs = list(yaml.safe_load_all((K8S / "kserve-vllm.yaml").read_text()))
+    isvc = docs[1]["spec"]["predictor"]["model"]
+    for part in ("limits", "requests"):
+        isvc["resources"][part]["nvidia.com/gpu"] = "4"
+    isvc["env"] = [{"name": "HF_HOME", "value": "/models/hf"}]
+    path = tmp_path / "isvc.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    m = read_manifest(str(path))
+    assert m.pod["gpu_limit"] == 4 and m.env["HF_HOME"] == "/models/hf"  # merged by name
+    assert m.env["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn"  # the runtime's stays
+    f, intent = _case("kserve-vllm.yaml", gpu_limit=4)
+    [r] = assert_fires("FC903", f, **intent)
+    assert "given 4 nvidia.com/gpu" in r.message
+    # a custom predictor's own container; a service whose runtime is not given is no pod
+    custom = {
+        "kind": "InferenceService",
+        "metadata": {"name": "custom"},
+        "spec": {"predictor": {"containers": [{"name": "c", "command": ["vllm", "serve", "/m", "-tp", "2"]}]}},
+    }
+    path.write_text(yaml.safe_dump(custom))
+    assert read_manifest(str(path)).argv == ["vllm", "serve", "/m", "-tp", "2"]
+    path.write_text(yaml.safe_dump(docs[1]))
+    with pytest.raises(UsageError, match="no container runs vLLM"):
+        read_manifest(str(path))
+
+
 def test_fc902_fires_without_a_shm_volume_and_on_a_small_one():
     f, intent = _case("production-stack-default.yaml", shm_mounted=False, shm_medium=None, shm_size_limit_bytes=None)
     [r] = assert_fires("FC902", f, **intent)
@@ -212,3 +264,20 @@ def test_hostile_manifests_are_one_line(tmp_path, text, problem):
 def test_quantities():
     assert quantity("20Gi") == 20 << 30 and quantity("16G") == 16_000_000_000 and quantity("8") == 8
     assert quantity(4) == 4 and quantity("lots") is None and quantity(True) is None and quantity("1e3") == 1000
+
+
+def test_command_and_args_expand_as_the_kubelet_does():
+    from flightcheck._collect.k8s_manifest import engine_argv, expand
+
+    env = {"MODEL": "/models/m", "TP": "8"}
+    assert expand("$(MODEL)", env) == "/models/m"
+    assert expand("--x=$(TP)$(TP)", env) == "--x=88"
+    assert expand("$$(MODEL)", env) == "$(MODEL)"  # escaped
+    assert expand("$(UNSET) $( $MODEL $", env) == "$(UNSET) $( $MODEL $"  # left as written
+    c = {
+        "command": ["vllm", "serve"],
+        "args": ["$(MODEL)", "-tp", "$(TP)", "--served-model-name", "$(POD_IP)"],
+        "env": [{"name": "MODEL", "value": "/models/m"}, {"name": "TP", "value": 8}]
+        + [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+    }
+    assert engine_argv(c) == ["vllm", "serve", "/models/m", "-tp", "8", "--served-model-name", "$(POD_IP)"]

@@ -563,6 +563,25 @@ def test_fc110_flashinfer_0_7_0_and_0_7_1_raise_at_import_0_7_2_ignores():
         assert r.severity.value == severity and effect in r.message, (fi, r.message)
 
 
+@pytest.mark.parametrize("fi", ["0.2.14.post1", "0.3.1"])
+def test_fc110_does_not_stop_companions_flashinfer_before_0_4_0_never_reads(fi: str):
+    """The sdists of 0.2.0.post1-0.3.1.post1 name neither flashinfer-cubin nor
+    flashinfer-jit-cache anywhere in ``flashinfer/``: a mismatched one is never imported."""
+    doc = sections("healthy-cu131")
+    doc["python"]["packages"].update({"flashinfer-python": fi, "flashinfer-cubin": "0.7.0"})
+    doc["python"]["packages"]["flashinfer-jit-cache"] = "0.7.0+cu130"
+    (r,) = assert_silent("FC110", facts("b300", **doc), **TP8)
+    assert "never reads flashinfer-cubin 0.7.0, flashinfer-jit-cache 0.7.0+cu130" in r.message
+
+
+def test_fc110_flashinfer_0_4_0_compares_the_companions_at_import():
+    """0.4.0's ``jit/env.py`` is the first to read flashinfer-cubin, and raises on a mismatch."""
+    doc = sections("healthy-cu131")
+    doc["python"]["packages"].update({"flashinfer-python": "0.4.0", "flashinfer-cubin": "0.3.1"})
+    (r,) = assert_fires("FC110", facts("b300", **doc), **TP8)
+    assert r.severity.value == "error" and "import flashinfer raises" in r.message
+
+
 def test_fc110_does_not_stop_a_mismatched_cubin_package_when_flashinfer_cubin_dir_is_set():
     """``_get_cubin_dir`` returns $FLASHINFER_CUBIN_DIR before it looks at flashinfer-cubin
     (0.7.0 to 0.7.2.post1): the package's version is never compared."""

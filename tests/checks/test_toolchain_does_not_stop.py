@@ -160,11 +160,11 @@ def sm120_stops(flashinfer: str) -> list:
     return stops("FC102", doc, tensor_parallel_size=1)
 
 
-@pytest.mark.parametrize("flashinfer", ["0.2.14.post1", "0.5.3", "0.6.6"])
+@pytest.mark.parametrize("flashinfer", ["0.2.14.post1", "0.3.0.post1", "0.3.1", "0.4.1", "0.5.3", "0.6.6"])
 def test_fc102_does_not_stop_sm120_with_nvcc_12_8_before_flashinfer_builds_120f(flashinfer: str) -> None:
-    """FlashInfer before 0.6.7 builds sm_120 (torch's arch flags, before 0.5.0) or
-    compute_120a (0.5.0-0.6.6) for SM 12.0: nvcc 12.8 compiles both
-    (flashinfer/compilation_context.py read in 0.5.0-0.7.4)."""
+    """FlashInfer before 0.6.7 builds sm_120 (torch's arch flags, before 0.3.1) or
+    compute_120a (0.3.1-0.6.6) for SM 12.0: nvcc 12.8 compiles both
+    (flashinfer/jit/cpp_ext.py, compilation_context.py read in 0.2.0.post1-0.7.4)."""
     assert sm120_stops(flashinfer) == []
 
 

@@ -151,3 +151,80 @@ def test_collect_writes_the_checkpoint_section(tmp_path: Path, env: dict[str, st
     assert section["files"][name] == len(data) and "config.json" in section["files"]
     assert section["header_sha256"][name] == hashlib.sha256(data[: 8 + n]).hexdigest()
     assert section["config_sha256"] == hashlib.sha256((root / "config.json").read_bytes()).hexdigest()
+
+
+def _record(tmp_path: Path, env: dict[str, str], root: Path) -> Path:
+    """``collect --model root`` on the recorded b300 node, written to a facts file."""
+    out = tmp_path / "node.json"
+    proc = cli("collect", "--model", str(root), "--facts", str(EXAMPLES / "b300.json"), "-o", str(out), env=env)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def check_facts(facts: Path, env: dict[str, str], *extra: str) -> tuple[int, dict]:
+    proc = cli("check", "--facts", str(facts), "-tp", "1", "--format", "json", *extra, env=env)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def fc5(doc: dict) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for c in doc["checks"]:
+        if c["code"].startswith("FC5"):
+            out.setdefault(c["code"], []).append(c)
+    return out
+
+
+def test_check_facts_judges_the_recorded_checkpoint_when_the_model_is_not_here(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    import shutil
+
+    root = write_checkpoint(tmp_path / "m", TINY, shards=3, dense=True)
+    break_checkpoint(root, "truncate")
+    facts = _record(tmp_path, env, root)
+    section = json.loads(facts.read_text())["checkpoint"]
+    assert [f["kind"] for f in section["findings"]] == ["truncated"] and section["tensors"] > 0
+    shutil.rmtree(root)  # judged elsewhere: the model is not on this machine
+    for extra in ((), ("--model", str(root))):  # no --model, or the recorded one, absent here
+        rc, doc = check_facts(facts, env, *extra)
+        got = fc5(doc)
+        assert rc == 1, got
+        [bad] = [c for c in got["FC503"] if c["status"] == "fail"]
+        assert bad["subject"] == f"shard:{shard_name(1, 3)}" and bad["severity"] == "error"
+        assert "not read here" in bad["evidence"]["source"]
+        assert {c["status"] for c in got["FC501"]} == {"pass"} and "recorded by" in got["FC501"][0]["message"]
+        assert {c["status"] for c in got["FC504"]} == {"pass"} and {c["status"] for c in got["FC507"]} == {"pass"}
+    # another model named, absent here: that model is judged (not found), not the record
+    rc, doc = check_facts(facts, env, "--model", str(tmp_path / "other"))
+    assert (
+        rc == 1
+        and [c["status"] for c in fc5(doc)["FC501"]] == ["fail"]
+        and "FC503" not in {c["code"] for c in doc["checks"] if c["status"] == "fail"}
+    )
+
+
+def test_check_facts_reads_a_model_that_is_here_over_the_record(tmp_path: Path, env: dict[str, str]) -> None:
+    root = write_checkpoint(tmp_path / "m", TINY, shards=3, dense=True)
+    break_checkpoint(root, "truncate")
+    facts = _record(tmp_path, env, root)
+    import shutil
+
+    shutil.rmtree(root)
+    write_checkpoint(root, TINY, shards=3, dense=True)  # repaired since: the live scan wins
+    rc, doc = check_facts(facts, env, "--model", str(root))
+    got = fc5(doc)
+    assert rc == 0 and {c["status"] for c in got["FC503"]} == {"pass"}, got
+    assert "recorded" not in got["FC503"][0]["message"]
+    text = cli("check", "--facts", str(facts), "-tp", "1", "--model", str(root), env={**env, "NO_COLOR": "1"}).stdout
+    assert "(read here; the facts file's recorded checkpoint section is not used)" in text, text
+    # a snapshot from before findings were recorded cannot be judged: as before, no --model
+    old = json.loads(facts.read_text())
+    for key in ("findings", "tensors", "weight_bytes", "config"):
+        old["checkpoint"].pop(key)
+    facts.write_text(json.dumps(old))
+    shutil.rmtree(root)
+    rc, doc = check_facts(facts, env)
+    assert {c["status"] for c in fc5(doc)["FC503"]} == {"skip"} and fc5(doc)["FC503"][0][
+        "message"
+    ] == "no --model given"

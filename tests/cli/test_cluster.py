@@ -240,6 +240,12 @@ def test_collect_model_then_cluster_end_to_end(tmp_path):
     [f] = [c for c in rep["checks"] if c["code"] == "FC802" and c["status"] == "fail"]
     assert f["subject"] == "node:node-b" and shard.name in f["message"] and rc == 1
     assert f"rsync -a --checksum node-a:{good}/{shard.name} {bad}/{shard.name}" in f["fix"]
+    # each node's own checkpoint verdicts, from what its section recorded on its disk
+    b = {
+        c["code"]: c for c in rep["nodes"]["node-b"]["checks"] if c["code"].startswith("FC5") and c["status"] == "fail"
+    }
+    assert b["FC503"]["subject"] == f"shard:{shard.name}" and str(bad) in b["FC503"]["fix"]
+    assert not [c for c in rep["nodes"]["node-a"]["checks"] if c["code"] == "FC503" and c["status"] == "fail"]
 
 
 def test_collect_output_expands_slurms_node_name(tmp_path):

@@ -17,8 +17,11 @@ from flightcheck._collect import fatbin as _fatbin
 from flightcheck._collect.engine import engine_python
 from flightcheck._collect.python_env import collect_python, requirement_on
 from flightcheck._knowledge import flashinfer as _fi_wheels
+from support import FIXTURES
 from support.fake_cuda import elf_with_fatbin, script
-from support.fake_engine import make_engine
+from support.fake_engine import dist, make_engine, site_packages
+
+REAL_FATBINS = FIXTURES / "fatbin"  # nvcc 13.0 builds, see its README.md
 
 
 @pytest.fixture(autouse=True)
@@ -216,6 +219,87 @@ def test_fatbin_reader_on_a_real_nvcc_build(tmp_path):
     cubins, ptx = _fatbin.read_archs(str(tmp_path / "k.so"))
     assert cubins == {"9.0a", "10.3a", "12.0f", "10.0"}
     assert ptx == {"9.0"}
+
+
+def _real(name: str) -> bytes:
+    return (REAL_FATBINS / name).read_bytes()
+
+
+@pytest.mark.parametrize(
+    "name,want",
+    [
+        ("ptx84-compute90.fatbin", (set(), {"9.0": {"8.4"}})),
+        ("ptx87-compute90.fatbin", (set(), {"9.0": {"8.7"}})),
+        ("ptx87-compute90-uncompressed.fatbin", (set(), {"9.0": {"8.7"}})),
+        ("ptx87-sm90-compute90.fatbin", ({"9.0"}, {"9.0": {"8.7"}})),
+        ("ptx90-sm80-compute90.fatbin", ({"8.0"}, {"9.0": {"9.0"}})),
+    ],
+)
+def test_ptx_isa_version_read_from_real_nvcc_fatbins(tmp_path, name, want):
+    so = elf_with_fatbin(tmp_path / "k.so", None, blob=_real(name))
+    assert _fatbin.read_fatbin(str(so)) == want
+    assert _fatbin.read_archs(str(so)) == (want[0], set(want[1]))
+
+
+def test_ptx_version_field_zero_reads_as_unreadable(tmp_path):
+    so = elf_with_fatbin(tmp_path / "m.so", [[("ptx", "9.0"), ("ptx", "10.0f", "8.8"), ("elf", "9.0a", "1.8")]])
+    assert _fatbin.read_fatbin(str(so)) == ({"9.0a"}, {"9.0": set(), "10.0f": {"8.8"}})
+
+
+def test_library_fatbins_reads_top_level_and_one_level_down(tmp_path):
+    pkg = tmp_path / "vllm"
+    elf_with_fatbin(pkg / "_C.abi3.so", None, blob=_real("ptx90-sm80-compute90.fatbin"))
+    elf_with_fatbin(pkg / "vllm_flash_attn" / "_vllm_fa2_C.abi3.so", [[("elf", "9.0a"), ("ptx", "9.0", "8.7")]])
+    elf_with_fatbin(pkg / "cumem_allocator.abi3.so", None)  # no device code
+    (pkg / "broken.so").write_bytes(b"not an ELF file at all" * 4)
+    (pkg / "__pycache__").mkdir()
+    elf_with_fatbin(pkg / "__pycache__" / "x.so", [[("elf", "12.0f")]])  # never read
+    got = _fatbin.library_fatbins(str(pkg))
+    assert got["files"] == ["_C.abi3.so", "cumem_allocator.abi3.so", "vllm_flash_attn/_vllm_fa2_C.abi3.so"]
+    assert got["cubins"] == ["8.0", "9.0a"]
+    assert got["ptx"] == {"9.0": ["8.7", "9.0"]}
+    assert "broken.so" in got["problem"]
+    assert _fatbin.library_fatbins(str(tmp_path / "empty"))["problem"].startswith("no .so files")
+
+
+def test_cuda_libraries_of_the_engine_and_its_kernel_packages(tmp_path):
+    py = make_engine(tmp_path / "venv", engine="sglang", flashinfer="0.7.4")
+    sp = site_packages(tmp_path / "venv")
+    dist(sp, "sglang-kernel", "0.4.1")
+    elf_with_fatbin(sp / "sgl_kernel" / "sm90" / "common_ops.abi3.so", None, blob=_real("ptx87-sm90-compute90.fatbin"))
+    got, unavailable = collect(py, engine="sglang")
+    assert got["cuda_libraries"] == {
+        "sglang-kernel": {
+            "version": "0.4.1",
+            "files": ["sm90/common_ops.abi3.so"],
+            "cubins": ["9.0"],
+            "ptx": {"9.0": ["8.7"]},
+            "problem": None,
+        },
+    }  # SGLang's own package is pure Python: nothing to record
+    assert "python.cuda_libraries" not in unavailable
+    got, unavailable = collect(make_engine(tmp_path / "plain", engine="sglang"), engine="sglang")
+    assert got["cuda_libraries"] is None and "no extension modules" in unavailable["python.cuda_libraries"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc on this machine")
+def test_ptx_isa_version_follows_the_ptx_text_in_a_real_nvcc_build(tmp_path):
+    """nvcc's own PTX (its ``.version``) and the same text edited to ``.version 8.4``,
+    each embedded with ``nvcc -fatbin``: the entry header carries the text's version."""
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
+    run = lambda *a: subprocess.run(["nvcc", *a], capture_output=True, text=True, check=False)
+    proc = run("-ptx", "-arch=compute_90", "-o", str(tmp_path / "k.ptx"), str(src))
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "k.ptx").read_text()
+    own = next(line.split()[1] for line in text.splitlines() if line.startswith(".version"))
+    (tmp_path / "old.ptx").write_text(text.replace(f".version {own}", ".version 8.4"))
+    for ptx, version in (("k.ptx", own), ("old.ptx", "8.4")):
+        out = tmp_path / f"{ptx}.fatbin"
+        proc = run("-fatbin", "-gencode", "arch=compute_90,code=compute_90", "-o", str(out), str(tmp_path / ptx))
+        assert proc.returncode == 0, proc.stderr
+        so = elf_with_fatbin(tmp_path / f"{ptx}.so", None, blob=out.read_bytes())
+        assert _fatbin.read_fatbin(str(so)) == (set(), {"9.0": {version}})
 
 
 def test_release_table_and_tags():

@@ -74,6 +74,13 @@ class Conformance:
         env["VLLM_TARGET_DEVICE"] = "cpu"
         return env
 
+    @staticmethod
+    def reader_command(python: str, engine: str, *options: str) -> list[str]:
+        """The reader child's command line: the engine's spec, then ``options``."""
+        from flightcheck._launch.engine_ask import reader_command
+
+        return reader_command(python, engine, *options)
+
     def run_reader(
         self, python: str, engine: str, argv: list[str], *, timeout: float | None = None, cwd: Path | None = None
     ) -> dict[str, Any]:
@@ -81,7 +88,7 @@ class Conformance:
         timeout = self.READ_TIMEOUT_S if timeout is None else timeout
         t0 = time.monotonic()
         proc = subprocess.run(
-            [python, str(self.READER), engine, "--timeout", str(timeout), "--", *argv],
+            self.reader_command(python, engine, "--timeout", str(timeout), "--", *argv),
             capture_output=True,
             text=True,
             check=False,

@@ -83,7 +83,7 @@ def test_every_rewritten_line_parses_in_vllm_with_the_intended_value(
 ) -> None:
     rewritten = [rewrite(argv, step) for argv, step, _, _ in CASES]
     proc = subprocess.run(
-        [engine_python, str(conformance.READER), "vllm", "--batch", "--timeout", "300"],
+        conformance.reader_command(engine_python, "vllm", "--batch", "--timeout", "300"),
         input="".join(json.dumps(a) + "\n" for a in rewritten),
         capture_output=True,
         text=True,

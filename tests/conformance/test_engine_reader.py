@@ -272,7 +272,9 @@ def _reader_module(path):
 )
 def test_reader_command_forms(conformance, engine, argv, form, engine_argv) -> None:
     """Which entry point a command line names (no engine needed)."""
-    got_form, got_argv, _env = _reader_module(conformance.READER).split_command(engine, argv)
+    from flightcheck._knowledge import engines
+
+    got_form, got_argv, _env = _reader_module(conformance.READER).split_command(engines.reader_spec(engine), argv)
     assert (got_form, got_argv) == (form, engine_argv)
 
 
@@ -280,7 +282,7 @@ def test_reader_usage_errors_are_json(conformance, tmp_path) -> None:
     import subprocess
     import sys
 
-    for args in (["foo", "--", "x"], ["vllm"]):
+    for args in (["foo", "--", "x"], ["vllm"], ["--spec", "{}", "--", "x"]):
         proc = subprocess.run(
             [sys.executable, str(conformance.READER), *args],
             capture_output=True,

@@ -166,3 +166,44 @@ def test_vision_encoder_profile_rules_match_the_installed_vllm(conformance, engi
     assert got["tp_mode"] == "weights"
     for tpi, tokens, seqs, max_len, items in got["items"]:
         assert vllm.encoder_items(tpi, tokens, seqs, max_len) == items, (tpi, tokens, seqs, max_len)
+
+
+FUSION_PROBE = r"""
+import inspect, json
+from vllm.config import vllm as vllm_config
+from vllm.compilation.passes.fusion import allreduce_rms_fusion
+from vllm.distributed.device_communicators import cuda_communicator
+from flashinfer.comm import mnnvl
+enable = inspect.getsource(vllm_config.enable_allreduce_rms_fusion)
+setup = inspect.getsource(mnnvl.SymmDeviceMemory)
+init = inspect.getsource(cuda_communicator.CudaCommunicator.__init__)
+table = allreduce_rms_fusion.FI_ALLREDUCE_FUSION_MAX_SIZE_MB
+print(json.dumps({
+    "table": {str(k): {str(t): m for t, m in v.items()} for k, v in table.items()},
+    "needs_dp_pp_1": "pipeline_parallel_size == 1" in enable and "data_parallel_size == 1" in enable,
+    "hopper_blackwell": "is_device_capability(90)" in enable and "is_device_capability_family(100)" in enable,
+    "mc_rounding_only_with_multicast": "if self._enable_multicast:" in setup
+    and setup.index("if self._enable_multicast:") < setup.index("CU_MULTICAST_GRANULARITY_RECOMMENDED"),
+    "custom_ar_and_symm_mem_in_init": "CustomAllreduce(" in init and "SymmMemCommunicator(" in init,
+}))
+"""
+
+
+def test_allreduce_fusion_workspace_rules_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
+    """The newest release's side of ``vllm.fusion_workspace`` (vllm/config/vllm.py
+    ``enable_allreduce_rms_fusion``, the pass's size table, FlashInfer's ``SymmDeviceMemory``
+    rounding only multicast buffers to the multicast granularity) and custom all-reduce / symmetric
+    memory made in ``CudaCommunicator.__init__`` (before the snapshot, ``vllm.memory_tp``)."""
+    from flightcheck._knowledge.vllm.memory_tp import FI_FUSION_MAX_SIZE_MB
+
+    run = subprocess.run(
+        [engine_python, "-c", FUSION_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
+    table = FI_FUSION_MAX_SIZE_MB["0.33.0"]
+    assert got["table"] == {str(k): {str(t): m for t, m in row.items()} for k, row in table.items()}
+    assert got["hopper_blackwell"] and not got["needs_dp_pp_1"]
+    assert got["mc_rounding_only_with_multicast"] and got["custom_ar_and_symm_mem_in_init"]
+    assert vllm.fusion_rule(v) is True

@@ -131,3 +131,45 @@ def test_two_gpus_joined_by_nvlink_are_derived_without_a_switch() -> None:
 )
 def test_connects_at_init(env: dict[str, str | None], forced: bool, expected: bool) -> None:
     assert nccl.connects_at_init(env, forced) is expected
+
+
+# ---- across nodes: the network transport (src/transport/net.cc, NVIDIA/nccl commit 022c022a) ----
+
+
+def test_a_network_connection_takes_device_memory_only_with_gpudirect_rdma() -> None:
+    # sendProxyConnect: LL in host memory, LL128 + SIMPLE on the GPU with useGdr; recvProxyConnect:
+    # all three on the GPU with useGdr; each side rounded up to CUDA_IPC_MIN
+    assert nccl.NET_SEND_GDR == 10 * MiB  # 4,915,200 + 4 MiB -> 10 MiB
+    assert nccl.NET_RECV_GDR == 10 * MiB  # 512 KiB + 4,915,200 + 4 MiB -> 10 MiB
+    no_gdr = nccl.multinode_communicator_bytes(nodes=2, gdr=False)
+    assert (no_gdr.low, no_gdr.high) == (0, 0)
+
+
+def test_across_nodes_the_bound_spans_gdr_and_every_channel() -> None:
+    # ring neighbour + at most NCCL_MAX_TREE_ARITY's one up and two down on other nodes
+    assert nccl.net_peers_per_channel(1) == 0
+    assert nccl.net_peers_per_channel(2) == 2
+    assert nccl.net_peers_per_channel(8) == 4
+    two = nccl.multinode_communicator_bytes(nodes=2)
+    assert two.low == 0 and not two.derived
+    assert two.high == nccl.MAXCHANNELS * 2 * 20 * MiB  # 2.5 GiB
+    capped = nccl.multinode_communicator_bytes(nodes=2, max_channels=nccl.env_max_channels({"NCCL_MAX_NCHANNELS": "4"}))
+    assert capped.high == 4 * 2 * 20 * MiB
+
+
+def test_the_intra_node_part_adds_to_the_network_part() -> None:
+    intra = nccl.communicator_bytes(
+        ngpus=8, compute_capability="9.0", nvlinks=18, nvswitch=True, connect_at_init=True, multicast=False
+    )
+    both = nccl.multinode_communicator_bytes(nodes=2, intra=intra)
+    assert both.low == intra.low and both.high == intra.high + nccl.MAXCHANNELS * 2 * 20 * MiB
+    assert "network" in both.parts and "intra_rings_and_trees" in both.parts
+
+
+def test_nccl_env_that_narrows_the_network_part() -> None:
+    assert nccl.env_gdr({"NCCL_NET_GDR_LEVEL": "LOC"}) is False
+    assert nccl.env_gdr({"NCCL_NET_GDR_LEVEL": "PHB"}) is None
+    assert nccl.env_gdr(None) is None
+    assert nccl.env_max_channels({"NCCL_MAX_NRINGS": "8"}) == 8
+    assert nccl.env_max_channels({"NCCL_MAX_NCHANNELS": "999"}) == nccl.MAXCHANNELS
+    assert nccl.env_max_channels({"NCCL_MAX_NCHANNELS": "x"}) == nccl.MAXCHANNELS

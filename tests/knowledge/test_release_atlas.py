@@ -6,6 +6,9 @@ SGLang's ``A[T, Arg(...)]`` fields, vLLM's ``has_flashinfer_*`` helpers)."""
 from __future__ import annotations
 
 import importlib.util
+import io
+import json
+import tarfile
 from pathlib import Path
 from types import ModuleType
 
@@ -16,13 +19,22 @@ from flightcheck._knowledge import atlas
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def gen() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_release_atlas", ROOT / "scripts" / "gen_release_atlas.py")
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def gen() -> ModuleType:
+    return _script("gen_release_atlas")
+
+
+@pytest.fixture(scope="module")
+def fetch() -> ModuleType:
+    return _script("atlas_fetch")
 
 
 def test_the_atlas_covers_every_release_from_the_oldest_asked_for() -> None:
@@ -30,6 +42,31 @@ def test_the_atlas_covers_every_release_from_the_oldest_asked_for() -> None:
     assert vllm[0] == "0.6.0" and {"0.8.5.post1", "0.10.1.1", "0.33.0"} <= set(vllm)
     assert atlas.releases("sglang")[0] == "0.4.0" and "0.5.23" in atlas.releases("sglang")
     assert {"0.7.2.post1", "0.7.4"} <= set(atlas.releases("flashinfer"))
+    # SGLang's cp312-only wheels and FlashInfer's sdist-only releases (no gap left)
+    sglang = atlas.releases("sglang")
+    between = sglang[sglang.index("0.5.10.post1") + 1 : sglang.index("0.5.23")]
+    assert between == [
+        "0.5.11",
+        "0.5.12",
+        "0.5.12.post1",
+        "0.5.13",
+        "0.5.13.post1",
+        "0.5.14",
+        "0.5.15",
+        "0.5.15.post1",
+        "0.5.16",
+        "0.5.17",
+        "0.5.18",
+        "0.5.19",
+        "0.5.20",
+        "0.5.21",
+        "0.5.22",
+    ]
+    flashinfer = atlas.releases("flashinfer")
+    assert flashinfer[0] == "0.2.0.post1" and flashinfer[flashinfer.index("0.5.0") - 1] == "0.4.1"
+    assert len(flashinfer[: flashinfer.index("0.5.0")]) == 31
+    for release in flashinfer:  # each release's own public names, read from its sources
+        assert "flashinfer" in atlas.flashinfer_modules(release), release
     for release in vllm:
         strings = {s for o in atlas.options("vllm", release) for s in o["option_strings"]}
         assert {"--tensor-parallel-size", "-tp", "--max-model-len"} <= strings, release
@@ -51,6 +88,98 @@ def test_the_committed_data_is_compact() -> None:
     """Interned rows: the whole atlas (three engines, ~230 releases) stays well under 1 MB."""
     total = sum((ROOT / "src/flightcheck/_knowledge/atlas_data" / f"{e}.json").stat().st_size for e in atlas.EXTRACTED)
     assert total < 1_500_000
+
+
+def test_the_pins_name_what_each_engine_release_requires() -> None:
+    """Requires-Dist (wheel METADATA, sdist PKG-INFO): the FlashInfer, DeepGEMM and torch an
+    engine release pins; vLLM pins no triton (torch brings it)."""
+    assert atlas.pinned("vllm", "0.33.0", "flashinfer-python") == "==0.7.2.post1"
+    assert atlas.pinned("vllm", "0.11.0", "flashinfer_python") == "==0.3.1"
+    assert atlas.pinned("vllm", "0.33.0", "triton") is None
+    assert atlas.pinned("sglang", "0.5.15", "flashinfer-python") == "==0.6.12"  # flashinfer_python[cu13]
+    assert atlas.pinned("sglang", "0.5.15", "sgl-deep-gemm") == "==0.1.4"
+    assert atlas.pinned("sglang", "0.5.22", "torch") == "==2.14.1"
+    assert "torch" in atlas.pins("flashinfer", "0.3.1")  # PKG-INFO of the sdist
+
+
+def test_merge_keeps_the_other_releases_byte_identical(gen: ModuleType) -> None:
+    a = {"options": [{"o": 1}, {"o": 2}], "pins": ["x"]}
+    b = {"options": [{"o": 2}], "pins": ["y"]}
+    doc = gen.pack("sglang", {"0.1.0": a, "0.3.0": b})
+    before = json.dumps(doc, sort_keys=True)
+    merged = gen.merge(json.loads(before), {"0.2.0": {"options": [{"o": 3}, {"o": 1}], "pins": ["x"]}, "0.3.0": a})
+    assert merged["rows"][: len(doc["rows"])] == doc["rows"]  # rows only appended
+    assert merged["releases"]["0.1.0"] == doc["releases"]["0.1.0"]
+    assert [merged["rows"][i] for i in merged["releases"]["0.2.0"]["options"]] == [{"o": 3}, {"o": 1}]
+    assert [merged["rows"][i] for i in merged["releases"]["0.3.0"]["options"]] == [{"o": 1}, {"o": 2}]
+    assert json.dumps(doc, sort_keys=True) == before  # the input is not changed
+
+
+def _tarball(path: Path, members: list[tuple[str, bytes | None, str | None]]) -> Path:
+    """A .tar.gz of (name, data, link target): data None and a target -> a symlink."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data, link in members:
+            info = tarfile.TarInfo(name)
+            if link is not None:
+                info.type, info.linkname = tarfile.SYMTYPE, link
+                tar.addfile(info)
+            else:
+                info.size = len(data or b"")
+                tar.addfile(info, io.BytesIO(data or b""))
+    return path
+
+
+def test_sdist_extraction_keeps_the_package_sources_and_pkg_info(fetch: ModuleType, tmp_path: Path) -> None:
+    archive = _tarball(
+        tmp_path / "sglang-0.5.15.tar.gz",
+        [
+            ("sglang-0.5.15/PKG-INFO", b"Metadata-Version: 2.1\nRequires-Dist: torch==2.11.0\n", None),
+            ("sglang-0.5.15/python/pyproject.toml", b"[project]\n", None),
+            ("sglang-0.5.15/python/sglang/__init__.py", b"", None),
+            ("sglang-0.5.15/python/sglang/srt/server_args.py", b"class ServerArgs: ...\n", None),
+            ("sglang-0.5.15/python/sglang/srt/kernel.cu", b"// not kept\n", None),
+            ("sglang-0.5.15/test/sglang/__init__.py", b"", None),  # a deeper tree of the same name
+            ("sglang-0.5.15/setup.py", b"raise SystemExit('never run')\n", None),
+        ],
+    )
+    target = tmp_path / "cache" / "sglang" / "0.5.15"
+    fetch.extract_sdist(archive, "sglang", target)
+    kept = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    assert kept == ["METADATA", "pyproject.toml", "sglang/__init__.py", "sglang/srt/server_args.py"]
+    assert "torch==2.11.0" in (target / "METADATA").read_text()
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        ("flashinfer-0.3.1/../../escape.py", b"x = 1\n", None),
+        ("flashinfer-0.3.1/flashinfer/evil.py", None, "/etc/passwd"),
+        ("/abs/flashinfer/x.py", b"", None),
+    ],
+    ids=["dotdot", "symlink", "absolute"],
+)
+def test_sdist_extraction_refuses_a_hostile_tarball(
+    fetch: ModuleType, tmp_path: Path, hostile: tuple[str, bytes | None, str | None]
+) -> None:
+    archive = _tarball(
+        tmp_path / "flashinfer_python-0.3.1.tar.gz",
+        [
+            ("flashinfer-0.3.1/PKG-INFO", b"Metadata-Version: 2.1\n", None),
+            ("flashinfer-0.3.1/flashinfer/__init__.py", b"", None),
+            hostile,
+        ],
+    )
+    target = tmp_path / "cache" / "flashinfer" / "0.3.1"
+    with pytest.raises(fetch.HostileArchive):
+        fetch.extract_sdist(archive, "flashinfer", target)
+    assert not target.exists() and not (tmp_path / "escape.py").exists()  # nothing was written
+
+
+def test_sdist_extraction_refuses_a_member_past_the_bound(fetch: ModuleType, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(fetch, "MAX_MEMBER_BYTES", 16)
+    archive = _tarball(tmp_path / "x.tar.gz", [("x-1/x/__init__.py", b"#" * 17, None)])
+    with pytest.raises(fetch.HostileArchive, match="member of 17 bytes"):
+        fetch.extract_sdist(archive, "x", tmp_path / "out")
 
 
 VLLM_SRC = {
@@ -212,3 +341,19 @@ class AsyncEngineArgs(EngineArgs):
     assert rows["enable_chunked_prefill"]["action"] == "BooleanOptionalAction"
     assert rows["max_num_seqs"]["type"] == "int"
     assert rows["quantization"]["choices"] is None
+
+
+def test_choices_from_a_set_are_sorted_so_a_regeneration_is_reproducible(gen: ModuleType) -> None:
+    """SGLang 0.5.11+ ``SAMPLING_BACKEND_CHOICES = {"flashinfer", "pytorch", "ascend"}``: a
+    set's order is PYTHONHASHSEED's, so the reader sorts it (argparse only tests membership)."""
+    src = {
+        "sglang/srt/server_args.py": (
+            'CHOICES = {"pytorch", "flashinfer", "ascend"}\n'
+            "class ServerArgs:\n"
+            "    @staticmethod\n"
+            "    def add_cli_args(parser):\n"
+            '        parser.add_argument("--sampling-backend", choices=CHOICES)\n'
+        )
+    }
+    (row,) = gen.sglang_release(src.get, sorted(src))["options"]
+    assert row["choices"] == ["ascend", "flashinfer", "pytorch"]

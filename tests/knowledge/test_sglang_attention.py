@@ -105,10 +105,11 @@ def test_unknown_choices_say_so() -> None:
 
 
 def _sglang_model(capability: str | None) -> MemoryModel:
+    from flightcheck._knowledge.sglang.engine import memory_options
     from flightcheck._memory import _sglang_attention
 
     m = MemoryModel(engine="sglang", cfg=parse(load_config("deepseek-v3")), layout=Layout(8), total=180 << 30)
-    _sglang_attention(m, ["--tp=8"], capability)
+    _sglang_attention(m, memory_options(["--tp=8"]), capability)
     return m
 
 
@@ -126,8 +127,9 @@ def test_memory_model_on_blackwell_keeps_the_fraction_and_pages_the_pool() -> No
 
 
 def test_memory_model_names_a_refused_backend() -> None:
+    from flightcheck._knowledge.sglang.engine import memory_options
     from flightcheck._memory import _sglang_attention
 
     m = MemoryModel(engine="sglang", cfg=parse(load_config("deepseek-v3")), layout=Layout(8))
-    _sglang_attention(m, ["--attention-backend=trtllm_mla"], "9.0")
+    _sglang_attention(m, memory_options(["--attention-backend=trtllm_mla"]), "9.0")
     assert m.notes and "refuses" in m.notes[0] and "Blackwell" in m.notes[0]

@@ -73,11 +73,11 @@ def test_engine_reader_batch_answers_every_line_in_order() -> None:
     import json
     import subprocess
 
-    from flightcheck._launch.engine_ask import READER_SCRIPT
+    from flightcheck._launch.engine_ask import reader_command
 
     lines = ['["vllm", "serve", "A"]', "not json", '["vllm", "serve", "B"]']
     proc = subprocess.run(
-        [sys.executable, str(READER_SCRIPT), "vllm", "--batch", "--timeout", "30"],
+        reader_command(sys.executable, "vllm", "--batch", "--timeout", "30"),
         input="\n".join(lines) + "\n",
         capture_output=True,
         text=True,
@@ -112,7 +112,8 @@ def test_python_chooses_whose_parser_is_asked(tmp_path: os.PathLike[str]) -> Non
             command, "--example", "b300", "--python", str(fake), "--format", "json", *extra, "--", "vllm", "serve", "M"
         )
         assert marker.is_file(), (command, rc, err)
-        assert "engine_reader.py vllm" in marker.read_text()
+        asked = marker.read_text()
+        assert "engine_reader.py --spec" in asked and '{"engine":"vllm",' in asked
         if command == "check":
             doc = json.loads(out)
             assert (doc["intent"]["reader"], doc["intent"]["tensor_parallel_size"]) == ("engine", 4)

@@ -64,6 +64,26 @@ def test_a_healthy_line_of_every_release_read_is_accepted() -> None:
         assert intent.refused == [], release
 
 
+def _strings(engine: str, release: str) -> set[str]:
+    return {s for o in atlas.options(engine, release) for s in o["option_strings"]}
+
+
+def test_an_sglang_0_5_15_line_is_read_with_0_5_15s_options() -> None:
+    """SGLang 0.5.11-0.5.22 publish cp312 wheels only (read into the atlas since): the flags
+    0.5.15 added are taken, and refused by the releases before it."""
+    added = _strings("sglang", "0.5.15") - _strings("sglang", "0.5.14") - _strings("sglang", "0.5.10.post1")
+    assert {"--enable-tf32-matmul", "--dcp-size", "--decode-context-parallel-size"} <= added
+    line = ["python", "-m", "sglang.launch_server", "--model-path", "M", "--tp", "8"]
+    line += ["--enable-tf32-matmul", "--dcp-size", "2"]
+    for release in ("0.5.15", "0.5.15.post1", "0.5.22"):
+        intent = _read(line, release)
+        assert intent.refused == [] and intent.reader_release == release and intent.reader_relation == "exact"
+    for release in ("0.5.10.post1", "0.5.14"):
+        intent = _read(line, release)
+        assert intent.reader_release == release and intent.reader_relation == "exact"
+        assert intent.refused and "--enable-tf32-matmul" in intent.refused[0] and "--dcp-size" in intent.refused[0]
+
+
 def _value(row: dict) -> list[str]:
     if row["nargs"] == 0 or row["action"] in ("store_true", "store_false", "BooleanOptionalAction", "count"):
         return []

@@ -14,8 +14,14 @@ from support.memory_accuracy import RESIDUALS, GiB, _config, evaluate, load, sum
 
 def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
-    s = summary(rows)
-    assert s["scored"] == 77, [(r.index, r.excluded) for r in rows]
+    s = summary(rows, held_out=False)
+    assert s["scored"] == 81, [(r.index, r.excluded) for r in rows]
+    # Issue 23 (memory3): points 107 (Qwen3-4B, RTX 2060, a 0.8.x V0 fallback), 108 (phi-1.5,
+    # GTX 1080, 0.6.4.post1), 110 and 111 (opt-125m, the same GTX 1080) joined the corpus, 109
+    # (rho-1b, H200, 0.6.4.post1) the held-out set (tests/fixtures/memory/SEARCHES.md): all
+    # within. 0.6.4.x counts the CUDA context inside its non-torch figure
+    # (vllm.non_torch_from_process_start, read in the 0.6.4.post1 wheel): points 30 / 31
+    # +0.27 / +0.33 -> -0.08 / -0.01 GiB. 76 of 81 within; median |error| 0.1471 GiB.
     # 72 of 77 (93.5%) within max(3%, 0.5 GiB): the two Qwen3-VL-30B-A3B points moved in with
     # Qwen-VL's item from its processor configs (vllm.qwen_vl_item: 0.11.0 / 0.12.0's 24,576-frame
     # dummy video, 12,288 tokens x 12.5 = 153,600 — the budget point 104's log prints — each
@@ -59,7 +65,7 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # the floors are what is achieved: 72 within, median |error| 0.1488 GiB, tokens 1.12 %
     # (before the Qwen-VL item: 70 within, 0.1493 GiB)
     # (before points 95-106: 62 within, 0.1488 GiB, 1.25 %)
-    assert s["within"] >= 72 and s["median_abs_error_gib"] <= 0.1488
+    assert s["within"] >= 76 and s["median_abs_error_gib"] <= 0.1471
     # token capacity where logged (block-rounded, minus the null block)
     assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0113
 
@@ -348,3 +354,39 @@ def test_text_only_points_with_sourced_configs_are_excluded_for_what_they_lack()
     # (with a DFlash drafter) on a GB10: no sourced config, not modelled
     for i in (8, 9, 10):
         assert rows[i].excluded == "no sourced config.json figures for this architecture"
+
+
+def test_the_logged_budget_lies_inside_the_reported_bound() -> None:
+    """Issue 23: the bound holds what the launch does not decide (``budget.bound_terms``). Outside
+    it: 34 (a V0 development build's 1.79 GiB non-torch at TP 1), 58 (figures that do not add up
+    at the stated utilization), 93 (another process released memory during the profile) — the
+    RESIDUALS reasons. Point 2 (TP 2 across nodes) is inside since NCCL's network buffers are
+    bounded (nccl.multinode_communicator_bytes). The held-out points are asserted apart."""
+    from support.memory_accuracy import evaluate, summary
+
+    rows = evaluate()
+    s = summary(rows, held_out=False)
+    assert s["inside"] >= 78 and s["within5"] >= 76
+    outside = {r.index for r in rows if r.excluded is None and r.inside is False and not r.held_out}
+    assert outside <= {34, 58, 93}
+    assert s["median_width_gib"] < 1.2
+    held = summary(rows, held_out=True)
+    assert held["scored"] >= 1 and held["inside"] == held["scored"]
+
+
+def test_0_6_4_counts_the_cuda_context_inside_the_budget() -> None:
+    # vllm/worker/worker.py determine_num_available_blocks (0.6.4.post1 wheel): non_torch_allocations
+    # = (total - free) - torch allocated, device-wide from process start; 0.6.0 measures against
+    # init_device's free memory; 0.6.5 moved to PR 10511's baseline
+    from flightcheck._memory.budget import CONTEXT, Batch, default_reserve
+    from flightcheck._vocabulary.version import release
+
+    assert vllm.non_torch_from_process_start(release("0.6.4.post1"))
+    assert not vllm.non_torch_from_process_start(release("0.6.0"))
+    assert not vllm.non_torch_from_process_start(release("0.6.5"))
+    assert not vllm.non_torch_from_process_start(None)
+    _points, configs = load()
+    cfg = parse(_config(configs["llama-3-8b"]), None)
+    with_ctx = default_reserve(cfg, Layout(1, 1), "vllm", batch=Batch(release=release("0.6.4.post1")))[1]
+    without = default_reserve(cfg, Layout(1, 1), "vllm", batch=Batch(release=release("0.6.6")))[1]
+    assert with_ctx["cuda_context"] == CONTEXT and "cuda_context" not in without

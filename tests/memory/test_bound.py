@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from flightcheck._knowledge.units import GiB
-from flightcheck._memory.budget import CUDA_GRAPHS, Communication, bound_terms, usable_bytes
+from flightcheck._memory.budget import CUDA_GRAPHS, CUDA_GRAPHS_HIGH, Communication, bound_terms, usable_bytes
 
 COMM = Communication(0, 800 << 20, {}, True)
 TOTAL = int(79.18 * GiB)
@@ -21,8 +21,14 @@ def _terms(version: str | None, tp: int = 1, lazy: bool = True, util_set: bool =
     )
 
 
-def test_a_known_release_at_tp1_is_a_point() -> None:
-    assert _terms("0.33.0") == {}
+def test_a_known_release_at_tp1_spans_only_what_the_profile_measures() -> None:
+    """Even at TP 1 with the release known, the non-torch memory the profile run loads (lazy CUDA
+    modules) and, from 0.20.0, the CUDA-graph estimate are not decided by the inputs."""
+    t = _terms("0.33.0")
+    assert set(t) == {"non_torch", "cuda_graphs"}
+    assert t["cuda_graphs"].above == CUDA_GRAPHS and t["cuda_graphs"].below == CUDA_GRAPHS_HIGH - CUDA_GRAPHS
+    # --enforce-eager, before 0.20.0: no graph estimate in the budget
+    assert set(_terms("0.19.0", graphs=False)) == {"non_torch"}
 
 
 def test_nccl_connections_after_the_snapshot_lower_the_budget_from_0_11() -> None:
@@ -42,3 +48,123 @@ def test_an_unknown_release_widens_over_the_releases_rules() -> None:
     assert t["nccl_after_snapshot"].below == 2 * COMM.high
     # the launch's own utilization and --enforce-eager leave nothing of that term
     assert "release_unknown" not in _terms(None, util_set=True, graphs=False)
+
+
+def test_the_fusion_workspace_widens_the_bound_by_its_span() -> None:
+    """vllm.fusion_workspace's (low, point, high): the point is in the reserve, the bound spans
+    the rest (flashinfer/comm/mnnvl.py SymmDeviceMemory, FlashInfer 0.6.6)."""
+    t = bound_terms(
+        engine_version="0.19.0",
+        total=TOTAL,
+        utilization_set=True,
+        cudagraphs_counted=False,
+        tp=2,
+        comm=None,
+        lazy_connect=True,
+        fusion=(100, 1000, 1000),
+    )["allreduce_fusion"]
+    assert (t.below, t.above) == (0, 900) and "trtllm_ar.py" in t.source
+
+
+def test_before_0_11_the_communicators_uncertain_part_lowers_the_budget() -> None:
+    comm = Communication(100 << 20, 400 << 20, {}, True)
+    t = bound_terms(
+        engine_version="0.10.1.1",
+        total=TOTAL,
+        utilization_set=True,
+        cudagraphs_counted=False,
+        tp=2,
+        comm=comm,
+        lazy_connect=False,
+        comm_in_budget=comm,
+    )
+    assert t["nccl_in_budget"].below == 2 * (300 << 20) and "nccl_after_snapshot" not in t
+
+
+def test_shared_host_memory_spans_the_slack_on_spark() -> None:
+    """utils/mem_utils.py MemorySnapshot.measure (0.19.0): cc 12.1 reads psutil's available memory."""
+    t = bound_terms(
+        engine_version="0.19.0",
+        total=TOTAL,
+        utilization_set=True,
+        cudagraphs_counted=False,
+        tp=1,
+        comm=None,
+        lazy_connect=True,
+        compute_capability="12.1",
+        utilization=0.5,
+    )["shared_host_memory"]
+    assert t.below == t.above == int(TOTAL * 0.5)
+
+
+def test_an_unknown_release_spans_the_samplers_of_the_releases() -> None:
+    """No release: the profile's sampler is FlashInfer / Triton (14 B an element) or the sort
+    (38 - 50 B) by release (vllm.sampler_kind): the bound takes the min / max of the peak."""
+    t = bound_terms(
+        engine_version=None,
+        total=TOTAL,
+        utilization_set=True,
+        cudagraphs_counted=False,
+        tp=1,
+        comm=None,
+        lazy_connect=True,
+        activations=1000,
+        release_activations=(800, 1500),
+    )["release_unknown"]
+    assert (t.below, t.above) == (500, 200)
+    # a known release: its own sampler, no such term
+    known = bound_terms(
+        engine_version="0.19.0",
+        total=TOTAL,
+        utilization_set=True,
+        cudagraphs_counted=False,
+        tp=1,
+        comm=None,
+        lazy_connect=True,
+        activations=1000,
+        release_activations=(800, 1500),
+    )
+    assert "release_unknown" not in known
+
+
+def test_across_nodes_before_0_11_the_network_buffers_widen_the_low_end() -> None:
+    # vLLM 0.10.1.1: the snapshot precedes the distributed init (v1/worker/gpu_worker.py
+    # init_device), NCCL_CUMEM_ENABLE=0 (env_override.py): both TP communicators' network
+    # connections are inside the budget; on the GPU only with GPUDirect RDMA (src/transport/net.cc)
+    from flightcheck._memory.budget import Interconnect, communication
+    from flightcheck._memory.weights import Layout
+
+    ic = Interconnect(compute_capability="8.0", nodes=2)
+    one = communication(Layout(2, 1), ic, "0.10.1.1", {}, 1)
+    terms = bound_terms(
+        engine_version="0.10.1.1",
+        total=40 * GiB,
+        utilization_set=True,
+        cudagraphs_counted=True,
+        tp=2,
+        comm=one,
+        lazy_connect=False,
+        comm_in_budget=one,
+    )
+    assert terms["nccl_in_budget"].below == 2 * one.high == 2 * 64 * 2 * 20 * (1 << 20)
+    assert "nccl_after_snapshot" not in terms
+
+
+def test_0_6_4_spans_the_cuda_context_it_counts() -> None:
+    # worker/worker.py determine_num_available_blocks (0.6.4.post1): the CUDA context is inside the
+    # non-torch figure; the point takes the CONTEXT estimate, the bound reaches a context of 0
+    from flightcheck._memory.budget import CONTEXT
+
+    def terms(version: str) -> dict:
+        return bound_terms(
+            engine_version=version,
+            total=8 * GiB,
+            utilization_set=False,
+            cudagraphs_counted=False,
+            tp=1,
+            comm=None,
+            lazy_connect=False,
+        )
+
+    assert terms("0.6.4.post1")["cuda_context"].above == CONTEXT
+    assert "cuda_context" not in terms("0.6.6") and "cuda_context" not in terms("0.19.0")

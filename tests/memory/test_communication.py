@@ -41,3 +41,24 @@ def test_pcie_keeps_the_estimate_as_the_high_end_and_nothing_certain() -> None:
     pcie = Interconnect(nvlinks=0, nvswitch=False, compute_capability="8.9", multicast=False)
     c = communication(Layout(8, 1), pcie, "0.10.0", {}, 2)
     assert not c.derived and c.low == 0 and c.high == 100 * MiB
+
+
+def test_across_nodes_the_network_buffers_are_a_range_from_zero() -> None:
+    # src/transport/net.cc (nccl.multinode_communicator_bytes): on the GPU only with GPUDirect
+    # RDMA, on up to MAXCHANNELS channels; no custom all-reduce across nodes
+    two_nodes = Interconnect(compute_capability="8.0", nodes=2)
+    c = communication(Layout(2, 1), two_nodes, "0.10.1.1", {}, 2)
+    assert c.low == 0 and not c.derived
+    assert c.high == 2 * 64 * 2 * 20 * MiB
+    assert "custom_allreduce" not in c.parts
+    off = communication(Layout(2, 1), two_nodes, "0.10.1.1", {"NCCL_NET_GDR_LEVEL": "LOC"}, 2)
+    assert off.high == 0
+
+
+def test_a_tp_group_larger_than_the_node_spans_nodes() -> None:
+    m = MemoryModel(engine="vllm", layout=Layout(16, 1), engine_version="0.10.1.1", interconnect=H100, node_gpus=8)
+    c = m.communication()
+    # the 8 local GPUs' NVSwitch connections stay certain (cuMem off in 0.10.1.1); the network adds to the high end
+    one_node = communication(Layout(8, 1), H100, "0.10.1.1", {}, 1)
+    assert c.low == one_node.low - 16 * MiB  # custom all-reduce does not span nodes
+    assert c.high == one_node.high - 16 * MiB + 64 * 2 * 20 * MiB  # two nodes: two peers a channel

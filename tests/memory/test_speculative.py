@@ -202,7 +202,9 @@ def _util_for_slack(path: str, flags: list[str], length: int, slack: float) -> f
     return 0.5 + (need + slack - per["kv_budget_bytes"]) / total
 
 
-def fc402_errors(path: str, flags: list[str], util: float, length: int) -> list:
+def fc402_errors(path: str, flags: list[str], util: float, length: int, errors_only: bool = True) -> list:
+    """FC402's failures (errors only, unless ``errors_only`` is False: a warning where the bound's
+    high end still fits, ``budget.bound_terms``)."""
     res = results(
         facts("b300"),
         model=path,
@@ -212,7 +214,7 @@ def fc402_errors(path: str, flags: list[str], util: float, length: int) -> list:
         engine_flags=flags,
     )["FC402"]
     evaluated("FC402", res)
-    return [r for r in res if r.status.value == "fail" and r.severity.value == "error"]
+    return [r for r in res if r.status.value == "fail" and (r.severity.value == "error" or not errors_only)]
 
 
 def test_fc402_mtp_tips_a_launch_over(ds) -> None:
@@ -222,7 +224,9 @@ def test_fc402_mtp_tips_a_launch_over(ds) -> None:
     path, _ = ds
     util = round(_util_for_slack(path, [], 131072, 0.05 * GiB), 4)
     assert fc402_errors(path, [], util, 131072) == []
-    (r,) = fc402_errors(path, [MTP1], util, 131072)
+    # short at the estimate; a stop only past the bound's high end (budget.bound_terms), so
+    # the failure may be a warning: what is asserted is that MTP tips it over
+    (r,) = fc402_errors(path, [MTP1], util, 131072, errors_only=False)
     assert r.evidence["kv_shortfall_bytes"] > GiB // 4
 
 

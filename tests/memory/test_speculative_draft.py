@@ -309,7 +309,9 @@ def _util_for_slack(target: str, flags: list[str], slack: float) -> float:
     return 0.5 + (need + slack - per["kv_budget_bytes"]) / r["gpu"]["memory_total_bytes"]
 
 
-def fc402_errors(target: str, flags: list[str], util: float) -> list:
+def fc402_errors(target: str, flags: list[str], util: float, errors_only: bool = True) -> list:
+    """FC402's failures (errors only, unless ``errors_only`` is False: a warning where the bound's
+    high end still fits, ``budget.bound_terms``)."""
     res = results(
         facts("b300"),
         model=target,
@@ -319,7 +321,7 @@ def fc402_errors(target: str, flags: list[str], util: float) -> list:
         engine_flags=flags,
     )["FC402"]
     evaluated("FC402", res)
-    return [r for r in res if r.status.value == "fail" and r.severity.value == "error"]
+    return [r for r in res if r.status.value == "fail" and (r.severity.value == "error" or not errors_only)]
 
 
 def test_fc402_eagle3_draft_tips_a_launch_over(ckpts) -> None:
@@ -327,7 +329,8 @@ def test_fc402_eagle3_draft_tips_a_launch_over(ckpts) -> None:
     buffers, 4 KiB of KV a token) is the shortfall."""
     util = round(_util_for_slack(ckpts["target"], [], 0.05 * GiB), 4)
     assert fc402_errors(ckpts["target"], [], util) == []
-    (r,) = fc402_errors(ckpts["target"], [spec(ckpts["eagle3"])], util)
+    # a stop only past the bound's high end (budget.bound_terms): asserted is that it fails
+    (r,) = fc402_errors(ckpts["target"], [spec(ckpts["eagle3"])], util, errors_only=False)
     assert r.evidence["kv_shortfall_bytes"] > GiB // 2
 
 

@@ -44,7 +44,7 @@ def wrapper(tmp_path: Path) -> Path:
 
 
 def _container_env(c: dict) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in c["env"]}
+    return {e["name"]: e["value"] for e in c["env"] if "value" in e}
 
 
 def test_pod_init_container_checks_the_exact_vllm_launch(tmp_path):
@@ -54,8 +54,12 @@ def test_pod_init_container_checks_the_exact_vllm_launch(tmp_path):
     (server,) = pod["spec"]["containers"]
     assert init["name"] == "flightcheck"
     # same image, environment, mounts and GPUs: the check sees what the server will see
-    for key in ("image", "env", "volumeMounts", "resources"):
+    for key in ("image", "env", "resources"):
         assert init[key] == server[key], key
+    # the same mounts, and the service account's token in the init container alone
+    sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert [m for m in init["volumeMounts"] if m["mountPath"] != sa_dir] == server["volumeMounts"]
+    assert pod["spec"]["automountServiceAccountToken"] is False
     assert server["resources"]["limits"]["nvidia.com/gpu"] == 8
     env = _container_env(server)
 
@@ -68,7 +72,7 @@ def test_pod_init_container_checks_the_exact_vllm_launch(tmp_path):
     collect = parse_flightcheck(collect_argv)
     assert collect.command == "collect" and collect.deep and collect.tensor_parallel_size == 8
     check = parse_flightcheck(check_argv)
-    assert check.command == "check" and check.facts == [collect.output]
+    assert check.command == "check" and check.facts == [collect.output] and check.k8s_self
 
     # the engine command checked is the one the vllm container runs ($(VAR) is Kubernetes' expansion)
     engine = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in server["command"] + server["args"]]
@@ -89,19 +93,56 @@ def test_pod_init_container_checks_the_exact_vllm_launch(tmp_path):
     # and the check step reads that launch as intended (facts: a recorded healthy node)
     argv = check_argv[1:]
     argv[argv.index("--facts") + 1] = str(base_facts(tmp_path))
+    # off any cluster, even where the tests themselves run in a pod: no API server is asked
+    off_cluster = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE_")}
     out = subprocess.run(
         [sys.executable, "-m", "flightcheck", *argv[:1], "--format", "json", *argv[1:]],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
+        env=off_cluster,
     )
-    intent = json.loads(out.stdout)["intent"]
+    report = json.loads(out.stdout)
+    intent = report["intent"]
     assert (intent["model"], intent["tensor_parallel_size"], intent["max_model_len"]) == (
         "/models/Kimi-K2-Instruct",
         8,
         128_000,
     )
+    # off a cluster --k8s-self skips the FC9xx family with its reason, and stops nothing
+    fc9 = {c["status"] for c in report["checks"] if c["code"].startswith("FC9")}
+    assert fc9 == {"skip"}, report["checks"]
+
+
+def test_pod_service_account_and_rbac_grant_get_on_pods_only():
+    pod = yaml.safe_load(POD.read_text())
+    (init,) = pod["spec"]["initContainers"]
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in init["env"]}
+    assert env["POD_NAME"] == "metadata.name" and env["POD_NAMESPACE"] == "metadata.namespace"
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    mount = next(m for m in init["volumeMounts"] if m["mountPath"] == "/var/run/secrets/kubernetes.io/serviceaccount")
+    sources = volumes[mount["name"]]["projected"]["sources"]
+    assert [next(iter(s)) for s in sources] == ["serviceAccountToken", "configMap", "downwardAPI"]
+    assert sources[0]["serviceAccountToken"]["path"] == "token"
+    docs = {d["kind"]: d for d in yaml.safe_load_all((RECIPES / "kubernetes" / "flightcheck-rbac.yaml").read_text())}
+    assert docs["ServiceAccount"]["metadata"]["name"] == pod["spec"]["serviceAccountName"]
+    assert docs["Role"]["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+    binding = docs["RoleBinding"]
+    role = docs["Role"]["metadata"]["name"]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "flightcheck"}]
+    from flightcheck._collect.k8s_self import RBAC_FILE
+
+    assert (RECIPES.parent / RBAC_FILE).is_file()
+
+
+def test_the_pods_own_manifest_reads_its_launch_with_kubelet_expansion():
+    from flightcheck._collect.k8s_manifest import read_manifest
+
+    m = read_manifest(str(POD))
+    assert m.argv[:3] == ["vllm", "serve", "/models/Kimi-K2-Instruct"]  # $(MODEL) as the kubelet expands it
+    assert m.pod["container"] == "vllm" and m.pod["gpu_limit"] == 8 and m.pod["shm_medium"] == "Memory"
 
 
 # ---------------------------------------------------------------- node-problem-detector

@@ -58,31 +58,38 @@ def fake_toolkit(root: Path, release: str, *, libcudart: bool = True, version_fi
     return root
 
 
-def _entry(kind: int, sm: int, suffix: str, payload: int) -> bytes:
+def _entry(kind: int, sm: int, suffix: str, payload: int, version: str | None = None) -> bytes:
     padded = (payload + 7) & ~7
     head = bytearray(64)
     struct.pack_into("<HHIQ", head, 0, kind, 0x0101, 64, padded)
     struct.pack_into("<I", head, 20, payload)
-    struct.pack_into("<I", head, 28, sm)
+    major, minor = (int(x) for x in version.split(".")) if version else (0, 0)
+    struct.pack_into("<HHI", head, 24, minor, major, sm)
     struct.pack_into("<Q", head, 40, 0x11 | ARCH_FLAG[suffix])
     return bytes(head) + b"\xab" * payload + b"\0" * (padded - payload)
 
 
-def fatbin(entries: list[tuple[str, str]]) -> bytes:
-    """One fatbin container; entries are (kind 'elf'|'ptx', arch like '10.3a')."""
+def fatbin(entries: list[tuple[str, ...]]) -> bytes:
+    """One fatbin container; entries are (kind 'elf'|'ptx', arch like '10.3a'[, code
+    version like '8.7': a PTX entry's PTX ISA; none: the field is zero])."""
     body = b""
-    for kind, arch in entries:
+    for kind, arch, *version in entries:
         suffix = arch[-1] if arch[-1] in "af" else ""
         major, minor = arch.rstrip("af").split(".")
-        body += _entry(2 if kind == "elf" else 1, int(major) * 10 + int(minor), suffix, 37)
+        body += _entry(2 if kind == "elf" else 1, int(major) * 10 + int(minor), suffix, 37, *version)
     return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
 
 
-def elf_with_fatbin(path: Path, containers: list[list[tuple[str, str]]] | None, pad_between: int = 0) -> Path:
-    """A minimal ELF64 LE file whose sections are .shstrtab and (unless None) .nv_fatbin."""
+def elf_with_fatbin(
+    path: Path, containers: list[list[tuple[str, ...]]] | None, pad_between: int = 0, blob: bytes | None = None
+) -> Path:
+    """A minimal ELF64 LE file whose sections are .shstrtab and (unless None) .nv_fatbin,
+    built from ``containers`` or holding ``blob`` (a real fatbin, e.g. ``nvcc -fatbin``'s)."""
     names = b"\0.shstrtab\0.nv_fatbin\0.text\0"
-    blob = (b"\0" * pad_between).join(fatbin(c) for c in containers) if containers else b"\x90" * 16
-    sec_name = 11 if containers else 22  # ".nv_fatbin" or ".text"
+    has_fatbin = bool(containers) or blob is not None
+    if blob is None:
+        blob = (b"\0" * pad_between).join(fatbin(c) for c in containers) if containers else b"\x90" * 16
+    sec_name = 11 if has_fatbin else 22  # ".nv_fatbin" or ".text"
     str_off = 64
     data_off = (str_off + len(names) + 7) & ~7  # sections are 8-byte aligned, as the linker does
     shoff = (data_off + len(blob) + 7) & ~7

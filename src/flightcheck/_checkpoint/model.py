@@ -97,6 +97,10 @@ class Checkpoint(msgspec.Struct):
     #: draft_model, ``_knowledge.vllm.separate_draft``), read the same bounded way; None when
     #: the launch has none (or it is not read)
     draft: Checkpoint | None = None
+    #: not read here: rebuilt from a recorded ``checkpoint`` facts section (``section.recorded``),
+    #: which says where it came from; its shards are placeholders, never opened
+    recorded: str | None = None
+    recorded_totals: tuple[int, int] | None = None  # (tensors, weight bytes) as recorded
 
     @property
     def found(self) -> bool:
@@ -122,10 +126,14 @@ class Checkpoint(msgspec.Struct):
     @property
     def total_bytes(self) -> int:
         """Bytes of the weight files the engine will read."""
+        if self.recorded_totals is not None:
+            return self.recorded_totals[1]
         return sum(s.size for s in self.shards if s.scan is not None) + sum(self.other_weights.values())
 
     @property
     def tensor_count(self) -> int:
+        if self.recorded_totals is not None:
+            return self.recorded_totals[0]
         return sum(s.scan.n_tensors for s in self.shards if s.scan is not None) + sum(
             len(g.tensors) for g in self.gguf.values()
         )

@@ -17,7 +17,6 @@ import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
-from flightcheck._report import FORMATS
 from flightcheck._vocabulary.errors import UsageError
 
 if TYPE_CHECKING:
@@ -25,13 +24,20 @@ if TYPE_CHECKING:
 
     from flightcheck._checks.cluster.evaluate import ClusterReport
 
+#: ``cluster --format``: the node report's formats, and one page for a fleet
+FORMATS = ("text", "json", "junit", "prometheus", "html")
+
 
 def render(report: ClusterReport, fmt: str = "text", *, verbose: bool = False, color: bool | None = None) -> str:
-    """The cluster report in ``fmt`` (text, json, junit, prometheus)."""
+    """The cluster report in ``fmt`` (text, json, junit, prometheus, html)."""
     if fmt == "text":
         from flightcheck._report.cluster_text import render as render_text
 
         return render_text(report, verbose=verbose, color=color)
+    if fmt == "html":
+        from flightcheck._report.cluster_html import render as render_html
+
+        return render_html(report)
     from flightcheck._report import cluster_formats as formats
 
     renderers = {"json": formats.render_json, "junit": formats.render_junit, "prometheus": formats.render_prometheus}

@@ -47,6 +47,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         manifest = read_manifest(args.k8s, stdin=_stdin_bytes() if args.k8s == "-" else None)
         command = command or manifest.argv
         docs = [*docs, {"pod": manifest.pod}]
+    elif getattr(args, "k8s_self", False):  # the pod's own spec, from the API server
+        from flightcheck._collect.k8s_self import read_own_pod
+
+        own = read_own_pod()
+        if own.manifest is not None:
+            command = command or own.manifest.argv
+            docs = [*docs, {"pod": own.manifest.pod}]
+        else:  # the FC9xx family is skipped with this one line
+            docs = [*docs, {"pod": None, "unavailable": {"pod": own.reason or "the pod could not be read"}}]
     settle = None
     by_release = None
     if command:  # the intent of the engine command; the flags given win over it

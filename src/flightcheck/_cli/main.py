@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from flightcheck._vocabulary.engine import ENGINE_NAMES
+from flightcheck._vocabulary.engine import KNOWN_ENGINES
 from flightcheck._vocabulary.errors import UsageError
 from flightcheck._vocabulary.version import __version__
 
@@ -48,7 +48,8 @@ def _normalise(argv: list[str]) -> list[str]:
 def add_intent_flags(p: argparse.ArgumentParser) -> None:
     """The deployment intent, spelled as vLLM spells it."""
     g = p.add_argument_group("deployment intent")
-    g.add_argument("--engine", choices=ENGINE_NAMES, default=None, help="serving engine (default vllm)")
+    # the registered engines (a list shared with the registry: one `engines.register` adds a name)
+    g.add_argument("--engine", choices=KNOWN_ENGINES, default=None, help="serving engine (default vllm)")
     g.add_argument("--model", help="model directory or Hugging Face repo id (resolved from the local cache only)")
     g.add_argument("--revision", help="revision of a repo id in the cache (branch, tag or commit)")
     g.add_argument("-tp", "--tensor-parallel-size", type=int, default=None, metavar="N")
@@ -89,10 +90,14 @@ def add_collect_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--deep", action="store_true", help="run the active probes: compile smoke test, multicast bind")
 
 
-def add_output_flags(p: argparse.ArgumentParser) -> None:
+def add_output_flags(
+    p: argparse.ArgumentParser,
+    formats: tuple[str, ...] = ("text", "json", "junit", "prometheus"),
+    help: str | None = None,
+) -> None:
     """How the report is written."""
     g = p.add_argument_group("output")
-    g.add_argument("--format", default="text", choices=("text", "json", "junit", "prometheus"))
+    g.add_argument("--format", default="text", choices=formats, help=help)
     g.add_argument(
         "--output", "-o", default=None, metavar="FILE", help="write the report here (atomically) instead of stdout"
     )
@@ -113,11 +118,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_intent_flags(c)
     add_collect_flags(c)
     add_output_flags(c)
-    c.add_argument(
+    k8s = c.add_mutually_exclusive_group()
+    k8s.add_argument(
         "--k8s",
         metavar="MANIFEST",
-        help="a Pod / Deployment / StatefulSet / LeaderWorkerSet manifest or helm template output (-: stdin): "
+        help="a Pod / Deployment / StatefulSet / LeaderWorkerSet / KServe InferenceService (+ its ServingRuntime) "
+        "manifest or helm template output (-: stdin): "
         "the launch from its vLLM container, and the FC9xx checks of the pod",
+    )
+    k8s.add_argument(
+        "--k8s-self",
+        action="store_true",
+        help="in a pod (an init container): read this pod's own spec from the API server with its service "
+        "account (`get` on `pods`; POD_NAME / POD_NAMESPACE from the downward API) for the FC9xx checks; "
+        "where it cannot, the family is skipped with the reason",
     )
     c.add_argument(
         "engine_command",
@@ -189,7 +203,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     cl = sub.add_parser("cluster", help="evaluate a set of node snapshots (or a Ray cluster) with cross-node checks")
     add_intent_flags(cl)
-    add_output_flags(cl)
+    from flightcheck._cli.cluster import FORMATS as CLUSTER_FORMATS
+
+    add_output_flags(
+        cl,
+        CLUSTER_FORMATS,
+        "html: one self-contained page for the fleet (nodes x check families, fixes, skew; no network), "
+        "e.g. -o fleet.html",
+    )
     cl.add_argument("--facts-dir", default=None, metavar="DIR", help="one *.json snapshot per node")
     cl.add_argument(
         "--ray", nargs="?", const="auto", default=None, metavar="ADDRESS", help="collect from every alive Ray node"

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from flightcheck._checkpoint import Checkpoint
 
 
-# The checkpoint is always read from disk, never taken from a snapshot (the contract): a
-# recorded section in a --facts file does not stand in for the model named now.
+# The checkpoint of --model is always read from disk: a recorded section in a --facts file
+# never stands in for a model that is here. Only where the model is not here (no --model,
+# or the recorded model absent on this machine) does the FC5xx family judge the record
+# (``_checks/checkpoint/headers.py`` ``launch_checkpoint``).
 @probe(
     "checkpoint",
     "checkpoint",

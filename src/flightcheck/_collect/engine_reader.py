@@ -1,59 +1,44 @@
 # mypy: disable-error-code="import-not-found"
-# (vllm and sglang are not installed where flightcheck is type-checked)
-"""Read one vLLM / SGLang launch line with the ENGINE's own parser; print one JSON object.
+"""Read one engine launch line with the ENGINE's own parser; print one JSON object.
 
 Run as a child with the engine's interpreter (never imported by flightcheck, and it never
 imports flightcheck: standard library plus the engine itself)::
 
-    <engine python> engine_reader.py vllm   [--timeout S] -- <argv>
-    <engine python> engine_reader.py sglang [--timeout S] -- <argv>
-    <engine python> engine_reader.py vllm|sglang --batch [--timeout S] < argvs.jsonl
+    <engine python> engine_reader.py --spec SPEC [--timeout S] -- <argv>
+    <engine python> engine_reader.py --spec SPEC --batch [--timeout S] < argvs.jsonl
 
 (``--batch``: one JSON array per stdin line, one JSON document per stdout line, in order;
 the engine is imported once.)
 
-``<argv>`` is either what follows ``vllm serve`` / ``sglang serve``, or the whole command:
+The script knows no engine. ``SPEC`` is a JSON object the parent builds from the engine's
+``ReaderRules.child`` (``_knowledge/<engine>/reader.py``, ``_knowledge.engines.reader_spec``):
+the console script and ``python -m`` modules that name the engine, its subcommand, where
+its parser, validation and record live (``module:attribute`` paths), which of the two
+reading procedures below applies, the record's attribute of each canonical field, the
+engine fields reported by name and the environment the engine's import wants here. Where
+the paths point, and why, is written beside each engine's spec, with the releases read.
 
-* vLLM: ``vllm serve ...``, ``python -m vllm.entrypoints.cli.main serve ...``,
-  ``python -m vllm.entrypoints.openai.api_server ...`` (leading ``KEY=VALUE`` words are
-  dropped; a bare argv starting with ``serve`` counts as the subcommand).
-* SGLang: ``sglang serve ...``, ``python -m sglang.launch_server ...``,
-  ``python -m sglang.cli.main serve ...``.
+``<argv>`` is either what follows ``<cli> <subcommand>``, or the whole command
+(``<cli> <subcommand> ...``, ``python -m <module> ...``; leading ``KEY=VALUE`` words are
+dropped; a bare argv starting with the subcommand counts as the subcommand).
 
-Where the entry points are (read from the installed engines, vllm 0.33.0 / sglang 0.5.23):
+The two procedures (``SPEC["procedure"]``), by mechanism:
 
-* ``vllm/entrypoints/cli/main.py``: ``vllm`` is a ``FlexibleArgumentParser`` with
-  subparsers (``dest="subparser"``); ``ServeSubcommand.subparser_init`` in
-  ``vllm/entrypoints/cli/serve.py`` builds ``serve`` with ``make_arg_parser``
-  (``vllm/entrypoints/common/cli_args.py``: positional ``model_tag``, ``--headless``,
-  ``--config``, ``FrontendArgs`` and ``AsyncEngineArgs.add_cli_args`` from
-  ``vllm/engine/arg_utils.py``). The whole argv, ``serve`` first, goes through the TOP
-  parser's ``FlexibleArgumentParser.parse_args`` (``vllm/utils/argparse_utils.py``), which
-  moves ``--model X`` to the positional slot, expands ``--config x.yaml``, turns
-  ``-O3`` into ``--optimization-level 3``, ``_`` into ``-`` in option names and
-  ``--a.b v`` into JSON. ``main`` then runs ``ServeSubcommand.validate``
-  (``validate_parsed_serve_args``); ``ServeSubcommand.cmd`` copies ``model_tag`` into
-  ``model`` before ``AsyncEngineArgs.from_cli_args``.
-* ``vllm/entrypoints/launchers/api_server/entry.py:main`` (what
-  ``python -m vllm.entrypoints.openai.api_server`` runs): a plain
-  ``FlexibleArgumentParser`` + ``make_arg_parser``, no subcommand, and nothing copies
-  ``model_tag`` into ``model`` there.
-* ``sglang/cli/main.py`` hands everything after ``serve`` to ``sglang/cli/serve.py:serve``
-  (``--model-type`` removed, a leading positional becomes ``--model-path``, backend
-  auto-detection, ``sglang.srt.plugins.load_plugins``), whose LLM backend calls
-  ``sglang.srt.server_args.prepare_server_args`` (``argparse.ArgumentParser(prog="sglang
-  serve")`` + ``ServerArgs.add_cli_args``, ``--config`` merged by
-  ``sglang/srt/utils/server_args_config_parser.py``, then ``ServerArgs.from_cli_args``).
-  ``sglang/launch_server.py`` calls ``load_plugins`` and ``prepare_server_args`` directly.
-  SGLang resolves derived values later (``ServerArgs.resolve_once``), which needs an
-  accelerator: this reader reports the raw record ``prepare_server_args`` returns.
+* ``"parsed"``: the engine builds an argparse parser (a top parser with the subcommand's
+  parser in its subparsers, or a plain one wrapped by a factory), parses the whole argv
+  (the subcommand first), validates the namespace, copies a positional model into the
+  model field, and builds its record from the namespace (a class method); a record that
+  cannot be built leaves the namespace's fields (``resolve_error``), and a record whose
+  model differs from the namespace's (an offline snapshot) keeps the model as spelled.
+* ``"prepared"``: the argv goes through the engine's backend dispatch (a model-type
+  override taken out, a positional model normalised, a request built and a backend
+  chosen, plugins loaded), and, for the backend the reader reads, through the engine's
+  prepare function; the record is that function's raw result, described against a parser
+  the record class builds.
 
 The child never touches the network (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE set before
-the engine is imported) and never initialises CUDA (``VLLM_TARGET_DEVICE`` defaults to
-``cpu`` here: vLLM's platform choice, ``vllm/platforms/__init__.py``; nothing is
-allocated). With HF_HUB_OFFLINE, ``EngineArgs.__post_init__`` swaps an uncached model id
-for its local snapshot and raises when there is none: that is reported as
-``resolve_error`` and the fields then come from the engine's parsed namespace.
+the engine is imported) and never initialises an accelerator (the SPEC's environment
+picks the CPU platform where the engine has one; nothing is allocated).
 
 The engine's logs go to stderr; stdout carries exactly one JSON object. A watchdog ends
 the child after ``--timeout`` seconds (default 120) with ``"error": "timed out ..."``.
@@ -68,6 +53,7 @@ import contextlib
 import dataclasses
 import enum
 import faulthandler
+import importlib
 import io
 import json
 import math
@@ -76,102 +62,10 @@ import re
 import sys
 import threading
 import time
+from typing import Any
 
 READER_VERSION = 1
 DEFAULT_TIMEOUT_S = 120.0
-
-#: Canonical field -> attribute of the engine's record (vLLM ``AsyncEngineArgs`` or its
-#: parsed namespace; SGLang ``ServerArgs``). ``None``: the engine has no such setting.
-#: Only names live here; every value is read from the engine.
-CANONICAL = {
-    "model": ("model", "model_path"),
-    "served_model_name": ("served_model_name", "served_model_name"),
-    "tensor_parallel_size": ("tensor_parallel_size", "tp_size"),
-    "pipeline_parallel_size": ("pipeline_parallel_size", "pp_size"),
-    "data_parallel_size": ("data_parallel_size", "dp_size"),
-    "data_parallel_size_local": ("data_parallel_size_local", None),
-    "prefill_context_parallel_size": ("prefill_context_parallel_size", None),
-    "decode_context_parallel_size": ("decode_context_parallel_size", "dcp_size"),
-    "enable_expert_parallel": ("enable_expert_parallel", None),
-    "expert_parallel_size": (None, "ep_size"),
-    "max_model_len": ("max_model_len", "context_length"),
-    "kv_cache_dtype": ("kv_cache_dtype", "kv_cache_dtype"),
-    "gpu_memory_utilization": ("gpu_memory_utilization", "mem_fraction_static"),
-    "quantization": ("quantization", "quantization"),
-    "dtype": ("dtype", "dtype"),
-    "enforce_eager": ("enforce_eager", None),
-    "load_format": ("load_format", "load_format"),
-    "max_num_batched_tokens": ("max_num_batched_tokens", None),
-    "max_num_seqs": ("max_num_seqs", "max_running_requests"),
-    "kv_cache_memory_bytes": ("kv_cache_memory_bytes", None),
-    "cpu_offload_gb": ("cpu_offload_gb", "cpu_offload_gb"),
-    "hf_overrides": ("hf_overrides", "json_model_override_args"),
-    "nnodes": ("nnodes", "nnodes"),
-    "node_rank": ("node_rank", "node_rank"),
-    "headless": ("headless", None),
-    "trust_remote_code": ("trust_remote_code", "trust_remote_code"),
-    "revision": ("revision", "revision"),
-    "download_dir": ("download_dir", "download_dir"),
-    "tokenizer": ("tokenizer", "tokenizer_path"),
-}
-
-#: Engine settings reported as they are, by name, when the engine has them.
-ENGINE_FIELDS = {
-    "vllm": (
-        "model_tag",
-        "optimization_level",
-        "disable_custom_all_reduce",
-        "all2all_backend",
-        "distributed_executor_backend",
-        "data_parallel_rank",
-        "data_parallel_start_rank",
-        "data_parallel_address",
-        "data_parallel_hybrid_lb",
-        "data_parallel_external_lb",
-        "enable_dbo",
-        "enable_eplb",
-        "enable_elastic_ep",
-        "enable_prefix_caching",
-        "enable_chunked_prefill",
-        "block_size",
-        "attention_backend",
-        "api_server_count",
-        "enable_sleep_mode",
-        "max_num_scheduled_tokens",
-    ),
-    "sglang": (
-        "enable_nccl_nvls",
-        "enable_symm_mem",
-        "enable_torch_symm_mem",
-        "enable_mscclpp",
-        "enable_layernorm_sp",
-        "moe_a2a_backend",
-        "enable_dp_attention",
-        "dp_size",
-        "attn_dp_size",
-        "attn_cp_size",
-        "moe_dp_size",
-        "moe_dense_tp_size",
-        "ep_size",
-        "enable_flashinfer_allreduce_fusion",
-        "enforce_disable_flashinfer_allreduce_fusion",
-        "flashinfer_allreduce_fusion_backend",
-        "disable_custom_all_reduce",
-        "context_length",
-        "chunked_prefill_size",
-        "max_prefill_tokens",
-        "max_total_tokens",
-        "disable_cuda_graph",
-        "cuda_graph_backend_decode",
-        "cuda_graph_backend_prefill",
-        "attention_backend",
-        "device",
-        "dist_init_addr",
-        "disaggregation_mode",
-        "enable_torch_compile",
-        "page_size",
-    ),
-}
 
 #: Destinations whose names mark a collective / multicast / graph setting: all such
 #: settings the installed engine has are reported under ``comm_flags``.
@@ -181,6 +75,19 @@ COMM_PATTERN = re.compile(
 )
 #: Never copied into the output.
 SECRET = re.compile(r"api_key|token$|hf_token|password|secret|watermark_key")
+#: the keys every SPEC has (a usage error names the first one missing)
+SPEC_KEYS = (
+    "engine",
+    "package",
+    "cli",
+    "subcommand",
+    "modules",
+    "default_form",
+    "procedure",
+    "forms",
+    "fields",
+    "engine_fields",
+)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -309,35 +216,33 @@ def _is_python(word: str) -> bool:
     return re.fullmatch(r"python(\d+(\.\d+)?)?", os.path.basename(word)) is not None
 
 
-def split_command(engine: str, argv: list[str]) -> tuple[str, list[str], list[str]]:
+def load(path: str) -> Any:
+    """The object at ``module:attr.attr`` (a module alone without the colon)."""
+    module, _, attrs = path.partition(":")
+    obj: Any = importlib.import_module(module)
+    for attr in attrs.split(".") if attrs else ():
+        obj = getattr(obj, attr)
+    return obj
+
+
+def split_command(spec: dict, argv: list[str]) -> tuple[str, list[str], list[str]]:
     """(form, argv for the engine, leading KEY=VALUE words dropped)."""
     words = list(argv)
     env_words: list[str] = []
     while words and _ENV_WORD.match(words[0]) and len(words) > 1:
         env_words.append(words.pop(0))
-    if engine == "vllm":
-        if words and os.path.basename(words[0]) == "vllm":
-            words = words[1:]
-        elif len(words) >= 3 and _is_python(words[0]) and words[1] == "-m":
-            module, rest = words[2], words[3:]
-            if module in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.launchers.api_server.entry"):
-                return "api_server", rest, env_words
-            if module in ("vllm.entrypoints.cli.main", "vllm"):
-                words = rest
-        if words[:1] == ["serve"]:
-            words = words[1:]
-        return "vllm serve", words, env_words
-    if words and os.path.basename(words[0]) == "sglang":
+    modules: dict = spec["modules"]
+    if words and os.path.basename(words[0]) == spec["cli"]:
         words = words[1:]
     elif len(words) >= 3 and _is_python(words[0]) and words[1] == "-m":
         module, rest = words[2], words[3:]
-        if module == "sglang.launch_server":
-            return "launch_server", rest, env_words
-        if module in ("sglang.cli.main", "sglang"):
+        if module in modules:
+            if modules[module] is not None:  # an entry point of its own: no subcommand
+                return modules[module], rest, env_words
             words = rest
-    if words[:1] == ["serve"]:
+    if words[:1] == [spec["subcommand"]]:
         words = words[1:]
-    return "sglang serve", words, env_words
+    return spec["default_form"], words, env_words
 
 
 def pick(record: object, namespace: object, name: str | None) -> tuple[bool, object]:
@@ -349,18 +254,17 @@ def pick(record: object, namespace: object, name: str | None) -> tuple[bool, obj
     return False, None
 
 
-def describe(doc: dict, engine: str, record: object, namespace: object, parser) -> None:
+def describe(doc: dict, spec: dict, record: object, namespace: object, parser) -> None:
     """Fill the canonical fields, the engine fields, comm flags and non-defaults."""
-    col = 0 if engine == "vllm" else 1
     absent = []
-    for key, names in CANONICAL.items():
-        have, value = pick(record, namespace, names[col])
+    for key, name in spec["fields"].items():
+        have, value = pick(record, namespace, name)
         doc[key] = jsonable(value) if have else None
         if not have:
             absent.append(key)
     doc["absent_in_engine"] = absent
     fields = {}
-    for name in ENGINE_FIELDS[engine]:
+    for name in spec["engine_fields"]:
         have, value = pick(record, namespace, name)
         if have:
             fields[name] = jsonable(value)
@@ -387,17 +291,18 @@ def describe(doc: dict, engine: str, record: object, namespace: object, parser) 
     doc["non_default"] = non_default
 
 
-# --------------------------------------------------------------------------- shared by both engines
+# --------------------------------------------------------------------------- shared by both procedures
 
 
-def engine_version(doc: dict, engine: str) -> bool:
+def engine_version(doc: dict, spec: dict) -> bool:
     """Put the installed engine's version in ``doc``; False (with the error) when it is absent."""
     import importlib.metadata
 
+    package = spec["package"]
     try:
-        doc["engine_version"] = importlib.metadata.version(engine)
+        doc["engine_version"] = importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
-        doc.update(error=f"{engine} is not installed for this interpreter ({sys.executable})", error_stage="import")
+        doc.update(error=f"{package} is not installed for this interpreter ({sys.executable})", error_stage="import")
         return False
     return True
 
@@ -412,13 +317,13 @@ def refused(doc: dict, exc: BaseException, stage: str, err: io.StringIO | None =
     doc.update(error=message, error_stage=stage)
 
 
-def new_document(engine: str, form: str, engine_argv: list[str], env_words: list[str]) -> dict:
+def new_document(spec: dict, form: str, engine_argv: list[str], env_words: list[str]) -> dict:
     """The document of one reading before the engine is asked: the same keys whether or not
     the engine accepts the line."""
     return {
         "reader": "engine",
         "reader_version": READER_VERSION,
-        "engine": engine,
+        "engine": spec["engine"],
         "engine_version": None,
         "python": sys.version.split()[0],
         "form": form,
@@ -426,22 +331,32 @@ def new_document(engine: str, form: str, engine_argv: list[str], env_words: list
         "env_words": env_words,
         "error": None,
         "error_stage": None,
-        **{key: None for key in CANONICAL},
+        **{key: None for key in spec["fields"]},
     }
 
 
-def read_in_process(engine: str, argv: list[str]) -> dict:
-    """Read ``argv`` with the engine already imported in THIS process (the vLLM plugin, inside
-    ``vllm serve``): the same document as the child's, with ``"in_process": true``. No
+def read(doc: dict, spec: dict, form: str, argv: list[str]) -> None:
+    """Read ``argv`` by the SPEC's procedure, the installed engine's version first."""
+    if not engine_version(doc, spec):
+        return
+    how = spec["forms"][form]
+    # What the engine's own code sees in sys.argv (its option builders may read it).
+    sys.argv = [*how["argv0"], *argv]
+    (read_parsed if spec["procedure"] == "parsed" else read_prepared)(doc, spec, form, how, argv)
+
+
+def read_in_process(spec: dict, argv: list[str]) -> dict:
+    """Read ``argv`` with the engine already imported in THIS process (flightcheck's plugin,
+    inside the engine's server): the same document as the child's, with ``"in_process": true``. No
     watchdog (the engine is already imported; parsing does not wait on anything), no fd games;
     ``sys.argv`` is put back as it was."""
     t0 = time.monotonic()
-    form, engine_argv, env_words = split_command(engine, argv)
-    doc = new_document(engine, form, engine_argv, env_words)
+    form, engine_argv, env_words = split_command(spec, argv)
+    doc = new_document(spec, form, engine_argv, env_words)
     doc["in_process"] = True
     saved_argv = list(sys.argv)
     try:
-        (read_vllm if engine == "vllm" else read_sglang)(doc, form, engine_argv)
+        read(doc, spec, form, engine_argv)
     except Exception as exc:  # noqa: BLE001 - the reader's own bug: still a document
         refused(doc, exc, "reader")
     finally:
@@ -450,155 +365,146 @@ def read_in_process(engine: str, argv: list[str]) -> dict:
     return doc
 
 
-# --------------------------------------------------------------------------- vLLM
+# --------------------------------------------------------------------------- "parsed"
 
 
-def read_vllm(doc: dict, form: str, argv: list[str]) -> None:
-    if not engine_version(doc, "vllm"):
-        return
-    # What the engine's own code sees in sys.argv (arg_utils.add_cli_args reads it).
-    sys.argv = ["vllm", "serve", *argv] if form == "vllm serve" else ["vllm/entrypoints/openai/api_server.py", *argv]
+def read_parsed(doc: dict, spec: dict, form: str, how: dict, argv: list[str]) -> None:
+    """A parser built, the argv parsed and validated, the record made from the namespace."""
     stage = "import"
     try:
-        from vllm.entrypoints.common.cli_args import make_arg_parser, validate_parsed_serve_args
-        from vllm.utils.argparse_utils import FlexibleArgumentParser
-
+        for path in how["imports"]:
+            load(path)
+        parser_class = load(how["parser"])
         stage = "build"
-        if form == "vllm serve":
-            from vllm.entrypoints.cli.serve import ServeSubcommand
-
-            top = FlexibleArgumentParser(description="vLLM CLI")
-            subparsers = top.add_subparsers(required=False, dest="subparser")
-            serve_cmd = ServeSubcommand()
-            parser = serve_cmd.subparser_init(subparsers)
-            parse_argv = ["serve", *argv]
+        sub = how.get("subcommand")
+        if sub is not None:
+            command_class = load(sub["class"])
+            top = parser_class(description=how["description"])
+            subparsers = top.add_subparsers(required=False, dest=sub["dest"])
+            command = command_class()
+            parser = command.subparser_init(subparsers)
+            parse_argv = [spec["subcommand"], *argv]
+            validate = command.validate
         else:
-            top = parser = make_arg_parser(
-                FlexibleArgumentParser(description="vLLM OpenAI-Compatible RESTful API server.")
-            )
-            serve_cmd = None
+            top = parser = load(how["wrap"])(parser_class(description=how["description"]))
             parse_argv = list(argv)
+            validate = load(how["validate"])
     except Exception as exc:  # noqa: BLE001 - an engine that cannot even build its parser here
         refused(doc, exc, stage)
         return
-    try:
-        from vllm.platforms import current_platform
-
-        doc["vllm_platform"] = type(current_platform).__name__
-    except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
-        doc["vllm_platform"] = one_line(f"{type(exc).__name__}: {exc}")
+    platform = how.get("platform")
+    if platform is not None:
+        path, key = platform
+        try:
+            doc[key] = type(load(path)).__name__
+        except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
+            doc[key] = one_line(f"{type(exc).__name__}: {exc}")
 
     stage = "parse"
     try:
         with captured_stderr() as err:
             args = top.parse_args(parse_argv)
         stage = "validate"
-        if serve_cmd is not None:
-            serve_cmd.validate(args)  # main() does this before dispatching
-        else:
-            validate_parsed_serve_args(args)
+        validate(args)  # what the engine's main does before dispatching
     except (SystemExit, Exception) as exc:  # noqa: BLE001 - whatever the engine raises is the answer
         refused(doc, exc, stage, err)
         return
 
-    # ServeSubcommand.cmd (vllm/entrypoints/cli/serve.py): the positional wins over --model.
-    if form == "vllm serve" and getattr(args, "model_tag", None) is not None:
-        args.model = args.model_tag
+    model = spec["fields"]["model"]
+    positional = how.get("positional_model")
+    if positional is not None and getattr(args, positional, None) is not None:
+        setattr(args, model, getattr(args, positional))  # the positional wins over the flag
     record = None
     try:
-        from vllm.engine.arg_utils import AsyncEngineArgs
-
-        record = AsyncEngineArgs.from_cli_args(args)
-        doc["resolved_by"] = "AsyncEngineArgs.from_cli_args"
-        if getattr(record, "model", None) != getattr(args, "model", None):
+        record_class, method = how["record"]
+        record = getattr(load(record_class), method)(args)
+        doc["resolved_by"] = f"{record_class.rpartition(':')[2]}.{method}"
+        if getattr(record, model, None) != getattr(args, model, None):
             # HF_HUB_OFFLINE: a cached model id became its snapshot directory.
-            doc["model_local_path"] = record.model
-            record = _with_model(record, args.model)
+            doc["model_local_path"] = getattr(record, model)
+            record = _with_model(record, model, getattr(args, model))
     except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
         doc["resolved_by"] = "parser"
         doc["resolve_error"] = one_line(f"{type(exc).__name__}: {exc}")
         record = None
-    describe(doc, "vllm", record, args, parser)
+    describe(doc, spec, record, args, parser)
 
 
 class _with_model:
-    """A read-only view of a record with ``model`` as the launch spelled it."""
+    """A read-only view of a record with its model field as the launch spelled it."""
 
-    def __init__(self, record: object, model: object) -> None:
-        self._record, self.model = record, model
+    def __init__(self, record: object, name: str, model: object) -> None:
+        self._record, self._name, self._model = record, name, model
 
     def __getattr__(self, name: str):
+        if name == self._name:
+            return self._model
         return getattr(self._record, name)
 
 
-# --------------------------------------------------------------------------- SGLang
+# --------------------------------------------------------------------------- "prepared"
 
 
-def read_sglang(doc: dict, form: str, argv: list[str]) -> None:
-    if not engine_version(doc, "sglang"):
-        return
-    sys.argv = ["sglang", "serve", *argv] if form == "sglang serve" else ["sglang/launch_server.py", *argv]
+def read_prepared(doc: dict, spec: dict, form: str, how: dict, argv: list[str]) -> None:
+    """The argv dispatched to a backend, then through the engine's prepare function."""
     stage = "import"
     try:
-        from sglang.srt.plugins import load_plugins
-        from sglang.srt.server_args import ServerArgs, prepare_server_args
-
-        if form == "sglang serve":
-            from sglang.cli import serve as serve_mod
-            from sglang.cli.serve_backends import ServeRequest
-            from sglang.cli.utils import try_get_model_path
+        loaded = {key: load(path) for key, path in how["imports"]}
     except Exception as exc:  # noqa: BLE001 - whatever the engine raises is the answer
         refused(doc, exc, stage)
         return
 
     stage = "dispatch"
+    dispatch = how.get("dispatch")
     try:
         with captured_stderr() as err:
-            if form == "sglang serve":
-                backend_name, dispatch_argv = serve_mod._extract_model_type_override(argv)
-                dispatch_argv, positional = serve_mod._normalize_positional_model_path(dispatch_argv)
-                request = ServeRequest(
+            if dispatch is not None:
+                module = loaded["dispatch"]
+                backend_name, dispatch_argv = getattr(module, dispatch["model_type"])(argv)
+                dispatch_argv, positional = getattr(module, dispatch["positional"])(dispatch_argv)
+                request = loaded["request"](
                     argv=tuple(dispatch_argv),
-                    model_path=try_get_model_path(dispatch_argv),
+                    model_path=loaded["model_path"](dispatch_argv),
                     model_path_is_positional=positional,
                 )
-                registry = serve_mod._create_backend_registry()
-                load_plugins()
-                if backend_name == "auto":
+                registry = getattr(module, dispatch["registry"])()
+                loaded["plugins"]()
+                if backend_name == dispatch["auto"]:
                     backend = registry.auto_detect(request).name
                 else:
                     backend = registry.get(backend_name).name
-                doc["sglang_backend"] = backend
-                if backend != "llm":
+                doc[dispatch["key"]] = backend
+                if backend != dispatch["serves"]:
                     doc.update(
-                        error=f"sglang serve dispatches this launch to the {backend!r} backend, "
+                        error=f"{form} dispatches this launch to the {backend!r} backend, "
                         "not the language-model server this reader reads",
                         error_stage=stage,
                     )
                     return
                 argv = list(dispatch_argv)
             else:
-                load_plugins()
+                loaded["plugins"]()
             doc["engine_argv"] = list(argv)
             stage = "parse"
-            server_args = prepare_server_args(list(argv))
+            record = loaded["prepare"](list(argv))
     except (SystemExit, Exception) as exc:  # noqa: BLE001 - whatever the engine raises is the answer
         refused(doc, exc, stage, err)
         return
-    doc["resolved_by"] = "prepare_server_args (raw input; resolution needs an accelerator)"
-    parser = argparse.ArgumentParser(prog="sglang serve")
-    ServerArgs.add_cli_args(parser)
-    describe(doc, "sglang", server_args, None, parser)
+    doc["resolved_by"] = how["resolved_by"]
+    options = how["options"]
+    parser = argparse.ArgumentParser(prog=options["prog"])
+    getattr(loaded["record"], options["method"])(parser)
+    describe(doc, spec, record, None, parser)
 
 
 # --------------------------------------------------------------------------- main
 
 
-def read_one(out: Output, engine: str, rest: list[str], timeout: float) -> None:
+def read_one(out: Output, spec: dict, rest: list[str], timeout: float) -> None:
     """Read one launch line and emit its document (the watchdog ends the process on a hang)."""
     t0 = time.monotonic()
-    form, engine_argv, env_words = split_command(engine, rest)
-    out.begin(new_document(engine, form, engine_argv, env_words))
+    form, engine_argv, env_words = split_command(spec, rest)
+    out.begin(new_document(spec, form, engine_argv, env_words))
     dog = Watchdog(timeout, lambda extra: out.emit({**extra, "elapsed_s": round(time.monotonic() - t0, 3)}))
     dog.start()
     # Backstop that needs no GIL: should the engine hold it past the deadline, faulthandler's
@@ -606,10 +512,7 @@ def read_one(out: Output, engine: str, rest: list[str], timeout: float) -> None:
     faulthandler.dump_traceback_later(timeout + 10, exit=True)
     saved_argv = list(sys.argv)
     try:
-        if engine == "vllm":
-            read_vllm(out.doc, form, engine_argv)
-        else:
-            read_sglang(out.doc, form, engine_argv)
+        read(out.doc, spec, form, engine_argv)
     except BaseException as exc:  # noqa: BLE001 - the reader's own bug: still one JSON object
         refused(out.doc, exc, "reader")
     finally:
@@ -620,6 +523,22 @@ def read_one(out: Output, engine: str, rest: list[str], timeout: float) -> None:
     out.emit()
 
 
+def _spec(text: str) -> dict:
+    """The SPEC of ``--spec``; argparse's error (a usage error) when it is not one."""
+    try:
+        spec = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(spec, dict):
+        raise argparse.ArgumentTypeError("not a JSON object")
+    missing = [k for k in SPEC_KEYS if k not in spec]
+    if missing:
+        raise argparse.ArgumentTypeError(f"no {missing[0]!r}")
+    if spec["procedure"] not in ("parsed", "prepared"):
+        raise argparse.ArgumentTypeError(f"unknown procedure {spec['procedure']!r}")
+    return spec
+
+
 def main(argv: list[str] | None = None) -> int:
     """One line after ``--``; or ``--batch``: one JSON array (an argv) per stdin line, one
     JSON document per stdout line, in order, all in one process (the engine imported once).
@@ -627,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     head, rest = (words[: words.index("--")], words[words.index("--") + 1 :]) if "--" in words else (words, [])
     opts = argparse.ArgumentParser(prog="engine_reader.py", add_help=True)
-    opts.add_argument("engine", choices=["vllm", "sglang"])
+    opts.add_argument("--spec", type=_spec, required=True, help="the engine's reader spec (JSON)")
     opts.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
     opts.add_argument("--batch", action="store_true")
     try:
@@ -647,12 +566,15 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         return 2
+    spec = ns.spec
 
     for key in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         os.environ[key] = "1"
-    os.environ["VLLM_NO_USAGE_STATS"] = "1"
+    for key, value in spec.get("env", {}).items():
+        os.environ[key] = value
     os.environ["DO_NOT_TRACK"] = "1"
-    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    for key, value in spec.get("env_defaults", {}).items():
+        os.environ.setdefault(key, value)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
     out = Output()
@@ -669,9 +591,9 @@ def main(argv: list[str] | None = None) -> int:
                 out.begin({"reader": "engine", "reader_version": READER_VERSION})
                 out.emit({"error": one_line(f"batch line: {exc}"), "error_stage": "usage"})
                 continue
-            read_one(out, ns.engine, item, ns.timeout)
+            read_one(out, spec, item, ns.timeout)
     else:
-        read_one(out, ns.engine, rest, ns.timeout)
+        read_one(out, spec, rest, ns.timeout)
     sys.stderr.flush()
     # Engine imports may leave non-daemon threads behind: do not wait for them.
     os._exit(0)

@@ -2,9 +2,20 @@
 
 A fatbin is a run of containers (16-byte header: magic 0xBA55ED50, or 0x466243B1 in
 relocatable objects; u16 header size; u64 size of what follows), each a run of entries
-(u16 kind: 1 PTX, 2 ELF cubin; u32 entry header size; u64 padded payload size; u32 SM number
-at byte 28; u64 flags at byte 40). Only headers are read, never the (compressed) payloads,
-so a 100 MB .so costs a few dozen small reads.
+(u16 kind: 1 PTX, 2 ELF cubin; u32 entry header size; u64 padded payload size; u16 minor and
+u16 major of the code version at bytes 24 and 26; u32 SM number at byte 28; u64 flags at byte
+40). Only headers are read, never the (compressed) payloads, so a 100 MB .so costs a few
+dozen small reads.
+
+The code version of a PTX entry is the PTX ISA version of its text (its ``.version``
+directive), which says the oldest driver whose JIT accepts it (``_knowledge/cuda.py``
+``ptx_needs_cuda``). Established with nvcc 13.0 (V13.0.88): its own PTX (``.version 9.0``)
+and the same PTX edited to ``.version 8.4`` and ``8.7``, each embedded with ``nvcc -fatbin
+-gencode arch=compute_90,code=compute_90``, give 9.0, 8.4 and 8.7 there; cubin entries read
+1.8 (the cubin ABI, not a CUDA release). The payload itself cannot stand in: nvcc 13 stores
+PTX zstd-compressed (flag 0x8000; compressed size at byte 16, decompressed at byte 56), and
+even ``--no-compress`` PTX has its ``// Cuda compilation tools, release ...`` comments
+stripped.
 
 The arch-specific variants are flag bits, established by compiling one kernel for
 sm_90a/100a/103a/110a/121a, sm_100f/120f and plain sm_80/90/100 with nvcc 13.0 and comparing
@@ -64,6 +75,14 @@ def arch_name(sm: int, flags: int) -> str:
     return f"{sm // 10}.{sm % 10}{suffix}"
 
 
+def code_version(major: int, minor: int) -> str | None:
+    """The code version of an entry as ``"8.7"``; None when the field holds nothing
+    plausible (zero, or a number no PTX ISA has)."""
+    if not 1 <= major <= 99 or minor > 99:
+        return None
+    return f"{major}.{minor}"
+
+
 def read_archs(path: str) -> tuple[set[str], set[str]]:
     """(cubin archs, PTX archs) embedded in one ELF file, e.g. ({'10.0a', '10.3a'}, set()).
 
@@ -71,8 +90,20 @@ def read_archs(path: str) -> tuple[set[str], set[str]]:
         NotFatbin: not an ELF file, or its headers are inconsistent.
         OSError: unreadable.
     """
+    cubins, ptx = read_fatbin(path)
+    return cubins, set(ptx)
+
+
+def read_fatbin(path: str) -> tuple[set[str], dict[str, set[str]]]:
+    """(cubin archs, {PTX arch: PTX ISA versions}) of one ELF file, e.g. ({'9.0a'},
+    {'9.0': {'8.7'}}); an empty set of versions: the entry's version field was unreadable.
+
+    Raises:
+        NotFatbin: not an ELF file, or its headers are inconsistent.
+        OSError: unreadable.
+    """
     cubins: set[str] = set()
-    ptx: set[str] = set()
+    ptx: dict[str, set[str]] = {}
     with open(path, "rb") as fh:
         found = fatbin_section(fh)
         if found is None:
@@ -95,14 +126,17 @@ def read_archs(path: str) -> tuple[set[str], set[str]]:
             while entry + 64 <= stop:
                 head = _read(fh, entry, 64)
                 kind, ehsize, padded = struct.unpack_from("<HxxIQ", head, 0)
-                sm = struct.unpack_from("<I", head, 28)[0]
+                minor, major, sm = struct.unpack_from("<HHI", head, 24)
                 flags = struct.unpack_from("<Q", head, 40)[0]
                 if ehsize < 64 or not 10 <= sm <= 999:
                     raise NotFatbin(f"implausible fatbin entry at offset {entry}")
                 if kind in (KIND_ELF, KIND_ELF_ALT):
                     cubins.add(arch_name(sm, flags))
                 elif kind == KIND_PTX:
-                    ptx.add(arch_name(sm, flags))
+                    versions = ptx.setdefault(arch_name(sm, flags), set())
+                    version = code_version(major, minor)
+                    if version is not None:
+                        versions.add(version)
                 entry += ehsize + padded
                 entries += 1
                 if entries > _MAX_ENTRIES:
@@ -157,3 +191,76 @@ def jit_cache_archs(package_dir: str) -> tuple[list[str] | None, str]:
         )
     ordered = sorted(archs, key=lambda a: (int(a.split(".")[0]), int(a.split(".")[1][0]), a))
     return ordered, f"fatbin: read from {len(files)} .so files ({', '.join(os.path.basename(f) for f in files)})"
+
+
+#: The most extension modules read of one package (its top level first, then one level down).
+LIBRARY_FILES = 8
+
+
+def _arch_key(arch: str) -> tuple[int, int, str]:
+    major, _, rest = arch.partition(".")
+    return int(major), int(rest.rstrip("af") or 0), arch
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split("."))
+
+
+def library_files(package_dir: str, limit: int = LIBRARY_FILES) -> list[str]:
+    """Up to ``limit`` ``*.so`` files of a package: its top level (vLLM's ``_C.abi3.so``),
+    then one directory down (``sgl_kernel/sm100/common_ops.abi3.so``), each sorted."""
+    out: list[str] = []
+    subdirs: list[str] = []
+    try:
+        with os.scandir(package_dir) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError:
+        return out
+    for e in entries:
+        if e.name.endswith(".so") or ".so." in e.name:
+            if e.is_file():
+                out.append(e.path)
+        elif e.is_dir(follow_symlinks=False) and not e.name.startswith((".", "__")):
+            subdirs.append(e.path)
+    for d in subdirs:
+        if len(out) >= limit:
+            break
+        try:
+            with os.scandir(d) as it:
+                out += sorted(e.path for e in it if e.name.endswith(".so") and e.is_file())
+        except OSError:
+            continue
+    return out[:limit]
+
+
+def library_fatbins(package_dir: str, files: list[str] | None = None) -> dict[str, object]:
+    """One ``python.cuda_libraries`` entry: the device code in a package's extension
+    modules (``files``, else :func:`library_files`) as ``{files, cubins, ptx, problem}``:
+    the archs with a cubin, and per PTX arch the PTX ISA versions carried (``{"9.0":
+    ["8.7"]}``; ``[]`` where the version field was unreadable). Files without a fatbin
+    count as read; one that is not an ELF file is named in ``problem``."""
+    chosen = library_files(package_dir) if files is None else files
+    cubins: set[str] = set()
+    ptx: dict[str, set[str]] = {}
+    read: list[str] = []
+    problems: list[str] = []
+    for so in chosen:
+        try:
+            c, p = read_fatbin(so)
+        except (OSError, NotFatbin) as exc:
+            problems.append(f"{os.path.relpath(so, package_dir)}: {exc}")
+            continue
+        read.append(os.path.relpath(so, package_dir))
+        cubins |= c
+        for arch, versions in p.items():
+            ptx.setdefault(arch, set()).update(versions)
+    if not chosen:
+        problems.append(f"no .so files under {package_dir}")
+    return {
+        "files": read,
+        "cubins": sorted(cubins, key=_arch_key),
+        "ptx": {
+            a: sorted(ptx[a], key=lambda v: tuple(int(x) for x in v.split("."))) for a in sorted(ptx, key=_arch_key)
+        },
+        "problem": "; ".join(problems) or None,
+    }

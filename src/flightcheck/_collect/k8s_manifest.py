@@ -1,9 +1,13 @@
 """Reading a Kubernetes manifest (``check --k8s FILE|-``): the engine's container as the
 kubelet will run it.
 
-A Pod, Deployment, StatefulSet, Job, LeaderWorkerSet (leader template first), or ``helm
-template`` output (many documents: the first container whose command runs ``vllm serve`` /
-``vllm.entrypoints`` / ``sglang.launch_server`` is the engine). What comes out: the engine's
+A Pod, Deployment, StatefulSet, Job, LeaderWorkerSet (leader template first), a KServe
+InferenceService (with the ServingRuntime it names, merged as the controller merges them),
+or ``helm template`` output (many documents: the first container whose command runs ``vllm serve`` /
+``vllm.entrypoints`` / ``sglang.launch_server`` is the engine; ``$(VAR)`` in its command and
+args expanded from its literal env as the kubelet does). The same reader takes the pod the
+API server returns for ``check --k8s-self`` (:func:`from_documents`, from
+:mod:`flightcheck._collect.k8s_self`). What comes out: the engine's
 command line and literal environment (for the caller to read the intent from, never stored)
 and the ``pod`` facts section (:class:`flightcheck._vocabulary.facts.Pod`) the FC9xx checks
 read. This module only reads; it decides nothing.
@@ -77,7 +81,9 @@ def quantity(value: Any) -> int | None:
         return None
 
 
-def _check_size(data: Any, name: str) -> None:
+def check_size(data: Any, name: str) -> None:
+    """Raise :class:`UsageError` when ``data`` holds over :data:`MAX_NODES` values or nests
+    deeper than :data:`MAX_DEPTH`."""
     count = 0
     stack: list[tuple[Any, int]] = [(data, 0)]
     while stack:
@@ -105,7 +111,7 @@ def load_documents(raw: bytes, name: str) -> list[Any]:
         raise UsageError(f"{name}: not valid YAML: {str(exc).splitlines()[0]}") from None
     except RecursionError:
         raise UsageError(f"{name}: nested too deeply") from None
-    _check_size(docs, name)
+    check_size(docs, name)
     return docs
 
 
@@ -114,8 +120,70 @@ def _map(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _templates(doc: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
-    """The pod specs of one object, each with its group size (LeaderWorkerSet: ``size``)."""
+#: the strategic-merge key of the container and pod lists KServe merges (core/v1 types.go
+#: ``patchMergeKey``); any other list is replaced by the overlay's
+_MERGE_KEYS = {"env": "name", "volumeMounts": "mountPath", "ports": "containerPort", "volumes": "name"}
+#: what KServe takes from a ServingRuntime's pod spec (``MergePodSpec``; hostIPC is not among them)
+_RUNTIME_POD = ("nodeSelector", "affinity", "tolerations", "volumes", "imagePullSecrets", "schedulerName")
+
+
+def _patch(base: Any, overlay: Any, key: str = "") -> Any:
+    """``overlay`` laid over ``base`` as a strategic merge patch does for these types."""
+    if isinstance(base, dict) and isinstance(overlay, dict):
+        out = dict(base)
+        for k, v in overlay.items():
+            out[k] = _patch(base[k], v, k) if k in base else v
+        return out
+    merge_key = _MERGE_KEYS.get(key)
+    if merge_key and isinstance(base, list) and isinstance(overlay, list):
+        merged = [x for x in base if isinstance(x, dict)]
+        index = {x.get(merge_key): i for i, x in enumerate(merged)}
+        for item in overlay:
+            if isinstance(item, dict) and item.get(merge_key) in index:
+                merged[index[item[merge_key]]] = _patch(merged[index[item[merge_key]]], item)
+            elif isinstance(item, dict):
+                merged.append(item)
+        return merged
+    return overlay
+
+
+def _kserve(spec: dict[str, Any], runtimes: dict[str, dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """The predictor pod of a KServe InferenceService, as the controller builds it
+    (kserve pkg/controller/v1beta1/inferenceservice/utils/utils.go,
+    ``MergeServingRuntimeAndInferenceServiceSpecs``, read at aaac4e29): a custom predictor's
+    own containers; else the ServingRuntime's ``kserve-container`` with the predictor's
+    ``model`` merged over it (args appended, resources and env merged) and the runtime's
+    volumes under the predictor's pod fields."""
+    predictor = _map(spec.get("predictor"))
+    if isinstance(predictor.get("containers"), list) and predictor["containers"]:
+        return [(predictor, 1)]
+    model = _map(predictor.get("model"))
+    name = model.get("runtime")
+    runtime = (
+        runtimes.get(name) if isinstance(name, str) else (next(iter(runtimes.values())) if len(runtimes) == 1 else None)
+    )
+    containers = _map(runtime).get("containers")
+    if not model or not isinstance(containers, list):
+        return []
+    target = next((c for c in containers if isinstance(c, dict) and c.get("name") == "kserve-container"), None)
+    if target is None:
+        return []
+    overlay = {k: v for k, v in model.items() if k not in ("modelFormat", "runtime", "storageUri", "protocolVersion")}
+    merged = _patch(target, overlay)
+    runtime_args, model_args = target.get("args") or [], model.get("args") or []
+    if isinstance(runtime_args, list) and isinstance(model_args, list):
+        merged["args"] = runtime_args + model_args  # concatenated, not replaced (MergeRuntimeContainers)
+    pod = {k: runtime[k] for k in _RUNTIME_POD if runtime is not None and k in runtime}
+    pod = _patch(pod, {k: v for k, v in predictor.items() if k != "model"})
+    pod["containers"] = [merged]
+    return [(pod, 1)]
+
+
+def _templates(
+    doc: dict[str, Any], runtimes: dict[str, dict[str, Any]] | None = None
+) -> list[tuple[dict[str, Any], int]]:
+    """The pod specs of one object, each with its group size (LeaderWorkerSet: ``size``);
+    ``runtimes``: the KServe ServingRuntimes given beside it, by name."""
     kind = doc.get("kind")
     spec = _map(doc.get("spec"))
     if kind == "Pod":
@@ -124,8 +192,10 @@ def _templates(doc: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
         out: list[tuple[dict[str, Any], int]] = []
         for item in doc.get("items") or []:
             if isinstance(item, dict):
-                out += _templates(item)
+                out += _templates(item, runtimes)
         return out
+    if kind == "InferenceService":
+        return _kserve(spec, runtimes or {})
     if kind == "LeaderWorkerSet":
         lwt = _map(spec.get("leaderWorkerTemplate"))
         size = lwt.get("size", 1)
@@ -144,11 +214,50 @@ def _templates(doc: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
     return []
 
 
+def expand(word: str, env: dict[str, str]) -> str:
+    """``word`` with ``$(VAR)`` replaced as the kubelet does in command and args: a variable
+    the container defines is replaced, an undefined one (or one only its runtime knows, a
+    ``valueFrom``) stays as written, ``$$`` is one ``$``
+    (k8s.io/kubernetes third_party/forked/golang/expansion/expand.go)."""
+    if "$" not in word:
+        return word
+    out: list[str] = []
+    i, n = 0, len(word)
+    while i < n:
+        if word[i] == "$" and i + 1 < n:
+            nxt = word[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                end = word.find(")", i + 2)
+                if end > i + 2:
+                    name = word[i + 2 : end]
+                    out.append(env[name] if name in env else word[i : end + 1])
+                    i = end + 1
+                    continue
+        out.append(word[i])
+        i += 1
+    return "".join(out)
+
+
+def literal_env(container: dict[str, Any]) -> dict[str, str]:
+    """The container's environment variables that have a literal ``value``."""
+    return {
+        str(e["name"]): str(e["value"])
+        for e in container.get("env") or []
+        if isinstance(e, dict) and "name" in e and isinstance(e.get("value"), (str, int, float))
+    }
+
+
 def engine_argv(container: dict[str, Any]) -> list[str] | None:
-    """The engine command of a container (command + args; ``sh -c "... vllm serve ..."``
-    split as the shell would), or None when it does not run vLLM / SGLang."""
+    """The engine command of a container (command + args, ``$(VAR)`` expanded as the
+    kubelet does; ``sh -c "... vllm serve ..."`` split as the shell would), or None when it
+    does not run vLLM / SGLang."""
+    env = literal_env(container)
     parts = (
-        [str(x) for x in (container.get("command") or []) + (container.get("args") or [])]
+        [expand(str(x), env) for x in (container.get("command") or []) + (container.get("args") or [])]
         if all(isinstance(container.get(k) or [], list) for k in ("command", "args"))
         else []
     )
@@ -236,6 +345,34 @@ def _pod_section(
     }
 
 
+def from_documents(docs: list[Any], source: str) -> Manifest | None:
+    """The first container of ``docs`` that runs the engine, as a :class:`Manifest` whose
+    ``pod.source`` is ``source``; None when no container runs vLLM or SGLang."""
+    runtimes = {
+        str(_map(d.get("metadata")).get("name")): _map(d.get("spec"))
+        for d in docs
+        if isinstance(d, dict) and d.get("kind") in ("ServingRuntime", "ClusterServingRuntime")
+    }
+    for doc in docs:
+        if not isinstance(doc, dict):
+            continue
+        for spec, size in _templates(doc, runtimes):
+            containers = spec.get("containers")
+            for c in containers if isinstance(containers, list) else []:
+                if not isinstance(c, dict):
+                    continue
+                argv = engine_argv(c)
+                if argv:
+                    pod = _pod_section(doc, spec, c, size, argv)
+                    pod["source"] = source
+                    return Manifest(argv, literal_env(c), pod)
+    return None
+
+
+#: what the reader says when no container runs an engine
+NO_ENGINE = "no container runs vLLM or SGLang (looked for `vllm serve` / `sglang` in command and args)"
+
+
 def read_manifest(path: str, stdin: bytes | None = None) -> Manifest:
     """The engine container of the manifest at ``path`` (``-``: ``stdin``'s bytes).
 
@@ -251,23 +388,7 @@ def read_manifest(path: str, stdin: bytes | None = None) -> Manifest:
             raise UsageError(f"{name}: over the {MAX_MANIFEST >> 20} MiB flightcheck reads")
     else:
         raw = read_bounded(path, MAX_MANIFEST, "--k8s")
-    for doc in load_documents(raw, name):
-        if not isinstance(doc, dict):
-            continue
-        for spec, size in _templates(doc):
-            for c in spec.get("containers") or []:
-                if not isinstance(c, dict):
-                    continue
-                argv = engine_argv(c)
-                if argv:
-                    env = {
-                        str(e["name"]): str(e["value"])
-                        for e in c.get("env") or []
-                        if isinstance(e, dict) and "name" in e and isinstance(e.get("value"), (str, int, float))
-                    }
-                    pod = _pod_section(doc, spec, c, size, argv)
-                    pod["source"] = "-" if path == "-" else shown(path)
-                    return Manifest(argv, env, pod)
-    raise UsageError(
-        f"{name}: no container runs vLLM or SGLang (looked for `vllm serve` / `sglang` in command and args)"
-    )
+    manifest = from_documents(load_documents(raw, name), "-" if path == "-" else shown(path))
+    if manifest is None:
+        raise UsageError(f"{name}: {NO_ENGINE}")
+    return manifest

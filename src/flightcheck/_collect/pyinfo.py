@@ -58,7 +58,16 @@ PACKAGES = (
 #: the CUDA home is the ``nvcc`` of nvidia-cuda-nvcc (tilelang/env.py ``_find_cuda_home``).
 DIST_FILES = {"nvidia-cuda-nvcc": ["nvcc"]}
 #: Import names whose directories the collectors read files from (as text, never imported).
-PACKAGE_DIRS = ("torch", "vllm", "sglang", "flashinfer", "flashinfer_jit_cache", "triton", "nvidia_cutlass_dsl")
+PACKAGE_DIRS = (
+    "torch",
+    "vllm",
+    "sglang",
+    "flashinfer",
+    "flashinfer_jit_cache",
+    "triton",
+    "nvidia_cutlass_dsl",
+    "sgl_kernel",
+)
 ENGINES = ("vllm", "sglang")
 #: Distributions worth a slow importlib.metadata lookup when no dist-info names them
 #: (their import name, to tell whether they are there at all).

@@ -3,9 +3,11 @@
 Versions come from importlib.metadata in one child of the engine's interpreter (see
 ``_pyinfo``). Everything else is read as text or bytes, never imported: torch's CUDA from
 ``torch/version.py``, the archs of flashinfer-jit-cache from the fatbins inside its .so
-files, the environment variables the engine declares from ``vllm/envs.py`` or SGLang's
-``srt/environ.py``. Only ``--deep`` imports torch (in a child) for ``torch_arch_list``, via
-the arch flags torch was compiled with, which never initialises CUDA.
+files (and, for ``cuda_libraries``, the cubin archs and PTX ISA versions of the engine's own
+extension modules and of the kernel packages it loads), the environment variables the
+engine declares from ``vllm/envs.py`` or SGLang's ``srt/environ.py``. Only ``--deep``
+imports torch (in a child) for ``torch_arch_list``, via the arch flags torch was compiled
+with, which never initialises CUDA.
 """
 
 from __future__ import annotations
@@ -131,6 +133,42 @@ def jit_cache_archs(version: str, package_dir: str | None) -> tuple[list[str] | 
     return None, f"not read from the .so files ({why}) and no release-table row for {version}"
 
 
+#: Kernel packages whose device code an engine loads, by distribution: their import directory.
+#: sgl-kernel was renamed sglang-kernel (sglang 0.5.x requires ``sglang-kernel``); both
+#: install ``sgl_kernel``.
+KERNEL_PACKAGES = {
+    "sgl-kernel": "sgl_kernel",
+    "sglang-kernel": "sgl_kernel",
+    "flashinfer-jit-cache": "flashinfer_jit_cache",
+}
+
+
+def cuda_libraries(
+    engine: str, packages: dict[str, str | None], dirs: dict[str, str | None]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """(``python.cuda_libraries``, why-unavailable): the device code of the engine's package
+    (its directory is ``dirs[engine]``) and of the installed :data:`KERNEL_PACKAGES`, read
+    from the fatbin headers of their extension modules (never the payloads)."""
+    from flightcheck._knowledge import engines
+
+    libs: dict[str, Any] = {}
+    wanted = [(engines.get(engine).package, engine), *KERNEL_PACKAGES.items()]
+    for dist, module in wanted:
+        version, where = packages.get(dist), dirs.get(module)
+        if not version or not where or dist in libs:
+            continue
+        if module == "flashinfer_jit_cache":  # hundreds of modules: a sample, as for jit_cache_archs
+            root = os.path.join(where, "jit_cache")
+            files = _fatbin.sample_modules(root if os.path.isdir(root) else where)
+        else:
+            files = _fatbin.library_files(where)
+        if files:  # a pure-Python package (SGLang's own) carries no device code
+            libs[dist] = {"version": version, **_fatbin.library_fatbins(where, files)}
+    if not libs:
+        return None, f"no extension modules in {engine} or a kernel package ({', '.join(KERNEL_PACKAGES)})"
+    return libs, None
+
+
 @collector("python_env", sections=("python",), timeout=120.0)
 def collect_python(cctx: CollectContext) -> dict[str, Any]:
     """The ``python`` section."""
@@ -147,6 +185,7 @@ def collect_python(cctx: CollectContext) -> dict[str, Any]:
             "engine_requires",
             "engine_env_vars",
             "engine_pins",
+            "cuda_libraries",
         ):
             python[key] = None
             unavailable[f"python.{key}"] = info["error"]
@@ -181,6 +220,10 @@ def collect_python(cctx: CollectContext) -> dict[str, Any]:
             unavailable["python.jit_cache_archs"] = python["jit_cache_archs_source"]
     else:
         unavailable["python.jit_cache_archs"] = "flashinfer-jit-cache is not installed"
+
+    python["cuda_libraries"], why = cuda_libraries(engine, packages, dirs)
+    if why:
+        unavailable["python.cuda_libraries"] = why
 
     python["engine_requires"] = python["engine_env_vars"] = python["engine_pins"] = None
     if packages.get(engine):

@@ -27,15 +27,17 @@ costs two bounded substring searches.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from flightcheck._diagnose.lines import Source, decode, strip
 from flightcheck._diagnose.signatures import match
+from flightcheck._knowledge import engines
 
 PHASES = ("before-weights", "load", "profile", "warmup", "graph-capture", "serving")
 _INDEX = {p: i for i, p in enumerate(PHASES)}
@@ -178,12 +180,45 @@ _FAILED = re.compile(
     r"|Scheduler hit an exception|Fatal Python error|terminate called after throwing"
 )
 
-# the launch, as the engine logged it
-_VERSION = re.compile(
-    r"vLLM API server version (?P<v1>\d[\w.+-]*)|Initializing a V1 LLM engine \(v(?P<v2>\d[\w.+-]*)\)"
-    r"|Initializing an LLM engine \(v(?P<v3>\d[\w.+-]*)\)|\bvllm(?:==| version:? )(?P<v4>\d[\w.+-]*)"
-    r"|\bsglang(?:==| version:? |_version=)(?P<s1>\d[\w.+-]*)"
-)
+# the launch, as the engine logged it: every registered engine's log rules
+# (``Engine.log``, in its knowledge package), in the registry's order
+
+
+class _EngineLines(NamedTuple):
+    """The registered engines' version and argument lines, compiled once."""
+
+    version: re.Pattern[str]
+    #: the outer group's index -> (engine, decisive)
+    by_group: dict[int, tuple[str, bool]]
+    hints: tuple[str, ...]
+    args: tuple[tuple[str, tuple[str, ...], bool], ...]
+    decisive: frozenset[str]
+
+
+@functools.lru_cache(maxsize=4)
+def _engine_lines(registered: tuple[str, ...]) -> _EngineLines:
+    alternatives: list[str] = []
+    by_group: dict[int, tuple[str, bool]] = {}
+    group = 1
+    hints: list[str] = []
+    args = []
+    for name in registered:
+        rules = engines.get(name).log
+        for pattern in rules.version_patterns:
+            alternatives.append(f"({pattern})")
+            by_group[group] = (name, rules.decisive)
+            group += 1 + re.compile(pattern).groups
+        hints += [h for h in rules.version_hints if h not in hints]
+        args.append((name, rules.args_markers, rules.decisive))
+    return _EngineLines(
+        re.compile("|".join(alternatives)),
+        by_group,
+        tuple(hints),
+        tuple(args),
+        frozenset(n for n, _, decisive in args if decisive),
+    )
+
+
 _GPU = re.compile(
     r"(?:GPU \d+: |device_name=|[Dd]evice(?: name)?: |running on |on GPU: |Tesla |using )'?"
     r"(?P<g>NVIDIA (?:[A-Z][\w-]*|\d\w*)(?: (?:[A-Z0-9][\w-]*)){0,5})"
@@ -398,22 +433,25 @@ class Scan:
             self.frames.clear()
 
     def _launch(self, msg: str, number: int) -> None:
-        if "args" in msg and ("non-default args:" in msg or "ServerArgs(" in msg or "args: Namespace(" in msg):
-            args = parse_args(msg)
+        lines = _engine_lines(engines.names())
+        if "args" in msg:
+            claims = [(name, decisive) for name, markers, decisive in lines.args if any(m in msg for m in markers)]
+            args = parse_args(msg) if claims else None
             if args:
                 self.launch.args, self.launch.args_line = args, number
-                if "ServerArgs(" in msg:
-                    self.launch.engine = "sglang"
+                # an unmistakable line names its engine; a generic one only where none is named yet
+                strong = [name for name, decisive in claims if decisive]
+                if strong:
+                    self.launch.engine = strong[0]
                 elif self.launch.engine is None:
-                    self.launch.engine = "vllm"
-        if "ersion" in msg or "sglang" in msg or "Initializing" in msg:
-            vm = _VERSION.search(msg)
+                    self.launch.engine = claims[0][0]
+        if any(h in msg for h in lines.hints):
+            vm = lines.version.search(msg)
             if vm is not None:
-                if vm.group("s1"):
-                    self.launch.engine, self.launch.version = "sglang", vm.group("s1")
-                elif self.launch.version is None or self.launch.engine != "sglang":
-                    self.launch.engine = "vllm"
-                    self.launch.version = next(v for v in vm.groups() if v)
+                name, decisive = lines.by_group[vm.lastindex or 0]
+                version = vm.group((vm.lastindex or 0) + 1)
+                if decisive or self.launch.version is None or self.launch.engine not in lines.decisive:
+                    self.launch.engine, self.launch.version = name, version
         if "NVIDIA" in msg and len(self.launch.gpus) < 64:
             gm = _GPU.search(msg)
             if gm is not None:

@@ -8,7 +8,9 @@ Per release: the command-line options (option strings, dest, action, nargs, choi
 type, default, and for an option that takes a config record as JSON the record's class),
 the fields of those records (nested records included), vLLM's environment variables, the
 FlashInfer APIs vLLM's ``has_flashinfer_*`` helpers probe, FlashInfer's public module
-names, and the wheel's ``Requires-Dist`` pins.
+names, and the wheel's ``Requires-Dist`` pins. SGLang 0.5.11-0.5.22 are read from their
+``cp312`` wheels, FlashInfer 0.2.0.post1-0.4.1 from their sdists (PyPI has no wheel of them;
+``scripts/atlas_fetch.py`` unpacks the ``.py`` files and PKG-INFO, nothing is built).
 
 Stored compactly: each distinct row once (``rows``), each release a list of row indexes.
 Loaded lazily, once per engine (json; no engine is imported).
@@ -115,6 +117,27 @@ def envs(engine: str, release: str) -> dict[str, Any]:
 def pins(engine: str, release: str) -> list[str]:
     """The wheel's ``Requires-Dist`` lines."""
     return [str(p) for p in _rows(engine, release, "pins")]
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def pinned(engine: str, release: str, dist: str) -> str | None:
+    """The version specifier ``release`` declares for ``dist`` in its unconditional (or
+    ``extra == ...``) ``Requires-Dist`` lines (``flashinfer-python`` -> ``==0.7.2.post1``;
+    ``flashinfer_python[cu13]==0.6.12`` counts for ``flashinfer-python``); None when it names
+    none. A line restricted to another platform (``sys_platform`` / ``platform_machine``
+    markers) is skipped."""
+    want = _normalise(dist)
+    for line in pins(engine, release):
+        req, _, marker = line.partition(";")
+        if "platform" in marker:
+            continue
+        m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*(.*)", req)
+        if m and _normalise(m.group(1)) == want:
+            return m.group(2).strip().strip("()") or ""
+    return None
 
 
 def flashinfer_probes(release: str) -> dict[str, list[tuple[str, str]]]:

@@ -37,6 +37,68 @@ MAJOR_FLOOR: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"
 MAJOR_MIN_CUDA: dict[int, tuple[int, int]] = {7: (9, 0), 8: (11, 0), 9: (11, 8), 10: (12, 8), 11: (13, 0), 12: (12, 8)}
 
 
+#: PTX ISA version -> the first CUDA release that emits it, whose driver is the oldest whose
+#: JIT accepts it: an older driver refuses the PTX with CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+#: (222). NVIDIA's PTX ISA release history
+#: (docs.nvidia.com/cuda/parallel-thread-execution/#release-notes, read at PTX ISA 9.1), the
+#: table cuda-python's ``cuda/bindings/utils/_ptx_utils.py`` (13.x) carries. CUDA 12.6
+#: emits 8.5 and 12.7 emits 8.6; nvcc 13.0 (V13.0.88) emits ``.version 9.0`` (checked here).
+PTX_ISA_CUDA: dict[tuple[int, int], tuple[int, int]] = {
+    (7, 0): (11, 0),
+    (7, 1): (11, 1),
+    (7, 2): (11, 2),
+    (7, 3): (11, 3),
+    (7, 4): (11, 4),
+    (7, 5): (11, 5),
+    (7, 6): (11, 6),
+    (7, 7): (11, 7),
+    (7, 8): (11, 8),
+    (8, 0): (12, 0),
+    (8, 1): (12, 1),
+    (8, 2): (12, 2),
+    (8, 3): (12, 3),
+    (8, 4): (12, 4),
+    (8, 5): (12, 5),
+    (8, 6): (12, 7),
+    (8, 7): (12, 8),
+    (8, 8): (12, 9),
+    (9, 0): (13, 0),
+    (9, 1): (13, 1),
+}
+
+
+def ptx_needs_cuda(isa: tuple[int, int]) -> tuple[tuple[int, int], bool]:
+    """What a driver must support to JIT PTX of ISA ``isa``: ``(cuda, True)``, a driver of
+    at least CUDA ``cuda`` (:data:`PTX_ISA_CUDA`); or ``(cuda, False)`` for an ISA the table
+    does not list (newer than its newest, or between two entries), a driver of a CUDA
+    *newer than* ``cuda``: a driver accepts the ISAs up to its own CUDA's, so one of CUDA
+    ``cuda`` or older refuses it for certain, and past that it is extrapolation. An ISA
+    older than the table's (before CUDA 11) needs ``(0, 0)``: any driver."""
+    if isa in PTX_ISA_CUDA:
+        return PTX_ISA_CUDA[isa], True
+    older = [k for k in PTX_ISA_CUDA if k < isa]
+    if not older:
+        return (0, 0), True
+    return PTX_ISA_CUDA[max(older)], False
+
+
+def ptx_accepted(isa: tuple[int, int], driver_cuda: tuple[int, int]) -> bool | None:
+    """Whether a driver of CUDA ``driver_cuda`` JIT-compiles PTX of ISA ``isa`` (a driver
+    accepts the ISAs up to its own CUDA's): None where the table cannot tell (an unlisted
+    ISA on a driver newer than every listed ISA below it and older than any listed above)."""
+    if isa in PTX_ISA_CUDA:
+        return driver_cuda >= PTX_ISA_CUDA[isa]
+    below = [k for k in PTX_ISA_CUDA if k < isa]
+    above = [k for k in PTX_ISA_CUDA if k > isa]
+    if not below:
+        return True
+    if driver_cuda <= PTX_ISA_CUDA[max(below)]:
+        return False
+    if above and driver_cuda >= PTX_ISA_CUDA[min(above)]:
+        return True
+    return None
+
+
 #: PyTorch wheel index tag for a CUDA runtime.
 TORCH_INDEX = "https://download.pytorch.org/whl/cu{0}{1}"
 

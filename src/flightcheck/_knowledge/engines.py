@@ -15,6 +15,7 @@ dashes (``--tensor_parallel_size``) and ``-tp=8``; SGLang's launcher has long al
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from flightcheck._knowledge.sglang.engine import ENGINE as _SGLANG
 from flightcheck._knowledge.vllm.engine import ENGINE as _VLLM
@@ -65,6 +66,21 @@ def get(name: str | None) -> Engine:
     if found is None:
         raise UsageError(f"--engine {name!r}: expected one of {', '.join(_REGISTERED)}")
     return found
+
+
+def reader_spec(name: str | None) -> dict[str, Any]:
+    """What the engine-reader child is told about the engine ``name`` (``ReaderRules.child``,
+    JSON-able), with the environment every registered engine's import wants: one venv may
+    hold several engines, and one engine's import may pull in another's."""
+    engine = get(name)
+    spec = dict(engine.reader.child)
+    env: dict[str, str] = {}
+    defaults: dict[str, str] = {}
+    for e in _REGISTERED.values():
+        env.update(e.reader.child.get("env", {}))
+        defaults.update(e.reader.child.get("env_defaults", {}))
+    spec["env"], spec["env_defaults"] = env, defaults
+    return spec
 
 
 def find(name: str | None) -> Engine | None:

@@ -134,9 +134,16 @@ def index_url(tag: str) -> str:
 #: ``FLASHINFER_AOT_PROVIDERS = _get_aot_providers()`` (so ``import flashinfer`` fails);
 #: 0.7.2 and 0.7.2.post1 (the release vLLM 0.33.0 pins; the same env.py) warn and go on.
 MISMATCH_IGNORED_SINCE = "0.7.2"
+#: The first release that looks at flashinfer-cubin / flashinfer-jit-cache at all: 0.4.0's
+#: ``jit/env.py`` ``_get_cubin_dir`` / ``_get_jit_cache_dir`` (``has_flashinfer_cubin()``,
+#: then ``raise RuntimeError("flashinfer-cubin version (...) does not match flashinfer
+#: version (...)")``; 0.4.1 the same). The sdists of 0.2.0.post1-0.3.1.post1 name neither
+#: package anywhere in ``flashinfer/``: a companion of any version is never imported there.
+COMPANIONS_READ_SINCE = "0.4.0"
 #: ``_get_cubin_dir`` returns ``$FLASHINFER_CUBIN_DIR`` before it looks at flashinfer-cubin at
 #: all: with it set, the package's version is never compared (read in 0.7.0, 0.7.1, 0.7.2,
-#: 0.7.2.post1; older releases not read).
+#: 0.7.2.post1; 0.5.x-0.6.x not read). 0.4.0 and 0.4.1 look at the package first and at
+#: ``$FLASHINFER_CUBIN_DIR`` only without it (so the variable does not bypass the check there).
 CUBIN_DIR_BYPASSES_CUBIN_PACKAGE_SINCE = "0.7.0"
 #: ``jit/cpp_ext.py`` ``get_cuda_path``: with CUDA_HOME and CUDA_PATH unset (or empty) it
 #: runs ``subprocess.run(["which", "nvcc"])`` (no ``which`` binary: FileNotFoundError).
@@ -227,22 +234,36 @@ FAMILY_TARGET_NVCC = (12, 9)
 
 # ---- the arch FlashInfer's JIT builds for SM 12.x, by release -----------------------------
 
-#: ``compilation_context.py`` ``CompilationContext`` (read in every flashinfer-python wheel
-#: from 0.5.0 to 0.7.4): up to 0.6.6 every major >= 9 gets the ``a`` suffix (SM 12.0 ->
-#: ``compute_120a``, which nvcc 12.8 compiles); from 0.6.7 SM 12.x is normalised to
-#: ``compute_120f`` and ``RuntimeError("SM 12.x requires CUDA >= 12.9")`` is raised below.
-#: PyPI has no wheel before 0.5.0 (sdists only, not read): those JITs take torch's arch
-#: flags (``sm_120``, nvcc 12.8), as the issue report of a 0.2.x node says. Past 0.7.4 the
-#: 0.7.4 rule (``120f``) applies.
+#: What the JIT builds for the GPUs it detects (``FLASHINFER_CUDA_ARCH_LIST`` unset), read in
+#: every flashinfer-python release on PyPI from 0.2.0.post1 to 0.7.4 (the sdists of
+#: 0.2.0.post1-0.4.1, the wheels from 0.5.0):
+#:
+#: * 0.2.0.post1-0.3.0.post1: torch's arch flags. ``jit/core.py`` ``load_cuda_ops`` builds
+#:   with ``torch.utils.cpp_extension.load`` (0.2.0.post1-0.2.5), then ``jit/cpp_ext.py``
+#:   ``generate_ninja_build_for_op``: ``cuda_cflags += _get_cuda_arch_flags(extra_cuda_cflags)``
+#:   (0.2.6-0.3.0.post1): ``TORCH_CUDA_ARCH_LIST`` or the device's capability, no suffix
+#:   (SM 12.0 -> ``compute_120,code=sm_120``); ``jit/env.py`` names the cache
+#:   ``~/.cache/flashinfer/<compute_N...>`` from the same flags.
+#: * 0.3.1-0.6.6: ``compilation_context.py`` ``CompilationContext.__init__``: for each
+#:   detected device ``if major >= 9: minor = str(minor) + "a"`` (SM 12.0 -> ``compute_120a``;
+#:   ``cpp_ext.py`` takes ``get_nvcc_flags_list()`` for a module without its own
+#:   ``-gencode``). 0.4.0 and 0.4.1 stop adding the ``a`` to ``FLASHINFER_CUDA_ARCH_LIST``
+#:   entries (taken as written), not to the detected devices.
+#: * from 0.6.7: SM 12.x is normalised to ``compute_120f`` and ``RuntimeError("SM 12.x
+#:   requires CUDA >= 12.9")`` is raised below.
+#:
+#: nvcc 12.8 compiles 120 and 120a. Before 0.2.0.post1 (no release read) the oldest rule
+#: (torch's flags) is assumed; past 0.7.4 the 0.7.4 rule (``120f``) applies.
 SM12_FAMILY_SINCE = "0.6.7"
-SM12_SUFFIX_A_SINCE = "0.5.0"
-JIT_ARCH_READ_IN = ("0.5.0", "0.7.4")
+SM12_SUFFIX_A_SINCE = "0.3.1"
+JIT_ARCH_READ_IN = ("0.2.0.post1", "0.7.4")
 
 
 def jit_arch(arch: str, version: str | None) -> str:
     """The arch flightcheck's ``arch_of`` names (``120f`` for SM 12.0) as the installed
-    FlashInfer's JIT builds it: ``120a`` (0.5.0-0.6.6) or ``120`` (before 0.5.0) for SM 12.x;
-    any other arch, or an unknown version, is returned as is (the newest rule)."""
+    FlashInfer's JIT builds it: ``120a`` (0.3.1-0.6.6) or ``120`` (before 0.3.1, torch's
+    flags) for SM 12.x; any other arch, or an unknown version, is returned as is (the newest
+    rule)."""
     if not arch.startswith("12") or _v((version or "").split("+", 1)[0]) is None:
         return arch
     if at_least(version, SM12_FAMILY_SINCE):
@@ -256,3 +277,17 @@ def jit_arch(arch: str, version: str | None) -> str:
 #: raises "ptxas not found: <path>" unless it is an executable file, and then assembles every
 #: CuTe DSL kernel with ``<path> -arch=sm_100a`` instead of the embedded ptxas library.
 CUTE_DSL_PTXAS = "CUTE_DSL_PTXAS_PATH"
+
+
+# ---- the trtllm all-reduce (+RMSNorm) workspace and multicast (flashinfer/comm/) -----------
+
+#: flashinfer/comm/allreduce.py ``TRTLLMAllReduceFusionWorkspace`` ->
+#: trtllm_ar.py ``trtllm_create_ipc_workspace_for_all_reduce_fusion``: in the 0.6.12 wheel the
+#: three buffers come from torch symmetric memory (torch_symmetric_memory.py
+#: ``_alloc_symm_buffer_bytes``: ``symm_mem.rendezvous``), which binds multicast where the
+#: GPUs support it unless TORCH_SYMM_MEM_DISABLE_MULTICAST=1; in the 0.7.2.post1 wheel they are
+#: ``SymmDeviceMemory(enable_multicast=False)`` (torch symmetric memory only under
+#: confidential compute). The kernels use the peer pointers only, so the trtllm backend stays
+#: off multicast by itself from 0.7.2.post1 and with the torch switch before it (releases
+#: between the two not read; past 0.7.2.post1 extrapolated).
+TRTLLM_WORKSPACE_NO_MULTICAST_SINCE = "0.7.2.post1"

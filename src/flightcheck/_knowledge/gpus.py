@@ -66,6 +66,15 @@ def parse_arch_list(value: str, flashinfer: bool) -> tuple[list[ArchCode], list[
     return codes, bad
 
 
+def arch_code(arch: str, ptx: bool) -> ArchCode | None:
+    """A fatbin arch (``"10.3a"``, ``"9.0"``: ``_collect/fatbin.py`` ``arch_name``) as the
+    code it names; None when it is no arch."""
+    m = _ARCH_TOKEN.match(arch)
+    if m is None or m.group(4):
+        return None
+    return int(m.group(1)), int(m.group(2)), m.group(3), ptx
+
+
 def code_runs_on(code: ArchCode, cc: tuple[int, int]) -> bool:
     """Whether code built for ``code`` runs on a GPU of compute capability ``cc``: ``a``
     code only on exactly its arch, ``f`` (family) code and plain cubins on the same major

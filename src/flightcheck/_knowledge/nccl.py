@@ -78,8 +78,8 @@ two such communicators' middle, head and tail ranks differ by (2 x 24 x 2 MiB = 
 Not derived (ranges, low end used for a stop): PCIe-only nodes (whether P2P or the SHM
 transport — buffers in host memory, src/transport/shm.cc — is used depends on the PCIe
 switches, ACS and the CPU: src/graph/paths.cc ``p2pLevel``), NVLink meshes without a switch
-beyond two GPUs, and more than one node (the network transport's buffers sit on the GPU
-only with GPUDirect RDMA, src/transport/net.cc).
+beyond two GPUs. More than one node: the network transport's buffers sit on the GPU only with
+GPUDirect RDMA (src/transport/net.cc), a range from 0 (``multinode_communicator_bytes``).
 """
 
 from __future__ import annotations
@@ -323,6 +323,87 @@ def communicator_bytes(
     return CommMemory(low, high, parts, True, note)
 
 
+# ---- across nodes: the network transport (src/transport/net.cc) -----------------------------
+#
+# Read in NVIDIA/nccl src/transport/net.cc as the code index stores it (commit 022c022a, the 2.30
+# line) and src/include/device.h; the buffer sizes are the ones above (v2.26.2-1 - 2.30.7).
+# ``sendProxyConnect`` / ``recvProxyConnect``, for a ring / tree connection (``shared`` is 0:
+# ``graph || connIndex == 0``):
+#
+# - the sender maps LL, LL128 and SIMPLE with ``NCCL_NET_MAP_ADD_POINTER(map, 0, p != LL &&
+#   useGdr, buffSizes[p], ...)``: LL128 and SIMPLE on the GPU only with GPUDirect RDMA, LL always
+#   in host memory; ``sendMem`` / ``recvMem`` in host memory (``dev`` 0);
+# - the receiver maps all three protocols on the GPU when ``useGdr``, else in host memory;
+# - the GPU part is one allocation, rounded up to ``CUDA_IPC_MIN`` (ALIGN_SIZE) with cuMem
+#   (``ncclP2pAllocateShareableBuffer``), a plain ``ncclCudaCalloc`` without it.
+#
+# So without GPUDirect RDMA (``ncclTopoCheckGdr`` says no: the socket transport, an IB NIC
+# without nvidia-peermem / DMA-BUF, NCCL_NET_GDR_LEVEL=LOC) a network connection takes no device
+# memory at all; with it, 10 MiB a side (``NET_SEND_GDR`` / ``NET_RECV_GDR``).
+#
+# Connections a rank makes over the network, per channel: the ring's send to ``ring.next`` and
+# receive from ``ring.prev`` when those sit on other nodes (at most one of each); the tree's
+# (src/include/device.h: "Nodes inside the binary tree can have two nodes down (+1
+# intra-node)", ``NCCL_MAX_TREE_ARITY`` 3, so across nodes one up and at most two down) a send and
+# a receive to each, at most ``nodes - 1`` distinct nodes. Channels: at most ``MAXCHANNELS`` (the
+# count NCCL settles on follows the NICs' speed and number, src/graph/search.cc, which the facts
+# do not hold; NCCL_MAX_NCHANNELS caps it). Whether GPUDirect RDMA is used and how many channels
+# run are decided at runtime: the low end is 0, the high end every channel at the most peers.
+NET_TREE_PEERS_MAX = 3
+NET_SEND_GDR = -(-(LL128_BUFFSIZE + SIMPLE_BUFFSIZE) // CUDA_IPC_MIN) * CUDA_IPC_MIN
+NET_RECV_GDR = -(-(LL_BUFFSIZE + LL128_BUFFSIZE + SIMPLE_BUFFSIZE) // CUDA_IPC_MIN) * CUDA_IPC_MIN
+
+
+def net_peers_per_channel(nodes: int) -> int:
+    """The most ranks on other nodes one rank sends to (and receives from) per channel: the
+    ring's neighbour and the tree's up and downs (see above); 0 on one node."""
+    if nodes <= 1:
+        return 0
+    return 1 + min(NET_TREE_PEERS_MAX, nodes - 1)
+
+
+def multinode_communicator_bytes(
+    *,
+    nodes: int,
+    gdr: bool | None = None,
+    max_channels: int = MAXCHANNELS,
+    intra: CommMemory | None = None,
+) -> CommMemory:
+    """One NCCL communicator whose ranks span ``nodes`` nodes, on one rank: the network
+    transport's device buffers (0 without GPUDirect RDMA, ``gdr`` False; unknown spans both)
+    at up to ``max_channels`` channels, plus ``intra`` (the rank's connections to the GPUs of
+    its own node, :func:`communicator_bytes`) where given."""
+    peers = net_peers_per_channel(nodes)
+    net_high = 0 if gdr is False else max(0, max_channels) * peers * (NET_SEND_GDR + NET_RECV_GDR)
+    parts = {"network": net_high}
+    low = high = 0
+    if intra is not None:
+        parts.update({f"intra_{k}": v for k, v in intra.parts.items()})
+        low, high = intra.low, intra.high
+    note = (
+        "across nodes: NCCL's network buffers sit on the GPU only with GPUDirect RDMA, on as many "
+        "channels as the NICs carry (src/transport/net.cc): from 0"
+    )
+    return CommMemory(low, high + net_high, parts, False, note)
+
+
+def env_max_channels(env: dict[str, str | None] | None) -> int:
+    """NCCL_MAX_NCHANNELS (or its older name NCCL_MAX_NRINGS) as a cap on the channels, else
+    ``MAXCHANNELS`` (src/graph/connect.cc ``ncclTopoPostset`` honours it)."""
+    for name in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_NRINGS"):
+        raw = ((env or {}).get(name) or "").strip()
+        if raw.isdigit() and int(raw) > 0:
+            return min(MAXCHANNELS, int(raw))
+    return MAXCHANNELS
+
+
+def env_gdr(env: dict[str, str | None] | None) -> bool | None:
+    """False where NCCL_NET_GDR_LEVEL turns GPUDirect RDMA off (``LOC`` or 0: src/graph/paths.cc
+    ``ncclTopoCheckGdr`` compares the GPU-NIC path with it), else unknown."""
+    raw = ((env or {}).get("NCCL_NET_GDR_LEVEL") or "").strip().upper()
+    return False if raw in ("LOC", "0") else None
+
+
 def connects_at_init(env: dict[str, str | None] | None, vllm_forces_cumem_off: bool) -> bool:
     """Whether ``runtimeConn`` is off: cuMem disabled (vLLM before 0.10.2 sets
     NCCL_CUMEM_ENABLE=0 itself unless the variable is set to something else, env_override.py)
@@ -343,3 +424,9 @@ def connects_at_init(env: dict[str, str | None] | None, vllm_forces_cumem_off: b
 NVLS_BIND_FATAL_SINCE = (2, 29)
 #: The wheels that carry libnccl (their version is NCCL's).
 NCCL_PACKAGES = ("nvidia-nccl-cu13", "nvidia-nccl-cu12")
+#: src/transport/nvls.cc ``ncclNvlsInit`` / ``ncclNvlsSetup`` (every NCCL with NVLS: 2.17's
+#: default NCCL_NVLS_ENABLE=1 and 2.18+'s default 2 both read it): ``nvlsSupport`` is the
+#: driver's CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED unless NCCL_NVLS_ENABLE forces it (1 from
+#: 2.18), so where the attribute is 0 on every GPU NCCL builds no NVLS by itself and
+#: NCCL_NVLS_ENABLE=0 changes nothing. Only "1" forces NVLS past the attribute.
+NVLS_FORCED_VALUE = "1"

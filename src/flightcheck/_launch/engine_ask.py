@@ -68,6 +68,18 @@ _COPIED = (
 READER_SCRIPT = Path(__file__).resolve().parents[1] / "_collect" / "engine_reader.py"
 
 
+def reader_command(python: str, engine: str | None, *options: str) -> list[str]:
+    """The engine-reader child's command line for ``engine`` (``options``: ``--timeout S``,
+    ``--batch``, ``-- <argv>``): the child knows no engine, the spec tells it
+    (``engines.reader_spec``)."""
+    import json
+
+    from flightcheck._knowledge import engines
+
+    spec = json.dumps(engines.reader_spec(engine), separators=(",", ":"))
+    return [python, str(READER_SCRIPT), "--spec", spec, *options]
+
+
 def enabled(env: dict[str, str]) -> bool:
     return env.get("FLIGHTCHECK_ENGINE_READ", "1").strip().lower() not in ("0", "false", "no", "off")
 
@@ -91,7 +103,7 @@ def read_with_engine(cmd: EngineCommand, env: dict[str, str]) -> dict[str, Any] 
     child_env["FLIGHTCHECK_DISABLE"] = "1"  # the plugin must not check its own reading
     argv = cmd.argv[cmd.at :]
     res = proc.run(
-        [python, str(READER_SCRIPT), str(cmd.engine), "--timeout", f"{timeout:g}", "--", *argv],
+        reader_command(python, cmd.engine, "--timeout", f"{timeout:g}", "--", *argv),
         timeout=timeout + 2,  # the reader's own watchdog ends it at `timeout`
         env=child_env,
         cwd=os.getcwd(),

@@ -283,11 +283,24 @@ def read_intent_leniently(cmd: EngineCommand) -> None:
 
 
 def read_options(intent: Intent) -> Intent:
-    """Fill ``intent``'s read-once fields (``READ_ONCE_FIELDS``: the speculative config, the
-    multimodal limits and profiling switches) from its ``engine_flags``, with vLLM's
-    semantics (``_knowledge.vllm.command.launch_options``; the engines that use them gate
-    that in their memory rules): the one place the command's flags are read for them. Both
-    readers call it; the engine's reading keeps the flags, and these with them."""
-    for name, value in launch_options(intent.engine_flags).items():
+    """Fill ``intent``'s read-once fields (``READ_ONCE_FIELDS``) from its ``engine_flags``:
+    the speculative config, the multimodal limits and profiling switches and
+    ``--enforce-eager`` with vLLM's semantics (``_knowledge.vllm.command.launch_options``;
+    the engines that use them gate that in their memory rules), the flags as a map
+    (``option_values``), and the served names, the all-to-all backend and the memory
+    rules' options with the engine's own (``ReaderRules.launch_options``). The one place
+    the command's flags are read for them: both readers call it; the engine's reading
+    keeps the flags, and these with them."""
+    flags = intent.engine_flags
+    for name, value in launch_options(flags).items():
+        setattr(intent, name, value)
+    values: dict[str, str | None] = {}
+    for item in flags:
+        name, eq, value = item.partition("=")
+        values[name] = value if eq else None
+    intent.option_values = values
+    # the engine's own reading of the options its rules need (served names, all-to-all
+    # backend, memory options), once
+    for name, value in F.get(intent.engine).reader.launch_options(flags).items():
         setattr(intent, name, value)
     return intent

@@ -24,14 +24,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from flightcheck._knowledge import argtables, atlas
+from flightcheck._knowledge import argtables, atlas, engines
 from flightcheck._vocabulary.facts import Facts
 from flightcheck._vocabulary.intent import Intent
 
 if TYPE_CHECKING:
     from flightcheck._launch.command import EngineCommand
-
-_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 def installed_release(engine: str, facts: Facts) -> str | None:
@@ -42,7 +40,8 @@ def installed_release(engine: str, facts: Facts) -> str | None:
 
 def note(engine: str, installed: str, release: str | None, relation: str) -> str | None:
     """The report's line on which release's rules judged the command (None: its own)."""
-    name = _NAMES.get(engine, engine)
+    known = engines.find(engine)
+    name = known.display if known is not None else engine
     if relation == atlas.NEWER:
         return f"rules of {name} {release} applied to {installed} (the newest release read; extrapolated)"
     if relation == atlas.OLDER:
@@ -74,7 +73,7 @@ def for_release(cmd: EngineCommand, intent: Intent, installed: str) -> Intent:
     from flightcheck._launch.tokens import config_tokens
     from flightcheck._vocabulary.errors import UsageError
 
-    engine = cmd.engine or "vllm"
+    engine = cmd.engine or engines.DEFAULT
     release, relation = atlas.nearest_release(engine, installed)
     changes: dict[str, object] = {
         "reader_release": release,

@@ -13,7 +13,7 @@ bytes per token), ``budget`` (utilization, reserve), ``layout`` (valid layouts),
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flightcheck._knowledge import engines, sglang, vllm
 from flightcheck._memory.budget import BATCHED_TOKENS, MAX_SEQS, Batch, release
@@ -42,9 +42,9 @@ def build(
 ) -> MemoryModel:
     """The memory model from a checkpoint and a launch (``total``: bytes of the smallest GPU
     used as CUDA reports them, the driver's reservation taken off)."""
-    eager = bool(intent.enforce_eager) or vllm.FLAG["eager"] in (intent.engine_flags or [])
+    eager = bool(intent.enforce_eager) or intent.eager_given
     rules = engines.get(intent.engine).memory
-    fraction_opts = rules.fraction_options(intent.engine_flags or [], intent.model, intent.max_num_seqs)
+    fraction_opts = rules.fraction_options(intent.memory_options, intent.model, intent.max_num_seqs)
     m = MemoryModel(
         engine=intent.engine,
         layout=Layout(
@@ -65,7 +65,7 @@ def build(
         kv_cache_memory_bytes=intent.kv_cache_memory_bytes,
         cpu_offload_bytes=int((intent.cpu_offload_gb or 0) * (1 << 30)),
         fraction_opts=fraction_opts,
-        mm_reserved=rules.mm_reservation_bytes(intent.engine_flags or [], env or {}),
+        mm_reserved=rules.mm_reservation_bytes(intent.memory_options, env or {}),
     )
     if ck is not None and ck.crash:
         m.error = f"reading the checkpoint failed: {ck.crash}"
@@ -82,7 +82,7 @@ def build(
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
     if rules.token_pool:  # the pool is a whole number of the attention backend's pages
-        _sglang_attention(m, intent.engine_flags or [], compute_capability)
+        _sglang_attention(m, intent.memory_options, compute_capability)
     if ck.unread and ck.gguf_groups is None:
         m.error = f"weights not counted: {ck.gguf_uncounted or ck.unread}"
         return m
@@ -234,13 +234,15 @@ def _separate_draft(m: MemoryModel, spec: vllm.SpecDecode, draft: Checkpoint | N
     return None
 
 
-def _sglang_attention(m: MemoryModel, flags: list[str], capability: str | None) -> None:
+def _sglang_attention(m: MemoryModel, options: dict[str, Any], capability: str | None) -> None:
     """The attention backends SGLang picks on this GPU, and what they change: the KV pool
     is a whole number of their pages; DeepSeek-V3 on trtllm_mla captures no prefill graph
     while its fraction keeps the 1.5 GiB reserved for one (see ``_knowledge.sglang``)."""
     assert m.cfg is not None
     archs = list(m.cfg.outer_architectures or m.cfg.architectures)
-    choice = sglang.attention_backends(capability, m.cfg.mla, archs, flags, dsa=m.cfg.dsa)
+    # the backends the launch gives, read once (``memory_options``; none: a launch with no flags)
+    given = options["attention"] if "attention" in options else sglang.attention_flags([])
+    choice = sglang.attention_backends(capability, m.cfg.mla, archs, given, dsa=m.cfg.dsa)
     m.sglang_attention = choice
     if choice is None:
         return

@@ -61,6 +61,14 @@ BATCHED_TOKENS = 8192  # when neither the launch nor the GPU says (memory unknow
 MAX_SEQS = 1024
 CUDA_GRAPHS = GiB // 2
 NON_TORCH = GiB // 4
+#: the bound's spans (``bound_terms``): non-torch memory after the snapshot on one rank, the
+#: CUDA-graph estimate's high end, the activation peak's share either way
+NON_TORCH_SPAN = (0, 600 * MiB)
+CUDA_GRAPHS_HIGH = 3 * GiB // 2
+ACTIVATION_SPAN = 0.15
+#: utils/mem_utils.py ``shared_sysmem_device_mem_sms`` (0.19.0): Orin, Thor, Spark; 0.13.0 the first read
+SHARED_HOST_MEMORY_CC = frozenset({"8.7", "11.0", "12.1"})
+SHARED_HOST_MEMORY_SINCE = "0.13.0"
 HEADROOM_MIN = 0.05  # FC403: under 5% of usable memory left over
 # FC402 (vLLM): a KV shortfall no larger than this is within the estimate's own error, so it
 # is a warning, not a stop. Measured on the public startup logs (tests/fixtures/memory,
@@ -83,6 +91,9 @@ class Interconnect(msgspec.Struct, frozen=True):
     nvswitch: bool | None = None  # every GPU's NVLinks go to an NVSwitch
     compute_capability: str | None = None
     multicast: bool | None = None  # CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED on every GPU
+    #: nodes the TP group spans (None or 1: one node); across nodes NCCL's network transport
+    #: carries the connections (``nccl.multinode_communicator_bytes``)
+    nodes: int | None = None
 
 
 class Communication(msgspec.Struct, frozen=True):
@@ -115,6 +126,34 @@ def communication(
     at_init = nccl.connects_at_init(env, vllm.nccl_cumem_forced_off(v))
     # NCCL_NVLS_ENABLE=0: ncclNvlsInit returns before asking the driver (nvls.cc)
     multicast = False if ((env or {}).get("NCCL_NVLS_ENABLE") or "").strip() == "0" else ic.multicast
+    nodes = ic.nodes or 1
+    if nodes > 1:
+        # across nodes (src/transport/net.cc): the network buffers sit on the GPU only with
+        # GPUDirect RDMA, on as many channels as the NICs carry — a range from 0; the GPUs of
+        # this node add their own connections (one node's derivation, at tp / nodes ranks)
+        per_node = -(-tp // nodes)
+        intra = (
+            nccl.communicator_bytes(
+                ngpus=per_node,
+                compute_capability=ic.compute_capability,
+                nvlinks=ic.nvlinks,
+                nvswitch=ic.nvswitch,
+                connect_at_init=at_init,
+                multicast=multicast,
+            )
+            if per_node > 1
+            else None
+        )
+        one = nccl.multinode_communicator_bytes(
+            nodes=nodes, gdr=nccl.env_gdr(env), max_channels=nccl.env_max_channels(env), intra=intra
+        )
+        return Communication(
+            communicators * one.low,
+            communicators * one.high,
+            {f"nccl_{k}": communicators * b for k, b in one.parts.items()},
+            False,
+            one.note,
+        )
     one = nccl.communicator_bytes(
         ngpus=tp,
         compute_capability=ic.compute_capability,
@@ -314,6 +353,13 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
     return int(run), int(tokens * t.out_hidden * dt)
 
 
+def sampler_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
+    """(min, max) of the profile's peak over the top-k/top-p implementations the releases run
+    (``vllm.sampler_kind``): what an unknown release leaves open (``bound_terms``)."""
+    peaks = [sum(profile_peak(cfg, layout, msgspec.structs.replace(batch, sampler=k))) for k in ("flashinfer", "sort")]
+    return min(peaks), max(peaks)
+
+
 def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(the text model's peak, what the vision encoder adds to it): ``profile_run`` runs
     the encoder, then the forward pass and the sampler with the encoder outputs held."""
@@ -332,9 +378,12 @@ def default_reserve(
     eager: bool = False,
     batch: Batch | None = None,
     mm_reserved: int = 0,
+    allreduce_fusion: int = 0,
 ) -> tuple[int, dict[str, int]]:
     """(bytes, breakdown) kept back from the requested memory besides weights and KV
-    (SGLang: only a multimodal model's post-sizing reservation, ``mm_reserved``)."""
+    (SGLang: only a multimodal model's post-sizing reservation, ``mm_reserved``);
+    ``allreduce_fusion``: FlashInfer's all-reduce fusion workspace made after vLLM's snapshot
+    (``vllm.fusion_workspace``'s point)."""
     if engines.get(engine).memory.reserve == "multimodal":
         return (mm_reserved, {"multimodal_cache": mm_reserved}) if mm_reserved and cfg.vision else (0, {})
     b = batch or Batch()
@@ -344,6 +393,12 @@ def default_reserve(
         "cuda_graphs": 0 if (eager or not b.cudagraphs) else CUDA_GRAPHS,
         "non_torch": NON_TORCH,
     }
+    if allreduce_fusion:
+        parts["allreduce_fusion"] = allreduce_fusion
+    if vllm.non_torch_from_process_start(b.release):
+        # 0.6.4.x measures non-torch memory device-wide from process start
+        # (vllm.V0_NON_TORCH_FROM_PROCESS_START): the CUDA context is inside the budget
+        parts["cuda_context"] = CONTEXT
     if cfg.tower is not None and b.encoder:
         parts["vision_encoder"] = encoder  # the profile run's peak above the text model's
     return sum(parts.values()), parts
@@ -385,9 +440,15 @@ def bound_terms(
     tp: int,
     comm: Communication | None,
     lazy_connect: bool,
+    fusion: tuple[int, int, int] = (0, 0, 0),
+    comm_in_budget: Communication | None = None,
+    compute_capability: str | None = None,
+    utilization: float | None = None,
+    activations: int = 0,
+    release_activations: tuple[int, int] | None = None,
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
-    only widens it; an empty dict where the inputs decide everything).
+    only widens it; an empty dict only where nothing is left open, which no profiled launch is).
 
     - ``nccl_after_snapshot``: from 0.11.0 the worker's baseline snapshot is taken after
       ``init_worker_distributed_environment`` (v1/worker/gpu_worker.py ``init_device``) and
@@ -401,19 +462,46 @@ def bound_terms(
       profile run, after the snapshot. Which algorithm's connections the profile's all-reduce
       makes is NCCL's tuner's choice by size (ring, tree, NVLS): the budget may be up to
       ``communicators x comm.high`` lower (``nccl.communicator_bytes``), 0 at best.
-      Custom all-reduce's IPC buffers, its 8 MiB ``rank_data`` and torch symmetric memory
-      are allocated in ``CudaCommunicator.__init__`` (device_communicators/cuda_communicator.py,
-      custom_all_reduce.py, symm_mem.py; 0.19.0 and 0.33.0) during the distributed init,
-      before the snapshot: outside the budget (FC406's slack), not a term. Extrapolated past
-      0.33.0. The public 8 x H100 0.19 breakdowns' ~2.1 GiB non-torch at TP 2 and 4 is more
-      than this term's high end (0.56 GiB at TP 2, 1.4 GiB at TP 4 on one NVSwitch node): the
-      rest is not derived yet, so it is not in the bound.
+      Custom all-reduce's IPC buffers and torch symmetric memory are made before the snapshot
+      (``vllm.memory_tp``): outside the budget, not a term.
+    - ``nccl_in_budget``: before 0.11.0 the communicators sit inside the budget and the point
+      counts their certain size (``comm_in_budget.low``); what NVLS, an interconnect the source
+      does not pin down (across nodes, no NVLink facts) or the algorithm may add is below it.
+    - ``allreduce_fusion``: FlashInfer's all-reduce + RMSNorm workspace made after the snapshot
+      (``vllm.fusion_workspace``, ``fusion`` = (low, point, high)): multicast support, the
+      driver's multicast granularity and, for releases not read, whether the pass is on.
+    - ``non_torch``: what else the profile allocates outside torch's allocator — the CUDA modules
+      the first forward loads (torch sets CUDA_MODULE_LOADING=LAZY, so kernels load when first
+      run: which kernels depends on the attention backend and torch.compile), the attention
+      backends' own buffers. Its size is not in vLLM's code: the point is 0.25 GiB and the term
+      spans ``NON_TORCH_SPAN`` (the breakdowns the corpus logs, tests/fixtures/memory: 0.02 - 0.55
+      GiB on one node, V1).
+    - ``cuda_context``: 0.6.4.x counts the CUDA context inside its non-torch figure
+      (``vllm.non_torch_from_process_start``); the point takes ``CONTEXT``, an estimate, so the
+      budget may be higher by up to it.
+    - ``activations``: the profile's torch peak under torch.compile (Inductor fuses elementwise
+      ops, so fewer intermediates live than the eager layer the estimate walks) or eager, and the
+      allocator's rounding: ``ACTIVATION_SPAN`` of the modelled peak either way.
+    - ``cuda_graphs``: where the CUDA-graph estimate is subtracted (0.20.0 on,
+      ``vllm.CUDAGRAPHS_IN_BUDGET_SINCE``) ``profile_cudagraph_memory`` measures the capture of
+      the release's capture sizes, which the launch may change (``--compilation-config``):
+      0 to ``CUDA_GRAPHS_HIGH`` instead of the point's 0.5 GiB.
+    - ``shared_host_memory``: on Orin, Thor and Spark (cc 8.7, 11.0, 12.1) the snapshot's free
+      memory is psutil's available host memory (utils/mem_utils.py ``MemorySnapshot.measure``,
+      ``shared_sysmem_device_mem_sms``, 0.19.0 wheel; 0.13.0 too), so what the host's other
+      processes take or give back between the snapshot and the profile moves the budget. The
+      startup check (``request_memory``) only bounds it by the slack: ``(1 - utilization) x total``
+      either way.
     - ``release_unknown``: with no release known the point takes each release rule's
       conservative side (utilization 0.9, the CUDA-graph estimate subtracted, the
       communicators after the snapshot); the budget may be higher by what the other side
       gives: ``ceil(total x 0.92) - ceil(total x 0.9)`` (the 0.20.0 default,
       ``vllm.UTILIZATION_DEFAULTS``) unless the launch sets the utilization, and the graph
-      estimate (not subtracted before 0.20.0, ``vllm.CUDAGRAPHS_IN_BUDGET_SINCE``)."""
+      estimate (not subtracted before 0.20.0, ``vllm.CUDAGRAPHS_IN_BUDGET_SINCE``); the
+      releases' other terms (the fusion workspace, the communicators) span their min / max, and
+      ``release_activations`` (the profile peak's (min, max) over the releases' samplers —
+      ``vllm.sampler_kind``: FlashInfer / Triton 14 B, the sort 38 - 50 B a vocabulary element)
+      widens the activations by what the point's sampler leaves out."""
     v = release(engine_version)
     terms: dict[str, Term] = {}
     after = v is None or not vllm.comm_in_budget(v)
@@ -429,6 +517,62 @@ def bound_terms(
                 "v1/worker/gpu_worker.py init_device + utils/mem_utils.py memory_profiling "
                 "(0.11.0, 0.12.0, 0.19.0, 0.33.0): NCCL connections made on first use count as non-torch",
             )
+    if tp > 1 and comm_in_budget is not None and not after:
+        n = vllm.TP_COMMUNICATORS_IN_BUDGET
+        below = n * (comm_in_budget.high - comm_in_budget.low)
+        if below:
+            terms["nccl_in_budget"] = Term(
+                below,
+                0,
+                "v1/worker/gpu_worker.py init_device (0.10.0, 0.10.1.1): the snapshot precedes the "
+                "distributed init; NVLS / an interconnect not pinned down may add up to the high end",
+            )
+    f_low, f_point, f_high = fusion
+    if f_high - f_point or f_point - f_low:
+        terms["allreduce_fusion"] = Term(
+            f_high - f_point,
+            f_point - f_low,
+            "config/vllm.py enable_allreduce_rms_fusion + flashinfer/comm/trtllm_ar.py (vLLM 0.19.0 / "
+            "FlashInfer 0.6.6, 0.33.0 / 0.7.2.post1): the fusion workspace, multicast and its granularity",
+        )
+    terms["non_torch"] = Term(
+        NON_TORCH_SPAN[1] - NON_TORCH,
+        NON_TORCH - NON_TORCH_SPAN[0],
+        "utils/mem_utils.py memory_profiling (0.19.0, 0.33.0): CUDA modules loaded lazily by the "
+        "profile run and backends' buffers outside torch; size measured, not in the code",
+    )
+    if vllm.non_torch_from_process_start(v):
+        # the point counts the CUDA context at its estimate (default_reserve); its size is the
+        # driver's, not vLLM's: the budget may be higher by up to that estimate
+        terms["cuda_context"] = Term(
+            0,
+            CONTEXT,
+            "worker/worker.py determine_num_available_blocks (0.6.4.post1): non-torch memory is "
+            "device-wide from process start, the CUDA context inside it; its size is the driver's",
+        )
+    if activations:
+        span = int(activations * ACTIVATION_SPAN)
+        terms["activations"] = Term(
+            span,
+            span,
+            "v1/worker/gpu_model_runner.py profile_run: the torch peak under torch.compile or eager",
+        )
+    counted = cudagraphs_counted and (v is None or vllm.cudagraphs_in_budget(v))
+    if counted:
+        terms["cuda_graphs"] = Term(
+            CUDA_GRAPHS_HIGH - CUDA_GRAPHS,
+            CUDA_GRAPHS if v is not None else 0,  # unknown release: the graph term is release_unknown's
+            "v1/worker/gpu_model_runner.py profile_cudagraph_memory (0.19.0, 0.33.0): the capture "
+            "sizes decide the estimate",
+        )
+    if compute_capability in SHARED_HOST_MEMORY_CC and (v is None or v >= vllm._release(SHARED_HOST_MEMORY_SINCE)):
+        slack = int(total * (1 - (utilization or vllm.default_utilization(v))))
+        terms["shared_host_memory"] = Term(
+            slack,
+            slack,
+            "utils/mem_utils.py MemorySnapshot.measure (0.13.0, 0.19.0): free memory is the host's "
+            "psutil available on cc 8.7 / 11.0 / 12.1",
+        )
     if v is None:
         above = 0
         if not utilization_set:
@@ -437,12 +581,18 @@ def bound_terms(
             )
         if cudagraphs_counted:
             above += CUDA_GRAPHS
-        if above:
+        below = 0
+        if release_activations is not None and activations:
+            lo, hi = release_activations
+            below += max(0, hi - activations)
+            above += max(0, activations - lo)
+        if above or below:
             terms["release_unknown"] = Term(
-                0,
+                below,
                 above,
-                "no release known: gpu_memory_utilization 0.92 from 0.20.0 (else 0.9) and the "
-                "CUDA-graph estimate subtracted from 0.20.0 (v1/worker/gpu_worker.py)",
+                "no release known: gpu_memory_utilization 0.92 from 0.20.0 (else 0.9), the "
+                "CUDA-graph estimate subtracted from 0.20.0 (v1/worker/gpu_worker.py) and the "
+                "sampler by release (v1/sample/ops/topk_topp_sampler.py)",
             )
     return terms
 

@@ -25,7 +25,9 @@ from flightcheck._memory.budget import (
     default_utilization,
     encoder_dp,
     pre_snapshot,
+    profile_peak,
     release,
+    sampler_span,
     usable_bytes,
 )
 from flightcheck._memory.config import ModelConfig
@@ -333,6 +335,7 @@ class MemoryModel(msgspec.Struct):
                 self.cfg, layout, self.engine, eager=self.eager, batch=self.batch, mm_reserved=self.mm_reserved
             )[0]
             + self.comm_in_reserve(layout)
+            + self.fusion_workspace(layout)[1]
         )
         return util or 0.9, reserve or 0
 
@@ -392,7 +395,12 @@ class MemoryModel(msgspec.Struct):
         """The TP group's NCCL communicators and custom all-reduce buffers on ``layout``
         (``budget.communication``)."""
         lay = layout or self.layout
-        return communication(lay, self.interconnect, self.engine_version, self.nccl_env, communicators)
+        ic = self.interconnect
+        if self.node_gpus and lay.tp > self.node_gpus:
+            # a TP group larger than this node spans nodes: NCCL's network transport
+            # (``nccl.multinode_communicator_bytes``)
+            ic = msgspec.structs.replace(ic or Interconnect(), nodes=-(-lay.tp // self.node_gpus))
+        return communication(lay, ic, self.engine_version, self.nccl_env, communicators)
 
     def bound_terms(self, layout: Layout | None = None) -> dict[str, Term]:
         """The facts not known before the launch that widen the KV budget into [low, high]
@@ -403,6 +411,11 @@ class MemoryModel(msgspec.Struct):
         lay = layout or self.layout
         v = release(self.engine_version)
         lazy = not nccl.connects_at_init(self.nccl_env, vllm.nccl_cumem_forced_off(v))
+        in_budget = self._rules.communicators(v) == "in-budget" and not self.reserve_set
+        acts = 0
+        if not self.reserve_set and self.cfg is not None:
+            acts = sum(profile_peak(self.cfg, lay, self.batch))
+        util, _ = self._budget(lay)
         return bound_terms(
             engine_version=self.engine_version,
             total=self.total,
@@ -411,6 +424,35 @@ class MemoryModel(msgspec.Struct):
             tp=lay.tp,
             comm=None if self.reserve_set else self.communication(lay),
             lazy_connect=lazy,
+            fusion=(0, 0, 0) if self.reserve_set else self.fusion_workspace(lay),
+            comm_in_budget=self.communication(lay) if in_budget and lay.tp > 1 else None,
+            compute_capability=(self.interconnect or Interconnect()).compute_capability,
+            utilization=util,
+            activations=acts,
+            release_activations=sampler_span(self.cfg, lay, self.batch)
+            if v is None and acts and self.cfg is not None
+            else None,
+        )
+
+    def fusion_workspace(self, layout: Layout | None = None) -> tuple[int, int, int]:
+        """(low, point, high) of FlashInfer's all-reduce fusion workspace vLLM makes after its
+        snapshot (``vllm.fusion_workspace``; none before 0.12, so none for V0); zeros for an
+        engine whose reserve is not profiled or where the compute capability is not known."""
+        lay = layout or self.layout
+        if self._rules.reserve != "profile" or self.cfg is None:
+            return 0, 0, 0
+        ic = self.interconnect or Interconnect()
+        return vllm.fusion_workspace(
+            release(self.engine_version),
+            tp=lay.tp,
+            pp=lay.pp,
+            dp=lay.dp,
+            compute_capability=ic.compute_capability,
+            hidden=self.cfg.hidden or 0,
+            dtype_bytes=self.cfg.dtype_bytes or 2,
+            batched_tokens=self.batch.tokens,
+            eager=self.eager,
+            multicast=ic.multicast,
         )
 
     def comm_in_reserve(self, layout: Layout | None = None) -> int:
@@ -430,6 +472,10 @@ class MemoryModel(msgspec.Struct):
         if extra:
             self.reserve += extra
             self.reserve_parts = {**self.reserve_parts, "communication": extra}
+        fusion = self.fusion_workspace()[1]
+        if fusion:
+            self.reserve += fusion
+            self.reserve_parts = {**self.reserve_parts, "allreduce_fusion": fusion}
 
     def _comm_before_snapshot(self) -> Communication | None:
         """The communicators made before vLLM's snapshot (one over the TP group: pynccl),

@@ -1,9 +1,10 @@
 """Reporters: one report, several formats. Each renderer is ``render(report) -> str``.
 
 Formats: ``text`` (flutter-doctor look), ``json`` (``flightcheck.report/v1``), ``junit``
-and ``prometheus`` (CI and fleets). ``emit`` writes a rendered report to stdout or to
-``--output``, there with ``write_atomic``: a temp file + rename, so a textfile collector
-never reads half a file.
+and ``prometheus`` (CI and fleets); a cluster report also as one HTML page
+(``cluster_html``). ``emit`` writes a rendered report to stdout or to ``--output``, there
+with ``write_atomic``: a temp file + rename, so a textfile collector never reads half a
+file.
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ replaced atomically, so the collector never reads half of it). Series:
 
 Alert on ``flightcheck_ready == 0`` or on
 ``flightcheck_check_status{severity="error"} == 1``; ``time() -
-flightcheck_last_run_timestamp_seconds`` says when the file went stale.
+flightcheck_last_run_timestamp_seconds`` says when the file went stale. The rules and a
+Grafana dashboard over these series are ``recipes/prometheus/flightcheck-alerts.yml`` and
+``recipes/grafana/flightcheck-dashboard.json``; their tests hold them to the names here.
 """
 
 from __future__ import annotations

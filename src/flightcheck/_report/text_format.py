@@ -124,6 +124,8 @@ def print_plan(con: Console, plan: Plan, applied_by: str) -> None:
         else:
             what = f"drop {step.name}"
         con.print(f"    {escape(what):<48} [dim]{step.code}: {escape(step.why)}[/dim]")
+        if step.cost:  # what the switch gives up, with its source (the cheapest that works)
+            con.print(f"    {'':<48} [dim]cost: {escape(step.cost)}[/dim]")
 
 
 def print_verdict(con: Console, verdict: str, exit_code: int) -> None:

@@ -9,7 +9,8 @@ comparisons (zero).
 
 The interface is grouped by concern: the launch line (:class:`CommandRules`), the reading of
 its options (:class:`ReaderRules`), the checkpoint it loads (:class:`CheckpointRules`), the
-memory it plans (:class:`MemoryRules`) and the multicast fallback (:class:`MulticastRules`).
+memory it plans (:class:`MemoryRules`), the multicast fallback (:class:`MulticastRules`) and
+its log (:class:`LogRules`).
 Where an algorithm needs a higher layer (the memory model, the fallback plan, the built-in
 parser), the engine gives data or a named mechanism (``budget = "free"``), never its name,
 and the algorithm stays in its layer.
@@ -74,6 +75,12 @@ class ReaderRules(Protocol):
     derives_expert_parallel: bool
     #: whether the engine starts its workers by ``--distributed-executor-backend``
     executor_backend: bool
+    #: what the engine-reader child (``_collect/engine_reader.py``, which knows no engine) is
+    #: told: the console script, modules and subcommand that name the engine, its reading
+    #: procedure (``"parsed"`` / ``"prepared"``) and the ``module:attr`` paths of its parser,
+    #: validation and record, the record's attribute of each canonical field, the engine
+    #: fields, the environment its import wants (JSON; ``_knowledge.engines.reader_spec``)
+    child: Mapping[str, Any]
 
     def layout(
         self,
@@ -86,6 +93,13 @@ class ReaderRules(Protocol):
         dcp: int = 1,
     ) -> str:
         """A parallel layout as the engine's flags."""
+        ...
+
+    def launch_options(self, flags: list[str]) -> dict[str, Any]:
+        """The Intent's engine-read fields (``intent.ENGINE_OPTION_FIELDS``: the served names,
+        the all-to-all backend, the memory rules' options) from the launch's canonical flags
+        (``--name[=value]``, as the reader renders them), with the engine's semantics: read
+        once where the launch is read (``_launch.intent_read.read_options``)."""
         ...
 
 
@@ -152,12 +166,16 @@ class MemoryRules(Protocol):
         """The default utilization the GPU-in-use check assumes (None: not that kind)."""
         ...
 
-    def fraction_options(self, flags: list[str], model: str | None, max_num_seqs: int | None) -> dict[str, Any]:
-        """The launch's terms of the default fraction (empty: none)."""
+    def fraction_options(
+        self, options: Mapping[str, Any], model: str | None, max_num_seqs: int | None
+    ) -> dict[str, Any]:
+        """The launch's terms of the default fraction (empty: none); ``options``: the
+        Intent's ``memory_options``."""
         ...
 
-    def mm_reservation_bytes(self, flags: list[str], env: Mapping[str, str | None]) -> int:
-        """What a multimodal model's KV budget loses after sizing (0: nothing)."""
+    def mm_reservation_bytes(self, options: Mapping[str, Any], env: Mapping[str, str | None]) -> int:
+        """What a multimodal model's KV budget loses after sizing (0: nothing); ``options``:
+        the Intent's ``memory_options``."""
         ...
 
     def utilization_refusal(self, value: Any, release: tuple[int, ...] | None) -> str | None:
@@ -174,6 +192,22 @@ class MulticastRules(Protocol):
     #: the engine's own model code binds multicast with no switch (Kimi-K3's latent MoE
     #: tail, Beam's all-reduce workspace: vLLM)
     model_paths: bool
+
+
+class LogRules(Protocol):
+    """How the engine's own log says that this engine wrote it, and which release
+    (``flightcheck diagnose``: ``_diagnose/scan.py`` reads every registered engine's)."""
+
+    #: substrings of the line that prints the engine's arguments (one of them, with ``args``)
+    args_markers: tuple[str, ...]
+    #: regular expressions of the lines that give the engine's release; each has exactly one
+    #: capturing group, the version
+    version_patterns: tuple[str, ...]
+    #: substrings one of which every version line holds (a cheap test before the patterns)
+    version_hints: tuple[str, ...]
+    #: this engine's argument and version lines are unmistakable: once one is read, another
+    #: engine's (less specific) line does not take the launch over
+    decisive: bool
 
 
 #: how an engine turns a variable's text into a boolean (``_knowledge/envread.py``)
@@ -211,6 +245,9 @@ class Engine(Protocol):
     plugins_var: str | None
     #: ``flashinfer-python`` pins by engine release (requirements/cuda.txt), where known
     flashinfer_pin: Mapping[str, str]
+    #: distributions of prebuilt CUDA kernels the engine's code imports besides its own
+    #: extension modules (SGLang's sgl_kernel), whose device code the driver must run
+    kernel_packages: tuple[str, ...]
     #: an index entry spelled unlike the engine's glob (``./name``): ``"drops"`` (the file is
     #: found but not loaded: SGLang) or ``"raises"`` (FileNotFoundError, by release: vLLM)
     index_spelling: Literal["drops", "raises"]
@@ -230,6 +267,7 @@ class Engine(Protocol):
     checkpoint: CheckpointRules
     memory: MemoryRules
     multicast: MulticastRules
+    log: LogRules
 
     def env_files(self, package_dir: str) -> list[str]:
         """The files of the installed package that declare its environment variables."""

@@ -290,6 +290,19 @@ class CompileSmoke(_S):
     cubin_repository_error: str | None = None
 
 
+class CudaLibrary(_S):
+    """The device code in one installed package's extension modules, read from their
+    ``.nv_fatbin`` headers (extension): what decides whether the driver must JIT PTX."""
+
+    version: str | None = None  # the distribution's version
+    files: list[str] | None = None  # the .so files read, relative to the package directory
+    cubins: list[str] | None = None  # archs with a cubin (SASS): "9.0", "10.0a", "12.0f"
+    # PTX arch -> the PTX ISA versions of its entries ({"9.0": ["8.7"]}); [] where the
+    # entries' version field was unreadable
+    ptx: dict[str, list[str]] | None = None
+    problem: str | None = None  # files that could not be read, and why
+
+
 class Python(_S):
     executable: str | None = None
     version: str | None = None
@@ -306,6 +319,9 @@ class Python(_S):
     # extension: the engine's own unconditional requirements on the distributions recorded in
     # ``packages`` (its Requires-Dist), e.g. {"transformers": ">=5.16.1,<5.21.0"}
     engine_pins: dict[str, str] | None = None
+    # extension: the device code of the engine's package and of the kernel packages it loads
+    # (sgl-kernel, flashinfer-jit-cache), by distribution name
+    cuda_libraries: dict[str, CudaLibrary] | None = None
 
 
 class JitCache(_S):
@@ -316,6 +332,18 @@ class JitCache(_S):
     problem: str | None = None  # extension: why the write test failed
 
 
+class RecordedFinding(_S):
+    """One problem the checkpoint reader found when the section was collected (its kind,
+    ``_checkpoint/problems.py``; the file; what is wrong; how to repair it)."""
+
+    kind: str | None = None
+    subject: str | None = None
+    message: str | None = None
+    fix: str | None = None
+    severity: str | None = None  # "warning" / "error" where the reader overrides the check's
+    evidence: dict[str, Any] | None = None
+
+
 class CheckpointFacts(_S):
     model: str | None = None
     path: str | None = None
@@ -324,6 +352,18 @@ class CheckpointFacts(_S):
     # extensions: what else must match between nodes
     commit: str | None = None  # the HF cache snapshot's commit, when --model is a repo id
     config_sha256: str | None = None  # of config.json as stored
+    # extensions: what the reader found, so that ``check --facts`` judges the recorded
+    # checkpoint (FC5xx) where the model is not here to read; absent in older snapshots
+    findings: list[RecordedFinding] | None = None  # [] when the reader found nothing wrong
+    tensors: Count | None = None  # tensors in the shards' headers
+    weight_bytes: Count | None = None  # bytes of the weight files the engine reads
+    index_name: str | None = None  # "model.safetensors.index.json" when there is one
+    config: dict[str, Any] | None = None  # config.json as parsed (FC507); null when unreadable
+    config_error: str | None = None  # why config.json could not be used
+    unread: str | None = None  # why the weight files were not read (a load format not read, ...)
+    blocked: str | None = None  # the model directory itself could not be read
+    gguf_loaded: str | None = None  # the *.gguf file the engine loads (vLLM's Flint)
+    repo_id: str | None = None  # the Hugging Face repo id --model named
 
 
 class Probe(_S):

@@ -92,12 +92,22 @@ _SHOWN_ONLY = frozenset({"engine_flags", "unparsed", "refused", "config_problem"
 #: Intent fields ``_launch`` reads once from the engine command for the layers below (see
 #: the class); kept out of the report's ``intent`` block.
 READ_ONCE_FIELDS: tuple[str, ...] = (
+    # with vLLM's semantics, for every engine (``_knowledge.vllm.command.LAUNCH_OPTION_FIELDS``)
     "speculative_config",
     "speculative_error",
     "limit_mm_per_prompt",
     "mm_profiling_off",
     "mm_encoder_tp_mode",
+    "eager_given",
+    # the launch's flags as a map (``_launch.intent_read.read_options``)
+    "option_values",
+    # with the engine's own semantics (``ReaderRules.launch_options``: ENGINE_OPTION_FIELDS)
+    "served_model_names",
+    "all2all_backend",
+    "memory_options",
 )
+#: the read-once fields each engine's ``ReaderRules.launch_options`` gives
+ENGINE_OPTION_FIELDS: tuple[str, ...] = ("served_model_names", "all2all_backend", "memory_options")
 
 
 @dataclass
@@ -169,6 +179,23 @@ class Intent:
     mm_profiling_off: str | None = None
     #: ``--mm-encoder-tp-mode`` (vLLM's default "weights" when not given)
     mm_encoder_tp_mode: str = "weights"
+    #: ``--enforce-eager`` is among the flags (also where a leniently read line left
+    #: ``enforce_eager`` unset)
+    eager_given: bool = False
+    #: the launch's flags as the reader rendered them: canonical name -> value, the last one
+    #: winning (None: a bare flag); the multicast fallback's map of the command
+    option_values: dict[str, str | None] = field(default_factory=dict)
+    #: the names the engine serves the model under (vLLM's ``--served-model-name a b``,
+    #: SGLang's ``--served-model-name a``); None: the model's path
+    served_model_names: list[str] | None = None
+    #: the MoE all-to-all backend the command chooses (vLLM's ``--all2all-backend``,
+    #: SGLang's ``--moe-a2a-backend``); None: the engine's default
+    all2all_backend: str | None = None
+    #: what the engine's memory rules read from the command (SGLang: the terms of its default
+    #: mem_fraction_static, the multimodal feature transport, the attention backends given;
+    #: vLLM: nothing), read once by the engine's reader (``ReaderRules.launch_options``);
+    #: empty: what a launch with no flags gives
+    memory_options: dict[str, Any] = field(default_factory=dict)
 
     #: the engine release whose options the built-in reader judged the line by (the
     #: release atlas, ``_knowledge/atlas.py``), and how it relates to the installed one:

@@ -25,13 +25,49 @@ LIMIT = 5  # findings listed one by one per check; the rest are counted on one l
 
 
 def _checkpoint(ctx: Context, *, found: bool = True) -> Any:
-    ck = ctx.checkpoint
+    ck = launch_checkpoint(ctx)
     if ck is None:
         raise Skip("no --model given")
     if ck.crash:
         raise RuntimeError(f"reading the checkpoint failed: {ck.crash}")
     if found and not ck.found:
         raise Skip(ck.unread or "the model was not found (FC501)")
+    return ck
+
+
+def _recorded(ctx: Context) -> Any:
+    """The checkpoint the facts' recorded ``checkpoint`` section stands for (None without
+    one, or for a section from before findings were recorded); built once per evaluation."""
+    if "fc5_recorded" not in ctx.cache:
+        from flightcheck._checkpoint.section import recorded
+
+        section = ctx.facts.checkpoint
+        host = ctx.facts.host.hostname if ctx.facts.host is not None else None
+        where = f" on {host}" if host else ""
+        source = f"recorded by `flightcheck collect --model`{where}, not read here"
+        ctx.cache["fc5_recorded"] = recorded(section, source)
+    return ctx.cache["fc5_recorded"]
+
+
+def _same_model(named: str, section: Any) -> bool:
+    if named == section.model:
+        return True
+    return bool(section.path) and os.path.abspath(os.path.expanduser(named)) == section.path
+
+
+def launch_checkpoint(ctx: Context) -> Any:
+    """The checkpoint the FC5xx family judges: the one read here for ``--model``; where it
+    is not here (no ``--model``, or the model the facts recorded is not on this machine),
+    the one the facts' ``checkpoint`` section recorded (``collect --model`` on the node).
+    A model read here always wins: a snapshot never stands in for a checkpoint on disk."""
+    ck = ctx.checkpoint
+    if ck is not None and (ck.found or ck.crash):
+        return ck
+    rec = _recorded(ctx)
+    if rec is None:
+        return ck
+    if ck is None or _same_model(ctx.intent.model or "", ctx.facts.checkpoint):
+        return rec
     return ck
 
 
@@ -70,19 +106,36 @@ def _report(
             evidence={"more": len(rest), "subjects": [f.subject for f in rest]},
         )
     if not findings:
-        yield ok(passed)
+        yield ok(f"{passed} ({ck.recorded})" if ck.recorded else passed)
 
 
 @summary("FC5")
 def _headline(ctx: Context) -> str:
-    ck = ctx.checkpoint
+    ck = launch_checkpoint(ctx)
     if ck is None:
         return "no --model given"
     if ck.crash:
         return f"could not be read ({ck.crash})"
     from flightcheck._checkpoint import summary_line
 
-    return summary_line(ck)
+    if ck.recorded:
+        return f"{ck.resolved.model}: {ck.recorded}: {_recorded_summary(ck)}"
+    line = summary_line(ck)
+    section = ctx.facts.checkpoint
+    if section is not None and section.findings is not None and _same_model(ctx.intent.model or "", section):
+        line += " (read here; the facts file's recorded checkpoint section is not used)"
+    return line
+
+
+def _recorded_summary(ck: Any) -> str:
+    if ck.unread:
+        return str(ck.unread)
+    if not ck.found:
+        return "model not found"
+    from flightcheck._knowledge.units import si_bytes
+
+    n = len(ck.shards)
+    return f"{n} shard{'s' if n != 1 else ''}, {si_bytes(ck.total_bytes)}, {ck.tensor_count:,} tensors"
 
 
 @check(

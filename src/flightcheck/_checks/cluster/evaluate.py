@@ -4,8 +4,10 @@ then one verdict over the whole launch (JSON schema ``flightcheck.cluster-report
 How ``--model`` interacts: the model is compared across nodes through the ``checkpoint``
 sections each node recorded from its own disk (FC802); it is never read here, where the
 command runs, on behalf of a remote node. Each node is therefore evaluated with the intent
-minus the model, so the per-host checkpoint and memory-fit checks (FC4xx, FC5xx) are not
-part of a cluster report: run ``flightcheck check --model M`` on a node for those.
+minus the model: its checkpoint checks (FC5xx) judge what the node's own section recorded
+(the reader's findings on that node's disk, as ``check --facts node.json`` does), and the
+memory fit (FC4xx), which needs the shards' headers, is not part of a cluster report: run
+``flightcheck check --model M`` on a node for that.
 """
 
 from __future__ import annotations

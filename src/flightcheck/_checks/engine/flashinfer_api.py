@@ -10,15 +10,6 @@ from flightcheck._knowledge.vllm import flashinfer_paths as paths
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 
-def _choice(flags: list[str], flag: str) -> str | None:
-    """The value the command line gives ``flag`` (the reader spells it ``--flag=value``)."""
-    value = None
-    for item in flags:
-        if item.startswith(flag + "="):
-            value = item.split("=", 1)[1]
-    return value
-
-
 def missing_apis(engine_release: str, helper: str, flashinfer_release: str) -> list[str] | None:
     """``module.name`` the helper of ``engine_release`` requires and ``flashinfer_release``
     lacks; None when either release is not in the atlas (then nothing is judged)."""
@@ -33,7 +24,7 @@ def missing_apis(engine_release: str, helper: str, flashinfer_release: str) -> l
             out.append(module)
         elif name and name not in names and "__getattr__" not in names:
             out.append(f"{module}.{name}")
-    return out
+    return list(dict.fromkeys(out))  # a module several names need: once
 
 
 @check("FC712", "flashinfer-api-missing", ERROR)
@@ -67,7 +58,7 @@ def flashinfer_api_missing(ctx: Context) -> Iterator[Outcome]:
     engine_rules = engines.get(intent.engine)
     if not engine_rules.probes_flashinfer_apis:
         raise Skip(f"{engine_rules.display}: which FlashInfer APIs its paths probe is not read")
-    choice = _choice(list(intent.engine_flags), paths.ALL2ALL_FLAG)
+    choice = intent.all2all_backend  # --all2all-backend, read once with the launch
     helpers = paths.PATHS.get((paths.ALL2ALL_DEST, choice or ""))
     if not helpers:
         raise Skip("the command takes no path that needs a FlashInfer API flightcheck knows")
@@ -105,13 +96,17 @@ def flashinfer_api_missing(ctx: Context) -> Iterator[Outcome]:
         return
     extrapolated = relation in (atlas.NEWER, atlas.BETWEEN)  # another release's helpers: a warning
     said = f" (rules of vLLM {release} applied to {engine})" if extrapolated else ""
+    # the wheel's own pin (Requires-Dist), when the release read is the one installed
+    pin = atlas.pinned("vllm", release, "flashinfer-python") if not extrapolated else None
+    install = (
+        f"pip install flashinfer-python{pin} (the release vLLM {engine} declares)"
+        if pin and pin.startswith("==")
+        else f"pip install the flashinfer-python release vLLM {engine} declares (it lacks nothing of {helper})"
+    )
     yield fail(
         f"{paths.ALL2ALL_FLAG} {choice}: vLLM {engine}'s {helper}() is False with flashinfer-python {fi}, "
         f"which lacks {', '.join(missing)}: the all2all manager's assertion fails at startup{said}",
-        fix=(
-            f"pip install the flashinfer-python release vLLM {engine} declares (it lacks nothing of {helper}), "
-            f"or {paths.ALL2ALL_FLAG} allgather_reducescatter"
-        ),
+        fix=f"{install}, or {paths.ALL2ALL_FLAG} allgather_reducescatter",
         evidence=evidence,
         severity=WARNING if extrapolated else None,
     )

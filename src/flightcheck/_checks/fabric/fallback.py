@@ -26,6 +26,15 @@ Where each setting comes from (read in the projects' sources and pull requests):
   one node and ``--enforce-disable-flashinfer-allreduce-fusion`` turns it off across nodes
   (trtllm raises there); no fusion flag is added where SGLang keeps the fusion off.
 
+The cheapest switch that works, never the broadest (``cheapest.py`` tells which settings would
+change something here): multicast off inside torch symmetric memory before symmetric memory
+off (vLLM's switch only where its symm-mem all-reduce is on; no release read keeps its
+two-shot without multicast, vLLM #50179); FlashInfer's trtllm backend on an NVSwitch node
+(it keeps the fusion) but the fusion off where trtllm is the slower backend (PR #48075) or
+raises (across nodes); NCCL_NVLS_ENABLE=0 unless every GPU reports the multicast attribute 0
+(NCCL then builds no NVLS by itself); no variable at TP 1 that only the TP group reads, and
+none that is off by default and not turned on. Each step carries its cost and source.
+
 The table gives the first release after each change was merged. When the python collector
 read the names the installed vLLM's envs.py declares (``python.engine_env_vars``), that list
 decides instead of the table.
@@ -38,7 +47,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from flightcheck._knowledge import engines, envread, nccl, sglang, vllm
+from flightcheck._checks.fabric.cheapest import all_attributes_off, env_on, fi_backend_mnnvl
+from flightcheck._knowledge import engines, envread, flashinfer, nccl, sglang, vllm
 from flightcheck._knowledge.derived import package
 from flightcheck._knowledge.units import version
 from flightcheck._knowledge.vllm import env as vllm_envs
@@ -106,17 +116,28 @@ def nccl_version(ctx: Context) -> tuple[int, int] | None:
     return None
 
 
-def _nvls_step(ctx: Context, fb: Fallback) -> None:
+def _nvls_step(ctx: Context, fb: Fallback, attribute_off: bool = False) -> None:
     """NCCL_NVLS_ENABLE=0: required from NCCL 2.29 (a failed NVLS bind fails communicator
-    init), a guard before (2.28 and older fall back by themselves): NVIDIA/nccl#2077."""
+    init: NVIDIA/nccl#2077); before it NCCL 2.28.9 fell back on slot exhaustion but 2.26.2
+    aborted on a 401 (NVIDIA/nccl#1788), so it is set on a failed bind whatever the version.
+    Not set where every GPU reports the multicast attribute 0 and nothing forces NVLS: NCCL
+    follows the attribute (nvls.cc) and builds no NVLS by itself."""
+    forced = ((ctx.facts.env or {}).get("NCCL_NVLS_ENABLE") or "").strip() == nccl.NVLS_FORCED_VALUE
+    if attribute_off and not forced and all_attributes_off(ctx):
+        return
     v = nccl_version(ctx)
     why = "NCCL does not build NVLS (multicast) channels"
     if v is None:
         why += "; required from NCCL 2.29 (a failed NVLS bind fails communicator init), NCCL version unknown"
     elif v >= nccl.NVLS_BIND_FATAL_SINCE:
         why += f"; required: NCCL {v[0]}.{v[1]} fails communicator init on a failed NVLS bind (NVIDIA/nccl#2077)"
+    elif attribute_off:
+        why += f"; NCCL {v[0]}.{v[1]} would follow the multicast attribute, which some GPUs still report"
     else:
-        why += f"; NCCL {v[0]}.{v[1]} falls back by itself on a failed bind, this keeps it from trying"
+        why += (
+            f"; NCCL {v[0]}.{v[1]} falls back by itself only on some bind failures (2.28.9 on slot exhaustion: "
+            "NVIDIA/nccl#2077; 2.26.2 aborted on a 401: NVIDIA/nccl#1788), so it is kept from trying"
+        )
     _env_step(ctx, "NCCL_NVLS_ENABLE", "0", why, fb, cost=vllm.COST_NVLS_OFF)
 
 
@@ -134,12 +155,9 @@ def communicates(ctx: Context) -> bool:
 
 
 def flag_values(ctx: Context) -> dict[str, str | None]:
-    """The engine command's flags as the reader saw them: name -> value (None: bare flag)."""
-    out: dict[str, str | None] = {}
-    for item in ctx.intent.engine_flags:
-        name, eq, value = item.partition("=")
-        out[name] = value if eq else None
-    return out
+    """The engine command's flags as the reader saw them: name -> value (None: bare flag),
+    read once where the launch is read (``intent.option_values``)."""
+    return dict(ctx.intent.option_values)
 
 
 def _sm_majors(ctx: Context) -> set[str] | None:
@@ -164,7 +182,7 @@ def multicast_fallback(ctx: Context, attribute_off: bool = False) -> Fallback:
     fb = Fallback()
     if engines.get(ctx.intent.engine).multicast.fallback == "flags":
         _rules_note(ctx, fb, sglang.NAME, sglang.FALLBACK_READ_IN, "SGLang")
-        _sglang(ctx, fb)
+        _sglang(ctx, fb, attribute_off)
         return fb
     _rules_note(ctx, fb, vllm.NAME, vllm.MULTICAST_PATHS_READ_IN, "vLLM")
     k3 = kimi_k3_tail(ctx)
@@ -182,25 +200,11 @@ def multicast_fallback(ctx: Context, attribute_off: bool = False) -> Fallback:
     beam = None if attribute_off else beam_allreduce(ctx)
     if beam:
         fb.blocker = f"{fb.blocker} {beam}" if fb.blocker else beam
-    _env_step(
-        ctx,
-        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
-        "1",
-        "torch symmetric memory skips every multicast call (rendezvous gives multicast_ptr 0): "
-        "vLLM's symm-mem all-reduce, CustomAllreduce's MNNVL buffers, direct DCP",
-        fb,
-    )
-    _env_step(
-        ctx,
-        vllm.ALLREDUCE_USE_SYMM_MEM,
-        "0",
-        "vLLM's symmetric-memory all-reduce (multimem) is not created",
-        fb,
-        cost=vllm.COST_SYMM_MEM_OFF,
-    )
+    _torch_symm_mem(ctx, fb)
     _flashinfer_allreduce(ctx, fb)
-    _nvls_step(ctx, fb)
-    _env_step(ctx, vllm.USE_NCCL_SYMM_MEM, "0", "no NCCL symmetric-memory (NVLS window) all-reduce", fb)
+    _nvls_step(ctx, fb, attribute_off)
+    if env_on(ctx, vllm.USE_NCCL_SYMM_MEM):  # off by default (envs.py 0.11.0-0.33.0): else nothing to change
+        _env_step(ctx, vllm.USE_NCCL_SYMM_MEM, "0", "no NCCL symmetric-memory (NVLS window) all-reduce", fb)
     if _dcp(ctx):
         for name in (vllm.USE_DIRECT_DCP_Q_GATHER, vllm.USE_DIRECT_DCP_KV_GATHER):
             _env_step(ctx, name, "0", "decode context parallel gathers through NCCL, not NVLS multicast", fb)
@@ -224,6 +228,41 @@ def multicast_fallback(ctx: Context, attribute_off: bool = False) -> Fallback:
     return fb
 
 
+def _torch_symm_mem(ctx: Context, fb: Fallback) -> None:
+    """The torch symmetric-memory paths, cheapest switch first.
+
+    Every vLLM user of torch symmetric memory runs in the tensor-parallel group (the symm-mem
+    all-reduce and the custom all-reduce in cuda_communicator.py, the GEMM + reduce-scatter,
+    the direct DCP gathers, Inkling's Lamport buffers: ``MULTICAST_PATHS``), so at TP 1 there
+    is nothing to switch. TORCH_SYMM_MEM_DISABLE_MULTICAST=1 turns multicast off inside torch
+    and keeps the rest; vLLM's own switch follows only where the symm-mem all-reduce is on."""
+    if ctx.intent.tensor_parallel_size <= 1 and not _dcp(ctx):
+        return
+    torch_reads = engine_reads(ctx, "TORCH_SYMM_MEM_DISABLE_MULTICAST")
+    _env_step(
+        ctx,
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+        "1",
+        "torch symmetric memory skips every multicast call (rendezvous gives multicast_ptr 0): "
+        "vLLM's symm-mem all-reduce, CustomAllreduce's MNNVL buffers, direct DCP",
+        fb,
+        cost=vllm.COST_TORCH_MULTICAST_OFF,
+    )
+    if ctx.intent.tensor_parallel_size <= 1 or not vllm_symm_mem_on(ctx):
+        return  # off by default before 0.11.0 (envs.py): nothing to turn off
+    keeps_two_shot = vllm.SYMM_MEM_TWO_SHOT_WITHOUT_MULTICAST_SINCE
+    if torch_reads is not False and keeps_two_shot and _at_least(package(ctx.facts, "vllm"), keeps_two_shot):
+        return  # multicast off inside torch keeps its two-shot: the vLLM switch would only lose it
+    _env_step(
+        ctx,
+        vllm.ALLREDUCE_USE_SYMM_MEM,
+        "0",
+        "vLLM's symmetric-memory all-reduce (multimem) is not created",
+        fb,
+        cost=vllm.COST_SYMM_MEM_ONLY_SWITCH if torch_reads is False else vllm.COST_SYMM_MEM_OFF,
+    )
+
+
 def _dcp(ctx: Context) -> bool:
     """Decode context parallel is on (-dcp > 1) or a direct DCP gather is forced by env."""
     flags = flag_values(ctx)
@@ -242,21 +281,42 @@ def _dcp(ctx: Context) -> bool:
 
 
 def _flashinfer_allreduce(ctx: Context, fb: Fallback) -> None:
-    """FlashInfer all-reduce: trtllm (CUDA IPC) on one node; off where the TP group spans
-    nodes, since vLLM raises ValueError for trtllm there (flashinfer_all_reduce.py). Up to
-    vLLM 0.16.x the fusion builds only CUDA IPC workspaces: nothing to change there."""
+    """FlashInfer all-reduce (+RMSNorm fusion), the cheapest switch that avoids mnnvl:
+
+    1. one node with NVSwitch: VLLM_FLASHINFER_ALLREDUCE_BACKEND=trtllm keeps the fusion
+       over CUDA IPC, no slower than mnnvl there (PR #37756), and only where this vLLM
+       would pick mnnvl (else the variable changes nothing);
+    2. one node without NVSwitch (bridged NVLink, PCIe) or NVSwitch unknown: trtllm is the
+       slower backend (259 ms against 25 ms ITL with the fusion off: PR #48075), so the fusion
+       goes off instead;
+    3. across nodes vLLM raises ValueError for trtllm (flashinfer_all_reduce.py): fusion off.
+
+    Up to vLLM 0.16.x the fusion builds only CUDA IPC workspaces: nothing to change; at TP 1
+    there is no FlashInfer all-reduce."""
     if _at_least(package(ctx.facts, "vllm"), vllm.FI_ALLREDUCE_MULTICAST_SINCE) is False:
         return
-    if not tp_spans_nodes(ctx):
-        _env_step(
-            ctx,
-            vllm.FLASHINFER_ALLREDUCE_BACKEND,
-            "trtllm",
-            "FlashInfer all-reduce (and its RMSNorm fusion) uses CUDA IPC instead of mnnvl multicast",
-            fb,
-        )
+    if ctx.intent.tensor_parallel_size <= 1:
         return
-    if (ctx.facts.env or {}).get(vllm.FLASHINFER_ALLREDUCE_BACKEND) == "trtllm":
+    if not tp_spans_nodes(ctx):
+        mnnvl = fi_backend_mnnvl(ctx)
+        if mnnvl is False:
+            return
+        # trtllm's workspace is torch symmetric memory before FlashInfer 0.7.2.post1: off
+        # multicast only with the torch switch, else it is no cheaper way out
+        fi_clean = _at_least(package(ctx.facts, "flashinfer-python"), flashinfer.TRTLLM_WORKSPACE_NO_MULTICAST_SINCE)
+        with_torch = engine_reads(ctx, "TORCH_SYMM_MEM_DISABLE_MULTICAST") is not False
+        if ctx.fabric_manager.nvswitch_system is True and (fi_clean or with_torch):
+            _env_step(
+                ctx,
+                vllm.FLASHINFER_ALLREDUCE_BACKEND,
+                "trtllm",
+                "FlashInfer all-reduce (and its RMSNorm fusion) uses trtllm's peer buffers instead of mnnvl multicast"
+                + ("" if fi_clean else " (its workspace is torch symmetric memory here: with multicast off in torch)"),
+                fb,
+                cost=vllm.COST_TRTLLM_NVSWITCH,
+            )
+            return
+    elif (ctx.facts.env or {}).get(vllm.FLASHINFER_ALLREDUCE_BACKEND) == "trtllm":
         _env_step(
             ctx,
             vllm.FLASHINFER_ALLREDUCE_BACKEND,
@@ -264,13 +324,17 @@ def _flashinfer_allreduce(ctx: Context, fb: Fallback) -> None:
             "trtllm raises ValueError for a tensor-parallel group across nodes",
             fb,
         )
-    _env_step(
-        ctx,
-        vllm.ALLREDUCE_USE_FLASHINFER,
-        "0",
-        "the standalone FlashInfer all-reduce (mnnvl across nodes) is not created",
-        fb,
-    )
+    ver = package(ctx.facts, "vllm")
+    asked = envread.given(vllm_envs.DECLARED[vllm.ALLREDUCE_USE_FLASHINFER], ctx.facts.env or {})
+    default = vllm.env_default(vllm.ALLREDUCE_USE_FLASHINFER, str(ver)) if ver else None
+    if asked if asked is not None else (default != "0"):  # on by default from 0.29.0 (envs.py)
+        _env_step(
+            ctx,
+            vllm.ALLREDUCE_USE_FLASHINFER,
+            "0",
+            "the standalone FlashInfer all-reduce (mnnvl) is not created",
+            fb,
+        )
     _fusion_pass_off(ctx, fb)
 
 
@@ -278,7 +342,10 @@ def _fusion_pass_off(ctx: Context, fb: Fallback) -> None:
     """Turn vLLM's all-reduce + RMSNorm fusion pass off, keeping the user's compilation config."""
     flags = flag_values(ctx)
     section, key = vllm.FUSE_ALLREDUCE_RMS_PATH
-    why = "the all-reduce + RMSNorm fusion pass (FlashInfer mnnvl across nodes) is off"
+    why = (
+        "the all-reduce + RMSNorm fusion pass is off (FlashInfer mnnvl binds multicast; trtllm raises across "
+        "nodes and is the slower backend without NVSwitch)"
+    )
     ver = package(ctx.facts, "vllm")
     field = next((name for since, name in vllm.FUSION_PASS_FIELDS if _at_least(ver, since)), None)
     if field is None:
@@ -381,13 +448,20 @@ def _ray(ctx: Context, fb: Fallback) -> None:
     )
 
 
-def _sglang(ctx: Context, fb: Fallback) -> None:
+def _sglang(ctx: Context, fb: Fallback, attribute_off: bool = False) -> None:
     flags = flag_values(ctx)
     for flag, why in sglang.MULTICAST_FLAGS.items():
         if not flags or flag in flags:
-            fb.steps.append(PlanStep("drop_arg", flag, None, why))
-    _env_step(ctx, "TORCH_SYMM_MEM_DISABLE_MULTICAST", "1", "torch symmetric memory skips every multicast call", fb)
-    _nvls_step(ctx, fb)
+            fb.steps.append(PlanStep("drop_arg", flag, None, why, cost=sglang.MULTICAST_FLAG_COSTS.get(flag, "")))
+    _env_step(
+        ctx,
+        "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+        "1",
+        "torch symmetric memory skips every multicast call",
+        fb,
+        cost=vllm.COST_TORCH_MULTICAST_OFF,
+    )
+    _nvls_step(ctx, fb, attribute_off)
     a2a = flags.get(sglang.MOE_A2A_BACKEND_FLAG)
     if a2a in sglang.NVSHMEM_A2A_BACKENDS:
         fb.steps.append(
@@ -563,11 +637,7 @@ def multicast_paths(ctx: Context) -> list[str]:
             paths.append(f"torch symmetric-memory all-reduce ({vllm.ALLREDUCE_USE_SYMM_MEM})")
         if tp > 1 and vllm.DISABLE_CUSTOM_AR_FLAG not in flags:
             paths.append("CustomAllreduce's MNNVL buffers (torch symmetric memory)")
-    backend = env.get(vllm.FLASHINFER_ALLREDUCE_BACKEND)
-    if tp > 1 and (
-        backend == "mnnvl"
-        or (backend in (None, "auto") and _at_least(package(ctx.facts, "vllm"), vllm.MNNVL_AUTO_SINGLE_NODE))
-    ):
+    if tp > 1 and fi_backend_mnnvl(ctx):  # the backend the plan pins away from (cheapest.py)
         paths.append(f"FlashInfer mnnvl all-reduce ({vllm.FLASHINFER_ALLREDUCE_BACKEND})")
     a2a = flags.get(vllm.ALL2ALL_BACKEND_FLAG)
     if a2a in vllm.ALL2ALL_MULTICAST | vllm.ALL2ALL_NVSHMEM:

@@ -5,14 +5,24 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from flightcheck._checks.framework import Context, Outcome, Skip, check, fail, ok, summary
+from flightcheck._checks.framework import Context, Missing, Outcome, Skip, check, fail, ok, summary
 from flightcheck._checks.shared.gpus import driver_ok, gpu_label, subject, used_gpus
+from flightcheck._checks.shared.jit import jit_cache_matches
 from flightcheck._fixes.driver import driver_fix
 from flightcheck._knowledge import engines
-from flightcheck._knowledge.cuda import MAJOR_FLOOR, TORCH_INDEX, driver_for, runs_on, torch_cuda_can_build
+from flightcheck._knowledge.cuda import (
+    MAJOR_FLOOR,
+    TORCH_INDEX,
+    driver_for,
+    ptx_accepted,
+    ptx_needs_cuda,
+    runs_on,
+    torch_cuda_can_build,
+)
 from flightcheck._knowledge.derived import mig_instances
+from flightcheck._knowledge.gpus import arch_code, code_runs_on
 from flightcheck._knowledge.units import major_minor
-from flightcheck._vocabulary.facts import Gpu
+from flightcheck._vocabulary.facts import CudaLibrary, Gpu
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 
@@ -144,42 +154,59 @@ def not_enough_gpus(ctx: Context) -> Iterator[Outcome]:
         "The NVIDIA driver on your system is too old",
         "CUDA driver version is insufficient for CUDA runtime version",
         "cudaErrorInsufficientDriver",
+        "the provided PTX was compiled with an unsupported toolchain",
+        "CUDA_ERROR_UNSUPPORTED_PTX_VERSION|cudaErrorUnsupportedPtxVersion",
     ),
 )
 def driver_too_old_for_cuda(ctx: Context) -> Iterator[Outcome]:
-    """The driver supports an older CUDA than the one torch was built with.
+    """The driver supports an older CUDA than the one torch was built with, or than the PTX
+    a kernel library needs JIT-compiled for a GPU it has no cubin for.
 
     ## What it checks
     The CUDA version the driver reports (NVML) against the CUDA torch was built with: a lower
-    major is an error, a lower minor (same major) a warning.
+    major is an error, a lower minor (same major) a warning. Then the device code of the
+    engine's package and of the kernel packages it loads (sgl-kernel, flashinfer-jit-cache;
+    ``python.cuda_libraries``, read from their fatbin headers): for each GPU used with no
+    cubin in a library that runs on it, the PTX ISA of the PTX that would be JIT-compiled
+    against the driver's CUDA. A cubin for the GPU makes the PTX irrelevant.
 
     ## Why the launch dies
     A lower major fails at the first CUDA call ("The NVIDIA driver on your system is too
     old", cudaErrorInsufficientDriver 35). A lower minor runs through minor-version
-    compatibility, but PTX the newer toolkit emits (Triton, FlashInfer JIT) is rejected with
-    CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222) when the first such kernel loads.
+    compatibility, but the driver's JIT refuses PTX newer than itself: where a library has
+    only PTX for the GPU (e.g. kernels built as CUDA 12.8 PTX, ISA 8.7, on a 12.4 driver),
+    its first kernel fails with CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222, "the provided PTX
+    was compiled with an unsupported toolchain").
 
     ## How to fix
-    Install at least the driver the torch CUDA version ships with (the failure names it), or
-    a torch build for the CUDA this driver supports; on data-center GPUs the cuda-compat
-    package (forward compatibility) is a third way.
+    Install at least the driver the torch CUDA version (or the PTX's CUDA) ships with (the
+    failure names it), or a torch build for the CUDA this driver supports, or a build of the
+    library with cubins for the GPU; on data-center GPUs the cuda-compat package (forward
+    compatibility) is a third way.
     """
     driver_ok(ctx)
     torch_cuda = ctx.python.torch_cuda
-    if torch_cuda is None:
+    libraries = _loaded_libraries(ctx)
+    if torch_cuda is None and not libraries:
         raise Skip("torch is not installed in the engine's interpreter (or is a CPU build)")
     drv = major_minor(ctx.need(ctx.driver.cuda_version, "driver.cuda_version"))
-    want = major_minor(torch_cuda)
-    if drv is None or want is None:
+    want = major_minor(torch_cuda) if torch_cuda is not None else None
+    if drv is None or (torch_cuda is not None and want is None):
         raise Skip("unparsable CUDA version")
+    if torch_cuda is not None and want is not None:
+        yield _torch_outcome(ctx, drv, want, torch_cuda)
+    if libraries:
+        yield from _ptx_outcomes(ctx, drv, libraries)
+
+
+def _torch_outcome(ctx: Context, drv: tuple[int, int], want: tuple[int, int], torch_cuda: str) -> Outcome:
     ev = {"driver": ctx.driver.version, "driver_cuda": ctx.driver.cuda_version, "torch_cuda": torch_cuda}
     if drv >= want:
-        yield ok(f"driver supports CUDA {drv[0]}.{drv[1]}, torch needs {want[0]}.{want[1]}")
-        return
+        return ok(f"driver supports CUDA {drv[0]}.{drv[1]}, torch needs {want[0]}.{want[1]}")
     need = driver_for(want)
     if drv[0] < want[0]:
         floor = MAJOR_FLOOR.get(want[0], need)
-        yield fail(
+        return fail(
             f"driver {ev['driver']} supports CUDA {drv[0]}.{drv[1]}; "
             f"torch is built for CUDA {torch_cuda}: CUDA cannot initialise",
             fix=(
@@ -190,15 +217,139 @@ def driver_too_old_for_cuda(ctx: Context) -> Iterator[Outcome]:
             ),
             evidence={**ev, "needed_driver": need},
         )
-    else:
-        yield fail(
-            f"driver {ev['driver']} supports CUDA {drv[0]}.{drv[1]}, "
-            f"older than torch's {torch_cuda}: runs through minor-version "
-            f"compatibility, but PTX from CUDA {want[0]}.{want[1]} (Triton, FlashInfer JIT) is rejected",
-            fix=f"install NVIDIA driver >= {need} (CUDA {want[0]}.{want[1]}'s)",
+    return fail(
+        f"driver {ev['driver']} supports CUDA {drv[0]}.{drv[1]}, "
+        f"older than torch's {torch_cuda}: runs through minor-version "
+        f"compatibility, but PTX from CUDA {want[0]}.{want[1]} (Triton, FlashInfer JIT) is rejected",
+        fix=f"install NVIDIA driver >= {need} (CUDA {want[0]}.{want[1]}'s)",
+        severity=WARNING,
+        evidence={**ev, "needed_driver": need},
+    )
+
+
+def _loaded_libraries(ctx: Context) -> dict[str, CudaLibrary]:
+    """The recorded libraries whose kernels this launch loads: the engine's package, its
+    kernel packages (SGLang's sgl-kernel), and flashinfer-jit-cache where FlashInfer takes it
+    (its version matches flashinfer-python's, as FlashInfer tests at import)."""
+    recorded = ctx.python.cuda_libraries or {}
+    packages = ctx.python.packages or {}
+    engine = engines.get(ctx.intent.engine)
+    wanted = {engine.package, *engine.kernel_packages}
+    fi, jc = packages.get("flashinfer-python"), packages.get("flashinfer-jit-cache")
+    if fi and jc and jit_cache_matches(fi, jc):
+        wanted.add("flashinfer-jit-cache")
+    return {name: lib for name, lib in recorded.items() if name in wanted and (lib.cubins or lib.ptx)}
+
+
+def _ptx_outcomes(ctx: Context, drv: tuple[int, int], libraries: dict[str, CudaLibrary]) -> Iterator[Outcome]:
+    """Per library and GPU arch: pass where a cubin runs on the GPU; else the PTX the driver
+    would JIT against the driver's CUDA (an error where every such PTX is newer than the
+    driver, a warning where some is, or where its ISA is unreadable or past the table)."""
+    try:
+        gpus = used_gpus(ctx)
+    except (Skip, Missing):
+        return  # FC201/FC202 say why there are no GPUs; the torch comparison stands alone
+    by_cc: dict[tuple[int, int], list[Gpu]] = {}
+    for g in gpus:
+        cc = major_minor(g.compute_capability)
+        if cc is not None:
+            by_cc.setdefault(cc, []).append(g)
+    checked: list[str] = []
+    failed = False
+    for name, lib in sorted(libraries.items()):
+        label = f"{name} {lib.version}" if lib.version else name
+        for cc, group in sorted(by_cc.items()):
+            cubins = [c for c in (arch_code(a, False) for a in lib.cubins or ()) if c is not None]
+            if any(code_runs_on(c, cc) for c in cubins):
+                checked.append(f"{label}: cubin for sm_{cc[0]}{cc[1]}")
+                continue
+            jit = {a: v for a, v in (lib.ptx or {}).items() if (code := arch_code(a, True)) and code_runs_on(code, cc)}
+            if not jit:
+                continue  # no code for this GPU at all: FC204 / FC111 territory, not the driver's
+            outcome = _judge_ptx(ctx, drv, label, lib, cc, group, jit)
+            if outcome is None:
+                checked.append(f"{label}: PTX for sm_{cc[0]}{cc[1]} the driver accepts")
+            else:
+                failed = True
+                yield outcome
+    if checked or not failed:
+        yield ok("; ".join(checked) or "no recorded kernel library needs PTX JIT-compiled here")
+
+
+def _judge_ptx(
+    ctx: Context,
+    drv: tuple[int, int],
+    label: str,
+    lib: CudaLibrary,
+    cc: tuple[int, int],
+    gpus: list[Gpu],
+    jit: dict[str, list[str]],
+) -> Outcome | None:
+    """The verdict on the PTX ``jit`` ({arch: ISA versions}) a library has for GPUs of
+    ``cc``; None when the driver accepts all of it."""
+    sm = f"sm_{cc[0]}{cc[1]}"
+    ptx_text = ", ".join(f"compute_{a.replace('.', '')} (PTX ISA {'/'.join(v) or '?'})" for a, v in sorted(jit.items()))
+    ev = {
+        "library": label,
+        "cubins": lib.cubins,
+        "ptx": {a: list(v) for a, v in jit.items()},
+        "driver": ctx.driver.version,
+        "driver_cuda": ctx.driver.cuda_version,
+    }
+    more = f" and {len(gpus) - 1} more" if len(gpus) > 1 else ""
+    where = f"{label} has no cubin for {gpu_label(gpus[0])}{more}, only {ptx_text}"
+    isas = [i for v in jit.values() for i in (major_minor(x) for x in v) if i is not None]
+    if not isas or any(not v for v in jit.values()):
+        return fail(
+            f"{where}, whose PTX ISA version could not be read: the driver (CUDA {drv[0]}.{drv[1]}) JIT-compiles it "
+            "and refuses it if it is newer than itself (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222)",
+            fix=f"install a build of {label.split()[0]} with cubins for {sm}, or a driver at least as new as its CUDA",
+            subject=subject(gpus),
             severity=WARNING,
-            evidence={**ev, "needed_driver": need},
+            evidence=ev,
         )
+    needs = [(isa, *ptx_needs_cuda(isa)) for isa in isas]
+    verdicts = [ptx_accepted(isa, drv) for isa in isas]
+    refused = [v for v in verdicts if v is False]
+    undecided = [v for v in verdicts if v is None]
+    if not refused and not undecided:
+        return None
+    newest_isa, newest_cuda, newest_exact = max(needs)
+    cuda_text = (
+        f"{newest_cuda[0]}.{newest_cuda[1]}" if newest_exact else f"newer than {newest_cuda[0]}.{newest_cuda[1]}"
+    )
+    need_driver = driver_for(newest_cuda) if newest_exact else None
+    ev |= {"ptx_isa": f"{newest_isa[0]}.{newest_isa[1]}", "needed_cuda": cuda_text, "needed_driver": need_driver}
+    fix = (
+        f"install NVIDIA driver >= {need_driver} (CUDA {cuda_text}'s)"
+        if need_driver
+        else f"install a driver of CUDA {cuda_text}"
+    ) + (
+        f", or a build of {label.split()[0]} with cubins for {sm} (or one built with CUDA <= {drv[0]}.{drv[1]}); "
+        f"data-center GPUs: the cuda-compat package of CUDA {cuda_text} (forward compatibility)"
+    )
+    refuses = "the driver JIT rejects PTX newer than itself: CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)"
+    if refused and len(refused) == len(needs):
+        return fail(
+            f"{where}, which needs CUDA {cuda_text}; driver {ctx.driver.version} supports CUDA {drv[0]}.{drv[1]}: "
+            f"{refuses} at the library's first kernel",
+            fix=fix,
+            subject=subject(gpus),
+            evidence=ev,
+        )
+    how = (
+        "some of it needs a newer CUDA than the driver's"
+        if refused
+        else f"PTX ISA {newest_isa[0]}.{newest_isa[1]} is not in the ISA table read here (extrapolating)"
+    )
+    return fail(
+        f"{where}; driver {ctx.driver.version} supports CUDA {drv[0]}.{drv[1]} and {how}: "
+        "kernels whose PTX is newer than the driver fail with CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)",
+        fix=fix,
+        subject=subject(gpus),
+        severity=WARNING,
+        evidence=ev,
+    )
 
 
 @check(

@@ -36,7 +36,8 @@ SHM_FIX = (
 
 def _pod(ctx: Context) -> Pod:
     if ctx.facts.pod is None:
-        raise Skip("no Kubernetes manifest given (check --k8s MANIFEST)")
+        # --k8s-self that could not read the pod says why (no service account, 403, ...)
+        raise Skip(ctx.facts.unavailable.get("pod") or "no Kubernetes manifest given (check --k8s MANIFEST)")
     return ctx.facts.pod
 
 
@@ -57,7 +58,8 @@ def _ranks_per_pod(ctx: Context, p: Pod) -> int:
 def _headline(ctx: Context) -> str:
     p = ctx.facts.pod
     if p is None:
-        return "no manifest (--k8s)"
+        why = ctx.facts.unavailable.get("pod")
+        return f"skipped: {why}" if why else "no manifest (--k8s)"
     parts = [f"{p.kind or 'Pod'} {p.name or '?'}", f"container {p.container or '?'}"]
     if p.group_size and p.group_size > 1:
         parts.append(f"group of {p.group_size} pods")

@@ -32,7 +32,7 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
     (``0.7.2.post1+cu130`` matches ``0.7.2.post1``). FlashInfer compares both at import.
 
     ## Why the launch dies
-    Before 0.7.2 (0.7.0 and 0.7.1 read) ``import flashinfer`` raises "flashinfer-cubin
+    Before 0.7.2 (0.4.0, 0.4.1, 0.7.0 and 0.7.1 read) ``import flashinfer`` raises "flashinfer-cubin
     version (X) does not match flashinfer version (Y)" (or the jit-cache equivalent), so
     every FlashInfer path in the engine is gone. From 0.7.2 (``flashinfer/jit/env.py``) the
     mismatched package is ignored with a warning: cubins are downloaded on demand (~60 s of
@@ -40,7 +40,8 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
     kernels are compiled with nvcc after the weight load (a warning then). With
     FLASHINFER_DISABLE_VERSION_CHECK set it imports, and mismatched prebuilt kernels fail
     later instead (a warning). With FLASHINFER_CUBIN_DIR set (0.7.0 and later) FlashInfer
-    never looks at flashinfer-cubin, whatever its version.
+    never looks at flashinfer-cubin, whatever its version. Before 0.4.0 (the sdists of
+    0.2.0.post1-0.3.1.post1 read) FlashInfer never imports either package: passes.
 
     ## How to fix
     Install the companions at flashinfer-python's version, with the engine's interpreter:
@@ -52,6 +53,14 @@ def companion_mismatch(ctx: Context) -> Iterator[Outcome]:
     if not fi:
         raise Skip("flashinfer-python is not installed")
     cubin, jc = packages.get("flashinfer-cubin"), packages.get("flashinfer-jit-cache")
+    if (cubin or jc) and not _fi_wheels.at_least(fi, _fi_wheels.COMPANIONS_READ_SINCE):
+        unread = ", ".join(f"{n} {v}" for n, v in (("flashinfer-cubin", cubin), ("flashinfer-jit-cache", jc)) if v)
+        yield ok(
+            f"flashinfer-python {fi} never reads {unread} (companion packages are read from "
+            f"{_fi_wheels.COMPANIONS_READ_SINCE}): not used, nothing to match",
+            evidence={"flashinfer-python": fi, "flashinfer-cubin": cubin, "flashinfer-jit-cache": jc},
+        )
+        return
     bad, fixes = [], []
     cubin_dir = ctx.env.get(_fi_wheels.CUBIN_DIR)
     bypassed = None

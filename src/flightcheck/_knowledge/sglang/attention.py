@@ -4,6 +4,9 @@ default, the page size and CUDA graphs they imply, and what the engine refuses.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import msgspec
 
 from flightcheck._knowledge.sglang.memory import DCP_FLAG, NO_GRAPH_FLAGS, PREFILL_BACKEND_FLAG
@@ -149,11 +152,34 @@ def _capability_major(capability: str | None) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+def attention_flags(flags: list[str]) -> dict[str, Any]:
+    """What a launch's canonical flags (``--name=value``) say that :func:`attention_backends`
+    reads, read once where the launch is read (the Intent's ``memory_options``): the
+    backends given, the KV dtype, the page size, decode CP splitting the heads, a prefill
+    CUDA-graph backend given, a flag that turns the prefill graphs off. As SGLang's parser
+    does, the last value of a flag wins."""
+    values: dict[str, str] = {}
+    for item in flags:
+        name, _, value = item.partition("=")
+        values[name] = value
+    page_text = values.get(PAGE_SIZE_FLAG, "")
+    return {
+        "attention": values.get(ATTENTION_BACKEND_FLAG) or None,
+        "prefill": values.get(PREFILL_ATTENTION_BACKEND_FLAG) or None,
+        "decode": values.get(DECODE_ATTENTION_BACKEND_FLAG) or None,
+        "kv_dtype": values.get(FLAG["kv_dtype"]) or "auto",
+        "page_size": int(page_text) if page_text.isdigit() else None,
+        "dcp_split": values.get(DCP_FLAG, "1") not in ("", "0", "1"),
+        "prefill_backend_given": PREFILL_BACKEND_FLAG in values,
+        "prefill_graphs_off": any(NO_GRAPH_FLAGS.get(item, (False, False))[1] for item in flags),
+    }
+
+
 def attention_backends(
     capability: str | None,
     mla: bool,
     architectures: list[str] | tuple[str, ...],
-    flags: list[str],
+    flags: list[str] | Mapping[str, Any],
     *,
     dsa: bool = False,
     asymmetric_kv: bool = False,
@@ -174,17 +200,11 @@ def attention_backends(
         or any(part in arch for part in OWN_BACKEND_ARCH_PARTS)
     ):
         return None
-    values: dict[str, str] = {}
-    for item in flags:
-        name, _, value = item.partition("=")
-        values[name] = value
-    attn = values.get(ATTENTION_BACKEND_FLAG) or None
-    prefill = values.get(PREFILL_ATTENTION_BACKEND_FLAG) or None
-    decode = values.get(DECODE_ATTENTION_BACKEND_FLAG) or None
-    kv_dtype = values.get(FLAG["kv_dtype"]) or "auto"
-    page_text = values.get(PAGE_SIZE_FLAG, "")
-    page: int | None = int(page_text) if page_text.isdigit() else None
-    if values.get(DCP_FLAG, "1") not in ("", "0", "1"):
+    given = attention_flags(flags) if isinstance(flags, list) else flags
+    attn, prefill, decode = given["attention"], given["prefill"], given["decode"]
+    kv_dtype: str = given["kv_dtype"]
+    page: int | None = given["page_size"]
+    if given["dcp_split"]:
         return None
     sm100, hopper = major == 10, major == 9
     unset = attn is None and prefill is None and decode is None
@@ -227,9 +247,9 @@ def attention_backends(
         page = 128
     first = prefill or attn
     graphs_off = (
-        PREFILL_BACKEND_FLAG not in values
+        not given["prefill_backend_given"]
         and first == "trtllm_mla"
         and TRTLLM_MLA_NO_PREFILL_GRAPH_ARCH in architectures
-        and not any(NO_GRAPH_FLAGS.get(item, (False, False))[1] for item in flags)
+        and not given["prefill_graphs_off"]
     )
     return AttentionChoice(first, decode or attn, page, graphs_off, refusal)

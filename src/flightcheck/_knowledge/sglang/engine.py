@@ -13,11 +13,13 @@ from typing import Any, Literal
 
 from flightcheck._knowledge import sglang as k
 from flightcheck._knowledge.sglang.envs import DECLARED
+from flightcheck._knowledge.sglang.reader import CHILD_READER, SERVED_NAME_FLAG
 from flightcheck._vocabulary.engine import (
     CheckpointRules,
     CommandRules,
     EngineName,
     EnvVar,
+    LogRules,
     MemoryRules,
     MulticastRules,
     Reader,
@@ -47,19 +49,41 @@ class _Reader:
     preprocess: Literal["flexible", "server-args"] = "server-args"
     dp_attention_flag: str | None = k.DP_ATTENTION_FLAG
     derives_expert_parallel: bool = True
+    child: Mapping[str, Any] = CHILD_READER
     executor_backend: bool = False
 
-    def layout(
-        self,
-        tp: int,
-        pp: int = 1,
-        dp: int = 1,
-        ep: bool = False,
-        moe_size: int | None = None,
-        pcp: int = 1,
-        dcp: int = 1,
-    ) -> str:
-        return k.layout(tp, pp, dp, ep, moe_size, pcp, dcp)
+    # the package's own function, as it is (the interface's signature)
+    layout = staticmethod(k.layout)
+
+    def launch_options(self, flags: list[str]) -> dict[str, Any]:
+        # the last value of a flag wins, as argparse keeps it
+        values = {name: value for name, eq, value in (f.partition("=") for f in flags) if eq}
+        served = values.get(SERVED_NAME_FLAG)
+        return {
+            "served_model_names": [served] if served is not None else None,
+            "all2all_backend": values.get(k.MOE_A2A_BACKEND_FLAG),
+            "memory_options": memory_options(flags),
+        }
+
+
+def memory_options(flags: list[str]) -> dict[str, Any]:
+    """What SGLang's memory rules read from a launch's canonical flags, read once (the
+    Intent's ``memory_options``): the terms of the default mem_fraction_static
+    (``fraction_flag_options``), whether the multimodal features move through CUDA memory
+    (``mm_feature_cache``), the attention backends given (``attention_flags``)."""
+    return {
+        "fraction": k.fraction_flag_options(flags),
+        "mm_feature_cache": k.mm_feature_cache(flags),
+        "attention": k.attention_flags(flags),
+    }
+
+
+#: a launch that sets nothing: what an Intent read from no command (``check``'s own flags) has
+_NO_FLAGS = memory_options([])
+
+
+def _given(options: Mapping[str, Any]) -> Mapping[str, Any]:
+    return options or _NO_FLAGS
 
 
 class _Memory:
@@ -88,11 +112,13 @@ class _Memory:
     def in_use_utilization(self, version: str | None) -> float | None:
         return None  # SGLang's check is of free memory (see the GPU-in-use check)
 
-    def fraction_options(self, flags: list[str], model: str | None, max_num_seqs: int | None) -> dict[str, Any]:
-        return dict(k.fraction_options(flags, model, max_num_seqs))
+    def fraction_options(
+        self, options: Mapping[str, Any], model: str | None, max_num_seqs: int | None
+    ) -> dict[str, Any]:
+        return {**_given(options)["fraction"], **k.fraction_launch_terms(model, max_num_seqs)}
 
-    def mm_reservation_bytes(self, flags: list[str], env: Mapping[str, str | None]) -> int:
-        return k.mm_reservation_bytes(flags, dict(env))
+    def mm_reservation_bytes(self, options: Mapping[str, Any], env: Mapping[str, str | None]) -> int:
+        return k.mm_reservation_bytes(bool(_given(options)["mm_feature_cache"]), dict(env))
 
     def utilization_refusal(self, value: Any, release: tuple[int, ...] | None) -> str | None:
         return None  # --mem-fraction-static has no range validator (sglang 0.5.23 server_args.py)
@@ -101,6 +127,17 @@ class _Memory:
 class _Multicast:
     fallback: Literal["switches", "flags"] = "flags"
     model_paths: bool = False
+
+
+class _Log:
+    # sglang 0.4 - 0.5.23 python/sglang/srt/entrypoints/http_server.py / launch_server.py
+    # log ``server_args=ServerArgs(...)`` at startup; its version as ``sglang==X`` /
+    # ``sglang version X`` / ``sglang_version=X`` (srt/utils ``get_version`` in the env dump)
+    args_markers: tuple[str, ...] = ("ServerArgs(",)
+    version_patterns: tuple[str, ...] = (r"\bsglang(?:==| version:? |_version=)(\d[\w.+-]*)",)
+    version_hints: tuple[str, ...] = ("ersion", "sglang")
+    # ``ServerArgs(`` and ``sglang_version=`` name no other engine
+    decisive: bool = True
 
 
 #: python/sglang/srt/environ.py: ``SGLANG_X`` / ``SGL_X`` names
@@ -116,6 +153,9 @@ class SGLang:
     env_prefix: str = "SGLANG_"  # srt/environ.py (older names: SGL_)
     plugins_var: str | None = None
     flashinfer_pin: Mapping[str, str] = {}
+    # Requires-Dist: sgl-kernel (extra "srt", read in 0.4.1 ...) renamed sglang-kernel (0.5.10);
+    # both install the sgl_kernel module its srt layers import (``from sgl_kernel import ...``)
+    kernel_packages: tuple[str, ...] = ("sgl-kernel", "sglang-kernel")
     index_spelling: Literal["drops", "raises"] = "drops"
     runtime_compilers: frozenset[str] = frozenset()  # its JIT paths are checked by flags and pins
     probes_flashinfer_apis = False
@@ -125,6 +165,7 @@ class SGLang:
     checkpoint: CheckpointRules = k
     memory: MemoryRules = _Memory()
     multicast: MulticastRules = _Multicast()
+    log: LogRules = _Log()
 
     def env_files(self, package_dir: str) -> list[str]:
         return [os.path.join(package_dir, "srt", "environ.py")]

@@ -171,6 +171,13 @@ def mem_fraction_static(
 
 
 def fraction_options(flags: list[str], model: str | None = None, max_running: int | None = None) -> dict[str, object]:
+    """The keyword arguments of :func:`mem_fraction_static` a launch sets: its canonical
+    flags' (:func:`fraction_flag_options`) and its model's and batch's
+    (:func:`fraction_launch_terms`)."""
+    return {**fraction_flag_options(flags), **fraction_launch_terms(model, max_running)}
+
+
+def fraction_flag_options(flags: list[str]) -> dict[str, object]:
     """The keyword arguments of :func:`mem_fraction_static` a launch's canonical flags
     (``--chunked-prefill-size=4096``, ``--disable-cuda-graph``, ...) set; what SGLang 0.5.23
     resolves from them (--enable-dp-attention with --data-parallel-size N is attention DP N:
@@ -208,6 +215,13 @@ def fraction_options(flags: list[str], model: str | None = None, max_running: in
                 opts["decode_graphs"] = False
             if off[1]:
                 opts["prefill_graphs"] = False
+    return opts
+
+
+def fraction_launch_terms(model: str | None, max_running: int | None) -> dict[str, object]:
+    """The keyword arguments of :func:`mem_fraction_static` the launch's model and batch
+    limit set (the Intent's fields)."""
+    opts: dict[str, object] = {}
     if max_running is not None:
         opts["max_running"] = max_running
     if model and "llama-2" in model.lower():
@@ -243,15 +257,24 @@ MM_FEATURE_CACHE_ENV, MM_FEATURE_CACHE_MB = "SGLANG_MM_FEATURE_CACHE_MB", 1024
 MM_TRANSPORT_FLAG = "--mm-feature-transport"
 
 
-def mm_reservation_bytes(flags: list[str], env: dict[str, str | None]) -> int:
-    """What a multimodal model's KV budget loses (``mm_runtime_reservation_gb``)."""
+def mm_feature_cache(flags: list[str]) -> bool:
+    """Whether the launch moves multimodal features through CUDA memory
+    (``--mm-feature-transport cuda_ipc`` / ``cuda_vmm``), which adds the feature cache to
+    what the KV budget loses."""
+    return any(f in (f"{MM_TRANSPORT_FLAG}=cuda_ipc", f"{MM_TRANSPORT_FLAG}=cuda_vmm") for f in flags)
+
+
+def mm_reservation_bytes(flags: list[str] | bool, env: dict[str, str | None]) -> int:
+    """What a multimodal model's KV budget loses (``mm_runtime_reservation_gb``);
+    ``flags``: the launch's canonical flags, or :func:`mm_feature_cache` of them."""
+    feature_cache = flags if isinstance(flags, bool) else mm_feature_cache(flags)
 
     def mib(name: str, default: int) -> int:
         raw = (env.get(name) or "").strip()
         return int(raw) if raw.lstrip("-").isdigit() else default
 
     total = mib(VLM_CACHE_ENV, VLM_CACHE_MB)
-    if any(f in (f"{MM_TRANSPORT_FLAG}=cuda_ipc", f"{MM_TRANSPORT_FLAG}=cuda_vmm") for f in flags):
+    if feature_cache:
         total += mib(MM_FEATURE_CACHE_ENV, MM_FEATURE_CACHE_MB)
     return max(0, total) << 20
 

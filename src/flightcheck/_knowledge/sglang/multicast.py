@@ -22,6 +22,19 @@ MULTICAST_FLAGS: dict[str, str] = {
     "--enable-megamoe-for-layernorm-sp": "requires --enable-layernorm-sp, which the plan drops",
 }
 TORCH_SYMM_MEM_FLAG = "--enable-torch-symm-mem"
+#: What dropping a flag costs, where a cheaper switch was weighed (shown in the plan).
+#: srt/distributed/device_communicators/torch_symm_mem.py (one stored version of main, newer
+#: than the wheels above; not read release by release): TorchSymmMemCommunicator raises
+#: RuntimeError on ``handle.multicast_ptr == 0`` although only its multimem kernel needs
+#: multicast (two-shot at TP 2 on SM90 / TP 2-4 on SM100; PR #30364, open): so
+#: TORCH_SYMM_MEM_DISABLE_MULTICAST=1 alone cannot keep the flag, and the flag goes.
+MULTICAST_FLAG_COSTS: dict[str, str] = {
+    TORCH_SYMM_MEM_FLAG: (
+        "the only switch that works: SGLang's torch symm-mem all-reduce refuses to start without multicast "
+        "(torch_symm_mem.py raises on multicast_ptr 0, its two-shot too: PR #30364 open); the custom "
+        "all-reduce / NCCL carry it"
+    ),
+}
 NCCL_NVLS_FLAG = "--enable-nccl-nvls"
 #: srt/layers/flashinfer_comm_fusion.py: up to 0.5.13 the all-reduce fusion only ever builds
 #: FlashInfer's trtllm (CUDA IPC) workspace (0.5.5-0.5.9 trtllm_create_ipc_workspace_for_all_

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from flightcheck._knowledge.vllm.flashinfer_paths import ALL2ALL_FLAG
 from flightcheck._knowledge.vllm.multimodal import encoder_tp_mode, limit_mm_per_prompt, mm_profiling_off
+from flightcheck._knowledge.vllm.options import FLAG
+from flightcheck._knowledge.vllm.reader import SERVED_NAME_FLAG
 from flightcheck._knowledge.vllm.spec_decode import speculative_given
 
 #: the Intent fields :func:`launch_options` fills.
@@ -22,6 +25,7 @@ LAUNCH_OPTION_FIELDS: tuple[str, ...] = (
     "limit_mm_per_prompt",
     "mm_profiling_off",
     "mm_encoder_tp_mode",
+    "eager_given",
 )
 
 
@@ -35,4 +39,20 @@ def launch_options(flags: list[str]) -> dict[str, Any]:
         "limit_mm_per_prompt": limit_mm_per_prompt(flags),
         "mm_profiling_off": mm_profiling_off(flags),
         "mm_encoder_tp_mode": encoder_tp_mode(flags),
+        "eager_given": FLAG["eager"] in flags,
     }
+
+
+def engine_options(flags: list[str]) -> dict[str, Any]:
+    """The Intent's engine-read fields (``ENGINE_OPTION_FIELDS``) of a vLLM launch: the
+    served names (``--served-model-name a b``), the all2all backend (``--all2all-backend``,
+    the last one given, as argparse keeps it; FC712), no memory options."""
+    served: list[str] | None = None
+    backend: str | None = None
+    for item in flags:
+        name, eq, value = item.partition("=")
+        if name == SERVED_NAME_FLAG and eq:
+            served = value.split()
+        elif name == ALL2ALL_FLAG and eq:
+            backend = value
+    return {"served_model_names": served, "all2all_backend": backend, "memory_options": {}}

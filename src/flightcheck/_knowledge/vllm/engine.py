@@ -12,12 +12,15 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from flightcheck._knowledge import vllm as k
+from flightcheck._knowledge.vllm.command import engine_options
 from flightcheck._knowledge.vllm.env import DECLARED
+from flightcheck._knowledge.vllm.reader import CHILD_READER
 from flightcheck._vocabulary.engine import (
     CheckpointRules,
     CommandRules,
     EngineName,
     EnvVar,
+    LogRules,
     MemoryRules,
     MulticastRules,
     Reader,
@@ -49,19 +52,14 @@ class _Reader:
     preprocess: Literal["flexible", "server-args"] = "flexible"  # vllm/utils/argparse_utils.py
     dp_attention_flag: str | None = None
     derives_expert_parallel: bool = False
+    child: Mapping[str, Any] = CHILD_READER
     executor_backend: bool = True
 
-    def layout(
-        self,
-        tp: int,
-        pp: int = 1,
-        dp: int = 1,
-        ep: bool = False,
-        moe_size: int | None = None,
-        pcp: int = 1,
-        dcp: int = 1,
-    ) -> str:
-        return k.layout(tp, pp, dp, ep, moe_size, pcp, dcp)
+    # the package's own function, as it is (the interface's signature)
+    layout = staticmethod(k.layout)
+
+    def launch_options(self, flags: list[str]) -> dict[str, Any]:
+        return engine_options(flags)
 
 
 class _Memory:
@@ -95,10 +93,12 @@ class _Memory:
         v = release(version)
         return 0.92 if v is not None and v >= (0, 33) else 0.9
 
-    def fraction_options(self, flags: list[str], model: str | None, max_num_seqs: int | None) -> dict[str, Any]:
+    def fraction_options(
+        self, options: Mapping[str, Any], model: str | None, max_num_seqs: int | None
+    ) -> dict[str, Any]:
         return {}
 
-    def mm_reservation_bytes(self, flags: list[str], env: Mapping[str, str | None]) -> int:
+    def mm_reservation_bytes(self, options: Mapping[str, Any], env: Mapping[str, str | None]) -> int:
         return 0
 
     def utilization_refusal(self, value: Any, release: tuple[int, ...] | None) -> str | None:
@@ -108,6 +108,24 @@ class _Memory:
 class _Multicast:
     fallback: Literal["switches", "flags"] = "switches"
     model_paths: bool = True
+
+
+class _Log:
+    # what vLLM 0.6 - 0.33 log at startup (the wording the scan was read against):
+    # vllm/entrypoints/utils.py ``log_non_default_args`` ("non-default args: {...}"; older:
+    # "args: Namespace(...)"), vllm/entrypoints/openai/api_server.py ("vLLM API server
+    # version X"), vllm/engine/llm_engine.py / v1/engine/core.py ("Initializing a V1 LLM
+    # engine (vX)"; before V1 "Initializing an LLM engine (vX)"), pip-style ``vllm==X``
+    args_markers: tuple[str, ...] = ("non-default args:", "args: Namespace(")
+    version_patterns: tuple[str, ...] = (
+        r"vLLM API server version (\d[\w.+-]*)",
+        r"Initializing a V1 LLM engine \(v(\d[\w.+-]*)\)",
+        r"Initializing an LLM engine \(v(\d[\w.+-]*)\)",
+        r"\bvllm(?:==| version:? )(\d[\w.+-]*)",
+    )
+    version_hints: tuple[str, ...] = ("ersion", "Initializing")
+    # "non-default args:" is also how other launchers word it: a later SGLang line wins
+    decisive: bool = False
 
 
 #: vllm/envs.py: ``"VLLM_X": lambda ...`` entries, and the annotated module globals
@@ -123,6 +141,7 @@ class VLLM:
     env_prefix: str = k.ENV_PREFIX
     plugins_var: str | None = k.PLUGINS_VAR
     flashinfer_pin: Mapping[str, str] = k.FLASHINFER_PIN
+    kernel_packages: tuple[str, ...] = ()  # its kernels are its own extension modules (vllm/_C.abi3.so)
     # vllm/utils/deep_gemm.py, vllm/model_executor/layers/mhc (tilelang), humming kernels,
     # vllm/utils/flashinfer.py has_flashinfer (0.33.0)
     index_spelling: Literal["drops", "raises"] = "raises"
@@ -134,6 +153,7 @@ class VLLM:
     checkpoint: CheckpointRules = k
     memory: MemoryRules = _Memory()
     multicast: MulticastRules = _Multicast()
+    log: LogRules = _Log()
 
     def env_files(self, package_dir: str) -> list[str]:
         files = [os.path.join(package_dir, "envs.py")]

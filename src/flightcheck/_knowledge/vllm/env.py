@@ -78,6 +78,10 @@ def env_default(name: str, version: str) -> str | None:
 
 SYMM_MEM_DEFAULT_ON = ENV_DEFAULTS[ALLREDUCE_USE_SYMM_MEM][0][0]  # VLLM_ALLREDUCE_USE_SYMM_MEM on by default
 MNNVL_AUTO_SINGLE_NODE = "0.25.0"  # "auto" FlashInfer all-reduce means mnnvl on one node (#47219)
+#: ``auto`` became the default in 0.19.0 (the envs.py defaults above) with #38136, which resolves
+#: it in vLLM: trtllm on one node, mnnvl across nodes. Before it (0.17.0-0.18.x, default trtllm)
+#: an ``auto`` the user set went to FlashInfer, whose auto picks mnnvl (#34109).
+FI_AUTO_RESOLVED_SINCE = ENV_DEFAULTS[FLASHINFER_ALLREDUCE_BACKEND][0][0]
 
 
 # ---- which platform vLLM runs on (vllm/platforms/__init__.py, read in 0.33.0) ----------------
@@ -114,6 +118,10 @@ DECLARED: dict[str, EnvVar] = {
     for v in (
         # "VLLM_ALLREDUCE_USE_SYMM_MEM": lambda: bool(int(os.getenv(..., "1")))
         EnvVar(ALLREDUCE_USE_SYMM_MEM, "bool", "1", _ENVS),
+        # bool(int(os.getenv(..., "0"))) (0.11.0-0.33.0): the fallback sets it only where it is on
+        EnvVar(USE_NCCL_SYMM_MEM, "bool", None, _ENVS),
+        # bool(int(os.getenv(...))); default "0" in 0.17.0-0.28.x, "1" from 0.29.0 (ENV_DEFAULTS)
+        EnvVar(ALLREDUCE_USE_FLASHINFER, "bool", None, _ENVS),
         # maybe_convert_bool(os.getenv(...)): None unless set
         EnvVar(USE_DIRECT_DCP_Q_GATHER, "bool", None, _ENVS),
         EnvVar(USE_DIRECT_DCP_KV_GATHER, "bool", None, _ENVS),

@@ -360,6 +360,15 @@ def cudagraphs_in_budget(v: tuple[int, ...] | None, env: dict[str, str | None] |
 #: ``profile_run``) spreads those tokens over max_num_seqs dummy prompts, so its peak grows
 #: with max_model_len up to 32K and drops past it.
 V0_RULES_BEFORE = "0.7.0"
+#: What V0's non-torch figure is measured from (worker/worker.py ``determine_num_available_blocks``).
+#: 0.6.4.post1 (read in the wheel): after the profile run, ``non_torch_allocations =
+#: (total - free) - torch.cuda.memory_stats()["allocated_bytes.all.current"]`` — device-wide
+#: and from process start, so the CUDA context and cuBLAS handles (and whatever other processes
+#: hold on the device) are inside the budget, not before a snapshot. 0.6.0 (read) takes
+#: ``peak = init_gpu_memory - free`` against the free memory ``init_device`` measured after the
+#: context existed; 0.6.5 replaced the rule with PR 10511's baseline (``memory_profiling``).
+#: 0.6.1 - 0.6.3 and 0.6.4 itself are not read: the span is the 0.6.4 line only.
+V0_NON_TORCH_FROM_PROCESS_START = ("0.6.4", "0.6.5")
 V0_LONG_CONTEXT = 32768
 V0_CHUNKED_TOKENS = 512
 V0_MIN_TOKENS = 2048
@@ -370,6 +379,13 @@ V0_MAX_SEQS = 256
 #: max(max_model_len, 2048)), but with chunked prefill it takes
 #: ``_DEFAULT_MAX_NUM_BATCHED_TOKENS`` = 2048, not 512 (read in the 0.8.0 and 0.8.5 wheels).
 V0_CHUNKED_TOKENS_SINCE_0_8 = 2048
+
+
+def non_torch_from_process_start(v: tuple[int, ...] | None) -> bool:
+    """Whether this release's profiler counts the CUDA context (and other processes' memory on
+    the device) inside the KV budget (``V0_NON_TORCH_FROM_PROCESS_START``; unknown: no)."""
+    lo, hi = V0_NON_TORCH_FROM_PROCESS_START
+    return v is not None and _release(lo) <= v < _release(hi)
 
 
 def v0_batch(max_model_len: int, v: tuple[int, ...] | None = None) -> tuple[int, int]:

@@ -146,14 +146,39 @@ FI_ALLREDUCE_MULTICAST_SINCE = "0.17.0"
 #: ``multicast_ptr == 0`` returns with the communicator disabled, so
 #: TORCH_SYMM_MEM_DISABLE_MULTICAST=1 alone keeps vLLM's symm-mem all-reduce off.
 SYMM_MEM_SELF_DISABLES_SINCE = "0.10.2"
+#: No vLLM release read keeps its symmetric-memory all-reduce without multicast:
+#: ``SymmMemCommunicator.__init__`` returns disabled on ``handle.multicast_ptr == 0`` even
+#: where ``all_reduce`` would pick ``two_shot_all_reduce_`` (peer pointers only) — symm_mem.py
+#: 0.10.2-0.33.0 and main after it (vLLM #50179; the fix, PR #50182, and the earlier PR #42324
+#: were not merged when read). Once a release keeps the two-shot, put it here: the plan then
+#: stops setting VLLM_ALLREDUCE_USE_SYMM_MEM=0 and TORCH_SYMM_MEM_DISABLE_MULTICAST=1 alone
+#: keeps the two-shot.
+SYMM_MEM_TWO_SHOT_WITHOUT_MULTICAST_SINCE: str | None = None
 #: The cost of each fallback, with its source (shown in the plan).
 COST_FUSION_OFF = (
     "the all-reduce + RMSNorm fusion is lost; forcing the trtllm backend instead measured 259 ms "
     "ITL against 25 ms with the fusion off (vLLM PR #48075, H100-NVL)"
 )
+COST_TORCH_MULTICAST_OFF = (
+    "multicast only: torch symmetric memory keeps its peer mappings, so the custom all-reduce, the trtllm "
+    "workspace and the unfused GEMM paths still run over NVLink; the one-shot/multimem kernels are what is lost"
+)
 COST_SYMM_MEM_OFF = (
-    "vLLM's symmetric-memory all-reduce (its two-shot included, which needs no multicast: vLLM #50179) "
-    "gives way to the custom all-reduce / NCCL"
+    "nothing more than multicast off costs: this vLLM's symmetric-memory all-reduce turns itself off without "
+    "multicast, its two-shot included (symm_mem.py 0.10.2-0.33.0, vLLM #50179); this skips its rendezvous "
+    "and the idle buffer it would keep; the custom all-reduce / NCCL carry it"
+)
+COST_SYMM_MEM_ONLY_SWITCH = (
+    "vLLM's symmetric-memory all-reduce (its two-shot included) gives way to the custom all-reduce / NCCL: "
+    "this torch has no TORCH_SYMM_MEM_DISABLE_MULTICAST to turn multicast off inside it (torch < 2.5)"
+)
+#: vLLM PR #37756 (B300, world size 2, 64 MiB, 4096 tokens): FlashInfer fused all-reduce +
+#: RMSNorm one-shot 0.197 ms with trtllm, 0.247 ms with mnnvl, 0.693 ms unfused. On an
+#: NVSwitch node trtllm keeps the fusion at NVLink speed; on bridged NVLink (H100-NVL) it was
+#: 10x slower than no fusion (PR #48075), so there the fusion goes off instead.
+COST_TRTLLM_NVSWITCH = (
+    "keeps the all-reduce + RMSNorm fusion over peer-to-peer NVLink; on an NVSwitch node trtllm is no slower than "
+    "mnnvl (B300, 64 MiB: fused 0.197 ms trtllm, 0.247 ms mnnvl, 0.693 ms unfused: vLLM PR #37756)"
 )
 COST_NVLS_OFF = "NCCL's NVLS algorithms are off: ring/tree carry the collectives"
 #: vllm/models/kimi_k3/nvidia/specialized_decode/runtime/__init__.py: additional_config key.
