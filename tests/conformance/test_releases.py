@@ -21,8 +21,8 @@ import pytest
 from support.release_agreement import RELEASES, compare, corpus, read_with_release, venv_root, words
 
 #: Disagreements left, by cause: (release, a pattern of the difference, why). Each was read
-#: in the release's source; none makes flightcheck stop a line the release takes unless it
-#: says so (those are open: "false FC703").
+#: in the release's source; none makes flightcheck stop a line the release takes (all are
+#: missed refusals: FC703 silent where the release refuses).
 CAUSES: list[tuple[str, str, str]] = [
     (
         "sglang-0.4.0",
@@ -70,30 +70,6 @@ CAUSES: list[tuple[str, str, str]] = [
         (
             "0.10.2 vllm/engine/arg_utils.py: choices from ReasoningParserManager's registry at import: "
             "the atlas has none, the value is not judged (a missed refusal, never a stop)"
-        ),
-    ),
-    (
-        "vllm-0.6.0",
-        r"^refusal: release None, flightcheck \[\"VLLMValidationError: the chat template",
-        (
-            "false FC703: 0.6.0 checks the chat template when the server starts, not after parsing; "
-            "flightcheck's check (0.33 validate_parsed_serve_args) is not gated by release"
-        ),
-    ),
-    (
-        "vllm-0.10.2",
-        r"^refusal: release None, flightcheck \['unrecognized arguments: --optimization-level",
-        (
-            "false FC703: 0.10.2's FlexibleArgumentParser turns -O3 into `-O 3` (-O: --compilation-config); "
-            "flightcheck's pre-processing is 0.33's (--optimization-level 3), not gated by release"
-        ),
-    ),
-    (
-        "vllm-0.10.2",
-        r"^refusal: release None, flightcheck \[\"argument --(speculative|compilation)-config: validation error",
-        (
-            "false FC703: 0.10.2 does not refuse unknown keys of these records while parsing "
-            "(its configs do not forbid extra fields; 0.33's do): the nested-record check needs a release gate"
         ),
     ),
 ]

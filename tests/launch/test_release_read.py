@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from flightcheck._knowledge import argtables, atlas
+from flightcheck._knowledge import argtables, atlas, vllm
 from flightcheck._launch import parse_command
 from flightcheck._launch.release_read import for_release
 
@@ -151,7 +151,10 @@ def test_nested_config_records_are_validated_by_release() -> None:
         assert _read(["vllm", "serve", "M", "--compilation-config", ok], release).refused == [], release
         bad_here = json.dumps({"pass_config": {"unknown_pass": True}})  # "mode" was "level" before 0.11
         refused = _read(["vllm", "serve", "M", "--compilation-config", bad_here], release).refused
-        assert refused and "unknown_pass" in refused[0], release
+        if atlas.version_key(release) >= atlas.version_key(vllm.READER_RECORD_KEYS_CHECKED_FROM):
+            assert refused and "unknown_pass" in refused[0], release
+        else:  # not every record of that release forbids extras (the real 0.10.2 takes them): not judged
+            assert refused == [], release
 
 
 def test_a_release_between_two_read_uses_the_older_ones_options() -> None:
@@ -211,3 +214,32 @@ def test_settings_are_read_again_by_the_release_when_the_newest_refused_the_line
     intent = _read(line, "0.6.0")
     assert intent.refused == []
     assert intent.tensor_parallel_size == 4 and intent.max_model_len == 4096 and intent.model == "M"
+
+
+def test_vllm_0_10_2_reads_O3_as_a_compilation_level() -> None:
+    """vllm/utils/__init__.py 0.10.2 FlexibleArgumentParser: ``-O3`` is ``-O.level=3`` (-O is
+    --compilation-config); the release has no --optimization-level (0.33's spelling): no FC703."""
+    for line in (["vllm", "serve", "M", "-O3"], ["vllm", "serve", "M", "-O", "3"], ["vllm", "serve", "M", "-O=3"]):
+        assert _read(line, "0.10.2").refused == [], line
+    # 0.6.0 has no -O at all: refused, as its parser refuses it
+    assert _read(["vllm", "serve", "M", "-O3"], "0.6.0").refused
+    # the conformance release keeps its own reading
+    assert parse_command(["vllm", "serve", "M", "-O3"]).intent.refused == []
+
+
+def test_the_chat_template_is_checked_only_by_releases_that_check_it() -> None:
+    """validate_parsed_serve_args (chat template path) is in vLLM 0.6.3 and later
+    (vllm/entrypoints/openai/cli_args.py); 0.6.0's real parser takes a missing template."""
+    line = ["vllm", "serve", "M", "--chat-template", "llama-2-chat.jinja"]
+    assert _read(line, "0.6.0").refused == []
+    refused = _read(line, "0.10.2").refused
+    assert refused and "chat template" in refused[0]
+
+
+def test_vllm_0_10_2_record_keys_are_not_judged() -> None:
+    """vllm/config/utils.py forbids unknown record keys for every record from 0.16.0; the real
+    0.10.2 parser takes ``--speculative-config '{"enforce_eager": true}'``."""
+    line = ["vllm", "serve", "M", "--speculative-config", '{"method": "mtp", "enforce_eager": true}']
+    assert _read(line, "0.10.2").refused == []
+    refused = _read(line, "0.33.0").refused  # the exact conformance release: judged by its table
+    assert refused == parse_command(line).intent.refused
