@@ -119,6 +119,18 @@ class Source:
                     if isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
                         for a in sub.names:
                             self.imports.setdefault(a.asname or a.name, sub.module)
+                if _dotted(node.test).split(".")[-1] == "TYPE_CHECKING":
+                    # ``else: NAME = Any``: what the name is when the parser is built. vLLM
+                    # 0.10.2 vllm/config/__init__.py ``QuantizationMethods = Any`` makes
+                    # ``--quantization`` take any string (the real parser, checked in
+                    # tests/conformance/test_releases.py), though the name is also imported
+                    for sub in node.orelse:
+                        if (
+                            isinstance(sub, ast.Assign)
+                            and len(sub.targets) == 1
+                            and isinstance(sub.targets[0], ast.Name)
+                        ):
+                            self.aliases.setdefault(sub.targets[0].id, sub.value)
 
     def want(self, name: str, depth: int = 0) -> None:
         """Load the module a name is imported from (and what it re-exports from), once."""
@@ -200,6 +212,12 @@ def _atoms(src: Source, node: ast.AST | None, depth: int = 0) -> list[tuple[str,
             return [a for arg in args for a in _atoms(src, arg, depth + 1)]
         if head == "Annotated":
             return _atoms(src, args[0], depth + 1)
+        if head == "SkipValidation":
+            # pydantic's SkipValidation[X] is X to the parser: vLLM 0.10.2 vllm/config/scheduler.py
+            # ``enable_chunked_prefill: SkipValidation[bool]``, a BooleanOptionalAction flag; but
+            # a record under it is not validated (``target_model_config:
+            # SkipValidation[ModelConfig]``): no nested record there
+            return [("other", None) if a[0] == "dataclass" else a for a in _atoms(src, args[0], depth + 1)]
         if head == "Literal":
             values: list[Any] = []
             for arg in args:

@@ -84,3 +84,25 @@ def test_the_readme_test_line_is_what_ci_runs() -> None:
         step = line.split(" || ", 1)[0].strip()
         ci.append(step.replace(" -q", ""))
     assert documented == ci
+
+
+def test_the_release_venvs_script_tells_too_little_disk_apart(tmp_path: Path) -> None:
+    """scripts/release_venvs.sh: exit 75 and one line when the disk cannot hold the build
+    (checked before anything is installed), as .ci/run expects of it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env["FLIGHTCHECK_RELEASE_VENVS_NEED_GIB"] = "1000000"
+    root = tmp_path / "rv"
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "release_venvs.sh"), str(root)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    if "Python 3.11 is needed" in proc.stderr:
+        pytest.skip("no Python 3.11 here (the script needs it)")
+    assert proc.returncode == 75, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("release venvs: not built: too little disk") and "GiB free" in line
+    assert not (root / "_torch").exists()

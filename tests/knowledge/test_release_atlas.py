@@ -298,6 +298,51 @@ def test_flashinfer_extraction_of_module_names(gen: ModuleType) -> None:
     assert modules["flashinfer.comm.trtllm_alltoall"] == ["MnnvlMoe", "helper"]
 
 
+def test_skip_validation_and_type_checking_else_aliases(gen: ModuleType) -> None:
+    """pydantic's SkipValidation[X] is X to the parser; ``if TYPE_CHECKING: import N`` with
+    ``else: N = Any`` is Any when the parser is built (vLLM 0.10.2 vllm/config/__init__.py)."""
+    src = {
+        "vllm/config/__init__.py": """
+from typing import TYPE_CHECKING, Any, Literal
+from pydantic import SkipValidation
+from vllm.quant import Methods
+if TYPE_CHECKING:
+    from vllm.quant import Methods
+else:
+    Methods = Any
+@config
+class SchedulerConfig:
+    enable_chunked_prefill: SkipValidation[bool] = None
+    max_num_seqs: SkipValidation[int] = None
+    quantization: SkipValidation[Methods | None] = None
+""",
+        "vllm/quant.py": 'Methods = Literal["awq", "fp8"]\n',
+        "vllm/engine/arg_utils.py": """
+import argparse
+from vllm.config import SchedulerConfig
+def get_kwargs(cls):
+    kwargs["x"]["action"] = argparse.BooleanOptionalAction
+class EngineArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        kw = get_kwargs(SchedulerConfig)
+        parser.add_argument("--enable-chunked-prefill", **kw["enable_chunked_prefill"])
+        parser.add_argument("--max-num-seqs", **kw["max_num_seqs"])
+        parser.add_argument("--quantization", **kw["quantization"])
+        return parser
+class AsyncEngineArgs(EngineArgs):
+    @staticmethod
+    def add_cli_args(parser):
+        return EngineArgs.add_cli_args(parser)
+""",
+    }
+    entry = gen.vllm_release(src.get, sorted(src))
+    rows = {o["dest"]: o for o in entry["options"]}
+    assert rows["enable_chunked_prefill"]["action"] == "BooleanOptionalAction"
+    assert rows["max_num_seqs"]["type"] == "int"
+    assert rows["quantization"]["choices"] is None
+
+
 def test_choices_from_a_set_are_sorted_so_a_regeneration_is_reproducible(gen: ModuleType) -> None:
     """SGLang 0.5.11+ ``SAMPLING_BACKEND_CHOICES = {"flashinfer", "pytorch", "ascend"}``: a
     set's order is PYTHONHASHSEED's, so the reader sorts it (argparse only tests membership)."""

@@ -235,6 +235,13 @@ def build_parser(engine: str, rows: list[dict[str, Any]] | None = None) -> argpa
 _PARSERS: dict[str, argparse.ArgumentParser] = {}
 
 
+def release_parser_rows(engine: str, release: str) -> list[dict[str, Any]]:
+    """``release``'s options, from the release atlas."""
+    from flightcheck._knowledge import atlas
+
+    return atlas.options(engine, release)
+
+
 def release_parser(engine: str, release: str) -> argparse.ArgumentParser:
     """The parser of ``release`` (a release the atlas read), built once."""
     from flightcheck._knowledge import atlas
@@ -303,8 +310,13 @@ class Parsed:
 ConfigLoader = Any  # Callable[[str], list[str]]: a --config file as flag tokens
 
 
-def _vllm_args(args: list[str], serve: bool, load_config: ConfigLoader, parsed: Parsed) -> list[str]:
-    """FlexibleArgumentParser.parse_args before argparse (vllm/utils/argparse_utils.py)."""
+def _vllm_args(
+    args: list[str], serve: bool, load_config: ConfigLoader, parsed: Parsed, opt_level: bool = True
+) -> list[str]:
+    """FlexibleArgumentParser.parse_args before argparse (vllm/utils/argparse_utils.py).
+    ``opt_level`` False: a release without ``--optimization-level`` (vLLM 0.10.2
+    vllm/utils/__init__.py turns ``-O3`` into ``-O.level=3``, -O being --compilation-config):
+    ``-O3`` stays the short option with its value."""
     args = list(args)
     if serve:
         idx = next((i for i, a in enumerate(args) if re.match(r"^--model(=.+|$)", a)), None)
@@ -348,9 +360,10 @@ def _vllm_args(args: list[str], serve: bool, load_config: ConfigLoader, parsed: 
             key, eq, text = arg.partition("=")
             name, dot, tail = key[2:].partition(".")
             out.append("--" + name.replace("_", "-") + dot + tail + eq + text)
-        elif arg.startswith(vllm.READER_OPT_SHORT) and arg != vllm.READER_OPT_SHORT:
-            out += [vllm.READER_OPT_LEVEL, arg[3:] if arg[2:3] == "=" else arg[2:]]
-        elif arg == vllm.READER_OPT_SHORT and i + 1 < len(args) and args[i + 1] in {"0", "1", "2", "3"}:
+        elif arg.startswith(vllm.READER_OPT_SHORT) and arg != vllm.READER_OPT_SHORT and (opt_level or arg[2:3] != "."):
+            level = arg[3:] if arg[2:3] == "=" else arg[2:]
+            out += [vllm.READER_OPT_LEVEL if opt_level else vllm.READER_OPT_SHORT, level]
+        elif opt_level and arg == vllm.READER_OPT_SHORT and i + 1 < len(args) and args[i + 1] in {"0", "1", "2", "3"}:
             out.append(vllm.READER_OPT_LEVEL)
         else:
             out.append(arg)
@@ -425,6 +438,13 @@ def _sglang_args(args: list[str], serve: bool, load_config: ConfigLoader, parsed
     return args
 
 
+def _release_key(release: str) -> tuple[int, ...] | None:
+    """A sortable release number (atlas.version_key)."""
+    from flightcheck._knowledge import atlas
+
+    return atlas.version_key(release)
+
+
 def _vllm_validate(ns: argparse.Namespace, release: str | None = None) -> None:
     """What vLLM checks right after parsing: config records (pydantic, unknown keys
     forbidden), strict JSON options, a path-like chat template that does not exist."""
@@ -434,7 +454,8 @@ def _vllm_validate(ns: argparse.Namespace, release: str | None = None) -> None:
         if isinstance(opt["default"], dict) and "__class__" in opt["default"] and release is None
     }
     if release is not None:
-        dataclass_defaults = {dest: {} for dest in _record_of(release)}
+        keys_checked = (_release_key(release) or (0,)) >= (_release_key(vllm.READER_RECORD_KEYS_CHECKED_FROM) or (0,))
+        dataclass_defaults = {dest: {} for dest in _record_of(release)} if keys_checked else {}
     for dest, _option, value in ns._given_.items:
         if dest in dataclass_defaults and isinstance(value, str):
             try:
@@ -453,6 +474,10 @@ def _vllm_validate(ns: argparse.Namespace, release: str | None = None) -> None:
             except ValueError:
                 raise Refused(f"argument {_option}: not valid JSON") from None
     template = getattr(ns, "chat_template", None)
+    if release is not None and (_release_key(release) or (0,)) < (
+        _release_key(vllm.READER_CHAT_TEMPLATE_CHECKED_FROM) or (0,)
+    ):
+        template = None  # that release checks the template only when the server starts
     if isinstance(template, str) and not any(c in template for c in "{}\n"):
         from pathlib import Path
 
@@ -480,7 +505,13 @@ def parse(
     flexible = engines.get(engine).reader.preprocess == "flexible"
     # the engine's own pre-processing before argparse: vLLM's FlexibleArgumentParser, or
     # SGLang's ServerArgs (``sglang serve``, its --config merge)
-    argv = (_vllm_args if flexible else _sglang_args)(args, serve, load_config, parsed)
+    if flexible:
+        opt_level = release is None or any(
+            vllm.READER_OPT_LEVEL in (o["option_strings"] or []) for o in release_parser_rows(engine, release)
+        )
+        argv = _vllm_args(args, serve, load_config, parsed, opt_level)
+    else:
+        argv = _sglang_args(args, serve, load_config, parsed)
     parsed.argv = argv
     namespace = argparse.Namespace()
     given = _Given()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flightcheck._knowledge import argtables, atlas, engines
 from flightcheck._vocabulary.facts import Facts
@@ -97,10 +97,41 @@ def for_release(cmd: EngineCommand, intent: Intent, installed: str) -> Intent:
     except (argparse.ArgumentError, ValueError, TypeError, KeyError):  # a table argparse cannot build
         return dataclasses.replace(intent, reader_note=changes["reader_note"])  # type: ignore[arg-type]
     try:
-        engine_args.parse(
+        parsed = engine_args.parse(
             engine, cmd.argv[cmd.start :], serve=cmd.form.endswith("-cli"), load_config=load_config, release=release
         )
         changes["refused"] = []
     except engine_args.Refused as exc:
         changes["refused"] = [str(exc)]
+        return dataclasses.replace(intent, **changes)  # type: ignore[arg-type]
+    if intent.refused:  # the first reading was the lenient one: the release's parse is better
+        changes.update(_release_fields(cmd, intent, parsed))
     return dataclasses.replace(intent, **changes)  # type: ignore[arg-type]
+
+
+def _release_fields(cmd: EngineCommand, intent: Intent, parsed: Any) -> dict[str, object]:
+    """The settings as the installed release's parser read them, where they differ from
+    the first reading. That reading used the conformance release's options: where those
+    refused the line (a flag the newest release dropped), it was read leniently, which
+    takes no abbreviation: vLLM 0.6.0's ``--num-scheduler-steps 10 --tensor 4`` is
+    tensor_parallel_size 4 to 0.6.0's parser (vllm/utils.py FlexibleArgumentParser,
+    argparse's allow_abbrev; checked against the real 0.6.0 parser,
+    tests/conformance/test_releases.py) but 1 to a lenient reading."""
+    from flightcheck._knowledge import engines
+    from flightcheck._launch.intent_read import intent_fields
+
+    engine = cmd.engine or "vllm"
+    given = {dest for dest, _, _ in parsed.given}
+    fields = intent_fields(engine, cmd.form, parsed.values, given, [], None)
+    blank = Intent()
+    names = {*engines.get(engine).reader.intent_fields.values(), "model"}
+    out: dict[str, object] = {}
+    for name in names:
+        if not hasattr(intent, name):
+            continue
+        value, first = fields.get(name, getattr(blank, name)), getattr(intent, name)
+        if isinstance(value, str) and isinstance(first, (int, float)):
+            continue  # a type the atlas could not spell (a str): the first reading's number stands
+        if first != value:
+            out[name] = value
+    return out

@@ -12,6 +12,18 @@ from typing import Any
 # (vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args / _pull_args_from_config,
 # vllm/entrypoints/cli/serve.py; the option table itself is data/vllm_0.33.0_args.json)
 
+#: The first release that refuses a path-like chat template that does not exist before it
+#: starts (``validate_parsed_serve_args`` -> ``validate_chat_template``,
+#: vllm/entrypoints/openai/cli_args.py and vllm/scripts.py): absent in 0.6.0-0.6.2, present
+#: in 0.6.3, 0.8.5, 0.10.2 and 0.33.0 (wheels read; 0.6.0 checked with its real parser).
+READER_CHAT_TEMPLATE_CHECKED_FROM = "0.6.3"
+#: The first release whose every config record refuses an unknown key ('Unexpected keyword
+#: argument'): vllm/config/utils.py ``config`` merges ``ConfigDict(extra="forbid")`` from
+#: 0.16.0 (read in the 0.8.5-0.33.0 wheels; before it only some records forbid extras:
+#: MultiModalConfig from 0.11.1, CompilationConfig 0.13.0-0.15.1). The real 0.10.2 parser
+#: takes ``--speculative-config '{"enforce_eager": true}'``. Older releases' keys are not judged.
+READER_RECORD_KEYS_CHECKED_FROM = "0.16.0"
+
 #: ``-O3`` / ``-O=3`` / ``-O 3`` become this option.
 READER_OPT_LEVEL = "--optimization-level"
 READER_OPT_SHORT = "-O"
