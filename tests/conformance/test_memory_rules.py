@@ -184,7 +184,8 @@ table = next(
     ast.literal_eval(node.value)
     for node in tree.body
     if isinstance(node, (ast.Assign, ast.AnnAssign))
-    and "FI_ALLREDUCE_FUSION_MAX_SIZE_MB" in ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target)
+    and "FI_ALLREDUCE_FUSION_MAX_SIZE_MB"
+    in ast.unparse(node.targets[0] if isinstance(node, ast.Assign) else node.target)
 )
 print(json.dumps({
     "table": {str(k): {str(t): m for t, m in v.items()} for k, v in table.items()},
