@@ -77,10 +77,16 @@ pip_in() {  # pip in the venv, its output on stderr less the machine's index-loc
     fi
 }
 
+spec_for() {  # what the engine-agnostic reader child is told about engine $1 (engines.reader_spec)
+    PYTHONPATH="$repo/src${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
+        'import json, sys; from flightcheck._knowledge import engines; print(json.dumps(engines.reader_spec(sys.argv[1])))' "$1"
+}
+
 smoke() {  # both engines' parsers, through the reader the tests use
-    local rc=0 out
+    local rc=0 out spec
     for line in "vllm|-- vllm serve M -tp 2" "sglang|-- sglang serve --model-path M --tp 2"; do
-        out=$(VLLM_TARGET_DEVICE=cpu "$venv/bin/python" "$reader" "${line%%|*}" --timeout 300 ${line#*|} 2>/dev/null) || rc=1
+        spec=$(spec_for "${line%%|*}") || { echo "smoke check: no reader spec for ${line%%|*}" >&2; return 1; }
+        out=$(VLLM_TARGET_DEVICE=cpu "$venv/bin/python" "$reader" --spec "$spec" --timeout 300 ${line#*|} 2>/dev/null) || rc=1
         if ! printf '%s' "$out" | "$venv/bin/python" -c \
             'import json,sys; d=json.load(sys.stdin); sys.exit(0 if d.get("error") is None and d.get("tensor_parallel_size")==2 else 1)'; then
             echo "smoke check failed for ${line%%|*}: $out" >&2
