@@ -40,38 +40,6 @@ CAUSES: list[tuple[str, str, str]] = [
             "records the option, not that its action refuses (a missed refusal)"
         ),
     ),
-    (
-        "vllm-0.6.0",
-        r"^refusal: release 'the following arguments are required: model_tag'",
-        (
-            "0.6.0 vllm/scripts.py: `vllm serve` has a required positional model_tag and its "
-            "FlexibleArgumentParser does not move --model there (0.33 does): a missed refusal"
-        ),
-    ),
-    (
-        "vllm-0.10.2",
-        r"^refusal: release 'ValueError: With `vllm serve`, you should provide the model as a positional",
-        (
-            "0.10.2 vllm/utils/__init__.py FlexibleArgumentParser.parse_args refuses `vllm serve --model X` "
-            "(0.33 moves it to the positional): a missed refusal"
-        ),
-    ),
-    (
-        "vllm-0.6.0",
-        r"^refusal: release \"argument --quantization/-q: invalid choice",
-        (
-            "0.6.0 vllm/engine/arg_utils.py: choices=[*QUANTIZATION_METHODS, None], not literal text: "
-            "the atlas has no choices, the value is not judged (a missed refusal, never a stop)"
-        ),
-    ),
-    (
-        "vllm-0.10.2",
-        r"^refusal: release \"argument --reasoning-parser: invalid choice",
-        (
-            "0.10.2 vllm/engine/arg_utils.py: choices from ReasoningParserManager's registry at import: "
-            "the atlas has none, the value is not judged (a missed refusal, never a stop)"
-        ),
-    ),
 ]
 
 

@@ -114,6 +114,16 @@ def envs(engine: str, release: str) -> dict[str, Any]:
     return {k: v for k, v in _rows(engine, release, "envs")}
 
 
+def serve_model(engine: str, release: str) -> str | None:
+    """How ``release``'s ``vllm serve`` takes ``--model X`` (None: moved to the positional
+    model, the newest releases' way): "refused" (vLLM 0.8.5 .. 0.11.0
+    FlexibleArgumentParser.parse_args raises ValueError on a ``--model`` word) or
+    "positional" (vLLM 0.6.0 vllm/scripts.py: left as an option, the positional model_tag
+    required). Read from the source by ``scripts/gen_release_atlas.py``."""
+    value = _entry(engine, release).get("serve_model")
+    return value if isinstance(value, str) else None
+
+
 def pins(engine: str, release: str) -> list[str]:
     """The wheel's ``Requires-Dist`` lines."""
     return [str(p) for p in _rows(engine, release, "pins")]
