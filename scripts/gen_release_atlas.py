@@ -12,7 +12,12 @@ wheels fetched by ``scripts/atlas_fetch.py`` into a cache directory of
   a JSON record, ...); the fields of every config record an option takes as JSON, nested
   records included; the variables of ``vllm/envs.py``; the FlashInfer APIs its
   ``has_flashinfer_*`` helpers probe (``vllm/utils/flashinfer.py``); its pins;
-* SGLang: ``ServerArgs.add_cli_args`` (``sglang/srt/server_args.py``) and its pins;
+  ``serve_model``: how ``vllm serve --model X`` is taken, where not the newest way
+  (:func:`serve_model_option`); choices spread from an imported dict literal or a
+  ``register_module`` registry (:func:`_spread_choices`);
+* SGLang: ``ServerArgs.add_cli_args`` (``sglang/srt/server_args.py``) and its pins; an option
+  whose custom action raises once given (``refuses``); ``serve_launcher: false`` for a wheel
+  without sglang/cli;
 * FlashInfer: the public names of its modules (``flashinfer/<module>/__init__.py``).
 
 The result is written compactly (``src/flightcheck/_knowledge/atlas_data/<engine>.json``):
@@ -421,6 +426,10 @@ def _explicit(src: Source, call: ast.Call, kwargs_of: dict[str, dict[str, dict[s
             if row["action"] in no_value or (text not in _ACTIONS and _custom_takes_no_value(src, text)):
                 row["nargs"] = 0
                 row["type"] = None
+            raised = _custom_raises(src, text) if text not in _ACTIONS else None
+            if raised is not None:  # given at all, the parse fails: "ValueError: <its help>"
+                help_ok, help_text = _literal(next((k.value for k in call.keywords if k.arg == "help"), None))
+                row["refuses"] = f"{raised}: {help_text}" if help_ok and isinstance(help_text, str) else raised
         elif kw.arg == "nargs":
             ok, value = _literal(kw.value)
             row["nargs"] = value if ok else None
@@ -557,6 +566,18 @@ def _custom_takes_no_value(src: Source, name: str) -> bool:
         return False
     text = ast.unparse(cls)
     return bool(re.search(r"nargs\s*=\s*0\b|\[.nargs.\]\s*=\s*0\b|setdefault\(.nargs., 0\)", text))
+
+
+def _custom_raises(src: Source, name: str) -> str | None:
+    """The exception a custom ``argparse.Action`` class's ``__call__`` raises whenever the
+    option is given (an unconditional ``raise`` in its body: SGLang 0.4.0
+    sglang/srt/server_args.py ``DeprecatedAction`` raises ``ValueError(self.help)``), else None."""
+    cls = src.classes.get(name)
+    call = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__call__"), None) if cls else None
+    for stmt in call.body if call is not None else []:
+        if isinstance(stmt, ast.Raise) and isinstance(stmt.exc, ast.Call):
+            return _dotted(stmt.exc.func).split(".")[-1] or None
+    return None
 
 
 def _calls(node: ast.AST, method: str) -> Iterator[ast.Call]:
@@ -968,7 +989,13 @@ def sglang_release(read: Reader, listing: list[str]) -> dict[str, Any]:
                     strings, row = _explicit(src, call, {})
                     if strings:
                         em.add(strings, row)
-    return {"options": em.rows}
+    out: dict[str, Any] = {"options": em.rows}
+    if not any(p.startswith("sglang/cli/") for p in listing):
+        # no sglang/cli package: no ``sglang serve`` (the console script is sglang.cli.main's;
+        # SGLang 0.4.0's wheel has only ``python -m sglang.launch_server`` and no entry point).
+        # Written only when absent, so releases with it stay byte-identical.
+        out["serve_launcher"] = False
+    return out
 
 
 def _sglang_namespaces(src: Source) -> list[str]:

@@ -450,3 +450,29 @@ def test_the_committed_atlas_records_the_serve_model_handling() -> None:
     for release in ("0.11.1", "0.20.0", "0.33.0"):
         assert atlas.serve_model("vllm", release) is None, release
     assert atlas.serve_model("sglang", "0.4.0") is None
+
+
+def test_sglang_deprecated_actions_and_a_missing_cli_are_read(gen: ModuleType) -> None:
+    """SGLang 0.4.0 sglang/srt/server_args.py: ``DeprecatedAction.__call__`` raises
+    ``ValueError(self.help)``: the row records the refusal; no sglang/cli: no ``sglang serve``."""
+    server_args = (
+        "class DeprecatedAction(argparse.Action):\n"
+        "    def __init__(self, option_strings, dest, nargs=0, **kwargs):\n"
+        "        super().__init__(option_strings, dest, nargs=nargs, **kwargs)\n"
+        "    def __call__(self, parser, namespace, values, option_string=None):\n"
+        "        raise ValueError(self.help)\n"
+        "class ServerArgs:\n"
+        "    @staticmethod\n"
+        "    def add_cli_args(parser):\n"
+        '        parser.add_argument("--tp", type=int, default=1)\n'
+        '        parser.add_argument("--disable-x", action=DeprecatedAction, help="\'--disable-x\' is deprecated.")\n'
+    )
+    src = {"sglang/srt/server_args.py": server_args}
+    entry = gen.sglang_release(src.get, sorted(src))
+    tp, old = entry["options"]
+    assert "refuses" not in tp and old["nargs"] == 0
+    assert old["refuses"] == "ValueError: '--disable-x' is deprecated."
+    assert entry["serve_launcher"] is False
+    src["sglang/cli/main.py"] = "def main(): ...\n"
+    assert "serve_launcher" not in gen.sglang_release(src.get, sorted(src))  # the default: not written
+    assert atlas.serve_launcher("sglang", "0.4.0") is False

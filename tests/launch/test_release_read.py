@@ -108,6 +108,9 @@ def test_every_option_of_every_release_is_accepted_by_its_own_reading(engine: st
                 continue
             line = [*head, row["option_strings"][0], *_value(row)]
             intent = _read(line, release)
+            if row.get("refuses"):  # its own action raises (SGLang 0.4.0 DeprecatedAction): refused as such
+                assert intent.refused == [row["refuses"]], (release, line, intent.refused)
+                continue
             assert intent.refused == [] or "VLLMValidationError" in intent.refused[0], (release, line, intent.refused)
 
 
@@ -281,3 +284,19 @@ def test_vllm_0_10_2_reasoning_parser_choices_are_the_registered_ones() -> None:
     assert refused and "invalid choice" in refused[0]
     # 0.10.1 registered the same parser as "GptOss" (vllm/reasoning/gptoss_reasoning_parser.py)
     assert _read(["vllm", "serve", "M", "--reasoning-parser", "GptOss"], "0.10.1").refused == []
+
+
+def test_sglang_0_4_0_refuses_sglang_serve_and_its_deprecated_flags() -> None:
+    """SGLang 0.4.0's wheel has no sglang/cli (only ``python -m sglang.launch_server``) and
+    sglang/srt/server_args.py's DeprecatedAction raises ``ValueError(self.help)`` once given."""
+    serve = ["sglang", "serve", "--model-path", "M", "--tp", "2"]
+    refused = _read(serve, "0.4.0").refused
+    assert refused and "has no 'sglang serve' launcher" in refused[0]
+    module = ["python", "-m", "sglang.launch_server", "--model-path", "M", "--tp", "2"]
+    assert _read(module, "0.4.0").refused == []
+    for flag in ("--disable-flashinfer-sampling", "--disable-flashinfer", "--enable-overlap-schedule"):
+        refused = _read([*module, flag], "0.4.0").refused
+        assert refused and refused[0].startswith(f"ValueError: '{flag}' is deprecated"), flag
+    # releases not regenerated from their wheels keep the newest handling: never a new stop
+    assert _read(serve, "0.5.23").refused == []
+    assert atlas.serve_launcher("sglang", "0.5.23") and atlas.serve_launcher("vllm", "0.6.0")

@@ -159,6 +159,18 @@ class _Const(argparse.Action):
         _note(namespace, self.dest, option_string, value)
 
 
+class _Refuse(argparse.Action):
+    """An option whose own action raises once given (an atlas row's ``refuses``: SGLang 0.4.0
+    sglang/srt/server_args.py DeprecatedAction ``raise ValueError(self.help)``)."""
+
+    def __init__(self, *args: Any, message: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.message = message
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        raise Refused(self.message)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:
         raise Refused(message)
@@ -213,6 +225,9 @@ def build_parser(engine: str, rows: list[dict[str, Any]] | None = None) -> argpa
             parser.add_argument(
                 *positives, *sorted(negatives), action=_Const, nargs=0, const=True, negatives=negatives, **kwargs
             )
+            continue
+        if opt.get("refuses"):
+            parser.add_argument(*strings, action=_Refuse, nargs=nargs, message=opt["refuses"], **kwargs)
             continue
         if nargs == 0 or action in ("store_true", "store_false", "store_const", "count"):
             const = {"store_true": True, "store_false": False}.get(action, opt.get("const"))
@@ -325,7 +340,7 @@ def _vllm_args(
     ``serve --model X`` (:func:`flightcheck._knowledge.atlas.serve_model`; None: moved to
     the positional, vLLM 0.11.1 and later)."""
     args = list(args)
-    if serve and model_option == REFUSED_MODEL and "--model" in args:
+    if serve and model_option == REFUSED_MODEL and vllm.READER_MODEL_OPTION in args:
         # vLLM 0.8.5 vllm/utils.py .. 0.11.0 vllm/utils/__init__.py parse_args:
         # ``any(arg == '--model' for arg in args)`` raises (``--model=X`` passes)
         raise Refused(
