@@ -12,7 +12,12 @@ wheels fetched by ``scripts/atlas_fetch.py`` into a cache directory of
   a JSON record, ...); the fields of every config record an option takes as JSON, nested
   records included; the variables of ``vllm/envs.py``; the FlashInfer APIs its
   ``has_flashinfer_*`` helpers probe (``vllm/utils/flashinfer.py``); its pins;
-* SGLang: ``ServerArgs.add_cli_args`` (``sglang/srt/server_args.py``) and its pins;
+  ``serve_model``: how ``vllm serve --model X`` is taken, where not the newest way
+  (:func:`serve_model_option`); choices spread from an imported dict literal or a
+  ``register_module`` registry (:func:`_spread_choices`);
+* SGLang: ``ServerArgs.add_cli_args`` (``sglang/srt/server_args.py``) and its pins; an option
+  whose custom action raises once given (``refuses``); ``serve_launcher: false`` for a wheel
+  without sglang/cli;
 * FlashInfer: the public names of its modules (``flashinfer/<module>/__init__.py``).
 
 The result is written compactly (``src/flightcheck/_knowledge/atlas_data/<engine>.json``):
@@ -387,6 +392,7 @@ def _explicit(src: Source, call: ast.Call, kwargs_of: dict[str, dict[str, dict[s
     """One ``add_argument`` call: its option strings and the row it declares."""
     strings: list[str] = []
     row: dict[str, Any] = {}
+    spread: list[Any] | None = None  # choices read by _spread_choices: they win over **kwargs' None
     for arg in call.args:
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
             strings.append(arg.value)
@@ -420,6 +426,10 @@ def _explicit(src: Source, call: ast.Call, kwargs_of: dict[str, dict[str, dict[s
             if row["action"] in no_value or (text not in _ACTIONS and _custom_takes_no_value(src, text)):
                 row["nargs"] = 0
                 row["type"] = None
+            raised = _custom_raises(src, text) if text not in _ACTIONS else None
+            if raised is not None:  # given at all, the parse fails: "ValueError: <its help>"
+                help_ok, help_text = _literal(next((k.value for k in call.keywords if k.arg == "help"), None))
+                row["refuses"] = f"{raised}: {help_text}" if help_ok and isinstance(help_text, str) else raised
         elif kw.arg == "nargs":
             ok, value = _literal(kw.value)
             row["nargs"] = value if ok else None
@@ -427,6 +437,9 @@ def _explicit(src: Source, call: ast.Call, kwargs_of: dict[str, dict[str, dict[s
             ok, value = _literal(kw.value)
             if not ok and isinstance(kw.value, ast.Name) and kw.value.id in src.constants:
                 ok, value = _literal(src.constants[kw.value.id])
+            if not ok:
+                ok, value = _spread_choices(src, kw.value)
+                spread = list(value) if ok else None
             if ok and isinstance(value, (set, frozenset)):  # a set's order is the hash seed's: sorted
                 value = sorted(value, key=str)
             row["choices"] = list(value) if ok and isinstance(value, (list, tuple)) else None
@@ -447,9 +460,102 @@ def _explicit(src: Source, call: ast.Call, kwargs_of: dict[str, dict[str, dict[s
         elif kw.arg == "required":
             ok, value = _literal(kw.value)
             row["required"] = bool(value) if ok else False
+    if spread is not None:  # argparse takes one choices: the explicit one (0.10.2 --reasoning-parser)
+        row["choices"] = spread
     if row.get("action") in ("store_true", "store_false") and "default" not in row:
         row["default"] = row["action"] == "store_false"
     return strings, row
+
+
+def _imported_dict_keys(src: Source, name: str) -> list[str] | None:
+    """The keys of a module-level dict literal ``name`` that a loaded file imports (vLLM
+    0.6.0 ``QUANTIZATION_METHODS`` in vllm/model_executor/layers/quantization/__init__.py,
+    imported by vllm/engine/arg_utils.py); None when it is anything but such a literal."""
+    module = src.imports.get(name)
+    if module is None or src.read is None:
+        return None
+    base = module.replace(".", "/")
+    tree = _parse(src.read(f"{base}/__init__.py")) or _parse(src.read(f"{base}.py"))
+    for node in tree.body if tree is not None else []:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        target = node.target if isinstance(node, ast.AnnAssign) else target
+        if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.Dict):  # type: ignore[union-attr]
+            keys = [_literal(k) for k in node.value.keys]  # type: ignore[union-attr]
+            if all(ok and isinstance(k, str) for ok, k in keys):
+                return [k for _, k in keys]
+    return None
+
+
+def _registered_names(src: Source, manager: str) -> list[str] | None:
+    """The names registered with ``@MANAGER.register_module(...)`` by the modules the
+    manager's package ``__init__.py`` imports (importing the manager runs them): vLLM 0.8.5 ..
+    0.11.0 vllm/reasoning/__init__.py, each parser module decorated with
+    ``@ReasoningParserManager.register_module("name")`` (abs_reasoning_parsers.py
+    ``_register_module`` fills ``reasoning_parsers``). None when one registration is not a
+    literal name (then the choices are not known)."""
+    module = src.imports.get(manager)
+    if module is None or src.read is None:
+        return None
+    base = module.replace(".", "/")
+    init = _parse(src.read(f"{base}/__init__.py"))
+    if init is None:
+        return None
+    names: list[str] = []
+    subs = [n.module for n in init.body if isinstance(n, ast.ImportFrom) and n.level == 1 and n.module]
+    for sub in subs:
+        tree = _parse(src.read(f"{base}/{sub.replace('.', '/')}.py"))
+        if tree is None:
+            return None
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr != "register_module" or _dotted(node.func.value) != manager:
+                continue
+            cls = next((c for c in tree.body if isinstance(c, ast.ClassDef) and node in c.decorator_list), None)
+            if cls is None or node.keywords:
+                return None  # a call (not a decorator) or a keyword: not read
+            if not node.args:
+                names.append(cls.name)  # register_module(): the class's own name
+                continue
+            ok, value = _literal(node.args[0])
+            if ok and isinstance(value, str):
+                names.append(value)
+            elif ok and isinstance(value, list) and all(isinstance(v, str) for v in value):
+                names.extend(value)
+            else:
+                return None
+    return list(dict.fromkeys(names))
+
+
+def _spread_choices(src: Source, node: ast.AST) -> tuple[bool, Any]:
+    """``choices=[*NAME, None]`` where NAME is an imported dict literal (its keys, in order;
+    vLLM 0.6.0 vllm/engine/arg_utils.py ``--quantization``), or
+    ``choices=list(MANAGER.registry)`` (:func:`_registered_names`; vLLM 0.10.2
+    vllm/engine/arg_utils.py ``--reasoning-parser``); (False, None) otherwise."""
+    if (
+        isinstance(node, ast.Call)
+        and _dotted(node.func) == "list"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Attribute)
+        and isinstance(node.args[0].value, ast.Name)
+    ):
+        names = _registered_names(src, node.args[0].value.id)
+        return (True, names) if names else (False, None)
+    if not isinstance(node, ast.List):
+        return False, None
+    out: list[Any] = []
+    for elt in node.elts:
+        if isinstance(elt, ast.Starred) and isinstance(elt.value, ast.Name):
+            keys = _imported_dict_keys(src, elt.value.id)
+            if keys is None:
+                return False, None
+            out.extend(keys)
+            continue
+        ok, value = _literal(elt)
+        if not ok:
+            return False, None
+        out.append(value)
+    return True, out
 
 
 def _custom_takes_no_value(src: Source, name: str) -> bool:
@@ -460,6 +566,18 @@ def _custom_takes_no_value(src: Source, name: str) -> bool:
         return False
     text = ast.unparse(cls)
     return bool(re.search(r"nargs\s*=\s*0\b|\[.nargs.\]\s*=\s*0\b|setdefault\(.nargs., 0\)", text))
+
+
+def _custom_raises(src: Source, name: str) -> str | None:
+    """The exception a custom ``argparse.Action`` class's ``__call__`` raises whenever the
+    option is given (an unconditional ``raise`` in its body: SGLang 0.4.0
+    sglang/srt/server_args.py ``DeprecatedAction`` raises ``ValueError(self.help)``), else None."""
+    cls = src.classes.get(name)
+    call = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "__call__"), None) if cls else None
+    for stmt in call.body if call is not None else []:
+        if isinstance(stmt, ast.Raise) and isinstance(stmt.exc, ast.Call):
+            return _dotted(stmt.exc.func).split(".")[-1] or None
+    return None
 
 
 def _calls(node: ast.AST, method: str) -> Iterator[ast.Call]:
@@ -662,12 +780,56 @@ def vllm_release(read: Reader, listing: list[str]) -> dict[str, Any]:
                     if strings:
                         em.add(strings, row)
     options = [{k: v for k, v in row.items() if k != "record" or v} for row in em.rows]
-    return {
+    out: dict[str, Any] = {
         "options": options,
         "records": em.records,
         "envs": vllm_envs(files.get("vllm/envs.py")),
         "flashinfer_probes": flashinfer_probes(read("vllm/utils/flashinfer.py")),
     }
+    handling = serve_model_option(read)
+    if handling is not None:  # the newest releases' handling (moved to the positional) is the default
+        out["serve_model"] = handling
+    return out
+
+
+_FLEXIBLE = ("vllm/utils/argparse_utils.py", "vllm/utils/__init__.py", "vllm/utils.py")
+
+
+def serve_model_option(read: Reader) -> str | None:
+    """How ``vllm serve --model X`` is taken, from ``FlexibleArgumentParser.parse_args``:
+
+    * None: it is moved to the positional model (vLLM 0.11.1 .. 0.33.0
+      vllm/utils/argparse_utils.py, with a warning);
+    * "refused": ``any(arg == '--model' for arg in args)`` raises ValueError (vLLM 0.8.5 ..
+      0.11.0 vllm/utils.py, then vllm/utils/__init__.py);
+    * "positional": parse_args does not touch it and the serve subparser's ``model_tag`` is a
+      required positional (vLLM 0.6.0 vllm/scripts.py): argparse refuses a line without one.
+    """
+    parse_args = None
+    for path in _FLEXIBLE:
+        tree = _parse(read(path))
+        for node in ast.walk(tree) if tree is not None else []:
+            if isinstance(node, ast.ClassDef) and node.name == "FlexibleArgumentParser":
+                parse_args = next(
+                    (f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "parse_args"), None
+                )
+        if parse_args is not None:
+            break
+    text = ast.unparse(parse_args) if parse_args is not None else ""
+    for node in ast.walk(parse_args) if parse_args is not None else []:
+        if isinstance(node, ast.Raise) and "you should provide the model as a" in ast.unparse(node):
+            return "refused"
+    if "--model" in text:
+        return None
+    for path in ("vllm/scripts.py", "vllm/entrypoints/cli/serve.py"):
+        tree = _parse(read(path))
+        for call in _calls(tree, "add_argument") if tree is not None else []:
+            first = call.args[0] if call.args else None
+            if isinstance(first, ast.Constant) and first.value == "model_tag":
+                if not any(kw.arg == "nargs" for kw in call.keywords):
+                    return "positional"
+                return None
+    return None
 
 
 def vllm_envs(tree: ast.Module | None) -> dict[str, Any]:
@@ -827,7 +989,13 @@ def sglang_release(read: Reader, listing: list[str]) -> dict[str, Any]:
                     strings, row = _explicit(src, call, {})
                     if strings:
                         em.add(strings, row)
-    return {"options": em.rows}
+    out: dict[str, Any] = {"options": em.rows}
+    if not any(p.startswith("sglang/cli/") for p in listing):
+        # no sglang/cli package: no ``sglang serve`` (the console script is sglang.cli.main's;
+        # SGLang 0.4.0's wheel has only ``python -m sglang.launch_server`` and no entry point).
+        # Written only when absent, so releases with it stay byte-identical.
+        out["serve_launcher"] = False
+    return out
 
 
 def _sglang_namespaces(src: Source) -> list[str]:
@@ -976,7 +1144,9 @@ def _unpack(doc: dict[str, Any], version: str) -> dict[str, Any]:
     rows = doc["rows"]
     out: dict[str, Any] = {}
     for key, value in doc["releases"][version].items():
-        if key in ("options", "pins"):
+        if not isinstance(value, list):  # a scalar fact (serve_model)
+            out[key] = value
+        elif key in ("options", "pins"):
             out[key] = [rows[i] for i in value]
         else:
             out[key] = dict(rows[i] for i in value)

@@ -357,3 +357,122 @@ def test_choices_from_a_set_are_sorted_so_a_regeneration_is_reproducible(gen: Mo
     }
     (row,) = gen.sglang_release(src.get, sorted(src))["options"]
     assert row["choices"] == ["ascend", "flashinfer", "pytorch"]
+
+
+_OLD_ARG_UTILS = """
+from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+from vllm.reasoning import ReasoningParserManager
+class EngineArgs:
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--quantization", "-q", choices=[*QUANTIZATION_METHODS, None], default=None)
+        parser.add_argument("--reasoning-parser", choices=list(ReasoningParserManager.reasoning_parsers),
+                            **kw["reasoning_backend"])
+        return parser
+class AsyncEngineArgs(EngineArgs):
+    @staticmethod
+    def add_cli_args(parser):
+        return EngineArgs.add_cli_args(parser)
+"""
+
+
+def _old_vllm(**files: str) -> dict[str, str]:
+    src = {
+        "vllm/engine/arg_utils.py": _OLD_ARG_UTILS,
+        "vllm/model_executor/layers/quantization/__init__.py": (
+            'QUANTIZATION_METHODS: Dict[str, Type[QuantizationConfig]] = {"awq": AWQConfig, "fp8": Fp8Config}\n'
+        ),
+        "vllm/reasoning/__init__.py": (
+            "from .abs_reasoning_parsers import ReasoningParserManager\nfrom .r1 import R1\nfrom .granite import G\n"
+        ),
+        "vllm/reasoning/abs_reasoning_parsers.py": "class ReasoningParserManager:\n    reasoning_parsers = {}\n",
+        "vllm/reasoning/r1.py": '@ReasoningParserManager.register_module("deepseek_r1")\nclass R1: ...\n',
+        "vllm/reasoning/granite.py": '@ReasoningParserManager.register_module(["granite", "g2"])\nclass G: ...\n',
+        # not imported by vllm/reasoning/__init__.py: not registered when the parser is built
+        "vllm/reasoning/unused.py": '@ReasoningParserManager.register_module("unused")\nclass U: ...\n',
+    }
+    src.update(files)
+    return src
+
+
+def test_choices_spread_from_an_imported_dict_and_a_registry(gen: ModuleType) -> None:
+    """vLLM 0.6.0 vllm/engine/arg_utils.py ``choices=[*QUANTIZATION_METHODS, None]`` (a dict
+    literal in vllm/model_executor/layers/quantization/__init__.py): its keys, then None;
+    vLLM 0.8.5 .. 0.11.0 ``choices=list(ReasoningParserManager.reasoning_parsers)``: the names
+    the modules vllm/reasoning/__init__.py imports register; the explicit choices win over
+    the ``**kwargs`` the call also spreads."""
+    src = _old_vllm()
+    rows = {o["dest"]: o for o in gen.vllm_release(src.get, sorted(src))["options"]}
+    assert rows["quantization"]["choices"] == ["awq", "fp8", None]
+    assert rows["reasoning_parser"]["choices"] == ["deepseek_r1", "granite", "g2"]
+    # 0.8.5's ``QUANTIZATION_METHODS = list(get_args(QuantizationMethods))`` is no literal:
+    # not read (never guessed), and a registration the reader cannot spell leaves the list unread
+    src = _old_vllm(
+        **{
+            "vllm/model_executor/layers/quantization/__init__.py": "QUANTIZATION_METHODS = list(get_args(M))\n",
+            "vllm/reasoning/r1.py": "@ReasoningParserManager.register_module(NAME)\nclass R1: ...\n",
+        }
+    )
+    rows = {o["dest"]: o for o in gen.vllm_release(src.get, sorted(src))["options"]}
+    assert rows["quantization"]["choices"] is None and rows["reasoning_parser"]["choices"] is None
+
+
+def test_serve_model_option_is_read_per_release(gen: ModuleType) -> None:
+    """How ``vllm serve --model X`` is taken, from FlexibleArgumentParser.parse_args."""
+    refused = (
+        "class FlexibleArgumentParser:\n    def parse_args(self, args=None):\n"
+        "        if args and args[0] == 'serve':\n            if any(arg == '--model' for arg in args):\n"
+        "                raise ValueError('With `vllm serve`, you should provide the model as a positional')\n"
+    )
+    moved = (
+        "class FlexibleArgumentParser:\n    def parse_args(self, args=None):\n"
+        "        i = next(i for i, a in enumerate(args) if re.match(r'^--model(=.+|$)', a))\n"
+    )
+    plain = "class FlexibleArgumentParser:\n    def parse_args(self, args=None):\n        return args\n"
+    scripts = 'serve_parser.add_argument("model_tag", type=str, help="The model tag to serve")\n'
+    assert gen.serve_model_option({"vllm/utils.py": refused}.get) == "refused"  # 0.8.5 .. 0.11.0
+    assert gen.serve_model_option({"vllm/utils/argparse_utils.py": moved}.get) is None  # 0.11.1 ..
+    assert gen.serve_model_option({"vllm/utils.py": plain, "vllm/scripts.py": scripts}.get) == "positional"  # 0.6.0
+    optional = scripts.replace("type=str", 'nargs="?", type=str')
+    assert gen.serve_model_option({"vllm/utils.py": plain, "vllm/scripts.py": optional}.get) is None
+    # the default is not written, so a release read the newest way stays byte-identical
+    src = _old_vllm(**{"vllm/utils/argparse_utils.py": moved})
+    assert "serve_model" not in gen.vllm_release(src.get, sorted(src))
+    src = _old_vllm(**{"vllm/utils.py": refused})
+    assert gen.vllm_release(src.get, sorted(src))["serve_model"] == "refused"
+
+
+def test_the_committed_atlas_records_the_serve_model_handling() -> None:
+    """Regenerated from the wheels: vLLM 0.6.0 (its venv's sources) and 0.8.5 .. 0.11.0."""
+    assert atlas.serve_model("vllm", "0.6.0") == "positional"
+    for release in ("0.8.5", "0.9.2", "0.10.2", "0.11.0"):
+        assert atlas.serve_model("vllm", release) == "refused", release
+    for release in ("0.11.1", "0.20.0", "0.33.0"):
+        assert atlas.serve_model("vllm", release) is None, release
+    assert atlas.serve_model("sglang", "0.4.0") is None
+
+
+def test_sglang_deprecated_actions_and_a_missing_cli_are_read(gen: ModuleType) -> None:
+    """SGLang 0.4.0 sglang/srt/server_args.py: ``DeprecatedAction.__call__`` raises
+    ``ValueError(self.help)``: the row records the refusal; no sglang/cli: no ``sglang serve``."""
+    server_args = (
+        "class DeprecatedAction(argparse.Action):\n"
+        "    def __init__(self, option_strings, dest, nargs=0, **kwargs):\n"
+        "        super().__init__(option_strings, dest, nargs=nargs, **kwargs)\n"
+        "    def __call__(self, parser, namespace, values, option_string=None):\n"
+        "        raise ValueError(self.help)\n"
+        "class ServerArgs:\n"
+        "    @staticmethod\n"
+        "    def add_cli_args(parser):\n"
+        '        parser.add_argument("--tp", type=int, default=1)\n'
+        '        parser.add_argument("--disable-x", action=DeprecatedAction, help="\'--disable-x\' is deprecated.")\n'
+    )
+    src = {"sglang/srt/server_args.py": server_args}
+    entry = gen.sglang_release(src.get, sorted(src))
+    tp, old = entry["options"]
+    assert "refuses" not in tp and old["nargs"] == 0
+    assert old["refuses"] == "ValueError: '--disable-x' is deprecated."
+    assert entry["serve_launcher"] is False
+    src["sglang/cli/main.py"] = "def main(): ...\n"
+    assert "serve_launcher" not in gen.sglang_release(src.get, sorted(src))  # the default: not written
+    assert atlas.serve_launcher("sglang", "0.4.0") is False

@@ -108,6 +108,9 @@ def test_every_option_of_every_release_is_accepted_by_its_own_reading(engine: st
                 continue
             line = [*head, row["option_strings"][0], *_value(row)]
             intent = _read(line, release)
+            if row.get("refuses"):  # its own action raises (SGLang 0.4.0 DeprecatedAction): refused as such
+                assert intent.refused == [row["refuses"]], (release, line, intent.refused)
+                continue
             assert intent.refused == [] or "VLLMValidationError" in intent.refused[0], (release, line, intent.refused)
 
 
@@ -192,9 +195,13 @@ def test_vllm_0_10_2_quantization_takes_any_name() -> None:
     """vllm/config/__init__.py 0.10.2: ``QuantizationMethods = Any`` (the TYPE_CHECKING else
     branch) when the parser is built: ``--quantization ascend`` (a plugin's) is accepted."""
     assert _read(["vllm", "serve", "M", "--quantization", "ascend"], "0.10.2").refused == []
-    # 0.6.0 lists its own choices (vllm/engine/arg_utils.py QUANTIZATION_METHODS) but they
-    # are not literal text: not judged, never a false stop
+    # 0.6.0 lists its own choices: vllm/engine/arg_utils.py ``[*QUANTIZATION_METHODS, None]``,
+    # the keys of vllm/model_executor/layers/quantization/__init__.py's dict literal
     assert _read(["vllm", "serve", "M", "--quantization", "awq"], "0.6.0").refused == []
+    refused = _read(["vllm", "serve", "M", "--quantization", "ascend"], "0.6.0").refused
+    assert refused and "invalid choice" in refused[0] and "--quantization" in refused[0]
+    # 0.8.5's list is built at import (list(get_args(...)), plugins may add): not judged
+    assert _read(["vllm", "serve", "M", "--quantization", "ascend"], "0.8.5").refused == []
 
 
 def test_vllm_0_10_2_model_loader_extra_config_is_any_dict() -> None:
@@ -243,3 +250,53 @@ def test_vllm_0_10_2_record_keys_are_not_judged() -> None:
     assert _read(line, "0.10.2").refused == []
     refused = _read(line, "0.33.0").refused  # the exact conformance release: judged by its table
     assert refused == parse_command(line).intent.refused
+
+
+def test_vllm_serve_model_option_is_judged_by_each_releases_handling() -> None:
+    """``vllm serve --model X``: vLLM 0.6.0 vllm/scripts.py has a required positional model_tag
+    and leaves --model an option (refused: no model_tag); 0.8.5 vllm/utils.py .. 0.11.0
+    vllm/utils/__init__.py FlexibleArgumentParser.parse_args raise on a ``--model`` word;
+    0.11.1 and later (0.33.0 vllm/utils/argparse_utils.py) move it to the positional."""
+    line = ["vllm", "serve", "--model", "M", "-tp", "2"]
+    refused = _read(line, "0.6.0").refused
+    assert refused == ["the following arguments are required: model_tag"]
+    for release in ("0.8.5", "0.10.2", "0.11.0"):
+        refused = _read(line, release).refused
+        assert refused and "you should provide the model as a positional argument" in refused[0], release
+        # ``--model=M`` is no ``--model`` word: that check passes it
+        assert _read(["vllm", "serve", "M2", "--model=M"], release).refused == [], release
+    for release in ("0.11.1", "0.20.0"):
+        assert _read(line, release).refused == [], release
+    assert parse_command(line).intent.refused == []  # the conformance release moves it too
+    # the positional stays accepted everywhere, and the module form has no positional
+    for release in ("0.6.0", "0.8.5", "0.10.2", "0.11.0", "0.11.1"):
+        assert _read(["vllm", "serve", "M", "-tp", "2"], release).refused == [], release
+        assert _read(["python", "-m", "vllm.entrypoints.openai.api_server", "--model", "M"], release).refused == []
+
+
+def test_vllm_0_10_2_reasoning_parser_choices_are_the_registered_ones() -> None:
+    """vllm/engine/arg_utils.py 0.10.2 ``choices=list(ReasoningParserManager.reasoning_parsers)``:
+    the names vllm/reasoning/*.py register (``@ReasoningParserManager.register_module``) when
+    vllm/reasoning/__init__.py imports them."""
+    assert _read(["vllm", "serve", "M", "--reasoning-parser", "deepseek_r1"], "0.10.2").refused == []
+    assert _read(["vllm", "serve", "M", "--reasoning-parser", "openai_gptoss"], "0.10.2").refused == []
+    refused = _read(["vllm", "serve", "M", "--reasoning-parser", "gpt_oss"], "0.10.2").refused
+    assert refused and "invalid choice" in refused[0]
+    # 0.10.1 registered the same parser as "GptOss" (vllm/reasoning/gptoss_reasoning_parser.py)
+    assert _read(["vllm", "serve", "M", "--reasoning-parser", "GptOss"], "0.10.1").refused == []
+
+
+def test_sglang_0_4_0_refuses_sglang_serve_and_its_deprecated_flags() -> None:
+    """SGLang 0.4.0's wheel has no sglang/cli (only ``python -m sglang.launch_server``) and
+    sglang/srt/server_args.py's DeprecatedAction raises ``ValueError(self.help)`` once given."""
+    serve = ["sglang", "serve", "--model-path", "M", "--tp", "2"]
+    refused = _read(serve, "0.4.0").refused
+    assert refused and "has no 'sglang serve' launcher" in refused[0]
+    module = ["python", "-m", "sglang.launch_server", "--model-path", "M", "--tp", "2"]
+    assert _read(module, "0.4.0").refused == []
+    for flag in ("--disable-flashinfer-sampling", "--disable-flashinfer", "--enable-overlap-schedule"):
+        refused = _read([*module, flag], "0.4.0").refused
+        assert refused and refused[0].startswith(f"ValueError: '{flag}' is deprecated"), flag
+    # releases not regenerated from their wheels keep the newest handling: never a new stop
+    assert _read(serve, "0.5.23").refused == []
+    assert atlas.serve_launcher("sglang", "0.5.23") and atlas.serve_launcher("vllm", "0.6.0")

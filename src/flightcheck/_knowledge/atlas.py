@@ -8,7 +8,10 @@ Per release: the command-line options (option strings, dest, action, nargs, choi
 type, default, and for an option that takes a config record as JSON the record's class),
 the fields of those records (nested records included), vLLM's environment variables, the
 FlashInfer APIs vLLM's ``has_flashinfer_*`` helpers probe, FlashInfer's public module
-names, and the wheel's ``Requires-Dist`` pins. SGLang 0.5.11-0.5.22 are read from their
+names, and the wheel's ``Requires-Dist`` pins; where a release differs from the newest, two
+launcher facts: how ``vllm serve --model X`` is taken (:func:`serve_model`) and whether
+``sglang serve`` exists (:func:`serve_launcher`). An option whose own action refuses it
+once given carries ``refuses`` (the message). SGLang 0.5.11-0.5.22 are read from their
 ``cp312`` wheels, FlashInfer 0.2.0.post1-0.4.1 from their sdists (PyPI has no wheel of them;
 ``scripts/atlas_fetch.py`` unpacks the ``.py`` files and PKG-INFO, nothing is built).
 
@@ -112,6 +115,22 @@ def records(engine: str, release: str) -> dict[str, list[Any]]:
 def envs(engine: str, release: str) -> dict[str, Any]:
     """The environment variables ``release`` declares, with the defaults its source spells."""
     return {k: v for k, v in _rows(engine, release, "envs")}
+
+
+def serve_model(engine: str, release: str) -> str | None:
+    """How ``release``'s ``vllm serve`` takes ``--model X`` (None: moved to the positional
+    model, the newest releases' way): "refused" (vLLM 0.8.5 .. 0.11.0
+    FlexibleArgumentParser.parse_args raises ValueError on a ``--model`` word) or
+    "positional" (vLLM 0.6.0 vllm/scripts.py: left as an option, the positional model_tag
+    required). Read from the source by ``scripts/gen_release_atlas.py``."""
+    value = _entry(engine, release).get("serve_model")
+    return value if isinstance(value, str) else None
+
+
+def serve_launcher(engine: str, release: str) -> bool:
+    """Whether ``release`` has the ``<engine> serve`` launcher: False where its wheel has no
+    CLI package (SGLang 0.4.0: no sglang/cli, only ``python -m sglang.launch_server``)."""
+    return _entry(engine, release).get("serve_launcher", True) is not False
 
 
 def pins(engine: str, release: str) -> list[str]:

@@ -159,6 +159,18 @@ class _Const(argparse.Action):
         _note(namespace, self.dest, option_string, value)
 
 
+class _Refuse(argparse.Action):
+    """An option whose own action raises once given (an atlas row's ``refuses``: SGLang 0.4.0
+    sglang/srt/server_args.py DeprecatedAction ``raise ValueError(self.help)``)."""
+
+    def __init__(self, *args: Any, message: str = "", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.message = message
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        raise Refused(self.message)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:
         raise Refused(message)
@@ -213,6 +225,9 @@ def build_parser(engine: str, rows: list[dict[str, Any]] | None = None) -> argpa
             parser.add_argument(
                 *positives, *sorted(negatives), action=_Const, nargs=0, const=True, negatives=negatives, **kwargs
             )
+            continue
+        if opt.get("refuses"):
+            parser.add_argument(*strings, action=_Refuse, nargs=nargs, message=opt["refuses"], **kwargs)
             continue
         if nargs == 0 or action in ("store_true", "store_false", "store_const", "count"):
             const = {"store_true": True, "store_false": False}.get(action, opt.get("const"))
@@ -311,14 +326,28 @@ ConfigLoader = Any  # Callable[[str], list[str]]: a --config file as flag tokens
 
 
 def _vllm_args(
-    args: list[str], serve: bool, load_config: ConfigLoader, parsed: Parsed, opt_level: bool = True
+    args: list[str],
+    serve: bool,
+    load_config: ConfigLoader,
+    parsed: Parsed,
+    opt_level: bool = True,
+    model_option: str | None = None,
 ) -> list[str]:
     """FlexibleArgumentParser.parse_args before argparse (vllm/utils/argparse_utils.py).
     ``opt_level`` False: a release without ``--optimization-level`` (vLLM 0.10.2
     vllm/utils/__init__.py turns ``-O3`` into ``-O.level=3``, -O being --compilation-config):
-    ``-O3`` stays the short option with its value."""
+    ``-O3`` stays the short option with its value. ``model_option``: how the release takes
+    ``serve --model X`` (:func:`flightcheck._knowledge.atlas.serve_model`; None: moved to
+    the positional, vLLM 0.11.1 and later)."""
     args = list(args)
-    if serve:
+    if serve and model_option == REFUSED_MODEL and vllm.READER_MODEL_OPTION in args:
+        # vLLM 0.8.5 vllm/utils.py .. 0.11.0 vllm/utils/__init__.py parse_args:
+        # ``any(arg == '--model' for arg in args)`` raises (``--model=X`` passes)
+        raise Refused(
+            "ValueError: With `vllm serve`, you should provide the model as a positional argument or in a "
+            "config file instead of via the `--model` option."
+        )
+    if serve and model_option is None:
         idx = next((i for i, a in enumerate(args) if re.match(r"^--model(=.+|$)", a)), None)
         if idx is not None:
             if args[idx] == "--model":
@@ -485,6 +514,11 @@ def _vllm_validate(ns: argparse.Namespace, release: str | None = None) -> None:
             raise Refused(f"VLLMValidationError: the chat template {template} appears path-like, but doesn't exist")
 
 
+#: atlas.serve_model's answers (scripts/gen_release_atlas.py serve_model_option)
+REFUSED_MODEL = "refused"
+POSITIONAL_MODEL = "positional"
+
+
 def parse(
     engine: str,
     args: list[str],
@@ -502,6 +536,7 @@ def parse(
         Refused: the engine would refuse the line (argparse's message, or the engine's).
     """
     parsed = Parsed()
+    model_option: str | None = None
     flexible = engines.get(engine).reader.preprocess == "flexible"
     # the engine's own pre-processing before argparse: vLLM's FlexibleArgumentParser, or
     # SGLang's ServerArgs (``sglang serve``, its --config merge)
@@ -509,7 +544,10 @@ def parse(
         opt_level = release is None or any(
             vllm.READER_OPT_LEVEL in (o["option_strings"] or []) for o in release_parser_rows(engine, release)
         )
-        argv = _vllm_args(args, serve, load_config, parsed, opt_level)
+        from flightcheck._knowledge import atlas
+
+        model_option = atlas.serve_model(engine, release) if release is not None and serve else None
+        argv = _vllm_args(args, serve, load_config, parsed, opt_level, model_option)
     else:
         argv = _sglang_args(args, serve, load_config, parsed)
     parsed.argv = argv
@@ -517,6 +555,9 @@ def parse(
     given = _Given()
     namespace._given_ = given
     ns = (parser_for(engine) if release is None else release_parser(engine, release)).parse_args(argv, namespace)
+    if flexible and model_option == POSITIONAL_MODEL and getattr(ns, "model_tag", None) is None:
+        # vLLM 0.6.0 vllm/scripts.py: serve_parser.add_argument("model_tag") has no nargs
+        raise Refused("the following arguments are required: model_tag")
     if flexible:  # vLLM validates its arguments after parsing (EngineArgs / the chat template)
         _vllm_validate(ns, release)
     values = dict(vars(ns))

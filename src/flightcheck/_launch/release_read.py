@@ -85,6 +85,12 @@ def for_release(cmd: EngineCommand, intent: Intent, installed: str) -> Intent:
         # nothing older to read by, or the generated table is that very release's
         return dataclasses.replace(intent, **changes)  # type: ignore[arg-type]
 
+    if cmd.form.endswith("-cli") and not atlas.serve_launcher(engine, release):
+        known = engines.find(engine)
+        name = known.display if known is not None else engine
+        changes["refused"] = [f"{name} {release} has no '{engine} serve' launcher (its wheel has no CLI package)"]
+        return dataclasses.replace(intent, **changes)  # type: ignore[arg-type]
+
     def load_config(path: str) -> list[str]:
         try:
             tokens, _ = config_tokens(path, engine)

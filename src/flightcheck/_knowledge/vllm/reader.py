@@ -27,6 +27,9 @@ READER_RECORD_KEYS_CHECKED_FROM = "0.16.0"
 #: ``-O3`` / ``-O=3`` / ``-O 3`` become this option.
 READER_OPT_LEVEL = "--optimization-level"
 READER_OPT_SHORT = "-O"
+#: the word vLLM 0.8.5 vllm/utils.py .. 0.11.0 vllm/utils/__init__.py
+#: FlexibleArgumentParser.parse_args refuses after ``serve`` (``any(arg == '--model' ...)``).
+READER_MODEL_OPTION = "--model"
 #: the names the model is served under: ``nargs="+"`` (vllm/engine/arg_utils.py
 #: ``ModelConfig.served_model_name``; data/vllm_0.33.0_args.json), the values rendered
 #: joined by a space.
