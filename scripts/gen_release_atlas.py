@@ -469,8 +469,11 @@ def _explicit(src: Source, call: ast.Call, kwargs_of: dict[str, dict[str, dict[s
 
 def _imported_dict_keys(src: Source, name: str) -> list[str] | None:
     """The keys of a module-level dict literal ``name`` that a loaded file imports (vLLM
-    0.6.0 ``QUANTIZATION_METHODS`` in vllm/model_executor/layers/quantization/__init__.py,
-    imported by vllm/engine/arg_utils.py); None when it is anything but such a literal."""
+    0.6.0 .. 0.6.4.post1 ``QUANTIZATION_METHODS`` in
+    vllm/model_executor/layers/quantization/__init__.py, imported by
+    vllm/engine/arg_utils.py), or the items of such a list literal of strings (the same name
+    in 0.6.5 .. 0.8.4: ``QUANTIZATION_METHODS: List[str] = ["aqlm", ...]``); None when it is
+    anything but such a literal."""
     module = src.imports.get(name)
     if module is None or src.read is None:
         return None
@@ -483,6 +486,10 @@ def _imported_dict_keys(src: Source, name: str) -> list[str] | None:
             keys = [_literal(k) for k in node.value.keys]  # type: ignore[union-attr]
             if all(ok and isinstance(k, str) for ok, k in keys):
                 return [k for _, k in keys]
+        if isinstance(target, ast.Name) and target.id == name and isinstance(node.value, ast.List):  # type: ignore[union-attr]
+            items = [_literal(e) for e in node.value.elts]  # type: ignore[union-attr]
+            if all(ok and isinstance(v, str) for ok, v in items):
+                return [v for _, v in items]
     return None
 
 
@@ -529,7 +536,8 @@ def _registered_names(src: Source, manager: str) -> list[str] | None:
 
 def _spread_choices(src: Source, node: ast.AST) -> tuple[bool, Any]:
     """``choices=[*NAME, None]`` where NAME is an imported dict literal (its keys, in order;
-    vLLM 0.6.0 vllm/engine/arg_utils.py ``--quantization``), or
+    vLLM 0.6.0 .. 0.6.4.post1 vllm/engine/arg_utils.py ``--quantization``) or list literal
+    of strings (0.6.5 .. 0.8.4), or
     ``choices=list(MANAGER.registry)`` (:func:`_registered_names`; vLLM 0.10.2
     vllm/engine/arg_utils.py ``--reasoning-parser``); (False, None) otherwise."""
     if (

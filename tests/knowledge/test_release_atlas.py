@@ -11,6 +11,7 @@ import json
 import tarfile
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -415,6 +416,12 @@ def test_choices_spread_from_an_imported_dict_and_a_registry(gen: ModuleType) ->
     )
     rows = {o["dest"]: o for o in gen.vllm_release(src.get, sorted(src))["options"]}
     assert rows["quantization"]["choices"] is None and rows["reasoning_parser"]["choices"] is None
+    # 0.6.5 .. 0.8.4: ``QUANTIZATION_METHODS: List[str] = [...]``, a list literal: its items
+    src = _old_vllm(
+        **{"vllm/model_executor/layers/quantization/__init__.py": 'QUANTIZATION_METHODS: List[str] = ["awq", "fp8"]\n'}
+    )
+    rows = {o["dest"]: o for o in gen.vllm_release(src.get, sorted(src))["options"]}
+    assert rows["quantization"]["choices"] == ["awq", "fp8", None]
 
 
 def test_serve_model_option_is_read_per_release(gen: ModuleType) -> None:
@@ -450,6 +457,32 @@ def test_the_committed_atlas_records_the_serve_model_handling() -> None:
     for release in ("0.11.1", "0.20.0", "0.33.0"):
         assert atlas.serve_model("vllm", release) is None, release
     assert atlas.serve_model("sglang", "0.4.0") is None
+
+
+def _choices(engine: str, release: str, option: str) -> list[Any] | None:
+    row = next(o for o in atlas.options(engine, release) if option in o["option_strings"])
+    return row["choices"]
+
+
+def test_the_old_releases_regenerated_from_their_wheels() -> None:
+    """vLLM 0.6.1 .. 0.8.4 and SGLang 0.4.0.post1 .. 0.5.10.post1, regenerated from their
+    wheels: vLLM 0.7.3 vllm/entrypoints/cli/serve.py ``model_tag`` is a required positional
+    (0.8.3 makes it ``nargs='?'`` and vllm/utils.py refuses ``--model``); ``--quantization``
+    takes 0.7.3's ``QUANTIZATION_METHODS`` list (vllm/model_executor/layers/quantization/
+    __init__.py, 23 names) or None; 0.8.3 reads ``--reasoning-parser`` from the
+    vllm/reasoning registry. SGLang 0.5.3 sglang/srt/server_args.py ``DeprecatedAction``
+    refuses ``--enable-ep-moe``; 0.4.9 has no sglang/cli (only ``python -m
+    sglang.launch_server``), 0.5.5 has one."""
+    assert atlas.serve_model("vllm", "0.7.3") == "positional"
+    assert atlas.serve_model("vllm", "0.8.3") == "refused"
+    quant = _choices("vllm", "0.7.3", "--quantization")
+    assert quant is not None and len(quant) == 24 and quant[-1] is None
+    assert {"awq", "gptq", "fp8", "gguf", "bitsandbytes"} <= set(quant)
+    assert _choices("vllm", "0.8.3", "--reasoning-parser") == ["deepseek_r1", "granite"]
+    ep = next(o for o in atlas.options("sglang", "0.5.3") if "--enable-ep-moe" in o["option_strings"])
+    assert ep["refuses"].startswith("ValueError: NOTE: --enable-ep-moe is deprecated.")
+    assert atlas.serve_launcher("sglang", "0.4.9") is False
+    assert atlas.serve_launcher("sglang", "0.5.5") is True
 
 
 def test_sglang_deprecated_actions_and_a_missing_cli_are_read(gen: ModuleType) -> None:
