@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from flightcheck._knowledge.units import GiB
 from flightcheck._memory.budget import CUDA_GRAPHS, CUDA_GRAPHS_HIGH, Communication, bound_terms, usable_bytes
 
@@ -9,16 +11,20 @@ COMM = Communication(0, 800 << 20, {}, True)
 TOTAL = int(79.18 * GiB)
 
 
-def _terms(version: str | None, tp: int = 1, lazy: bool = True, util_set: bool = False, graphs: bool = True):
-    return bound_terms(
-        engine_version=version,
-        total=TOTAL,
-        utilization_set=util_set,
-        cudagraphs_counted=graphs,
-        tp=tp,
-        comm=COMM if tp > 1 else None,
-        lazy_connect=lazy,
-    )
+def _terms(
+    version: str | None, tp: int = 1, lazy: bool = True, util_set: bool = False, graphs: bool = True, **more: Any
+):
+    """``bound_terms`` with this file's defaults; ``more`` overrides or adds its other arguments."""
+    kwargs: dict[str, Any] = {
+        "engine_version": version,
+        "total": TOTAL,
+        "utilization_set": util_set,
+        "cudagraphs_counted": graphs,
+        "tp": tp,
+        "comm": COMM if tp > 1 else None,
+        "lazy_connect": lazy,
+    }
+    return bound_terms(**{**kwargs, **more})
 
 
 def test_a_known_release_at_tp1_spans_only_what_the_profile_measures() -> None:
@@ -53,77 +59,30 @@ def test_an_unknown_release_widens_over_the_releases_rules() -> None:
 def test_the_fusion_workspace_widens_the_bound_by_its_span() -> None:
     """vllm.fusion_workspace's (low, point, high): the point is in the reserve, the bound spans
     the rest (flashinfer/comm/mnnvl.py SymmDeviceMemory, FlashInfer 0.6.6)."""
-    t = bound_terms(
-        engine_version="0.19.0",
-        total=TOTAL,
-        utilization_set=True,
-        cudagraphs_counted=False,
-        tp=2,
-        comm=None,
-        lazy_connect=True,
-        fusion=(100, 1000, 1000),
-    )["allreduce_fusion"]
+    t = _terms("0.19.0", tp=2, util_set=True, graphs=False, comm=None, fusion=(100, 1000, 1000))["allreduce_fusion"]
     assert (t.below, t.above) == (0, 900) and "trtllm_ar.py" in t.source
 
 
 def test_before_0_11_the_communicators_uncertain_part_lowers_the_budget() -> None:
     comm = Communication(100 << 20, 400 << 20, {}, True)
-    t = bound_terms(
-        engine_version="0.10.1.1",
-        total=TOTAL,
-        utilization_set=True,
-        cudagraphs_counted=False,
-        tp=2,
-        comm=comm,
-        lazy_connect=False,
-        comm_in_budget=comm,
-    )
+    t = _terms("0.10.1.1", tp=2, lazy=False, util_set=True, graphs=False, comm=comm, comm_in_budget=comm)
     assert t["nccl_in_budget"].below == 2 * (300 << 20) and "nccl_after_snapshot" not in t
 
 
 def test_shared_host_memory_spans_the_slack_on_spark() -> None:
     """utils/mem_utils.py MemorySnapshot.measure (0.19.0): cc 12.1 reads psutil's available memory."""
-    t = bound_terms(
-        engine_version="0.19.0",
-        total=TOTAL,
-        utilization_set=True,
-        cudagraphs_counted=False,
-        tp=1,
-        comm=None,
-        lazy_connect=True,
-        compute_capability="12.1",
-        utilization=0.5,
-    )["shared_host_memory"]
+    t = _terms("0.19.0", util_set=True, graphs=False, compute_capability="12.1", utilization=0.5)["shared_host_memory"]
     assert t.below == t.above == int(TOTAL * 0.5)
 
 
 def test_an_unknown_release_spans_the_samplers_of_the_releases() -> None:
     """No release: the profile's sampler is FlashInfer / Triton (14 B an element) or the sort
     (38 - 50 B) by release (vllm.sampler_kind): the bound takes the min / max of the peak."""
-    t = bound_terms(
-        engine_version=None,
-        total=TOTAL,
-        utilization_set=True,
-        cudagraphs_counted=False,
-        tp=1,
-        comm=None,
-        lazy_connect=True,
-        activations=1000,
-        release_activations=(800, 1500),
-    )["release_unknown"]
+    samplers = {"activations": 1000, "release_activations": (800, 1500)}
+    t = _terms(None, util_set=True, graphs=False, **samplers)["release_unknown"]
     assert (t.below, t.above) == (500, 200)
     # a known release: its own sampler, no such term
-    known = bound_terms(
-        engine_version="0.19.0",
-        total=TOTAL,
-        utilization_set=True,
-        cudagraphs_counted=False,
-        tp=1,
-        comm=None,
-        lazy_connect=True,
-        activations=1000,
-        release_activations=(800, 1500),
-    )
+    known = _terms("0.19.0", util_set=True, graphs=False, **samplers)
     assert "release_unknown" not in known
 
 
@@ -136,16 +95,7 @@ def test_across_nodes_before_0_11_the_network_buffers_widen_the_low_end() -> Non
 
     ic = Interconnect(compute_capability="8.0", nodes=2)
     one = communication(Layout(2, 1), ic, "0.10.1.1", {}, 1)
-    terms = bound_terms(
-        engine_version="0.10.1.1",
-        total=40 * GiB,
-        utilization_set=True,
-        cudagraphs_counted=True,
-        tp=2,
-        comm=one,
-        lazy_connect=False,
-        comm_in_budget=one,
-    )
+    terms = _terms("0.10.1.1", tp=2, lazy=False, util_set=True, total=40 * GiB, comm=one, comm_in_budget=one)
     assert terms["nccl_in_budget"].below == 2 * one.high == 2 * 64 * 2 * 20 * (1 << 20)
     assert "nccl_after_snapshot" not in terms
 
@@ -156,15 +106,7 @@ def test_0_6_4_spans_the_cuda_context_it_counts() -> None:
     from flightcheck._memory.budget import CONTEXT
 
     def terms(version: str) -> dict:
-        return bound_terms(
-            engine_version=version,
-            total=8 * GiB,
-            utilization_set=False,
-            cudagraphs_counted=False,
-            tp=1,
-            comm=None,
-            lazy_connect=False,
-        )
+        return _terms(version, lazy=False, graphs=False, total=8 * GiB)
 
     assert terms("0.6.4.post1")["cuda_context"].above == CONTEXT
     assert "cuda_context" not in terms("0.6.6") and "cuda_context" not in terms("0.19.0")
