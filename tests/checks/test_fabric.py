@@ -20,18 +20,9 @@ from flightcheck._collect.checkpoint import read_checkpoint
 from flightcheck._launch.intent_read import read_options
 from flightcheck._vocabulary.facts import from_dict
 from support.cli import cli
-from support.evaluation import assert_fires, assert_silent, host_doc, results, statuses
+from support.evaluation import PROBE_401, assert_fires, assert_silent, host_doc, results, statuses
 
 FC3 = ("FC301", "FC302", "FC303", "FC304", "FC305", "FC306", "FC307", "FC308", "FC309")
-PROBE_401 = {
-    "ok": False,
-    "stage": "bind",
-    "cuda_error": 401,
-    "cuda_error_name": "CUDA_ERROR_ILLEGAL_STATE",
-    "devices": 8,
-    "handle_type": "posix_fd",
-    "duration_s": 0.4,
-}
 
 
 def host(name: str = "hgx-b300", **sections: Any) -> dict[str, Any]:

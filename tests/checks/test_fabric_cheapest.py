@@ -20,17 +20,8 @@ from flightcheck._collect.checkpoint import read_checkpoint
 from flightcheck._knowledge import vllm
 from flightcheck._vocabulary.facts import from_dict
 from support.cli import cli
-from support.evaluation import host_doc
+from support.evaluation import PROBE_401, host_doc
 
-PROBE_401 = {
-    "ok": False,
-    "stage": "bind",
-    "cuda_error": 401,
-    "cuda_error_name": "CUDA_ERROR_ILLEGAL_STATE",
-    "devices": 8,
-    "handle_type": "posix_fd",
-    "duration_s": 0.4,
-}
 ATTRIBUTE_OFF = {
     **PROBE_401,
     "stage": "attribute",

@@ -17,6 +17,17 @@ from flightcheck._launch.intent_read import read_options
 from flightcheck._vocabulary.facts import from_dict
 from support import HOSTS
 
+#: a multicast probe of 8 GPUs that failed at bind with CUDA error 401 (after a warm reboot)
+PROBE_401 = {
+    "ok": False,
+    "stage": "bind",
+    "cuda_error": 401,
+    "cuda_error_name": "CUDA_ERROR_ILLEGAL_STATE",
+    "devices": 8,
+    "handle_type": "posix_fd",
+    "duration_s": 0.4,
+}
+
 
 def host_doc(name: str = "b300") -> dict[str, Any]:
     """A recorded snapshot as a dict: a fixture under tests/fixtures/hosts, or a bundled example."""
