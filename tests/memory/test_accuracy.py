@@ -90,7 +90,8 @@ def test_token_capacity_from_the_logged_budget_is_within_3_percent() -> None:
     free of the budget's error (which the predicted tokens inherit). The logged GiB have two
     decimals, hence the small differences (at most 0.88%, point 55: 9,088 tokens)."""
     rows = evaluate()
-    conv = {r.index: (r.logged_tokens, r.tokens_from_logged) for r in rows if r.tokens_from_logged}
+    # the corpus only: the held-out points are scored apart (test_held_out_points_are_scored)
+    conv = {r.index: (r.logged_tokens, r.tokens_from_logged) for r in rows if r.tokens_from_logged and not r.held_out}
     # 48 text-model points, and the vision models 19, 24 and 67 (LLaVA-1.5-7B 18,400 tokens
     # exactly, Qwen3-VL-30B-A3B +0.02 %, Mistral-Small-3.2-24B -0.07 %); then points 95, 104, 105
     assert len(conv) == 54, sorted(conv)
@@ -99,14 +100,14 @@ def test_token_capacity_from_the_logged_budget_is_within_3_percent() -> None:
     # point 32 logs a V0 non-driver worker's KV memory; its tokens come from the driver's
     # smaller budget (vLLM takes the minimum over the workers), so it is not converted
     assert 32 not in conv and rows[32].logged_tokens == 81536
-    s = summary(rows)
+    s = summary(rows, held_out=False)
     assert s["conversion_within_3pct"] == s["conversion_points"] == 54
     assert s["max_conversion_error"] is not None and s["max_conversion_error"] < 0.009
 
 
 def test_every_residual_has_its_reason() -> None:
     """The points outside max(3%, 0.5 GiB) are exactly those RESIDUALS explains."""
-    off = {r.index for r in evaluate() if r.within is False}
+    off = {r.index for r in evaluate() if r.within is False and not r.held_out}
     assert off == set(RESIDUALS), off
 
 
@@ -124,7 +125,8 @@ NEAR_MISSES = {52, 56}
 
 
 def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
-    rows = [r for r in evaluate() if r.excluded is None]
+    # the corpus only: the held-out points are scored apart (test_held_out_points_are_scored)
+    rows = [r for r in evaluate() if r.excluded is None and not r.held_out]
     for r in rows:
         if r.outcome == "ran" and r.index not in FC402_EXCEPTIONS:
             assert r.predicted_stop is False, f"point {r.index} ran but FC402 would stop it"
@@ -370,8 +372,21 @@ def test_the_logged_budget_lies_inside_the_reported_bound() -> None:
     outside = {r.index for r in rows if r.excluded is None and r.inside is False and not r.held_out}
     assert outside <= {34, 58, 93}
     assert s["median_width_gib"] < 1.2
-    held = summary(rows, held_out=True)
-    assert held["scored"] >= 1 and held["inside"] == held["scored"]
+
+
+def test_held_out_points_are_scored() -> None:
+    """The held-out set (``"held_out": true``, SEARCHES.md) is scored apart from the corpus:
+    point 109 and the 15 points of "a genuinely held-out measurement set" (gathered by a
+    helper that changed no rule). Every one of them is scored, none excluded; how well
+    flightcheck predicts them is printed by ``bench/memory_accuracy.py`` ("held-out:") and
+    deliberately not asserted here, since a threshold on them would invite tuning the rules
+    to them."""
+    rows = evaluate()
+    held = [r for r in rows if r.held_out]
+    assert len(held) >= 16, [r.index for r in held]
+    assert all(r.excluded is None for r in held), {r.index: r.excluded for r in held if r.excluded}
+    s = summary(rows, held_out=True)
+    assert s["scored"] == s["bounded"] == len(held)
 
 
 def test_0_6_4_counts_the_cuda_context_inside_the_budget() -> None:

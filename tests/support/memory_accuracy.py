@@ -118,6 +118,28 @@ ARCH = {
     # an SFT of Rho-1's 1B model, a TinyLlama-1.1B architecture (point 111: its logged KV bytes
     # a token, 22,528, are 22 layers x 2 x 4 KV heads x 64 x 2)
     "realtreetune/rho-1b-sft-GSM8K": "tinyllama-1.1b",
+    # held-out points 112-126 (SEARCHES.md, "a genuinely held-out measurement set"):
+    # DeepSeek-Coder-V2-Lite-Instruct, a DeepSeek-V2-Lite architecture (15.7B parameters, 27
+    # MLA layers: its log's 3.97 GiB x 8 ranks of fp16 weights)
+    "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct": "deepseek-v2-lite",
+    "Qwen/Qwen2.5-72B-Instruct": "qwen2.5-72b",
+    # bitsandbytes 4-bit weights of Qwen2.5-7B-Instruct (point 114)
+    "/home/sancelot/Qwen2.5-7B-Instruct-bnb-4bit": "qwen2.5-7b",
+    # DeepSeek-V2.5: a DeepseekV2ForCausalLM checkpoint of DeepSeek-V2's 236B architecture
+    "deepseek-ai/DeepSeek-V2.5": "deepseek-v2",
+    # the merged DPO fine-tune of Llama-3.1-8B-Instruct of point 85, served as 'models/merged'
+    # (point 117: the same project's 14.99 GiB of weights, 'Resolved architecture: LlamaForCausalLM')
+    "models/merged": "llama-3-8b",
+    # AWQ 4-bit and online-FP8 weights of Llama 3 / 3.1 70B: the llama-3.3-70b architecture (80
+    # layers, 8 KV heads; point 118's 163,840 B of KV a token a rank at TP 2)
+    "TechxGenus/Meta-Llama-3-70B-Instruct-AWQ": "llama-3.3-70b",
+    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.3-70b",
+    # GPTQ 4-bit (AutoRound) weights of microsoft/phi-4
+    "kaitchup/Phi-4-AutoRound-GPTQ-4bit": "phi-4",
+    "Qwen/Qwen2.5-0.5B": "qwen2.5-0.5b",
+    # DeepSeek's distillation into Qwen2.5-Math-7B, a Qwen2ForCausalLM of Qwen2.5-7B's shape
+    # (28 layers, 4 KV heads of 128, vocabulary 152,064)
+    "/root/autodl-tmp/deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": "qwen2.5-7b",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
