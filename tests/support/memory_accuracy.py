@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from flightcheck._knowledge import nccl, vllm
 from flightcheck._memory.budget import (
     NEAR_MISS,
@@ -27,6 +29,7 @@ from flightcheck._memory.budget import (
     communication,
     default_reserve,
     forward_peak,
+    profile_peak,
     release,
     sampler_span,
 )
@@ -318,6 +321,15 @@ class Row:
         return self.kv_need_gib - budget > NEAR_MISS / GiB
 
 
+def _v0_peak(cfg: Any, layout: Any, batch: Any, p: dict[str, Any], length: int | None) -> int:
+    """The profile peak of a launch run by the V0 engine (``budget.bound_terms``' V0 side):
+    V0's default batch for ``length`` (``vllm.v0_batch``) unless the point sets it, and the sort."""
+    given = p["max_num_batched_tokens"] or not length
+    tokens, seqs = (batch.tokens, batch.seqs) if given else vllm.v0_batch(length)
+    v0 = msgspec.structs.replace(batch, tokens=tokens, seqs=p["max_num_seqs"] or seqs, sampler="sort")
+    return sum(profile_peak(cfg, layout, v0))
+
+
 def load() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     points = [json.loads(line) for line in (FIXTURES / "vllm_startup_logs.jsonl").read_text().splitlines() if line]
     return points, json.loads((FIXTURES / "model_configs.json").read_text())
@@ -479,6 +491,10 @@ def evaluate() -> list[Row]:
             activations=parts.get("activations", 0) + parts.get("vision_encoder", 0),
             # no release: the sampler by release is open too, unless the log names it
             release_activations=sampler_span(cfg, layout, batch) if v is None and not p.get("sampler") else None,
+            # no release, below 10.0: V0 may run, with its batch rule (vllm.v0_batch) unless the launch set it
+            v0_activations=_v0_peak(cfg, layout, batch, p, length)
+            if v is None and vllm.unknown_release_may_run_v0(cc)
+            else None,
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}
         row.low_gib = row.predicted_gib - sum(t.below for t in terms.values()) / GiB

@@ -446,6 +446,7 @@ def bound_terms(
     utilization: float | None = None,
     activations: int = 0,
     release_activations: tuple[int, int] | None = None,
+    v0_activations: int | None = None,
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
     only widens it; an empty dict only where nothing is left open, which no profiled launch is).
@@ -501,7 +502,11 @@ def bound_terms(
       releases' other terms (the fusion workspace, the communicators) span their min / max, and
       ``release_activations`` (the profile peak's (min, max) over the releases' samplers —
       ``vllm.sampler_kind``: FlashInfer / Triton 14 B, the sort 38 - 50 B a vocabulary element)
-      widens the activations by what the point's sampler leaves out."""
+      widens the activations by what the point's sampler leaves out. Where the unknown release may
+      be V0 (``vllm.unknown_release_may_run_v0``: below compute capability 10.0),
+      ``v0_activations`` is the profile peak under V0's batch rule and sort (``vllm.v0_batch``,
+      read in 0.6.4.post1 and 0.8.x) and 0.6.4.x's non-torch figure holds the CUDA context
+      (``vllm.non_torch_from_process_start``): the budget may be lower by both."""
     v = release(engine_version)
     terms: dict[str, Term] = {}
     after = v is None or not vllm.comm_in_budget(v)
@@ -584,15 +589,20 @@ def bound_terms(
         below = 0
         if release_activations is not None and activations:
             lo, hi = release_activations
-            below += max(0, hi - activations)
+            below += max(0, max(hi, v0_activations or 0) - activations)
             above += max(0, activations - lo)
+        elif v0_activations is not None and activations:
+            below += max(0, v0_activations - activations)
+        if v0_activations is not None:
+            below += CONTEXT  # 0.6.4.x: the CUDA context inside the non-torch figure
         if above or below:
             terms["release_unknown"] = Term(
                 below,
                 above,
                 "no release known: gpu_memory_utilization 0.92 from 0.20.0 (else 0.9), the "
-                "CUDA-graph estimate subtracted from 0.20.0 (v1/worker/gpu_worker.py) and the "
-                "sampler by release (v1/sample/ops/topk_topp_sampler.py)",
+                "CUDA-graph estimate subtracted from 0.20.0 (v1/worker/gpu_worker.py), the "
+                "sampler by release (v1/sample/ops/topk_topp_sampler.py) and, below 10.0, the V0 "
+                "engine's batch and CUDA context (worker/worker.py, 0.6.4.post1)",
             )
     return terms
 

@@ -432,7 +432,22 @@ class MemoryModel(msgspec.Struct):
             release_activations=sampler_span(self.cfg, lay, self.batch)
             if v is None and acts and self.cfg is not None
             else None,
+            v0_activations=self._v0_activations(lay) if v is None and acts else None,
         )
+
+    def _v0_activations(self, layout: Layout) -> int | None:
+        """An unknown release's V0 side (``budget.bound_terms``' ``release_unknown``): the profile
+        peak under V0's default batch and sort where V0 may run (``vllm.unknown_release_may_run_v0``)
+        and the launch leaves the batch to the engine; None where it cannot."""
+        cc = (self.interconnect or Interconnect()).compute_capability
+        length = self.batch.max_model_len or (self.max_model_len if isinstance(self.max_model_len, int) else None)
+        if self.cfg is None or not vllm.unknown_release_may_run_v0(cc):
+            return None
+        if self.batch.source == "the launch's" or not length:
+            return sum(profile_peak(self.cfg, layout, msgspec.structs.replace(self.batch, sampler="sort")))
+        tokens, seqs = vllm.v0_batch(length)
+        v0 = msgspec.structs.replace(self.batch, tokens=tokens, seqs=seqs, sampler="sort")
+        return sum(profile_peak(self.cfg, layout, v0))
 
     def fusion_workspace(self, layout: Layout | None = None) -> tuple[int, int, int]:
         """(low, point, high) of FlashInfer's all-reduce fusion workspace vLLM makes after its

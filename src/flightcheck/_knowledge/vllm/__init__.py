@@ -144,7 +144,12 @@ from flightcheck._knowledge.vllm.memory import (
     utilization_refusal,
     v0_batch,
 )
-from flightcheck._knowledge.vllm.memory_tp import FI_FUSION_DEFAULT_ON, fusion_rule, fusion_workspace
+from flightcheck._knowledge.vllm.memory_tp import (
+    FI_FUSION_DEFAULT_ON,
+    fusion_rule,
+    fusion_workspace,
+    unknown_release_may_run_v0,
+)
 from flightcheck._knowledge.vllm.multicast import (
     ADDITIONAL_CONFIG_FLAG,
     ALL2ALL_BACKEND_FLAG,
@@ -511,6 +516,7 @@ __all__ = [
     "separate_draft",
     "speculative",
     "speculative_given",
+    "unknown_release_may_run_v0",
     "use_deep_gemm_default",
     "utilization_refusal",
     "v0_batch",
