@@ -7,7 +7,12 @@ in 0.10.x): ``non_torch_increase`` is the growth of ``(total - free) - torch.cud
 from the snapshot ``Worker.init_device`` takes (v1/worker/gpu_worker.py) to the end of the profile
 run, so only memory allocated *outside* torch's caching allocator after that snapshot enters the
 budget. Where each TP communicator's memory falls, read in the 0.10.1.1, 0.11.0, 0.19.0 and 0.33.0
-wheels:
+wheels; re-checked in every wheel on disk 0.10.0 - 0.33.0: ``init_device`` snapshots before
+``init_worker_distributed_environment`` in 0.10.0 - 0.10.2 and after it from 0.11.0 (all 37),
+``CudaCommunicator.__init__`` makes ``CustomAllreduce`` (0.10.0 on) and ``SymmMemCommunicator``
+(0.10.2 on; ``VLLM_ALLREDUCE_USE_SYMM_MEM`` "0" in 0.10.2, "1" from 0.11.0), and
+``PyNcclCommunicator.__init__`` runs its warmup all-reduce, in 0.10.0, 0.10.2, 0.11.0, 0.12.0, 0.14.0,
+0.16.0, 0.17.0, 0.19.0, 0.20.0, 0.22.0, 0.24.0, 0.26.0, 0.28.0, 0.30.0, 0.32.0 and 0.33.0:
 
 - **NCCL (pynccl) communicator** of the TP group (distributed/device_communicators/cuda_communicator.py
   ``CudaCommunicator.__init__``), made in ``init_worker_distributed_environment``: before the
@@ -102,8 +107,11 @@ MiB = 1 << 20
 #   (comm/mnnvl.py), which raises without CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED and rounds each
 #   buffer up to the multicast granularity even with ``enable_multicast=False``; 0.6.11.post2 - 0.6.14
 #   (read in each) torch symmetric memory (comm/torch_symmetric_memory.py ``_alloc_symm_buffer_bytes``:
-#   ``symm_mem.empty`` — torch's own cuMem allocator, outside its caching allocator; its rounding is
-#   torch's, not read: the allocation granularity at the point, the multicast one at the high end);
+#   ``symm_mem.empty`` — torch's own cuMem allocator, outside its caching allocator: at pytorch main
+#   029e4735, torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemory.cu
+#   ``CUDASymmetricMemoryAllocator::alloc`` rounds to CU_MEM_ALLOC_GRANULARITY_RECOMMENDED only and
+#   makes the multicast object the same size, skipping it where that fails — the point; the torch
+#   2.11.0 these releases pin is not read, so the high end keeps the multicast rounding);
 #   0.6.15 on (read in 0.6.15, 0.6.16.post3, 0.6.18rc7 and 0.7.2.post1) ``SymmDeviceMemory`` again,
 #   which now rounds to the multicast granularity only ``if self._enable_multicast`` (False here).
 # - "mnnvl" (flashinfer/comm/trtllm_mnnvl_ar.py ``MNNVLAllReduceFusionWorkspace``): ONE allocation of
@@ -179,7 +187,25 @@ FI_FUSION_DEFAULT_ON = {
 FI_FUSION_UNREAD = ("0.21.0", "0.22.0")
 #: the releases whose ``PyNcclCommunicator.__init__`` was read to run the warmup all-reduce at
 #: init (see above); the bound does not narrow on it (the tuner's choice is not derived)
-PYNCCL_WARMUP_AT_INIT = ("0.10.1.1", "0.11.0", "0.19.0", "0.33.0")
+PYNCCL_WARMUP_AT_INIT = (
+    "0.10.0",
+    "0.10.1.1",
+    "0.10.2",
+    "0.11.0",
+    "0.12.0",
+    "0.14.0",
+    "0.16.0",
+    "0.17.0",
+    "0.19.0",
+    "0.20.0",
+    "0.22.0",
+    "0.24.0",
+    "0.26.0",
+    "0.28.0",
+    "0.30.0",
+    "0.32.0",
+    "0.33.0",
+)
 #: ``FI_ALLREDUCE_FUSION_MAX_SIZE_MB`` (what config/compilation.py ``flashinfer_max_size`` reads,
 #: keyed by ``capability.to_int()``: a capability without an entry runs no fusion): MiB by compute
 #: capability and TP, keyed by the first release of each table — 0.11.1 - 0.18.1 "0.17.0",
