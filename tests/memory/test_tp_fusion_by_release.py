@@ -210,3 +210,14 @@ def test_the_model_passes_the_v0_side_for_an_unknown_release() -> None:
     # the fusion workspace: the point of 0.19.0 at TP 2 on a Hopper with multicast, none unknown
     assert _llama("0.19.0", "9.0").fusion_workspace()[1] == 3 * MC_GRANULARITY_INFERRED
     assert _llama(None, "9.0").fusion_workspace() == (0, 0, 3 * MC_GRANULARITY_INFERRED)
+
+
+def test_across_nodes_only_mnnvl_and_none_at_the_point() -> None:
+    """A TP group over two nodes: trtllm cannot; "auto" picks mnnvl from 0.19.0, only on 10.0 and up
+    from 0.32.0; whether the nodes share an NVLink fabric is not known: (0, 0, mnnvl)."""
+    assert _ws("0.18.0", tp=8, nodes=2) == (0, 0, 0)
+    assert _ws("0.19.0", tp=8, nodes=2) == (0, 0, MC_GRANULARITY_INFERRED)
+    assert _ws("0.31.0", tp=8, nodes=2)[2] > 0 and _ws("0.32.0", tp=8, nodes=2) == (0, 0, 0)
+    assert _ws("0.32.0", tp=8, cc="10.0", nodes=2)[2] > 0
+    # one node (nodes None or 1): the one-node rule
+    assert _ws("0.19.0", tp=8, nodes=1) == _ws("0.19.0", tp=8)

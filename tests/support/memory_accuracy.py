@@ -452,6 +452,7 @@ def evaluate() -> list[Row]:
                 batched_tokens=batch.tokens,
                 eager=bool(p["enforce_eager"]),
                 multicast=icx.multicast,
+                nodes=icx.nodes,
             )
             if not v0
             else (0, 0, 0)

@@ -457,6 +457,8 @@ class MemoryModel(msgspec.Struct):
         if self._rules.reserve != "profile" or self.cfg is None:
             return 0, 0, 0
         ic = self.interconnect or Interconnect()
+        # a TP group larger than this node spans nodes (as ``communication`` reads it)
+        nodes = -(-lay.tp // self.node_gpus) if self.node_gpus and lay.tp > self.node_gpus else ic.nodes
         return vllm.fusion_workspace(
             release(self.engine_version),
             tp=lay.tp,
@@ -468,6 +470,7 @@ class MemoryModel(msgspec.Struct):
             batched_tokens=self.batch.tokens,
             eager=self.eager,
             multicast=ic.multicast,
+            nodes=nodes,
         )
 
     def comm_in_reserve(self, layout: Layout | None = None) -> int:

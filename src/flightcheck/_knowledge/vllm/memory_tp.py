@@ -95,6 +95,11 @@ MiB = 1 << 20
 #   Blackwell mnnvl tuning (``FI_MNNVL_ALLREDUCE_MAX_SIZE_MB``, all_reduce_utils.py), which also
 #   raises the pass's workspace (``get_fi_ar_workspace``: ``max(max_token_num, tuned)``).
 # - 0.21.x: no wheel on disk, not read — the bound spans its neighbours' rules (``FI_FUSION_UNREAD``).
+# - a TP group across nodes: trtllm cannot (its IPC handles are one node's; vLLM refuses it from
+#   0.25.0, ``_node_count(group) > 1``), so only mnnvl can make a workspace — "auto" picks it across
+#   nodes from 0.19.0, and from 0.32.0 only on 10.0 and up (``has_device_capability(100)``; "MNNVL
+#   requires Blackwell-class GPUs"). Whether the nodes share an NVLink fabric (NVL72) decides if it is
+#   made: the point takes none, the high end the mnnvl workspace.
 #
 # The pass sizes its workspace ``max_token_num = min(flashinfer_max_size(tp) // (hidden x dtype
 # bytes), max_num_batched_tokens)`` (identical in every release read) from the size table below.
@@ -158,6 +163,10 @@ class FusionRelease(NamedTuple):
 FUSION_BY_RELEASE: tuple[FusionRelease, ...] = (
     FusionRelease(
         "0.33.0", True, table="0.29.0", mnnvl_first=True, standalone=True, trtllm_alloc="symm", tuned="0.33.0"
+    ),
+    # 0.32.0: as 0.29.0, but mnnvl across nodes only on 10.0 and up (FI_MNNVL_ACROSS_NODES_BLACKWELL_SINCE)
+    FusionRelease(
+        "0.32.0", True, table="0.29.0", mnnvl_first=True, standalone=True, trtllm_alloc="symm", tuned="0.29.0"
     ),
     FusionRelease(
         "0.29.0", True, table="0.29.0", mnnvl_first=True, standalone=True, trtllm_alloc="symm", tuned="0.29.0"
@@ -247,6 +256,10 @@ FI_MNNVL_TUNED_MB: dict[str, dict[tuple[int, int, int], float]] = {
         (103, 16, 4): 8,
     },
 }
+#: across nodes "auto" picks mnnvl from 0.19.0 (0.17.x / 0.18.x: the env default trtllm), and from
+#: 0.32.0 only on 10.0 and up (flashinfer_all_reduce.py ``_resolve_fi_ar_backend``, read in each)
+FI_MNNVL_ACROSS_NODES_SINCE = "0.19.0"
+FI_MNNVL_ACROSS_NODES_BLACKWELL_SINCE = "0.32.0"
 #: 0.17.0 - 0.20.2's ``enable_allreduce_rms_fusion`` also needs DP 1 and PP 1; 0.22.0 on does not
 FI_FUSION_DP_PP_ANY_SINCE = "0.22.0"
 #: the first release whose pinned FlashInfer no longer rounds the trtllm workspace to the multicast
@@ -319,6 +332,7 @@ def _one_release(
     batched_tokens: int,
     eager: bool,
     multicast: bool | None,
+    nodes: int = 1,
 ) -> tuple[int, int, int]:
     """(low, point, high) of one release span's workspace (see ``fusion_workspace``)."""
     if not r.default_on:
@@ -329,7 +343,7 @@ def _one_release(
     if max_mb is None or not (pass_runs or r.standalone):
         return 0, 0, 0
     table_tokens = int(max_mb * MiB) // (hidden * dtype_bytes)
-    tuned_mb = FI_MNNVL_TUNED_MB.get(r.tuned or "", {}).get((key, tp, 1))
+    tuned_mb = FI_MNNVL_TUNED_MB.get(r.tuned or "", {}).get((key, tp, nodes))
     tuned = int(tuned_mb * MiB) // (hidden * dtype_bytes) if tuned_mb else 0
     tokens = min(table_tokens, batched_tokens) if pass_runs else table_tokens
     elem = dtype_bytes
@@ -352,6 +366,13 @@ def _one_release(
         lo, hi = _alloc_bytes((3 * max(one, two),), r.mnnvl_alloc)
         return lo, (hi if r.mnnvl_alloc == "mcast" else lo), hi
 
+    if nodes > 1:
+        # only mnnvl across nodes, and only over an NVLink fabric (see above): none at the point
+        if _release(r.since) < _release(FI_MNNVL_ACROSS_NODES_SINCE) or (
+            _release(r.since) >= _release(FI_MNNVL_ACROSS_NODES_BLACKWELL_SINCE) and key < 100
+        ):
+            return 0, 0, 0
+        return 0, 0, mnnvl(max(tokens, tuned))[2]
     if not r.mnnvl_first:
         return trtllm(tokens)
     tok = max(tokens, tuned)
@@ -378,9 +399,10 @@ def fusion_workspace(
     batched_tokens: int,
     eager: bool,
     multicast: bool | None,
+    nodes: int | None = None,
 ) -> tuple[int, int, int]:
     """(low, point, high) bytes of FlashInfer's all-reduce fusion workspace on one rank of a
-    one-node TP group, inside the KV budget (see above). 0 where no release's rule makes one;
+    TP group over ``nodes`` nodes (None: one), inside the KV budget (see above). 0 where no release's rule makes one;
     where the inputs leave it open (the release unknown or not read, multicast support unknown,
     the driver's granularity) low and high span the cases. An unknown release keeps the point of
     the releases before the fusion (0: the corpus's unknown-release logs are of those) and reaches
@@ -398,6 +420,7 @@ def fusion_workspace(
         "batched_tokens": batched_tokens,
         "eager": eager,
         "multicast": multicast,
+        "nodes": nodes or 1,
     }
     if v is not None and fusion_rule(v) is not None:
         return _one_release(fusion_release(v), **args)  # type: ignore[arg-type]
