@@ -47,6 +47,9 @@ ARCH = {
     "gpt-oss-120b": "gpt-oss-120b",
     "openai/gpt-oss-120b": "gpt-oss-120b",
     "openai/gpt-oss-20b": "gpt-oss-20b",
+    # the Kaggle copy of openai/gpt-oss-120b (point 112: 'Resolved architecture: GptOssForCausalLM',
+    # quantization=mxfp4, and the 65.9651 GiB of Marlin-padded weights point 29 logs for it)
+    "/kaggle/input/gpt-oss-120b/transformers/default/1": "gpt-oss-120b",
     "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
     "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
@@ -130,6 +133,8 @@ GPU = {
     "NVIDIA L4": "L4",
     "NVIDIA H100 80GB HBM3": "H100 80GB",
     "NVIDIA H100": "H100 80GB",
+    # point 112: the board Kaggle's AIMO3 notebooks run on, inferred from the log (its note)
+    "NVIDIA H100 80GB (inferred)": "H100 80GB",
     "NVIDIA H200": "H200",
     "NVIDIA GeForce RTX 3090": "RTX 24GB",
     "NVIDIA GeForce RTX 4090": "RTX 24GB",
