@@ -47,7 +47,11 @@ FlashInfer (SM100) pads both to 256 (not fitted to a log).
 
 - Marlin (``fused_marlin_moe.py``, 0.10.1.1 / 0.11.2 / 0.19.0): ``intermediate_cache13``
   of top_k x max(2N, K) and ``intermediate_cache2`` of top_k x N with N, K the *padded*
-  intermediate / hidden, the whole batch at once (no chunking: ``M = hidden_states.size(0)``).
+  intermediate / hidden, the whole batch at once (no chunking: ``M = hidden_states.size(0)``;
+  0.10.1.1 - 0.12.0 call ``fused_marlin_moe`` directly from ``Mxfp4MoEMethod.apply``; 0.19.0's
+  modular kernel allocates ``MarlinExperts.workspace_shapes`` with ``M_chunk = M_full``
+  (modular_kernel.py ``_allocate_buffers``), its second workspace top_k x max(N, K): 1.4 %
+  more than the direct path on gpt-oss, not modelled).
 - Triton (``gpt_oss_triton_kernels_moe.py`` ``triton_kernel_fused_experts``, 0.10.1.1 /
   0.11.2; ``OAITritonExperts.workspace_shapes`` 0.19.0): ``matmul_ogs`` fuses SwiGLU into
   the first GEMM, so one top_k x N intermediate; the second GEMM scatters into the layer's
@@ -59,7 +63,8 @@ attention metadata unless ``force_attention`` or a FULL CUDA graph (gpu_model_ru
 0.10.1.1, 0.11.2, 0.19.0, 0.33.0), so the attention backends gpt-oss takes for its sinks
 (FlashAttention 3 on Hopper, Triton ``TRITON_ATTN`` otherwise, FlashInfer on Blackwell)
 run no kernel and size nothing by ``max_model_len`` there; their buffers are made by the
-metadata builders with the KV cache, after the budget is fixed. The sliding-window layers
+metadata builders with the KV cache, after the budget is fixed (``initialize_kv_cache`` calls
+``initialize_attn_backend``, gpu_model_runner.py 0.10.1.1, 0.11.2, 0.19.0). The sliding-window layers
 change the KV token count (``_memory.kv``), not the budget. ``max_model_len`` reaches the
 peak only through the batch (:func:`batch_by_length`: without chunked prefill the batch is
 the context). The peak is the batch's
