@@ -50,6 +50,9 @@ ARCH = {
     "gpt-oss-120b": "gpt-oss-120b",
     "openai/gpt-oss-120b": "gpt-oss-120b",
     "openai/gpt-oss-20b": "gpt-oss-20b",
+    # the Kaggle copy of openai/gpt-oss-120b (point 112: 'Resolved architecture: GptOssForCausalLM',
+    # quantization=mxfp4, and the 65.9651 GiB of Marlin-padded weights point 29 logs for it)
+    "/kaggle/input/gpt-oss-120b/transformers/default/1": "gpt-oss-120b",
     "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
     "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
@@ -133,6 +136,8 @@ GPU = {
     "NVIDIA L4": "L4",
     "NVIDIA H100 80GB HBM3": "H100 80GB",
     "NVIDIA H100": "H100 80GB",
+    # point 112: the board Kaggle's AIMO3 notebooks run on, inferred from the log (its note)
+    "NVIDIA H100 80GB (inferred)": "H100 80GB",
     "NVIDIA H200": "H200",
     "NVIDIA GeForce RTX 3090": "RTX 24GB",
     "NVIDIA GeForce RTX 4090": "RTX 24GB",
@@ -343,6 +348,15 @@ def _config(entry: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _sampler_open(cfg: Any, layout: Layout, batch: Batch, v: tuple[int, ...] | None, acts: int) -> int:
+    """What the PyTorch sort adds to the profile peak over FlashInfer's sampler where the
+    release runs whichever is installed (vllm.sampler_install_open) and the point counts
+    FlashInfer: the bound's ``sampler_install`` term (as _memory.model.MemoryModel gives it)."""
+    if not acts or batch.sampler != "flashinfer" or not vllm.sampler_install_open(v):
+        return 0
+    return max(0, activations(cfg, layout, batch.tokens, batch.seqs, "sort", batch.mxfp4_backend) - acts)
+
+
 def evaluate() -> list[Row]:
     points, configs = load()
     gpus = configs["_gpu_totals_gib"]
@@ -417,6 +431,17 @@ def evaluate() -> list[Row]:
             max_model_len=length,
             v0=v0,
         )
+        if not v0:
+            # the context's say in the default batch (vllm.batch_by_length), chunked prefill as logged
+            tokens, seqs = vllm.batch_by_length(
+                v,
+                p["max_num_batched_tokens"] or tokens,
+                p["max_num_seqs"] or seqs,
+                length or None,
+                chunked_prefill=p.get("enable_chunked_prefill"),
+                tokens_given=bool(p["max_num_batched_tokens"]),
+                seqs_given=bool(p["max_num_seqs"]),
+            )
         batch = Batch(
             tokens=p["max_num_batched_tokens"] or tokens,
             seqs=p["max_num_seqs"] or seqs,
@@ -429,6 +454,9 @@ def evaluate() -> list[Row]:
             encoder=vllm.encoder_profiled(v),
             release=v,
             max_model_len=length or None,
+            # the MXFP4 MoE backend the log names ('Using Marlin backend', the Marlin FP4 warning),
+            # else the release's likeliest for the GPU (vllm.mxfp4_backends)
+            mxfp4_backend=p.get("mxfp4_backend") or vllm.mxfp4_backends(v, cc)[0],
         )
         ic = p.get("interconnect")
         icx = Interconnect(
@@ -496,6 +524,10 @@ def evaluate() -> list[Row]:
             v0_activations=_v0_peak(cfg, layout, batch, p, length)
             if v is None and vllm.unknown_release_may_run_v0(cc)
             else None,
+            # 0.8 - 0.11.1: whether FlashInfer's sampler ran is whether it was installed, unless the log says
+            sampler_open=_sampler_open(cfg, layout, batch, v, parts.get("activations", 0))
+            if not p.get("sampler")
+            else 0,
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}
         row.low_gib = row.predicted_gib - sum(t.below for t in terms.values()) / GiB
@@ -516,8 +548,8 @@ def evaluate() -> list[Row]:
             # the figure is a V0 non-driver worker's (point 32): no dummy sampler run on that
             # rank, so its peak is the forward pass alone; the driver's budget (with the
             # sampler) is the one the engine sizes the cache by, for FC402 and the tokens
-            nondriver = reserve - activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler)
-            nondriver += forward_peak(cfg, layout, batch.tokens)
+            nondriver = reserve - activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.mxfp4_backend)
+            nondriver += forward_peak(cfg, layout, batch.tokens, batch.mxfp4_backend)
             row.binding_gib = row.predicted_gib
             row.predicted_gib = (requested - weights * GiB - nondriver) / GiB
         kv_dtype = p["kv_cache_dtype"] or "auto"
