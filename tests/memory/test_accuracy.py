@@ -383,14 +383,14 @@ def test_the_logged_budget_lies_inside_the_reported_bound() -> None:
 
 def test_held_out_points_are_scored() -> None:
     """The held-out set (``"held_out": true``, SEARCHES.md) is scored apart from the corpus:
-    point 109 and the 15 points of "a genuinely held-out measurement set" (gathered by a
+    point 109 and the 19 points of "a genuinely held-out measurement set" (gathered by a
     helper that changed no rule). Every one of them is scored, none excluded; how well
     flightcheck predicts them is printed by ``bench/memory_accuracy.py`` ("held-out:") and
     deliberately not asserted here, since a threshold on them would invite tuning the rules
     to them."""
     rows = evaluate()
     held = [r for r in rows if r.held_out]
-    assert len(held) >= 16, [r.index for r in held]
+    assert len(held) >= 20, [r.index for r in held]
     assert all(r.excluded is None for r in held), {r.index: r.excluded for r in held if r.excluded}
     s = summary(rows, held_out=True)
     assert s["scored"] == s["bounded"] == len(held)

@@ -146,6 +146,13 @@ ARCH = {
     # DeepSeek's distillation into Qwen2.5-Math-7B, a Qwen2ForCausalLM of Qwen2.5-7B's shape
     # (28 layers, 4 KV heads of 128, vocabulary 152,064)
     "/root/autodl-tmp/deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": "qwen2.5-7b",
+    # point 128 (held out): a local copy of deepseek-ai/DeepSeek-R1 (the served name deepseek-r1)
+    "/mnt/dingofs-test/DeepSeek-R1": "deepseek-v3",
+    # points 129-130 (held out): local copies of Qwen/Qwen2.5-Math-1.5B
+    "models/Qwen2.5-Math-1.5B": "qwen2.5-math-1.5b",
+    "../models/Qwen2.5-Math-1.5B": "qwen2.5-math-1.5b",
+    # point 131 (held out): microsoft/phi-4-mini-instruct with a LoRA merged in (merge_and_unload)
+    "/content/gene_ter_4N_exp_eln_nl_phi4_20250806_001250/final_merged_model": "phi-4-mini",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
