@@ -15,7 +15,12 @@ from support.memory_accuracy import RESIDUALS, GiB, _config, evaluate, load, sum
 def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows, held_out=False)
-    assert s["scored"] == 81, [(r.index, r.excluded) for r in rows]
+    assert s["scored"] == 82, [(r.index, r.excluded) for r in rows]
+    # Issue 23 (moefp8): point 33 (Qwen3-235B-A22B-FP8 at TP 4, vllm issue 21348) is scored on weights
+    # derived from point 15's (memory_accuracy.DERIVED_WEIGHTS): +5.17 GiB, a residual of an unknown
+    # release and sampler (RESIDUALS[33]) inside its bound; median |error| 0.1471 -> 0.1479 GiB from that
+    # point alone. The fused_moe workspaces by release (vllm.memory_moe) moved 17 +0.08 -> -0.08 and
+    # 80 -0.30 -> -0.34 GiB (its logged activation peak 0.23: modelled 0.10 -> 0.14).
     # Issue 23 (memory3): points 107 (Qwen3-4B, RTX 2060, a 0.8.x V0 fallback), 108 (phi-1.5,
     # GTX 1080, 0.6.4.post1), 110 and 111 (opt-125m, the same GTX 1080) joined the corpus, 109
     # (rho-1b, H200, 0.6.4.post1) the held-out set (tests/fixtures/memory/SEARCHES.md): all
@@ -65,7 +70,7 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # the floors are what is achieved: 72 within, median |error| 0.1488 GiB, tokens 1.12 %
     # (before the Qwen-VL item: 70 within, 0.1493 GiB)
     # (before points 95-106: 62 within, 0.1488 GiB, 1.25 %)
-    assert s["within"] >= 76 and s["median_abs_error_gib"] <= 0.1471
+    assert s["within"] >= 76 and s["median_abs_error_gib"] <= 0.1479
     # token capacity where logged (block-rounded, minus the null block)
     assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0113
 
@@ -93,15 +98,18 @@ def test_token_capacity_from_the_logged_budget_is_within_3_percent() -> None:
     conv = {r.index: (r.logged_tokens, r.tokens_from_logged) for r in rows if r.tokens_from_logged}
     # 48 text-model points, and the vision models 19, 24 and 67 (LLaVA-1.5-7B 18,400 tokens
     # exactly, Qwen3-VL-30B-A3B +0.02 %, Mistral-Small-3.2-24B -0.07 %); then points 95, 104, 105
-    assert len(conv) == 54, sorted(conv)
+    # and point 33 (+1.14 %: its one "Available KV cache memory" line is one rank's, 8.11 GiB, while
+    # the token count is sized by the smallest rank's budget — 178,880 tokens are 8.02 GiB at 48,128 B
+    # a token; point 15's log of the same release series prints 35.65 - 36.12 GiB over its ranks)
+    assert len(conv) == 55, sorted(conv)
     off = {i: t for i, t in conv.items() if abs(t[1] - t[0]) > 0.03 * t[0]}
     assert not off, off
     # point 32 logs a V0 non-driver worker's KV memory; its tokens come from the driver's
     # smaller budget (vLLM takes the minimum over the workers), so it is not converted
     assert 32 not in conv and rows[32].logged_tokens == 81536
     s = summary(rows)
-    assert s["conversion_within_3pct"] == s["conversion_points"] == 54
-    assert s["max_conversion_error"] is not None and s["max_conversion_error"] < 0.009
+    assert s["conversion_within_3pct"] == s["conversion_points"] == 55
+    assert s["max_conversion_error"] is not None and s["max_conversion_error"] < 0.0115
 
 
 def test_every_residual_has_its_reason() -> None:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from flightcheck._knowledge import nccl, vllm
 from flightcheck._memory.budget import (
     NEAR_MISS,
@@ -27,6 +29,7 @@ from flightcheck._memory.budget import (
     communication,
     default_reserve,
     forward_peak,
+    profile_peak,
     release,
     sampler_span,
 )
@@ -119,6 +122,30 @@ ARCH = {
     # a token, 22,528, are 22 layers x 2 x 4 KV heads x 64 x 2)
     "realtreetune/rho-1b-sft-GSM8K": "tinyllama-1.1b",
 }
+#: per-rank weights derived for a point that does not log them, from another point's logged
+#: weights of the same checkpoint at another TP: ``(point, TP, GiB replicated on every rank)``.
+#: Point 33 (Qwen3-235B-A22B-FP8 at TP 4) from point 15 (the same checkpoint at TP 8 + EP,
+#: 27.6656 GiB, vLLM 0.10.0): what splits over TP 4 (q / o projections, the experts' 1536-wide
+#: intermediate by 4, the vocabulary-sharded embedding and LM head, the 128 x 128 block scales)
+#: is twice TP 8's share (EP 8 holds 16 of 128 whole experts: 1/8 of the same bytes), and each
+#: rank keeps at both TPs one of the 4 KV heads (k / v_proj: 2 x 128 x 4096 FP8), the bf16 router
+#: (128 x 4096) and the norms: 94 x (1 MiB + 1 MiB + 16.5 KiB) + 8 KiB = 0.185 GiB
+#: (model_configs.json's qwen3-235b-a22b figures; config.json's quantization_config: FP8 blocks of
+#: 128 x 128, the router and norms unquantized, vllm/model_executor/models/qwen3_moe.py
+#: ``Qwen3MoeSparseMoeBlock.gate`` a ReplicatedLinear with quant_config None, 0.9.2 - 0.33.0)
+DERIVED_WEIGHTS = {33: (15, 8, 0.185)}
+
+
+def derived_weights(points: list[dict[str, Any]], i: int) -> float | None:
+    """Point ``i``'s per-rank weights from ``DERIVED_WEIGHTS``: the split part scaled by TP."""
+    if i not in DERIVED_WEIGHTS:
+        return None
+    src, src_tp, replicated = DERIVED_WEIGHTS[i]
+    logged = points[src]["logged"]["model_loading_gib"]
+    tp = points[i]["tp"] or 1
+    return (logged - replicated) * src_tp / tp + replicated
+
+
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
     "NVIDIA A100 80GB": "A100 80GB",
@@ -201,6 +228,16 @@ RESIDUALS = {
         "memory the process and the OS take between the baseline and the profile (this log compiles "
         "with torch.compile for 50 s) counts as non-torch memory inside the budget; its size is the "
         "host's, not in vLLM's code (not modelled)"
+    ),
+    33: (
+        "no release printed (vllm issue 21348, 2025-07-22, between the 0.9.2 and 0.10.0 releases) and no sampler "
+        "line: the unknown-release point takes FlashInfer's sampler (14 B a vocabulary element for 1024 dummy "
+        "requests x 151,936), while a maintainer's reply attributes the small budget to the dummy sampler run; "
+        "0.9.2 / 0.10.0 make FlashInfer an optional extra of the wheel (METADATA; vllm.FLASHINFER_EXTRA_UNTIL), "
+        "and the sort (38 B) reserves 3.48 GiB more. With 0.9.2's or 0.10.0's rules, the sort and the NCCL "
+        "communicators inside the budget derived for 4 x H100 on NVSwitch (as point 15's host), the point is "
+        "8.93 - 9.18 GiB (+0.8 - 1.1). The bound (release_unknown: the samplers by release) holds the logged "
+        "value. Weights derived from point 15's (DERIVED_WEIGHTS)"
     ),
     58: (
         "the source's own figures for this row do not add up at the utilization it states (0.9): "
@@ -366,7 +403,11 @@ def evaluate() -> list[Row]:
         else:
             row.excluded = "GPU total unknown"
             continue
-        weights = lg.get("model_loading_gib") or weights_seen.get((p["model"], gpu_key or "", p["tp"] or 1))
+        weights = (
+            lg.get("model_loading_gib")
+            or weights_seen.get((p["model"], gpu_key or "", p["tp"] or 1))
+            or derived_weights(points, i)
+        )
         if not weights:
             row.excluded = (
                 "weights per rank not logged (flightcheck sizes weights from the checkpoint's "
@@ -479,6 +520,10 @@ def evaluate() -> list[Row]:
             activations=parts.get("activations", 0) + parts.get("vision_encoder", 0),
             # no release: the sampler by release is open too, unless the log names it
             release_activations=sampler_span(cfg, layout, batch) if v is None and not p.get("sampler") else None,
+            # FlashInfer assumed installed where the wheel makes it optional and the log names no sampler
+            sort_activations=sum(profile_peak(cfg, layout, msgspec.structs.replace(batch, sampler="sort")))
+            if not p.get("sampler") and vllm.flashinfer_install_assumed(v, batch.sampler)
+            else None,
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}
         row.low_gib = row.predicted_gib - sum(t.below for t in terms.values()) / GiB
@@ -499,8 +544,8 @@ def evaluate() -> list[Row]:
             # the figure is a V0 non-driver worker's (point 32): no dummy sampler run on that
             # rank, so its peak is the forward pass alone; the driver's budget (with the
             # sampler) is the one the engine sizes the cache by, for FC402 and the tokens
-            nondriver = reserve - activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler)
-            nondriver += forward_peak(cfg, layout, batch.tokens)
+            nondriver = reserve - activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.release)
+            nondriver += forward_peak(cfg, layout, batch.tokens, batch.release)
             row.binding_gib = row.predicted_gib
             row.predicted_gib = (requested - weights * GiB - nondriver) / GiB
         kv_dtype = p["kv_cache_dtype"] or "auto"

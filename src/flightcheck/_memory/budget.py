@@ -51,6 +51,7 @@ import msgspec
 
 from flightcheck._knowledge import engines, nccl, sglang, vllm
 from flightcheck._knowledge.units import GiB
+from flightcheck._knowledge.vllm import memory_moe
 from flightcheck._memory.config import ModelConfig
 from flightcheck._memory.kv import KvShape
 from flightcheck._memory.weights import Layout
@@ -224,7 +225,7 @@ class Batch(msgspec.Struct, frozen=True):
     mm_encoder_tp_mode: str = "weights"
 
 
-def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
+def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int, release: tuple[int, ...] | None = None) -> int:
     """The dummy forward pass's transient peak for ``tokens`` batched tokens: one layer's
     widest point, with the hidden state and the residual (model dtype) alive — the
     attention's q/k/v and output, or the MLP: dense, the gate/up output (2 x intermediate
@@ -232,7 +233,9 @@ def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
     (vllm/model_executor/layers/fused_moe/fused_moe.py ``fused_experts_impl``:
     ``cache13`` of top_k x max(2 x inter, hidden) and ``intermediate_cache2`` of top_k x
     inter per token, ``inter`` this rank's share, at most ``VLLM_FUSED_MOE_CHUNK_SIZE``
-    tokens at a time)."""
+    tokens at a time) — by ``release``, the layout and chunk of that release's Triton experts
+    (``vllm.memory_moe.moe_workspace_bytes``: the modular kernel's larger second workspace from
+    0.14.0, no chunking from 0.18.0; unknown: the newest)."""
     tp = max(1, layout.tp)
     hidden = cfg.hidden or 0
     if cfg.mla:
@@ -245,16 +248,18 @@ def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
     else:
         attn = (2 * (cfg.heads // tp) + 2 * max(1, cfg.kv_heads // tp)) * cfg.head_dim
     per_token = 3 * (cfg.intermediate or 4 * hidden) / tp
-    moe = 0.0
+    dt = cfg.dtype_bytes or 2
+    moe = 0
     if cfg.moe and cfg.moe_intermediate:
         inter = cfg.moe_intermediate if layout.ep else cfg.moe_intermediate / layout.moe_size
-        k = max(1, cfg.top_k)
-        moe = k * (max(2 * inter, hidden) + inter)
+        fp8 = (cfg.quant.method or "").startswith("fp8")
+        moe = memory_moe.moe_workspace_bytes(
+            release, tokens, hidden=hidden, inter=inter, top_k=cfg.top_k, dtype_bytes=dt, fp8=fp8
+        )
         # the dense MLP only where the model has one (first_k_dense_replace layers)
         per_token = per_token if cfg.first_dense else 0.0
-    dt = cfg.dtype_bytes or 2
     dense_part = tokens * dt * (2 * hidden + max(attn, per_token))
-    moe_part = min(tokens, vllm.FUSED_MOE_CHUNK_TOKENS) * dt * moe + tokens * dt * 2 * hidden
+    moe_part = moe + tokens * dt * 2 * hidden
     return int(max(dense_part, moe_part))
 
 
@@ -266,10 +271,17 @@ def sampler_peak(cfg: ModelConfig, tokens: int, seqs: int, sampler: str) -> int:
     return int(rows * (cfg.vocab or 0) * per + tokens * (cfg.hidden or 0) * (cfg.dtype_bytes or 2))
 
 
-def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int, sampler: str = "sort") -> int:
+def activations(
+    cfg: ModelConfig,
+    layout: Layout,
+    tokens: int,
+    seqs: int,
+    sampler: str = "sort",
+    release: tuple[int, ...] | None = None,
+) -> int:
     """The profile run's transient peak: the forward pass and the sampler run one after
     the other (``profile_run``), so the larger of the two."""
-    return max(forward_peak(cfg, layout, tokens), sampler_peak(cfg, tokens, seqs, sampler))
+    return max(forward_peak(cfg, layout, tokens, release), sampler_peak(cfg, tokens, seqs, sampler))
 
 
 def encoder_dp(cfg: ModelConfig, batch: Batch) -> bool:
@@ -356,14 +368,20 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
 def sampler_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(min, max) of the profile's peak over the top-k/top-p implementations the releases run
     (``vllm.sampler_kind``): what an unknown release leaves open (``bound_terms``)."""
-    peaks = [sum(profile_peak(cfg, layout, msgspec.structs.replace(batch, sampler=k))) for k in ("flashinfer", "sort")]
+    # and, for a MoE, over the releases' fused_moe workspace layouts (vllm.memory_moe.LAYOUT_RELEASES)
+    releases = memory_moe.LAYOUT_RELEASES if cfg.moe and batch.release is None else (batch.release,)
+    peaks = [
+        sum(profile_peak(cfg, layout, msgspec.structs.replace(batch, sampler=k, release=r)))
+        for k in ("flashinfer", "sort")
+        for r in releases
+    ]
     return min(peaks), max(peaks)
 
 
 def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(the text model's peak, what the vision encoder adds to it): ``profile_run`` runs
     the encoder, then the forward pass and the sampler with the encoder outputs held."""
-    text = activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler)
+    text = activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.release)
     run, held = encoder_terms(cfg, layout, batch)
     if not run and not held:
         return text, 0
@@ -446,6 +464,7 @@ def bound_terms(
     utilization: float | None = None,
     activations: int = 0,
     release_activations: tuple[int, int] | None = None,
+    sort_activations: int | None = None,
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
     only widens it; an empty dict only where nothing is left open, which no profiled launch is).
@@ -492,6 +511,11 @@ def bound_terms(
       processes take or give back between the snapshot and the profile moves the budget. The
       startup check (``request_memory``) only bounds it by the slack: ``(1 - utilization) x total``
       either way.
+    - ``flashinfer_installed``: a known release before 0.11.1 whose point takes FlashInfer's
+      sampler only because the install is unknown (``vllm.flashinfer_install_assumed``: an
+      optional extra of those wheels, a plain ``pip install vllm`` sorts); ``sort_activations``
+      is the profile peak with the sort, below the point by what it adds
+      (v1/sample/ops/topk_topp_sampler.py and the wheels' METADATA, 0.9.2 - 0.12.0).
     - ``release_unknown``: with no release known the point takes each release rule's
       conservative side (utilization 0.9, the CUDA-graph estimate subtracted, the
       communicators after the snapshot); the budget may be higher by what the other side
@@ -556,6 +580,13 @@ def bound_terms(
             span,
             span,
             "v1/worker/gpu_model_runner.py profile_run: the torch peak under torch.compile or eager",
+        )
+    if sort_activations is not None and sort_activations > activations:
+        terms["flashinfer_installed"] = Term(
+            sort_activations - activations,
+            0,
+            "v1/sample/ops/topk_topp_sampler.py + the wheels' METADATA (0.9.2 - 0.12.0): FlashInfer is "
+            "an optional extra before 0.11.1; without it the dummy sampler run sorts",
         )
     counted = cudagraphs_counted and (v is None or vllm.cudagraphs_in_budget(v))
     if counted:

@@ -432,6 +432,9 @@ class MemoryModel(msgspec.Struct):
             release_activations=sampler_span(self.cfg, lay, self.batch)
             if v is None and acts and self.cfg is not None
             else None,
+            sort_activations=sum(profile_peak(self.cfg, lay, msgspec.structs.replace(self.batch, sampler="sort")))
+            if acts and self.cfg is not None and vllm.flashinfer_install_assumed(v, self.batch.sampler)
+            else None,
         )
 
     def fusion_workspace(self, layout: Layout | None = None) -> tuple[int, int, int]:

@@ -1,0 +1,160 @@
+"""vLLM's MoE, MLA and GPTQ terms of the profile run's transient peak, release by release.
+
+What ``GPUModelRunner.profile_run`` (v1/worker/gpu_model_runner.py) exercises in a MoE layer:
+``_dummy_run(max_num_batched_tokens)`` routes every dummy token through ``FusedMoE`` (``num_tokens
+x top_k`` expert slots; the dummy tokens are identical, so they all pick the same experts, which
+changes no workspace size below — each is sized by ``M x top_k``, not by the experts hit). What
+the Triton experts allocate per call, read in the wheels:
+
+- **direct** ``fused_experts_impl`` (model_executor/layers/fused_moe/fused_moe.py; the path of
+  the unquantized and FP8 methods before 0.14.0 — unquantized_fused_moe_method.py /
+  layer.py ``forward_cuda`` and quantization/fp8.py ``Fp8MoEMethod.apply`` call
+  ``fused_experts`` in 0.9.2 - 0.13.0): ``cache13`` of ``M x top_k x max(N, K)`` and
+  ``intermediate_cache2`` of ``M x top_k x N / 2`` (model dtype), ``M = min(tokens,
+  VLLM_FUSED_MOE_CHUNK_SIZE)``, N = 2 x this rank's intermediate (gate and up), K = hidden; the
+  output is written in place.
+- **modular** ``FusedMoEModularKernel`` with ``TritonExperts`` (modular_kernel.py
+  ``_allocate_buffers`` + fused_moe.py ``TritonExperts.workspace_shapes``; both methods build
+  one from 0.14.0 — ``self.kernel`` in unquantized_fused_moe_method.py and fp8.py of 0.14.0,
+  0.15.0, 0.16.0, 0.17.0, 0.19.0, 0.33.0): ``workspace1 (M, top_k, max(N / 2, K))`` shares
+  one buffer with the ``(M_full, K)`` output when there is one chunk, and ``workspace2 (M,
+  top_k, max(N, K))`` is separate — ``max(N, K)`` where the direct path has ``N / 2``: for every
+  model whose hidden size exceeds the per-rank intermediate (all TP-split MoEs) the second
+  buffer grows from ``N / 2`` to ``K`` per slot.
+- **chunking**: ``VLLM_FUSED_MOE_CHUNK_SIZE`` (envs.py) is 32768 in 0.6.4 - 0.11.2, 16384 in
+  0.12.0 - 0.17.1, and gone from 0.18.0 (0.18.0, 0.19.0, 0.33.0: no variable, ``fused_experts_impl``
+  takes ``get_config_func(M)`` on the whole batch, the modular kernel one chunk).
+- **FP8 activations** (``moe_kernel_quantize_input`` / ``per_token_group_quant_fp8``, fused_moe.py
+  and utils.py, 0.9.2 - 0.33.0): with FP8 weights the Triton kernels take FP8 inputs — ``M x K``
+  bytes (plus one fp32 scale per 128-wide group) before the first GEMM and ``M x top_k x N / 2``
+  (plus scales) before the second, both alive with the workspaces.
+- **DeepGEMM** (deep_gemm_moe.py ``DeepGemmExperts.workspace_shapes``, 0.11.0 - 0.19.0; used only
+  where the ``deep_gemm`` package is installed, which no vLLM wheel requires — its METADATA
+  names no deep_gemm): ``M_sum`` rows, each expert's share padded to its block — an
+  install-dependent term this module does not add to the point (see ``deepgemm_extra_rows``).
+
+MLA (DeepSeek V2/V3/R1, Kimi K2) in V1: the profile's dummy forward has no attention metadata
+(``attn_metadata is None``: mla_attention.py / v1/attention/backends/mla/common.py return before
+the kernels), so the prefill / decode kernels' own buffers are not exercised; the projections are
+(``budget.forward_peak``). The chunked-prefill workspace (``MLACommonMetadataBuilder``:
+``chunked_prefill_workspace``, ``min(max(8 x max_model_len, 4 x max_num_seqs x block_size),
+cap)`` tokens, at least ``max_num_seqs x block_size``, of ``kv_lora_rank + qk_rope_head_dim``
+model-dtype values; the cap 128 Ki tokens in 0.9.2 - 0.10.2, 64 Ki from 0.11.0 — read in 0.9.2,
+0.10.0, 0.11.0, 0.15.0, 0.19.0, 0.33.0) is allocated when the metadata builders are made in
+``initialize_kv_cache``, after ``determine_available_memory``: outside the KV budget, in the
+slack (:func:`mla_prefill_workspace_bytes`). From 0.20.0 a minimal KV cache is initialized for the
+CUDA-graph profile too (``_init_minimal_kv_cache_for_profiling``, 0.20.0 - 0.33.0), which builds
+the same workspace once more inside that estimate.
+
+GPTQ in V0 (0.6.4 / 0.6.4.post1, model_executor/layers/quantization/gptq_marlin.py and
+utils/marlin_utils.py ``marlin_make_workspace``): the Marlin workspace is ``output_size_per_partition
+// 64 x 16`` int32 per linear layer, made at load time (inside "Loading model weights took"), so
+no profile term; the profile's size is the V0 batch (``max_num_batched_tokens``, which V0 sets
+from ``max_model_len`` when chunked prefill is off — ``vllm.batch_defaults``), not the kernel.
+
+Extrapolated past 0.33.0 (the newest release read).
+"""
+
+from __future__ import annotations
+
+from flightcheck._knowledge.vllm._versions import _release
+
+#: ``VLLM_FUSED_MOE_CHUNK_SIZE``'s default by release (envs.py): (first release, tokens; None =
+#: no chunking). Read in 0.6.4, 0.7.3, 0.8.4, 0.8.5, 0.9.2, 0.10.0 - 0.11.2 (32768), 0.12.0 -
+#: 0.17.1 (16384), 0.18.0, 0.19.0, 0.33.0 (no variable).
+FUSED_MOE_CHUNK_BY_RELEASE: tuple[tuple[str, int | None], ...] = (
+    ("0.0.0", 32768),
+    ("0.12.0", 16384),
+    ("0.18.0", None),
+)
+#: first release whose unquantized and FP8 MoE methods run the modular TritonExperts kernel
+#: (0.13.0 calls fused_experts, 0.14.0 builds FusedMoEModularKernel)
+MODULAR_TRITON_SINCE = "0.14.0"
+#: per_token_group_quant_fp8's group (the block FP8 checkpoints' 128 x 128 blocks)
+FP8_GROUP = 128
+#: MLA's chunked-prefill workspace cap in tokens: (first release, cap)
+MLA_PREFILL_WORKSPACE_CAP: tuple[tuple[str, int], ...] = (("0.0.0", 128 * 1024), ("0.11.0", 64 * 1024))
+#: the releases an unknown one spans for the MoE workspace layout (one of each rule's sides)
+LAYOUT_RELEASES: tuple[tuple[int, ...], ...] = ((0, 11, 0), (0, 13, 0), (0, 14, 0), (0, 18, 0))
+
+
+def _by_release(table: tuple[tuple[str, int | None], ...], v: tuple[int, ...] | None) -> int | None:
+    out = table[0][1]
+    for since, value in table:
+        if v is not None and v >= _release(since):
+            out = value
+    return out
+
+
+def fused_moe_chunk(v: tuple[int, ...] | None) -> int | None:
+    """Tokens a fused_moe call takes at a time (None: all of them). Unknown release: none — the
+    newest rule, whose workspaces are the largest."""
+    if v is None:
+        return None
+    return _by_release(FUSED_MOE_CHUNK_BY_RELEASE, v)
+
+
+def modular_triton(v: tuple[int, ...] | None) -> bool:
+    """Whether the release runs the modular TritonExperts layout (unknown: yes, the newest)."""
+    return v is None or v >= _release(MODULAR_TRITON_SINCE)
+
+
+def moe_workspace_bytes(
+    v: tuple[int, ...] | None,
+    tokens: int,
+    *,
+    hidden: int,
+    inter: float,
+    top_k: int,
+    dtype_bytes: int = 2,
+    fp8: bool = False,
+) -> int:
+    """The Triton experts' buffers alive at one MoE layer's peak for ``tokens`` dummy tokens
+    (``inter`` this rank's intermediate size): the workspaces by release (module docstring),
+    the FP8 activation copies where the weights are FP8."""
+    chunk = fused_moe_chunk(v)
+    m = tokens if chunk is None else min(tokens, chunk)
+    n = 2 * inter
+    k = max(1, top_k)
+    if modular_triton(v):
+        one = m * k * max(n / 2, hidden)
+        out = tokens * hidden
+        ws13 = max(one, out) if m == tokens else one + out
+        elems = ws13 + m * k * max(n, hidden)
+    else:
+        elems = m * k * (max(n, hidden) + n / 2)
+    total = elems * dtype_bytes
+    if fp8:
+        # a1q (M x K) and a2q (M x top_k x N/2), one byte each, and their fp32 group scales
+        q = m * hidden + m * k * n / 2
+        total += q * (1 + 4 / FP8_GROUP)
+    return int(total)
+
+
+def deepgemm_extra_rows(m: int, top_k: int, local_experts: int, block_m: int = 128) -> int:
+    """Rows DeepGEMM's contiguous layout adds over ``M x top_k`` (deep_gemm_utils.py
+    ``compute_aligned_M``: every local expert's tokens padded to ``block_m``, the worst case
+    ``local_experts x (block_m - 1)`` rounded up to a block). Install-dependent: not in the point."""
+    slots = m * top_k + local_experts * (block_m - 1)
+    return -(-slots // block_m) * block_m - m * top_k
+
+
+def mla_prefill_workspace_bytes(
+    v: tuple[int, ...] | None,
+    *,
+    max_model_len: int,
+    max_num_seqs: int,
+    block_size: int,
+    head_size: int,
+    dtype_bytes: int = 2,
+    dcp: int = 1,
+) -> int:
+    """MLA's chunked-prefill workspace (module docstring): made after the KV budget is fixed, so
+    it must fit in the slack, not the budget. ``head_size`` is kv_lora_rank + qk_rope_head_dim;
+    decode context parallel enlarges it by 1 / dcp (0.11.0 on)."""
+    cap = _by_release(MLA_PREFILL_WORKSPACE_CAP, v) or 64 * 1024
+    tokens = min(max(8 * max_model_len, 4 * max_num_seqs * block_size), cap)
+    tokens = max(tokens, max_num_seqs * block_size)
+    if dcp > 1:
+        tokens += tokens // dcp
+    return tokens * head_size * dtype_bytes

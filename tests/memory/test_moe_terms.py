@@ -1,0 +1,118 @@
+"""The MoE / MLA / sampler-install terms read from vLLM's code by release (vllm.memory_moe)."""
+
+from __future__ import annotations
+
+import pytest
+
+from flightcheck._knowledge import vllm
+from flightcheck._knowledge.vllm import memory_moe
+from flightcheck._memory.budget import bound_terms, forward_peak
+from flightcheck._memory.config import parse
+from flightcheck._memory.weights import Layout
+from support.memory_accuracy import DERIVED_WEIGHTS, derived_weights, load
+
+GiB = 1 << 30
+# Qwen3-235B-A22B (model_configs.json): hidden 4096, moe_intermediate 1536, top-8 of 128
+QWEN3_235B = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "model_type": "qwen3_moe",
+    "hidden_size": 4096,
+    "intermediate_size": 12288,
+    "head_dim": 128,
+    "num_attention_heads": 64,
+    "num_hidden_layers": 94,
+    "num_key_value_heads": 4,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "moe_intermediate_size": 1536,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 151936,
+}
+
+
+@pytest.mark.parametrize(
+    ("v", "chunk"),
+    [((0, 6, 4), 32768), ((0, 10, 0), 32768), ((0, 11, 2), 32768), ((0, 12, 0), 16384), ((0, 17, 1), 16384)]
+    + [((0, 18, 0), None), ((0, 33, 0), None), (None, None)],
+)
+def test_fused_moe_chunk_by_release(v: tuple[int, ...] | None, chunk: int | None) -> None:
+    assert memory_moe.fused_moe_chunk(v) == chunk
+
+
+def test_modular_kernel_from_0_14() -> None:
+    assert not memory_moe.modular_triton((0, 13, 0))
+    assert memory_moe.modular_triton((0, 14, 0)) and memory_moe.modular_triton(None)
+
+
+def test_workspaces_direct_and_modular_at_tp4() -> None:
+    """Qwen3-235B at TP 4 (N = 2 x 384, K = 4096), 8192 dummy tokens, top-8."""
+    kw = {"hidden": 4096, "inter": 384, "top_k": 8}
+    direct = memory_moe.moe_workspace_bytes((0, 10, 0), 8192, **kw)
+    assert direct == 8192 * 8 * (4096 + 384) * 2  # cache13 + intermediate_cache2
+    modular = memory_moe.moe_workspace_bytes((0, 19, 0), 8192, **kw)
+    assert modular == 8192 * 8 * (4096 + 4096) * 2  # workspace13 (shared with the output) + workspace2
+    # chunked (0.12 - 0.17): the output is a separate (M_full, K) buffer once there are two chunks
+    chunked = memory_moe.moe_workspace_bytes((0, 15, 0), 32768, **kw)
+    assert chunked == (16384 * 8 * 4096 + 32768 * 4096 + 16384 * 8 * 4096) * 2
+    fp8 = memory_moe.moe_workspace_bytes((0, 10, 0), 8192, fp8=True, **kw)
+    q = 8192 * 4096 + 8192 * 8 * 384  # a1q + a2q, one byte each
+    assert fp8 - direct == int(q * (1 + 4 / 128))
+
+
+def test_forward_peak_follows_the_release() -> None:
+    cfg = parse(QWEN3_235B, None)
+    lay = Layout(4)
+    before = forward_peak(cfg, lay, 8192, (0, 13, 0))
+    after = forward_peak(cfg, lay, 8192, (0, 14, 0))
+    assert after - before == 8192 * 8 * (4096 - 384) * 2
+    # unknown release: the newest rule (the larger reserve)
+    assert forward_peak(cfg, lay, 8192) == after
+
+
+def test_deepgemm_pads_every_local_expert_to_its_block() -> None:
+    assert memory_moe.deepgemm_extra_rows(8192, 8, 32) == 32 * 127 - (32 * 127) % 128 + 128
+    assert memory_moe.deepgemm_extra_rows(1, 1, 1) == 127
+
+
+def test_mla_prefill_workspace_cap_by_release() -> None:
+    """DeepSeek-V3's 576-wide latent (512 + 64), 163,840 tokens, 1024 sequences of 16."""
+    kw = {"max_model_len": 163840, "max_num_seqs": 1024, "block_size": 16, "head_size": 576}
+    assert memory_moe.mla_prefill_workspace_bytes((0, 10, 0), **kw) == 128 * 1024 * 576 * 2
+    assert memory_moe.mla_prefill_workspace_bytes((0, 11, 0), **kw) == 64 * 1024 * 576 * 2
+    # at least one block per request; DCP enlarges it by 1 / dcp
+    small = {"max_model_len": 512, "max_num_seqs": 1024, "block_size": 64, "head_size": 576}
+    assert memory_moe.mla_prefill_workspace_bytes((0, 19, 0), **small) == 65536 * 576 * 2
+    assert memory_moe.mla_prefill_workspace_bytes((0, 19, 0), dcp=2, **kw) == 98304 * 576 * 2
+
+
+def test_flashinfer_install_is_an_assumption_before_0_11_1() -> None:
+    assert vllm.flashinfer_install_assumed((0, 9, 2), "flashinfer")
+    assert vllm.flashinfer_install_assumed((0, 11, 0), "flashinfer")
+    assert not vllm.flashinfer_install_assumed((0, 11, 1), "flashinfer")  # a plain requirement
+    assert not vllm.flashinfer_install_assumed((0, 10, 0), "sort")
+    assert not vllm.flashinfer_install_assumed(None, "flashinfer")  # release_unknown spans it
+
+
+def test_bound_spans_the_sort_where_flashinfer_is_assumed() -> None:
+    common = {
+        "engine_version": "0.10.0",
+        "total": 80 * GiB,
+        "utilization_set": False,
+        "cudagraphs_counted": False,
+        "tp": 1,
+        "comm": None,
+        "lazy_connect": False,
+        "activations": 2 * GiB,
+    }
+    terms = bound_terms(sort_activations=5 * GiB, **common)  # type: ignore[arg-type]
+    assert terms["flashinfer_installed"].below == 3 * GiB and terms["flashinfer_installed"].above == 0
+    assert "flashinfer_installed" not in bound_terms(**common)  # type: ignore[arg-type]
+
+
+def test_point_33_weights_derived_from_point_15() -> None:
+    points, _ = load()
+    assert DERIVED_WEIGHTS[33][0] == 15 and points[15]["tp"] == 8 and points[33]["tp"] == 4
+    assert points[15]["model"] == points[33]["model"] == "Qwen/Qwen3-235B-A22B-FP8"
+    w = derived_weights(points, 33)
+    assert w is not None and abs(w - (2 * 27.6656 - 0.185)) < 1e-9
+    assert derived_weights(points, 15) is None
