@@ -15,7 +15,11 @@ from support.memory_accuracy import RESIDUALS, GiB, _config, evaluate, load, sum
 def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows, held_out=False)
-    assert s["scored"] == 82, [(r.index, r.excluded) for r in rows]
+    assert s["scored"] == 84, [(r.index, r.excluded) for r in rows]
+    # Then points 112 / 113 (Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 over PCIe on 4 x RTX PRO 6000,
+    # 0.27.0 inferred, TP and TP + EP; SEARCHES.md) joined: +0.59 / +0.48 GiB, both within (their non-torch
+    # 1.70 GiB against 0.25 modelled, activations 1.12 against 0.76 logged); median |error| 0.1487 GiB,
+    # tokens 1.25 % (their +2.1 % / +1.7 %).
     # Issue 23 (moefp8): point 33 (Qwen3-235B-A22B-FP8 at TP 4, vllm issue 21348) is scored on weights
     # derived from point 15's (memory_accuracy.DERIVED_WEIGHTS): +5.17 GiB, a residual of an unknown
     # release and sampler (RESIDUALS[33]) inside its bound; median |error| 0.1471 -> 0.1479 GiB from that
@@ -70,9 +74,9 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # the floors are what is achieved: 72 within, median |error| 0.1488 GiB, tokens 1.12 %
     # (before the Qwen-VL item: 70 within, 0.1493 GiB)
     # (before points 95-106: 62 within, 0.1488 GiB, 1.25 %)
-    assert s["within"] >= 76 and s["median_abs_error_gib"] <= 0.1479
+    assert s["within"] >= 78 and s["median_abs_error_gib"] <= 0.1488
     # token capacity where logged (block-rounded, minus the null block)
-    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0113
+    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0125
 
 
 def test_nvswitch_tp8_points_count_the_derived_communicators() -> None:
@@ -101,14 +105,15 @@ def test_token_capacity_from_the_logged_budget_is_within_3_percent() -> None:
     # and point 33 (+1.14 %: its one "Available KV cache memory" line is one rank's, 8.11 GiB, while
     # the token count is sized by the smallest rank's budget — 178,880 tokens are 8.02 GiB at 48,128 B
     # a token; point 15's log of the same release series prints 35.65 - 36.12 GiB over its ranks)
-    assert len(conv) == 55, sorted(conv)
+    # and points 112 / 113 (-0.01 % / +0.01 %)
+    assert len(conv) == 57, sorted(conv)
     off = {i: t for i, t in conv.items() if abs(t[1] - t[0]) > 0.03 * t[0]}
     assert not off, off
     # point 32 logs a V0 non-driver worker's KV memory; its tokens come from the driver's
     # smaller budget (vLLM takes the minimum over the workers), so it is not converted
     assert 32 not in conv and rows[32].logged_tokens == 81536
     s = summary(rows)
-    assert s["conversion_within_3pct"] == s["conversion_points"] == 55
+    assert s["conversion_within_3pct"] == s["conversion_points"] == 57
     assert s["max_conversion_error"] is not None and s["max_conversion_error"] < 0.0115
 
 

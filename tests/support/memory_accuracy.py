@@ -166,6 +166,8 @@ GPU = {
     "NVIDIA GeForce RTX 3090 (23.54 GiB host)": "RTX 3090 (23.54)",
     "NVIDIA L40S": "L40S",
     "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX PRO 6000 Blackwell",
+    # points 112-113: a host named 'rtxpro6000' whose board variant is not printed; its log gives the total
+    "NVIDIA RTX PRO 6000 Blackwell (variant not stated)": "RTX PRO 6000 Blackwell",
     # point 82: an 80 GB A800 (cc 8.0 on the 8192-token tier); nvidia-smi gives A800-SXM4-80GB and
     # A100-SXM4-80GB the same 81920 MiB, so the A100 80GB's CUDA total
     "NVIDIA A800 80GB (inferred)": "A100 80GB",
