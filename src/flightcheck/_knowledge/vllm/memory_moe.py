@@ -46,11 +46,21 @@ slack (:func:`mla_prefill_workspace_bytes`). From 0.20.0 a minimal KV cache is i
 CUDA-graph profile too (``_init_minimal_kv_cache_for_profiling``, 0.20.0 - 0.33.0), which builds
 the same workspace once more inside that estimate.
 
-GPTQ in V0 (0.6.4 / 0.6.4.post1, model_executor/layers/quantization/gptq_marlin.py and
-utils/marlin_utils.py ``marlin_make_workspace``): the Marlin workspace is ``output_size_per_partition
-// 64 x 16`` int32 per linear layer, made at load time (inside "Loading model weights took"), so
-no profile term; the profile's size is the V0 batch (``max_num_batched_tokens``, which V0 sets
-from ``max_model_len`` when chunked prefill is off — ``vllm.batch_defaults``), not the kernel.
+GPTQ in V0 (0.6.4 wheel: model_executor/layers/quantization/gptq_marlin.py, kernels/marlin.py,
+utils/marlin_utils.py): the Marlin workspace (``marlin_make_workspace``: ``output_size_per_partition
+// GPTQ_MARLIN_MIN_THREAD_N (64) x GPTQ_MARLIN_MAX_PARALLEL (16)`` int32 per linear layer) is made in
+``process_weights_after_loading``, inside "Loading model weights took": no profile term. Per call
+``gptq_marlin_gemm`` (csrc/quantization/gptq_marlin/gptq_marlin.cu of the 0.6 series — the
+``ScalarTypeTorchPtr`` signature; a public copy is search-index file 44978174, the .cu is not in the
+wheel) allocates the output, ``a_tmp`` (M x K, model dtype) and, with ``use_fp32_reduce``
+(``USE_FP32_REDUCE_DEFAULT = True`` in 0.6.4), ``c_tmp`` of ``determine_reduce_max_m(M) x N`` fp32 —
+at most 64 x 16 = 1024 rows. At the profile's token counts the gate/up call's ``a_tmp`` plus output
+(K + 2 x I / TP a token) stays below the activation step's 3 x I / TP that ``budget.forward_peak``
+already takes, and ``c_tmp`` is at most 1024 x 2 x I / TP x 4 bytes (0.23 GiB for a 72B model at
+TP 1): no term is added. What sizes a GPTQ launch's profile in V0 is the batch
+(``max_num_batched_tokens``, from ``max_model_len`` when chunked prefill is off:
+``vllm.batch_defaults``), not the kernel. (0.6.4 picks Machete on cc 9.0 before Marlin —
+kernels/__init__.py ``_POSSIBLE_KERNELS`` — not read further.)
 
 Extrapolated past 0.33.0 (the newest release read).
 """
