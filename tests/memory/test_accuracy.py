@@ -21,9 +21,10 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # 1.70 GiB against 0.25 modelled, activations 1.12 against 0.76 logged); median |error| 0.1487 GiB,
     # tokens 1.25 % (their +2.1 % / +1.7 %).
     # Issue 23 (moefp8): point 33 (Qwen3-235B-A22B-FP8 at TP 4, vllm issue 21348) is scored on weights
-    # derived from point 15's (memory_accuracy.DERIVED_WEIGHTS): +5.17 GiB, a residual of an unknown
-    # release and sampler (RESIDUALS[33]) inside its bound; median |error| 0.1471 -> 0.1479 GiB from that
-    # point alone. The fused_moe workspaces by release (vllm.memory_moe) moved 17 +0.08 -> -0.08 and
+    # derived from point 15's (memory_accuracy.DERIVED_WEIGHTS): +5.17 GiB with FlashInfer's sampler, +1.70
+    # once an unknown release takes the sort (vllm.sampler_kind: the conservative side), a residual of an
+    # unknown release and interconnect (RESIDUALS[33]) inside its bound; median |error| 0.1471 -> 0.1479 GiB
+    # from that point alone. The fused_moe workspaces by release (vllm.memory_moe) moved 17 +0.08 -> -0.08 and
     # 80 -0.30 -> -0.34 GiB (its logged activation peak 0.23: modelled 0.10 -> 0.14).
     # Issue 23 (memory3): points 107 (Qwen3-4B, RTX 2060, a 0.8.x V0 fallback), 108 (phi-1.5,
     # GTX 1080, 0.6.4.post1), 110 and 111 (opt-125m, the same GTX 1080) joined the corpus, 109

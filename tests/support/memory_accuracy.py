@@ -232,14 +232,14 @@ RESIDUALS = {
         "host's, not in vLLM's code (not modelled)"
     ),
     33: (
-        "no release printed (vllm issue 21348, 2025-07-22, between the 0.9.2 and 0.10.0 releases) and no sampler "
-        "line: the unknown-release point takes FlashInfer's sampler (14 B a vocabulary element for 1024 dummy "
-        "requests x 151,936), while a maintainer's reply attributes the small budget to the dummy sampler run; "
-        "0.9.2 / 0.10.0 make FlashInfer an optional extra of the wheel (METADATA; vllm.FLASHINFER_EXTRA_UNTIL), "
-        "and the sort (38 B) reserves 3.48 GiB more. With 0.9.2's or 0.10.0's rules, the sort and the NCCL "
-        "communicators inside the budget derived for 4 x H100 on NVSwitch (as point 15's host), the point is "
-        "8.93 - 9.18 GiB (+0.8 - 1.1). The bound (release_unknown: the samplers by release) holds the logged "
-        "value. Weights derived from point 15's (DERIVED_WEIGHTS)"
+        "no release printed (vllm issue 21348, 2025-07-22, between the 0.9.2 and 0.10.0 releases), no sampler "
+        "line and no interconnect: the unknown-release point takes each release rule's conservative side — the "
+        "sort sampler (38 B a vocabulary element for 1024 dummy requests x 151,936: vllm.sampler_kind), which a "
+        "maintainer's reply names as the cause of the small budget — but the communicators after the snapshot "
+        "(0.11.0 on), while 0.9.2 / 0.10.0 count the TP group's NCCL buffers inside the budget: derived for 4 x "
+        "H100 on NVSwitch (as point 15's host) they are 1.14 - 1.39 GiB, and with 0.9.2's rules, the sort and "
+        "that interconnect the point is 8.93 - 9.18 GiB (+0.8 - 1.1). The bound (release_unknown) holds the "
+        "logged value. Weights derived from point 15's (DERIVED_WEIGHTS)"
     ),
     58: (
         "the source's own figures for this row do not add up at the utilization it states (0.9): "

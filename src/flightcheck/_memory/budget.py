@@ -518,7 +518,7 @@ def bound_terms(
       (v1/sample/ops/topk_topp_sampler.py and the wheels' METADATA, 0.9.2 - 0.12.0).
     - ``release_unknown``: with no release known the point takes each release rule's
       conservative side (utilization 0.9, the CUDA-graph estimate subtracted, the
-      communicators after the snapshot); the budget may be higher by what the other side
+      communicators after the snapshot, the sort sampler); the budget may be higher by what the other side
       gives: ``ceil(total x 0.92) - ceil(total x 0.9)`` (the 0.20.0 default,
       ``vllm.UTILIZATION_DEFAULTS``) unless the launch sets the utilization, and the graph
       estimate (not subtracted before 0.20.0, ``vllm.CUDAGRAPHS_IN_BUDGET_SINCE``); the

@@ -288,7 +288,8 @@ def sampler_kind(
     """The profile run's top-k/top-p implementation: "flashinfer", "sort" (PyTorch) or
     "triton" (see above). ``installed``: whether FlashInfer is importable by the engine;
     unknown counts as installed before 0.11.2, where the smaller reserve keeps FC402 from
-    stopping a launch that would start. ``v0``: the launch runs the V0 engine
+    stopping a launch that would start; with the release unknown too, the sort (the
+    conservative side, as for the other release rules; the bound spans the rest). ``v0``: the launch runs the V0 engine
     (:func:`runs_v0`), whose sampler sorts unless ``VLLM_USE_FLASHINFER_SAMPLER=1``."""
     asked = _env_on(env, USE_FLASHINFER_SAMPLER)
     if v0 and V0_FLASHINFER_SAMPLER_OPT_IN:
@@ -298,6 +299,11 @@ def sampler_kind(
     if asked is not None:
         return "flashinfer" if asked and installed is not False else "sort"
     if v is not None and v >= _release(FLASHINFER_SAMPLER_OPT_IN_SINCE):
+        return "sort"
+    if v is None and installed is None:
+        # no release known: the conservative side, as for the budget's other release rules
+        # (the sort runs in V0, in a plain pip install before 0.11.1 and in 0.11.2 - 0.16.0);
+        # the bound's release_unknown term spans the 14-byte samplers above it
         return "sort"
     return "sort" if installed is False else "flashinfer"
 
