@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import msgspec
 import pytest
 
+from flightcheck._checkpoint import load
 from flightcheck._knowledge import vllm
 from flightcheck._knowledge.vllm import memory_moe
-from flightcheck._memory.budget import bound_terms, forward_peak
+from flightcheck._memory import build
+from flightcheck._memory.budget import Batch, bound_terms, forward_peak, moe_backend_span
 from flightcheck._memory.config import parse
 from flightcheck._memory.weights import Layout
-from support.memory_accuracy import DERIVED_WEIGHTS, derived_weights, load
+from flightcheck._vocabulary.intent import Intent
+from support.ckptgen import load_config, write_checkpoint
+from support.memory_accuracy import DERIVED_WEIGHTS, derived_weights
+from support.memory_accuracy import load as load_points
 
 GiB = 1 << 30
 # Qwen3-235B-A22B (model_configs.json): hidden 4096, moe_intermediate 1536, top-8 of 128
@@ -110,9 +118,59 @@ def test_bound_spans_the_sort_where_flashinfer_is_assumed() -> None:
 
 
 def test_point_33_weights_derived_from_point_15() -> None:
-    points, _ = load()
+    points, _ = load_points()
     assert DERIVED_WEIGHTS[33][0] == 15 and points[15]["tp"] == 8 and points[33]["tp"] == 4
     assert points[15]["model"] == points[33]["model"] == "Qwen/Qwen3-235B-A22B-FP8"
     w = derived_weights(points, 33)
     assert w is not None and abs(w - (2 * 27.6656 - 0.185)) < 1e-9
     assert derived_weights(points, 15) is None
+
+
+def test_qwen3_235b_fp8_weights_from_its_headers_match_the_logs(tmp_path: Path) -> None:
+    """flightcheck's own sizing (safetensors headers of a generated checkpoint with the published
+    shapes: 128 x 128 FP8 blocks, a bf16 router) against vLLM's "Model loading took": point 15 (TP 8
+    + EP, 0.10.0) 27.6656 GiB and point 112 (TP 4, 0.27.0) 55.19 GiB; point 33's derived weights agree."""
+    cfg = {
+        **load_config("qwen3-30b-a3b"),
+        **{k: QWEN3_235B[k] for k in ("hidden_size", "intermediate_size", "moe_intermediate_size")},
+        "num_hidden_layers": 94,
+        "num_attention_heads": 64,
+        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128], "activation_scheme": "dynamic"},
+    }
+    ck = load(str(write_checkpoint(tmp_path / "q235", cfg, shards=24)), cache_env={"FLIGHTCHECK_NO_CACHE": "1"})
+
+    def weights(tp: int, ep: bool, version: str) -> float:
+        intent = Intent(model=str(ck.path), tensor_parallel_size=tp, enable_expert_parallel=ep)
+        return build(ck, intent, total=int(79.19 * GiB), engine_version=version).weights() / GiB
+
+    assert abs(weights(8, True, "0.10.0") - 27.6656) < 0.03
+    tp4 = weights(4, False, "0.27.0")
+    assert abs(tp4 - 55.19) < 0.1
+    points, _ = load_points()
+    derived = derived_weights(points, 33)
+    assert derived is not None and abs(derived - tp4) < 0.05
+
+
+def test_the_moe_backend_span_reaches_down_to_the_direct_layout() -> None:
+    """From 0.14.0 the point takes the modular Triton experts; another backend the oracle picks may
+    need less, down to the direct layout's buffers: the bound's moe_backend term, above the point."""
+    cfg = parse(QWEN3_235B, None)
+    lay = Layout(4)
+    batch = Batch(tokens=8192, seqs=32, sampler="flashinfer", release=(0, 19, 0))
+    span = moe_backend_span(cfg, lay, batch)
+    assert span == 8192 * 8 * (4096 - 384) * 2
+    assert moe_backend_span(cfg, lay, msgspec.structs.replace(batch, release=(0, 13, 0))) == 0
+    assert moe_backend_span(cfg, lay, msgspec.structs.replace(batch, release=None)) == 0  # release_unknown's
+    dense = parse({**QWEN3_235B, "num_experts": 0, "model_type": "qwen3"}, None)
+    assert moe_backend_span(dense, lay, batch) == 0
+    t = bound_terms(
+        engine_version="0.19.0",
+        total=80 * GiB,
+        utilization_set=True,
+        cudagraphs_counted=False,
+        tp=1,
+        comm=None,
+        lazy_connect=False,
+        moe_backend=span,
+    )["moe_backend"]
+    assert (t.below, t.above) == (0, span) and "oracle" in t.source

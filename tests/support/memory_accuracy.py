@@ -29,6 +29,7 @@ from flightcheck._memory.budget import (
     communication,
     default_reserve,
     forward_peak,
+    moe_backend_span,
     profile_peak,
     release,
     sampler_span,
@@ -526,6 +527,7 @@ def evaluate() -> list[Row]:
             sort_activations=sum(profile_peak(cfg, layout, msgspec.structs.replace(batch, sampler="sort")))
             if not p.get("sampler") and vllm.flashinfer_install_assumed(v, batch.sampler)
             else None,
+            moe_backend=moe_backend_span(cfg, layout, batch),
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}
         row.low_gib = row.predicted_gib - sum(t.below for t in terms.values()) / GiB

@@ -223,9 +223,17 @@ class Batch(msgspec.Struct, frozen=True):
     #: --mm-encoder-tp-mode (vllm.encoder_tp_mode): "data" runs the encoder data-parallel over
     #: TP where the model supports it (vllm.encoder_data_parallel)
     mm_encoder_tp_mode: str = "weights"
+    #: fused_moe's workspace layout, overriding the release's (None: by release, vllm.memory_moe)
+    moe_modular: bool | None = None
 
 
-def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int, release: tuple[int, ...] | None = None) -> int:
+def forward_peak(
+    cfg: ModelConfig,
+    layout: Layout,
+    tokens: int,
+    release: tuple[int, ...] | None = None,
+    moe_modular: bool | None = None,
+) -> int:
     """The dummy forward pass's transient peak for ``tokens`` batched tokens: one layer's
     widest point, with the hidden state and the residual (model dtype) alive — the
     attention's q/k/v and output, or the MLP: dense, the gate/up output (2 x intermediate
@@ -254,7 +262,7 @@ def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int, release: tuple[i
         inter = cfg.moe_intermediate if layout.ep else cfg.moe_intermediate / layout.moe_size
         fp8 = (cfg.quant.method or "").startswith("fp8")
         moe = memory_moe.moe_workspace_bytes(
-            release, tokens, hidden=hidden, inter=inter, top_k=cfg.top_k, dtype_bytes=dt, fp8=fp8
+            release, tokens, hidden=hidden, inter=inter, top_k=cfg.top_k, dtype_bytes=dt, fp8=fp8, modular=moe_modular
         )
         # the dense MLP only where the model has one (first_k_dense_replace layers)
         per_token = per_token if cfg.first_dense else 0.0
@@ -278,10 +286,11 @@ def activations(
     seqs: int,
     sampler: str = "sort",
     release: tuple[int, ...] | None = None,
+    moe_modular: bool | None = None,
 ) -> int:
     """The profile run's transient peak: the forward pass and the sampler run one after
     the other (``profile_run``), so the larger of the two."""
-    return max(forward_peak(cfg, layout, tokens, release), sampler_peak(cfg, tokens, seqs, sampler))
+    return max(forward_peak(cfg, layout, tokens, release, moe_modular), sampler_peak(cfg, tokens, seqs, sampler))
 
 
 def encoder_dp(cfg: ModelConfig, batch: Batch) -> bool:
@@ -378,10 +387,21 @@ def sampler_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, i
     return min(peaks), max(peaks)
 
 
+def moe_backend_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
+    """How much lower the profile peak is where another MoE backend than the Triton experts runs:
+    down to the direct layout's buffers (``vllm.memory_moe``: the release's oracle picks it by GPU,
+    EP and installed packages); 0 for a dense model, a release before the modular kernel, or an
+    unknown release (``release_unknown`` spans the layouts: :func:`sampler_span`)."""
+    if not cfg.moe or batch.release is None or not memory_moe.modular_triton(batch.release):
+        return 0
+    direct = sum(profile_peak(cfg, layout, msgspec.structs.replace(batch, moe_modular=False)))
+    return max(0, sum(profile_peak(cfg, layout, batch)) - direct)
+
+
 def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(the text model's peak, what the vision encoder adds to it): ``profile_run`` runs
     the encoder, then the forward pass and the sampler with the encoder outputs held."""
-    text = activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.release)
+    text = activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.release, batch.moe_modular)
     run, held = encoder_terms(cfg, layout, batch)
     if not run and not held:
         return text, 0
@@ -465,6 +485,7 @@ def bound_terms(
     activations: int = 0,
     release_activations: tuple[int, int] | None = None,
     sort_activations: int | None = None,
+    moe_backend: int = 0,
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
     only widens it; an empty dict only where nothing is left open, which no profiled launch is).
@@ -516,6 +537,10 @@ def bound_terms(
       optional extra of those wheels, a plain ``pip install vllm`` sorts); ``sort_activations``
       is the profile peak with the sort, below the point by what it adds
       (v1/sample/ops/topk_topp_sampler.py and the wheels' METADATA, 0.9.2 - 0.12.0).
+    - ``moe_backend``: a MoE launch of a release with the modular kernel (0.14.0 on): the point takes
+      the Triton experts' workspaces, the backend the release's oracle picks may need less — up to
+      ``moe_backend`` (:func:`moe_backend_span`) above the point (``vllm.memory_moe``, oracle/fp8.py
+      of 0.27.0).
     - ``release_unknown``: with no release known the point takes each release rule's
       conservative side (utilization 0.9, the CUDA-graph estimate subtracted, the
       communicators after the snapshot, the sort sampler); the budget may be higher by what the other side
@@ -587,6 +612,13 @@ def bound_terms(
             0,
             "v1/sample/ops/topk_topp_sampler.py + the wheels' METADATA (0.9.2 - 0.12.0): FlashInfer is "
             "an optional extra before 0.11.1; without it the dummy sampler run sorts",
+        )
+    if moe_backend:
+        terms["moe_backend"] = Term(
+            0,
+            moe_backend,
+            "model_executor/layers/fused_moe/oracle/fp8.py + modular_kernel.py (0.15.0 - 0.33.0): the MoE "
+            "backend is picked by GPU, EP and packages; the point takes the Triton experts' workspaces",
         )
     counted = cudagraphs_counted and (v is None or vllm.cudagraphs_in_budget(v))
     if counted:

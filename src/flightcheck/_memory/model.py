@@ -24,6 +24,7 @@ from flightcheck._memory.budget import (
     default_reserve,
     default_utilization,
     encoder_dp,
+    moe_backend_span,
     pre_snapshot,
     profile_peak,
     release,
@@ -435,6 +436,7 @@ class MemoryModel(msgspec.Struct):
             sort_activations=sum(profile_peak(self.cfg, lay, msgspec.structs.replace(self.batch, sampler="sort")))
             if acts and self.cfg is not None and vllm.flashinfer_install_assumed(v, self.batch.sampler)
             else None,
+            moe_backend=moe_backend_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
         )
 
     def fusion_workspace(self, layout: Layout | None = None) -> tuple[int, int, int]:

@@ -62,6 +62,13 @@ TP 1): no term is added. What sizes a GPTQ launch's profile in V0 is the batch
 ``vllm.batch_defaults``), not the kernel. (0.6.4 picks Machete on cc 9.0 before Marlin —
 kernels/__init__.py ``_POSSIBLE_KERNELS`` — not read further.)
 
+Which experts run: from 0.15.0 an oracle picks the backend (oracle/fp8.py ``select_fp8_moe_backend``,
+``_get_priority_backends``; 0.27.0 read): block FP8 on cc 9.0 takes Triton for TP and FlashInfer CUTLASS
+with EP; elsewhere FlashInfer TRT-LLM (cc 10.x), DeepGEMM (installed and on), CUTLASS and Triton in that
+order, each with its own workspaces (experts/*.py ``workspace_shapes``; TRT-LLM's are inside FlashInfer).
+The point takes Triton's; the bound's ``moe_backend`` term (``budget.moe_backend_span``) spans down to the
+direct layout's smaller buffers.
+
 Extrapolated past 0.33.0 (the newest release read).
 """
 
@@ -118,15 +125,17 @@ def moe_workspace_bytes(
     top_k: int,
     dtype_bytes: int = 2,
     fp8: bool = False,
+    modular: bool | None = None,
 ) -> int:
     """The Triton experts' buffers alive at one MoE layer's peak for ``tokens`` dummy tokens
     (``inter`` this rank's intermediate size): the workspaces by release (module docstring),
-    the FP8 activation copies where the weights are FP8."""
+    the FP8 activation copies where the weights are FP8. ``modular`` overrides the release's
+    layout (the bound's ``moe_backend`` span)."""
     chunk = fused_moe_chunk(v)
     m = tokens if chunk is None else min(tokens, chunk)
     n = 2 * inter
     k = max(1, top_k)
-    if modular_triton(v):
+    if modular_triton(v) if modular is None else modular:
         one = m * k * max(n / 2, hidden)
         out = tokens * hidden
         ws13 = max(one, out) if m == tokens else one + out
