@@ -124,7 +124,9 @@ FLASHINFER_SAMPLER_OPT_IN_SINCE = "0.11.2"
 TRITON_TOP_K_TOP_P_SINCE = "0.17.0"
 
 #: vllm/envs.py ``VLLM_FUSED_MOE_CHUNK_SIZE`` default: fused_moe.py processes at most this
-#: many tokens at a time, so its workspaces stop growing there.
+#: many tokens at a time, so its workspaces stop growing there. 0.6.4 - 0.11.2's value; the
+#: budget takes the default by release from ``memory_moe.FUSED_MOE_CHUNK_BY_RELEASE`` (16384 in
+#: 0.12.0 - 0.17.1, no chunking from 0.18.0).
 FUSED_MOE_CHUNK_TOKENS = 32768
 #: Before 0.11.0 ``Worker.init_device`` (v1/worker/gpu_worker.py) takes the baseline
 #: snapshot *before* ``init_worker_distributed_environment``: NCCL and custom all-reduce
