@@ -44,7 +44,10 @@ model-dtype values; the cap 128 Ki tokens in 0.9.2 - 0.10.2, 64 Ki from 0.11.0 �
 ``initialize_kv_cache``, after ``determine_available_memory``: outside the KV budget, in the
 slack (:func:`mla_prefill_workspace_bytes`). From 0.20.0 a minimal KV cache is initialized for the
 CUDA-graph profile too (``_init_minimal_kv_cache_for_profiling``, 0.20.0 - 0.33.0), which builds
-the same workspace once more inside that estimate.
+the same workspace once more inside that estimate; ``profile_cudagraph_memory`` (0.33.0 read) warms
+the FULL-graph sizes with attention metadata (``force_attention``, ``profile_seq_lens = min(max_model_len,
+max_num_batched_tokens // graph tokens)``), so the decode kernels' buffers (FlashMLA's split metadata)
+land in the CUDA-graph estimate — the budget's ``cuda_graphs`` term — not in the activation peak.
 
 GPTQ in V0 (0.6.4 wheel: model_executor/layers/quantization/gptq_marlin.py, kernels/marlin.py,
 utils/marlin_utils.py): the Marlin workspace (``marlin_make_workspace``: ``output_size_per_partition
