@@ -242,6 +242,25 @@ RESIDUALS = {
         "that interconnect the point is 8.93 - 9.18 GiB (+0.8 - 1.1). The bound (release_unknown) holds the "
         "logged value. Weights derived from point 15's (DERIVED_WEIGHTS)"
     ),
+    114: (
+        "held out; see 115. At 65536 batched tokens: the prefill MoE workspaces (modular TritonExperts, no chunking "
+        "from 0.18.0: vllm.memory_moe) are modelled within 0.43 GiB of the post's own 8192 -> 65536 difference (8.27 "
+        "against 8.70 GiB, both less the CUDA-graph estimate); the constant part is 115's, and the CUDA-graph estimate "
+        "logged 1.10 GiB against the point's 0.5"
+    ),
+    115: (
+        "Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 + EP on 4 x H100 SXM, 0.20.0, Triton MoE, 8192 batched tokens, the "
+        "CUDA-graph estimate off: vLLM's non-KV memory besides the weights is 3.68 GiB (the post's table gives 4.08 "
+        "for 'prefill activation + fixed workspace'), the point's 1.41 (activations 1.12, non-torch 0.25, the fusion "
+        "workspace 0.04). The post attributes ~2.8 GiB to 'FlashInfer/DeepGEMM/TRTLLM-allreduce fixed workspaces'; the "
+        "issue's TP >= 2 breakdowns in V1 count ~2.1 GiB of non-torch memory per rank at TP 2 and TP 4: a TP >= 2 "
+        "non-torch term not modelled here (the TP helpers' flightcheck._knowledge.vllm.memory_tp). Outside the bound: "
+        "its non_torch span is the single-rank one"
+    ),
+    116: (
+        "see 115: the same constant (~2.5 GiB at TP 4 in 0.20.0) plus the CUDA-graph estimate, logged 1.10 GiB against "
+        "the point's 0.5; inside the bound (cuda_graphs up to 1.5 GiB)"
+    ),
     58: (
         "the source's own figures for this row do not add up at the utilization it states (0.9): "
         "ceil(0.9 x 79.18) - 64.38 weights - 7.38 peak activation - 0.13 non-torch = -0.63 GiB, yet it "
@@ -428,7 +447,13 @@ def evaluate() -> list[Row]:
             row.excluded = f"outcome {p['outcome']}"
             continue
         entry = configs[arch]
-        cfg = parse(_config(entry), None, entry.get("preprocessor_config"), entry.get("video_preprocessor_config"))
+        doc = _config(entry)
+        if p.get("quantization") == "fp8" and "quantization_config" not in doc:
+            # the engine-config line's quantization=fp8: the checkpoint's quantization_config, which the
+            # architecture's sourced figures (shared with its bf16 checkpoint) leave out; fused_moe's FP8
+            # activation copies follow it (vllm.memory_moe.moe_workspace_bytes)
+            doc["quantization_config"] = {"quant_method": "fp8"}
+        cfg = parse(doc, None, entry.get("preprocessor_config"), entry.get("video_preprocessor_config"))
         tp, pp = p["tp"] or 1, p["pp"] or 1
         layout = Layout(tp, pp)
         # the version the log prints, else the one its log format / line sites date it to
@@ -452,7 +477,8 @@ def evaluate() -> list[Row]:
         batch = Batch(
             tokens=p["max_num_batched_tokens"] or tokens,
             seqs=p["max_num_seqs"] or seqs,
-            cudagraphs=vllm.cudagraphs_in_budget(v),
+            # the point's VLLM_* environment where its source states one (points 114-116)
+            cudagraphs=vllm.cudagraphs_in_budget(v, p.get("env")),
             # the sampler the log names ("Using FlashInfer for top-p & top-k sampling" or the
             # PyTorch-native fallback warning), else the version's default
             sampler=vllm.sampler_kind(v, installed=p["sampler"] == "flashinfer", v0=v0)
