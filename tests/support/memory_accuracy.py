@@ -243,22 +243,22 @@ RESIDUALS = {
         "logged value. Weights derived from point 15's (DERIVED_WEIGHTS)"
     ),
     114: (
-        "held out; see 115. At 65536 batched tokens: the prefill MoE workspaces (modular TritonExperts, no chunking "
-        "from 0.18.0: vllm.memory_moe) are modelled within 0.43 GiB of the post's own 8192 -> 65536 difference (8.27 "
-        "against 8.70 GiB, both less the CUDA-graph estimate); the constant part is 115's, and the CUDA-graph estimate "
-        "logged 1.10 GiB against the point's 0.5"
+        "held out; see 115. At 65536 batched tokens: the prefill MoE buffers (modular TritonExperts unchunked from "
+        "0.18.0, the FP8 copies, the separate output from 0.11.2: vllm.memory_moe) give the post's own 8192 -> 65536 "
+        "growth (8.70 GiB modelled, 8.70 logged, both less the CUDA-graph estimate); the constant part is 115's, and "
+        "the CUDA-graph estimate logged 1.10 GiB against the point's 0.5"
     ),
     115: (
         "Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 + EP on 4 x H100 SXM, 0.20.0, Triton MoE, 8192 batched tokens, the "
         "CUDA-graph estimate off: vLLM's non-KV memory besides the weights is 3.68 GiB (the post's table gives 4.08 "
-        "for 'prefill activation + fixed workspace'), the point's 1.41 (activations 1.12, non-torch 0.25, the fusion "
+        "for 'prefill activation + fixed workspace'), the point's 1.53 (activations 1.27, non-torch 0.25, the fusion "
         "workspace 0.04). The post attributes ~2.8 GiB to 'FlashInfer/DeepGEMM/TRTLLM-allreduce fixed workspaces'; the "
         "issue's TP >= 2 breakdowns in V1 count ~2.1 GiB of non-torch memory per rank at TP 2 and TP 4: a TP >= 2 "
         "non-torch term not modelled here (the TP helpers' flightcheck._knowledge.vllm.memory_tp). Outside the bound: "
         "its non_torch span is the single-rank one"
     ),
     116: (
-        "see 115: the same constant (~2.5 GiB at TP 4 in 0.20.0) plus the CUDA-graph estimate, logged 1.10 GiB against "
+        "see 115: the same constant (~2.2 GiB at TP 4 in 0.20.0) plus the CUDA-graph estimate, logged 1.10 GiB against "
         "the point's 0.5; inside the bound (cuda_graphs up to 1.5 GiB)"
     ),
     58: (
