@@ -25,11 +25,12 @@ the Triton experts allocate per call, read in the wheels:
   0.12.0 - 0.17.1, and gone from 0.18.0 (0.18.0, 0.19.0, 0.33.0: no variable, ``fused_experts_impl``
   takes ``get_config_func(M)`` on the whole batch, the modular kernel one chunk).
 - **the output**: written in place into the hidden states up to 0.11.0 (``fused_experts(..., inplace=True)``
-  in layer.py / fp8.py of 0.9.2 and 0.10.0); from 0.11.2 a separate ``(M_full, K)`` tensor —
-  utils.py ``disable_inplace()`` is ``is_torch_equal_or_newer("2.9")`` and the wheels pin torch 2.9.0
-  (0.11.2, 0.12.0, 0.13.0) and later (0.14.0 - 0.20.0: 2.9.1 - 2.11.0), so ``fused_experts`` /
-  ``FusedMoEModularKernel.apply`` take ``torch.empty_like(hidden_states)``; 0.25.0, 0.27.0 and 0.33.0
-  allocate it unconditionally (modular_kernel.py ``empty_like`` / ``new_empty``).
+  in layer.py / fp8.py of 0.9.2 and 0.10.0; 0.11.0 pins torch 2.8.0); from 0.11.1 a separate
+  ``(M_full, K)`` tensor — utils.py ``disable_inplace()`` is ``is_torch_equal_or_newer("2.9")`` and the
+  wheels pin torch 2.9.0 (0.11.1, 0.11.2, 0.12.0, 0.13.0) and later (0.14.0 - 0.20.0: 2.9.1 -
+  2.11.0), so ``fused_experts`` / ``FusedMoEModularKernel.apply`` take
+  ``torch.empty_like(hidden_states)``; 0.25.0, 0.27.0 and 0.33.0 allocate it unconditionally
+  (modular_kernel.py ``empty_like`` / ``new_empty``).
 - **FP8 activations** (``moe_kernel_quantize_input`` / ``per_token_group_quant_fp8``, fused_moe.py
   and utils.py, 0.9.2 - 0.33.0): with FP8 weights the Triton kernels take FP8 inputs — ``M x K``
   bytes (plus one fp32 scale per 128-wide group) before the first GEMM and ``M x top_k x N / 2``
@@ -97,8 +98,8 @@ FUSED_MOE_CHUNK_BY_RELEASE: tuple[tuple[str, int | None], ...] = (
 #: (0.13.0 calls fused_experts, 0.14.0 builds FusedMoEModularKernel)
 MODULAR_TRITON_SINCE = "0.14.0"
 #: first release whose MoE output is a separate (M, K) tensor rather than the input overwritten
-#: (torch 2.9 pinned: ``disable_inplace``); 0.11.0 is in place, 0.11.1 not read
-MOE_OUT_OF_PLACE_SINCE = "0.11.2"
+#: (torch 2.9.0 pinned and ``disable_inplace`` present in the 0.11.1 wheel; 0.11.0: torch 2.8.0, in place)
+MOE_OUT_OF_PLACE_SINCE = "0.11.1"
 #: per_token_group_quant_fp8's group (the block FP8 checkpoints' 128 x 128 blocks)
 FP8_GROUP = 128
 #: MLA's chunked-prefill workspace cap in tokens: (first release, cap)
