@@ -15,15 +15,15 @@ from support.memory_accuracy import RESIDUALS, GiB, _config, evaluate, load, sum
 def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows, held_out=False)
-    assert s["scored"] == 86, [(r.index, r.excluded) for r in rows]
-    # Then 114 (held out), 115, 116: the same model at TP 4 + EP on 4 x H100 SXM in 0.20.0 at 65536 / 8192 /
+    assert s["scored"] == 87, [(r.index, r.excluded) for r in rows]
+    # Then 115 (held out), 116, 117: the same model at TP 4 + EP on 4 x H100 SXM in 0.20.0 at 65536 / 8192 /
     # 32768 batched tokens (a benchmark report, SEARCHES.md): the prefill MoE workspaces by release
-    # (vllm.memory_moe: no chunking from 0.18.0, FP8 activation copies, the separate output from 0.11.2)
-    # give the 8192 -> 65536 growth (8.70 GiB, as logged), but a ~2.2 GiB constant of TP 4 non-torch /
-    # fixed workspaces is not modelled: 115 +2.15, 116 +2.89 GiB, residuals (RESIDUALS). The separate MoE
-    # output (from 0.11.2) moved 17 -0.14 -> -0.17 and 112 / 113 by -0.06 GiB: median |error| 0.1487 ->
-    # 0.1502 GiB.
-    # Then points 112 / 113 (Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 over PCIe on 4 x RTX PRO 6000,
+    # (vllm.memory_moe: no chunking from 0.18.0, FP8 activation copies, the separate output from 0.11.1)
+    # give the 8192 -> 65536 growth (8.70 GiB, as logged); with main's FlashInfer fusion workspace (1.5 GiB
+    # at TP 4 in 0.20.0) ~0.7 GiB of TP 4 non-torch memory is left: 116 +0.69, 117 +1.43 GiB, residuals
+    # (RESIDUALS), 115 (held out) +1.28. The separate MoE output moved 17 -0.14 -> -0.17 and 113 / 114 by
+    # -0.06 GiB. After the merge with main (gpt-oss point 112): 87 scored, 79 within, median |error| 0.1511.
+    # Then points 113 / 114 (Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 over PCIe on 4 x RTX PRO 6000,
     # 0.27.0 inferred, TP and TP + EP; SEARCHES.md) joined: +0.59 / +0.48 GiB, both within (their non-torch
     # 1.70 GiB against 0.25 modelled, activations 1.12 against 0.76 logged); median |error| 0.1487 GiB,
     # tokens 1.25 % (their +2.1 % / +1.7 %).
@@ -33,6 +33,11 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # unknown release and interconnect (RESIDUALS[33]) inside its bound; median |error| 0.1471 -> 0.1479 GiB
     # from that point alone. The fused_moe workspaces by release (vllm.memory_moe) moved 17 +0.08 -> -0.08 and
     # 80 -0.30 -> -0.34 GiB (its logged activation peak 0.23: modelled 0.10 -> 0.14).
+    # Issue 23 (gptoss): point 112 (gpt-oss-120b on one H100 at 98,304 tokens, 0.11.2, Marlin
+    # MXFP4 MoE, max_num_seqs 6) joined the corpus: +0.19 GiB, within; it moves the median
+    # |error| from 0.1471 to 0.1479 GiB (no existing point changed: the MXFP4 backend rules of
+    # vllm.memory_gptoss move only the MoE transient of an MXFP4 checkpoint, and the corpus's
+    # other gpt-oss points print their sampler, so the bound's sampler_install term is not theirs).
     # Issue 23 (memory3): points 107 (Qwen3-4B, RTX 2060, a 0.8.x V0 fallback), 108 (phi-1.5,
     # GTX 1080, 0.6.4.post1), 110 and 111 (opt-125m, the same GTX 1080) joined the corpus, 109
     # (rho-1b, H200, 0.6.4.post1) the held-out set (tests/fixtures/memory/SEARCHES.md): all
@@ -82,9 +87,10 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # the floors are what is achieved: 72 within, median |error| 0.1488 GiB, tokens 1.12 %
     # (before the Qwen-VL item: 70 within, 0.1493 GiB)
     # (before points 95-106: 62 within, 0.1488 GiB, 1.25 %)
-    assert s["within"] >= 78 and s["median_abs_error_gib"] <= 0.1503
+    assert s["within"] >= 79 and s["median_abs_error_gib"] <= 0.1511
     # token capacity where logged (block-rounded, minus the null block)
-    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0125
+    # (1.32 % after points 113 - 117 and main's 112)
+    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0133
 
 
 def test_nvswitch_tp8_points_count_the_derived_communicators() -> None:
@@ -109,19 +115,21 @@ def test_token_capacity_from_the_logged_budget_is_within_3_percent() -> None:
     rows = evaluate()
     conv = {r.index: (r.logged_tokens, r.tokens_from_logged) for r in rows if r.tokens_from_logged}
     # 48 text-model points, and the vision models 19, 24 and 67 (LLaVA-1.5-7B 18,400 tokens
-    # exactly, Qwen3-VL-30B-A3B +0.02 %, Mistral-Small-3.2-24B -0.07 %); then points 95, 104, 105
-    # and point 33 (+1.14 %: its one "Available KV cache memory" line is one rank's, 8.11 GiB, while
+    # exactly, Qwen3-VL-30B-A3B +0.02 %, Mistral-Small-3.2-24B -0.07 %); then points 95, 104, 105;
+    # then 112 (gpt-oss-120b's sliding-window / full hybrid at 98,304 tokens: 130,912 for 130,960),
+    # point 33 (+1.14 %: its one "Available KV cache memory" line is one rank's, 8.11 GiB, while
     # the token count is sized by the smallest rank's budget — 178,880 tokens are 8.02 GiB at 48,128 B
     # a token; point 15's log of the same release series prints 35.65 - 36.12 GiB over its ranks)
-    # and points 112 / 113 (-0.01 % / +0.01 %)
-    assert len(conv) == 57, sorted(conv)
+    # and points 113 / 114 (-0.01 % / +0.01 %)
+    assert len(conv) == 58, sorted(conv)
+    assert abs(conv[112][1] - conv[112][0]) <= 0.001 * conv[112][0]
     off = {i: t for i, t in conv.items() if abs(t[1] - t[0]) > 0.03 * t[0]}
     assert not off, off
     # point 32 logs a V0 non-driver worker's KV memory; its tokens come from the driver's
     # smaller budget (vLLM takes the minimum over the workers), so it is not converted
     assert 32 not in conv and rows[32].logged_tokens == 81536
     s = summary(rows)
-    assert s["conversion_within_3pct"] == s["conversion_points"] == 57
+    assert s["conversion_within_3pct"] == s["conversion_points"] == 58
     assert s["max_conversion_error"] is not None and s["max_conversion_error"] < 0.0115
 
 
@@ -160,10 +168,10 @@ def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
     # same at the defaults (0.10.1.1), 31 Llama-3.1-8B on an RTX 3090 (V0, max_model_len 29000),
     # 52 / 54 / 56 Llama-3.1-8B and Qwen2.5-7B on an RTX 3090 at utilization 0.70 / 0.60 / 0.65
     # (0.17.1), 60 Llama-3.3-70B FP8 at TP 1 on an H100 (67.72 GiB of weights), 32
-    # DeepSeek-R1-Distill-Qwen-14B at TP 2 on RTX 4090s with max_model_len 131072 (V0), 114 (held out)
+    # DeepSeek-R1-Distill-Qwen-14B at TP 2 on RTX 4090s with max_model_len 131072 (V0), 115 (held out)
     # Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 + EP with 65536 batched tokens and a 240,000-token
     # sequence (0.20.0): 7.40 GiB predicted, 4.15 logged, 10.76 needed
-    assert failed == caught == {28, 29, 31, 32, 52, 54, 56, 60, 114}
+    assert failed == caught == {28, 29, 31, 32, 52, 54, 56, 60, 115}
     assert stopped == failed - NEAR_MISSES
     # the launches scored since that ran (Phi-3-mini on an RTX 3090 under WSL, Qwen3-32B at
     # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series, points 85-92, 94, 95-100 and
@@ -391,9 +399,7 @@ def test_the_logged_budget_lies_inside_the_reported_bound() -> None:
     s = summary(rows, held_out=False)
     assert s["inside"] >= 78 and s["within5"] >= 76
     outside = {r.index for r in rows if r.excluded is None and r.inside is False and not r.held_out}
-    # and 115 (TP 4 in 0.20.0 with the CUDA-graph estimate off: ~2.2 GiB of TP non-torch memory the
-    # single-rank non_torch span does not reach, RESIDUALS[115])
-    assert outside <= {34, 58, 93, 115}
+    assert outside <= {34, 58, 93}
     assert s["median_width_gib"] < 1.2
     held = summary(rows, held_out=True)
     assert held["scored"] >= 1 and held["inside"] == held["scored"]

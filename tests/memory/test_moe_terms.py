@@ -8,7 +8,6 @@ import msgspec
 import pytest
 
 from flightcheck._checkpoint import load
-from flightcheck._knowledge import vllm
 from flightcheck._knowledge.vllm import memory_moe
 from flightcheck._memory import build
 from flightcheck._memory.budget import Batch, bound_terms, forward_peak, moe_backend_span
@@ -73,8 +72,8 @@ def test_workspaces_direct_and_modular_at_tp4() -> None:
 def test_forward_peak_follows_the_release() -> None:
     cfg = parse(QWEN3_235B, None)
     lay = Layout(4)
-    before = forward_peak(cfg, lay, 8192, (0, 13, 0))
-    after = forward_peak(cfg, lay, 8192, (0, 14, 0))
+    before = forward_peak(cfg, lay, 8192, release=(0, 13, 0))
+    after = forward_peak(cfg, lay, 8192, release=(0, 14, 0))
     assert after - before == 8192 * 8 * (4096 - 384) * 2  # both out of place (0.11.2 on)
     # unknown release: the newest rule (the larger reserve)
     assert forward_peak(cfg, lay, 8192) == after
@@ -96,30 +95,6 @@ def test_mla_prefill_workspace_cap_by_release() -> None:
     assert memory_moe.mla_prefill_workspace_bytes((0, 19, 0), dcp=2, **kw) == 98304 * 576 * 2
 
 
-def test_flashinfer_install_is_an_assumption_before_0_11_1() -> None:
-    assert vllm.flashinfer_install_assumed((0, 9, 2), "flashinfer")
-    assert vllm.flashinfer_install_assumed((0, 11, 0), "flashinfer")
-    assert not vllm.flashinfer_install_assumed((0, 11, 1), "flashinfer")  # a plain requirement
-    assert not vllm.flashinfer_install_assumed((0, 10, 0), "sort")
-    assert not vllm.flashinfer_install_assumed(None, "flashinfer")  # release_unknown spans it
-
-
-def test_bound_spans_the_sort_where_flashinfer_is_assumed() -> None:
-    common = {
-        "engine_version": "0.10.0",
-        "total": 80 * GiB,
-        "utilization_set": False,
-        "cudagraphs_counted": False,
-        "tp": 1,
-        "comm": None,
-        "lazy_connect": False,
-        "activations": 2 * GiB,
-    }
-    terms = bound_terms(sort_activations=5 * GiB, **common)  # type: ignore[arg-type]
-    assert terms["flashinfer_installed"].below == 3 * GiB and terms["flashinfer_installed"].above == 0
-    assert "flashinfer_installed" not in bound_terms(**common)  # type: ignore[arg-type]
-
-
 def test_point_33_weights_derived_from_point_15() -> None:
     points, _ = load_points()
     assert DERIVED_WEIGHTS[33][0] == 15 and points[15]["tp"] == 8 and points[33]["tp"] == 4
@@ -132,7 +107,7 @@ def test_point_33_weights_derived_from_point_15() -> None:
 def test_qwen3_235b_fp8_weights_from_its_headers_match_the_logs(tmp_path: Path) -> None:
     """flightcheck's own sizing (safetensors headers of a generated checkpoint with the published
     shapes: 128 x 128 FP8 blocks, a bf16 router) against vLLM's "Model loading took": point 15 (TP 8
-    + EP, 0.10.0) 27.6656 GiB and point 112 (TP 4, 0.27.0) 55.19 GiB; point 33's derived weights agree."""
+    + EP, 0.10.0) 27.6656 GiB and point 113 (TP 4, 0.27.0) 55.19 GiB; point 33's derived weights agree."""
     cfg = {
         **load_config("qwen3-30b-a3b"),
         **{k: QWEN3_235B[k] for k in ("hidden_size", "intermediate_size", "moe_intermediate_size")},

@@ -51,6 +51,9 @@ ARCH = {
     "gpt-oss-120b": "gpt-oss-120b",
     "openai/gpt-oss-120b": "gpt-oss-120b",
     "openai/gpt-oss-20b": "gpt-oss-20b",
+    # the Kaggle copy of openai/gpt-oss-120b (point 112: 'Resolved architecture: GptOssForCausalLM',
+    # quantization=mxfp4, and the 65.9651 GiB of Marlin-padded weights point 29 logs for it)
+    "/kaggle/input/gpt-oss-120b/transformers/default/1": "gpt-oss-120b",
     "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
     "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
@@ -158,6 +161,8 @@ GPU = {
     "NVIDIA L4": "L4",
     "NVIDIA H100 80GB HBM3": "H100 80GB",
     "NVIDIA H100": "H100 80GB",
+    # point 112: the board Kaggle's AIMO3 notebooks run on, inferred from the log (its note)
+    "NVIDIA H100 80GB (inferred)": "H100 80GB",
     "NVIDIA H200": "H200",
     "NVIDIA GeForce RTX 3090": "RTX 24GB",
     "NVIDIA GeForce RTX 4090": "RTX 24GB",
@@ -167,7 +172,7 @@ GPU = {
     "NVIDIA GeForce RTX 3090 (23.54 GiB host)": "RTX 3090 (23.54)",
     "NVIDIA L40S": "L40S",
     "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX PRO 6000 Blackwell",
-    # points 112-113: a host named 'rtxpro6000' whose board variant is not printed; its log gives the total
+    # points 113-114: a host named 'rtxpro6000' whose board variant is not printed; its log gives the total
     "NVIDIA RTX PRO 6000 Blackwell (variant not stated)": "RTX PRO 6000 Blackwell",
     # point 82: an 80 GB A800 (cc 8.0 on the 8192-token tier); nvidia-smi gives A800-SXM4-80GB and
     # A100-SXM4-80GB the same 81920 MiB, so the A100 80GB's CUDA total
@@ -242,24 +247,24 @@ RESIDUALS = {
         "that interconnect the point is 8.93 - 9.18 GiB (+0.8 - 1.1). The bound (release_unknown) holds the "
         "logged value. Weights derived from point 15's (DERIVED_WEIGHTS)"
     ),
-    114: (
-        "held out; see 115. At 65536 batched tokens: the prefill MoE buffers (modular TritonExperts unchunked from "
-        "0.18.0, the FP8 copies, the separate output from 0.11.2: vllm.memory_moe) give the post's own 8192 -> 65536 "
-        "growth (8.70 GiB modelled, 8.70 logged, both less the CUDA-graph estimate); the constant part is 115's, and "
+    115: (
+        "held out; see 116. At 65536 batched tokens: the prefill MoE buffers (modular TritonExperts unchunked from "
+        "0.18.0, the FP8 copies, the separate output from 0.11.1: vllm.memory_moe) give the post's own 8192 -> 65536 "
+        "growth (8.70 GiB modelled, 8.70 logged, both less the CUDA-graph estimate); the constant part is 116's, and "
         "the CUDA-graph estimate logged 1.10 GiB against the point's 0.5"
     ),
-    115: (
+    116: (
         "Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 + EP on 4 x H100 SXM, 0.20.0, Triton MoE, 8192 batched tokens, the "
         "CUDA-graph estimate off: vLLM's non-KV memory besides the weights is 3.68 GiB (the post's table gives 4.08 "
-        "for 'prefill activation + fixed workspace'), the point's 1.53 (activations 1.27, non-torch 0.25, the fusion "
-        "workspace 0.04). The post attributes ~2.8 GiB to 'FlashInfer/DeepGEMM/TRTLLM-allreduce fixed workspaces'; the "
-        "issue's TP >= 2 breakdowns in V1 count ~2.1 GiB of non-torch memory per rank at TP 2 and TP 4: a TP >= 2 "
-        "non-torch term not modelled here (the TP helpers' flightcheck._knowledge.vllm.memory_tp). Outside the bound: "
-        "its non_torch span is the single-rank one"
+        "for 'prefill activation + fixed workspace'), the point's 2.99 (activations 1.27, FlashInfer's all-reduce "
+        "fusion workspace 1.5: vllm.fusion_workspace, non-torch 0.25). The post attributes ~2.8 GiB to "
+        "'FlashInfer/DeepGEMM/TRTLLM-allreduce fixed workspaces'; the ~0.7 GiB left is TP 4 non-torch memory the "
+        "single-rank point does not count (the issue's TP >= 2 breakdowns in V1: ~2.1 GiB a rank at TP 2 and TP 4; "
+        "flightcheck._knowledge.vllm.memory_tp). Within 5 %, inside the bound"
     ),
-    116: (
-        "see 115: the same constant (~2.2 GiB at TP 4 in 0.20.0) plus the CUDA-graph estimate, logged 1.10 GiB against "
-        "the point's 0.5; inside the bound (cuda_graphs up to 1.5 GiB)"
+    117: (
+        "see 116: the same ~0.7 GiB at TP 4 in 0.20.0 plus the CUDA-graph estimate, logged 1.10 GiB against the "
+        "point's 0.5; inside the bound (cuda_graphs up to 1.5 GiB)"
     ),
     58: (
         "the source's own figures for this row do not add up at the utilization it states (0.9): "
@@ -377,6 +382,15 @@ class Row:
         return self.kv_need_gib - budget > NEAR_MISS / GiB
 
 
+def _v0_peak(cfg: Any, layout: Any, batch: Any, p: dict[str, Any], length: int | None) -> int:
+    """The profile peak of a launch run by the V0 engine (``budget.bound_terms``' V0 side):
+    V0's default batch for ``length`` (``vllm.v0_batch``) unless the point sets it, and the sort."""
+    given = p["max_num_batched_tokens"] or not length
+    tokens, seqs = (batch.tokens, batch.seqs) if given else vllm.v0_batch(length)
+    v0 = msgspec.structs.replace(batch, tokens=tokens, seqs=p["max_num_seqs"] or seqs, sampler="sort")
+    return sum(profile_peak(cfg, layout, v0))
+
+
 def load() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     points = [json.loads(line) for line in (FIXTURES / "vllm_startup_logs.jsonl").read_text().splitlines() if line]
     return points, json.loads((FIXTURES / "model_configs.json").read_text())
@@ -388,6 +402,25 @@ def _config(entry: dict[str, Any]) -> dict[str, Any]:
         n = doc["num_hidden_layers"]
         doc["layer_types"] = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
     return doc
+
+
+def _sampler_open(cfg: Any, layout: Layout, batch: Batch, v: tuple[int, ...] | None, acts: int) -> int:
+    """What the PyTorch sort adds to the profile peak over FlashInfer's sampler where the
+    release runs whichever is installed (vllm.sampler_install_open) and the point counts
+    FlashInfer: the bound's ``sampler_install`` term (as _memory.model.MemoryModel gives it)."""
+    if not acts or batch.sampler != "flashinfer" or not vllm.sampler_install_open(v):
+        return 0
+    sort = activations(
+        cfg,
+        layout,
+        batch.tokens,
+        batch.seqs,
+        "sort",
+        batch.mxfp4_backend,
+        release=batch.release,
+        moe_modular=batch.moe_modular,
+    )
+    return max(0, sort - acts)
 
 
 def evaluate() -> list[Row]:
@@ -474,10 +507,21 @@ def evaluate() -> list[Row]:
             max_model_len=length,
             v0=v0,
         )
+        if not v0:
+            # the context's say in the default batch (vllm.batch_by_length), chunked prefill as logged
+            tokens, seqs = vllm.batch_by_length(
+                v,
+                p["max_num_batched_tokens"] or tokens,
+                p["max_num_seqs"] or seqs,
+                length or None,
+                chunked_prefill=p.get("enable_chunked_prefill"),
+                tokens_given=bool(p["max_num_batched_tokens"]),
+                seqs_given=bool(p["max_num_seqs"]),
+            )
         batch = Batch(
             tokens=p["max_num_batched_tokens"] or tokens,
             seqs=p["max_num_seqs"] or seqs,
-            # the point's VLLM_* environment where its source states one (points 114-116)
+            # the point's VLLM_* environment where its source states one (points 115-117)
             cudagraphs=vllm.cudagraphs_in_budget(v, p.get("env")),
             # the sampler the log names ("Using FlashInfer for top-p & top-k sampling" or the
             # PyTorch-native fallback warning), else the version's default
@@ -487,6 +531,9 @@ def evaluate() -> list[Row]:
             encoder=vllm.encoder_profiled(v),
             release=v,
             max_model_len=length or None,
+            # the MXFP4 MoE backend the log names ('Using Marlin backend', the Marlin FP4 warning),
+            # else the release's likeliest for the GPU (vllm.mxfp4_backends)
+            mxfp4_backend=p.get("mxfp4_backend") or vllm.mxfp4_backends(v, cc)[0],
         )
         ic = p.get("interconnect")
         icx = Interconnect(
@@ -510,6 +557,7 @@ def evaluate() -> list[Row]:
                 batched_tokens=batch.tokens,
                 eager=bool(p["enforce_eager"]),
                 multicast=icx.multicast,
+                nodes=icx.nodes,
             )
             if not v0
             else (0, 0, 0)
@@ -549,10 +597,15 @@ def evaluate() -> list[Row]:
             activations=parts.get("activations", 0) + parts.get("vision_encoder", 0),
             # no release: the sampler by release is open too, unless the log names it
             release_activations=sampler_span(cfg, layout, batch) if v is None and not p.get("sampler") else None,
-            # FlashInfer assumed installed where the wheel makes it optional and the log names no sampler
-            sort_activations=sum(profile_peak(cfg, layout, msgspec.structs.replace(batch, sampler="sort")))
-            if not p.get("sampler") and vllm.flashinfer_install_assumed(v, batch.sampler)
+            # no release, below 10.0: V0 may run, with its batch rule (vllm.v0_batch) unless the launch set it
+            v0_activations=_v0_peak(cfg, layout, batch, p, length)
+            if v is None and vllm.unknown_release_may_run_v0(cc)
             else None,
+            # 0.8 - 0.11.1: whether FlashInfer's sampler ran is whether it was installed, unless the log says
+            sampler_open=_sampler_open(cfg, layout, batch, v, parts.get("activations", 0))
+            if not p.get("sampler")
+            else 0,
+            # the MoE backend the release's oracle picks (vllm.memory_moe): down to the direct layout
             moe_backend=moe_backend_span(cfg, layout, batch),
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}
@@ -574,8 +627,10 @@ def evaluate() -> list[Row]:
             # the figure is a V0 non-driver worker's (point 32): no dummy sampler run on that
             # rank, so its peak is the forward pass alone; the driver's budget (with the
             # sampler) is the one the engine sizes the cache by, for FC402 and the tokens
-            nondriver = reserve - activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.release)
-            nondriver += forward_peak(cfg, layout, batch.tokens, batch.release)
+            nondriver = reserve - activations(
+                cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.mxfp4_backend, release=batch.release
+            )
+            nondriver += forward_peak(cfg, layout, batch.tokens, batch.mxfp4_backend, release=batch.release)
             row.binding_gib = row.predicted_gib
             row.predicted_gib = (requested - weights * GiB - nondriver) / GiB
         kv_dtype = p["kv_cache_dtype"] or "auto"

@@ -223,6 +223,12 @@ class Batch(msgspec.Struct, frozen=True):
     #: --mm-encoder-tp-mode (vllm.encoder_tp_mode): "data" runs the encoder data-parallel over
     #: TP where the model supports it (vllm.encoder_data_parallel)
     mm_encoder_tp_mode: str = "weights"
+    #: the MXFP4 MoE backend the launch runs (``vllm.mxfp4_backends``' likeliest; "" unknown:
+    #: the generic fused_moe estimate) — its profile-run transient (:func:`forward_peak`)
+    mxfp4_backend: str = ""
+    #: the other backends the release leaves open to what is installed (the bound's
+    #: ``mxfp4_backend`` term)
+    mxfp4_alternates: tuple[str, ...] = ()
     #: fused_moe's workspace layout, overriding the release's (None: by release, vllm.memory_moe)
     moe_modular: bool | None = None
 
@@ -231,6 +237,8 @@ def forward_peak(
     cfg: ModelConfig,
     layout: Layout,
     tokens: int,
+    mxfp4_backend: str = "",
+    *,
     release: tuple[int, ...] | None = None,
     moe_modular: bool | None = None,
 ) -> int:
@@ -243,7 +251,10 @@ def forward_peak(
     inter per token, ``inter`` this rank's share, at most ``VLLM_FUSED_MOE_CHUNK_SIZE``
     tokens at a time) — by ``release``, the layout and chunk of that release's Triton experts
     (``vllm.memory_moe.moe_workspace_bytes``: the modular kernel's larger second workspace from
-    0.14.0, no chunking from 0.18.0; unknown: the newest)."""
+    0.14.0, no chunking from 0.18.0, the separate output from 0.11.1; unknown: the newest). MXFP4
+    experts on Marlin or the OAI Triton kernels (``mxfp4_backend``, ``vllm.moe_transient_per_token``):
+    that backend's intermediates, the padded shapes for Marlin, the whole batch at once (neither
+    chunks in the code read)."""
     tp = max(1, layout.tp)
     hidden = cfg.hidden or 0
     if cfg.mla:
@@ -266,6 +277,13 @@ def forward_peak(
         )
         # the dense MLP only where the model has one (first_k_dense_replace layers)
         per_token = per_token if cfg.first_dense else 0.0
+        if mxfp4_backend and cfg.quant.method == "mxfp4":
+            own = vllm.moe_transient_per_token(mxfp4_backend, hidden, inter, max(1, cfg.top_k))
+            if own is not None:
+                moe = int(tokens * dt * own)
+                if mxfp4_backend == "marlin":
+                    # fused_marlin_moe's separate output from 0.11.1 (vllm.memory_moe.moe_output_bytes)
+                    moe += memory_moe.moe_output_bytes(release, tokens, hidden, dt)
     dense_part = tokens * dt * (2 * hidden + max(attn, per_token))
     moe_part = moe + tokens * dt * 2 * hidden
     return int(max(dense_part, moe_part))
@@ -285,12 +303,15 @@ def activations(
     tokens: int,
     seqs: int,
     sampler: str = "sort",
+    mxfp4_backend: str = "",
+    *,
     release: tuple[int, ...] | None = None,
     moe_modular: bool | None = None,
 ) -> int:
     """The profile run's transient peak: the forward pass and the sampler run one after
     the other (``profile_run``), so the larger of the two."""
-    return max(forward_peak(cfg, layout, tokens, release, moe_modular), sampler_peak(cfg, tokens, seqs, sampler))
+    forward = forward_peak(cfg, layout, tokens, mxfp4_backend, release=release, moe_modular=moe_modular)
+    return max(forward, sampler_peak(cfg, tokens, seqs, sampler))
 
 
 def encoder_dp(cfg: ModelConfig, batch: Batch) -> bool:
@@ -401,7 +422,16 @@ def moe_backend_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
 def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(the text model's peak, what the vision encoder adds to it): ``profile_run`` runs
     the encoder, then the forward pass and the sampler with the encoder outputs held."""
-    text = activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.release, batch.moe_modular)
+    text = activations(
+        cfg,
+        layout,
+        batch.tokens,
+        batch.seqs,
+        batch.sampler,
+        batch.mxfp4_backend,
+        release=batch.release,
+        moe_modular=batch.moe_modular,
+    )
     run, held = encoder_terms(cfg, layout, batch)
     if not run and not held:
         return text, 0
@@ -484,7 +514,9 @@ def bound_terms(
     utilization: float | None = None,
     activations: int = 0,
     release_activations: tuple[int, int] | None = None,
-    sort_activations: int | None = None,
+    v0_activations: int | None = None,
+    sampler_open: int = 0,
+    mxfp4_open: tuple[int, int] = (0, 0),
     moe_backend: int = 0,
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
@@ -532,11 +564,6 @@ def bound_terms(
       processes take or give back between the snapshot and the profile moves the budget. The
       startup check (``request_memory``) only bounds it by the slack: ``(1 - utilization) x total``
       either way.
-    - ``flashinfer_installed``: a known release before 0.11.1 whose point takes FlashInfer's
-      sampler only because the install is unknown (``vllm.flashinfer_install_assumed``: an
-      optional extra of those wheels, a plain ``pip install vllm`` sorts); ``sort_activations``
-      is the profile peak with the sort, below the point by what it adds
-      (v1/sample/ops/topk_topp_sampler.py and the wheels' METADATA, 0.9.2 - 0.12.0).
     - ``moe_backend``: a MoE launch of a release with the modular kernel (0.14.0 on): the point takes
       the Triton experts' workspaces, the backend the release's oracle picks may need less — up to
       ``moe_backend`` (:func:`moe_backend_span`) above the point (``vllm.memory_moe``, oracle/fp8.py
@@ -550,7 +577,20 @@ def bound_terms(
       releases' other terms (the fusion workspace, the communicators) span their min / max, and
       ``release_activations`` (the profile peak's (min, max) over the releases' samplers —
       ``vllm.sampler_kind``: FlashInfer / Triton 14 B, the sort 38 - 50 B a vocabulary element)
-      widens the activations by what the point's sampler leaves out."""
+      widens the activations by what the point's sampler leaves out. Where the unknown release may
+      be V0 (``vllm.unknown_release_may_run_v0``: below compute capability 10.0),
+      ``v0_activations`` is the profile peak under V0's batch rule and sort (``vllm.v0_batch``,
+      read in 0.6.4.post1 and 0.8.x) and 0.6.4.x's non-torch figure holds the CUDA context
+      (``vllm.non_torch_from_process_start``): the budget may be lower by both.
+    - ``sampler_install``: 0.8 - 0.11.1 (V1) run FlashInfer's top-k/top-p in the profile when
+      it imports, the PyTorch sort otherwise (``vllm.sampler_install_open``); the point counts
+      it installed (the smaller peak), so the budget may be lower by ``sampler_open``: the
+      sort's peak less FlashInfer's (4.6 GiB for gpt-oss at 1024 requests).
+    - ``mxfp4_backend``: where the release leaves the MXFP4 MoE backend to what is installed
+      (``vllm.mxfp4_backends``: Marlin or the OAI Triton kernels on Hopper 0.10.2 - 0.11.x,
+      FlashInfer or Triton on Blackwell before 0.11.1), the other backend's experts and
+      profile transient move the budget by ``mxfp4_open`` (below, above): Marlin's padded
+      experts hold ~3 % more than Triton's (1.6 GiB on gpt-oss-120b)."""
     v = release(engine_version)
     terms: dict[str, Term] = {}
     after = v is None or not vllm.comm_in_budget(v)
@@ -606,12 +646,19 @@ def bound_terms(
             span,
             "v1/worker/gpu_model_runner.py profile_run: the torch peak under torch.compile or eager",
         )
-    if sort_activations is not None and sort_activations > activations:
-        terms["flashinfer_installed"] = Term(
-            sort_activations - activations,
+    if sampler_open > 0:
+        terms["sampler_install"] = Term(
+            sampler_open,
             0,
-            "v1/sample/ops/topk_topp_sampler.py + the wheels' METADATA (0.9.2 - 0.12.0): FlashInfer is "
-            "an optional extra before 0.11.1; without it the dummy sampler run sorts",
+            "v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__ (0.10.1.1, 0.11.0): FlashInfer's "
+            "sampler when it imports, the PyTorch sort otherwise; FlashInfer an optional extra (METADATA)",
+        )
+    if mxfp4_open[0] > 0 or mxfp4_open[1] > 0:
+        terms["mxfp4_backend"] = Term(
+            max(0, mxfp4_open[0]),
+            max(0, mxfp4_open[1]),
+            "model_executor/layers/quantization/mxfp4.py get_mxfp4_backend (0.10.2 - 0.11.2): Marlin or "
+            "Triton by whether triton_kernels is installed; create_weights / process_weights_after_loading",
         )
     if moe_backend:
         terms["moe_backend"] = Term(
@@ -647,15 +694,20 @@ def bound_terms(
         below = 0
         if release_activations is not None and activations:
             lo, hi = release_activations
-            below += max(0, hi - activations)
+            below += max(0, max(hi, v0_activations or 0) - activations)
             above += max(0, activations - lo)
+        elif v0_activations is not None and activations:
+            below += max(0, v0_activations - activations)
+        if v0_activations is not None:
+            below += CONTEXT  # 0.6.4.x: the CUDA context inside the non-torch figure
         if above or below:
             terms["release_unknown"] = Term(
                 below,
                 above,
                 "no release known: gpu_memory_utilization 0.92 from 0.20.0 (else 0.9), the "
-                "CUDA-graph estimate subtracted from 0.20.0 (v1/worker/gpu_worker.py) and the "
-                "sampler by release (v1/sample/ops/topk_topp_sampler.py)",
+                "CUDA-graph estimate subtracted from 0.20.0 (v1/worker/gpu_worker.py), the "
+                "sampler by release (v1/sample/ops/topk_topp_sampler.py) and, below 10.0, the V0 "
+                "engine's batch and CUDA context (worker/worker.py, 0.6.4.post1)",
             )
     return terms
 

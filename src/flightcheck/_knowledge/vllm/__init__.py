@@ -8,7 +8,8 @@ gives a version, it is the first release whose source has the thing.
 
 One module per concern, every name re-exported here (``from flightcheck._knowledge import
 vllm; vllm.X``): :mod:`.options` (flags, aliases), :mod:`.env` (variables and their release
-gates), :mod:`.memory` (the profiler's budget rules), :mod:`.multimodal` and :mod:`.qwen_vl`
+gates), :mod:`.memory` (the profiler's budget rules), :mod:`.memory_gptoss` (MXFP4 MoE
+backends: weights and profile transients), :mod:`.multimodal` and :mod:`.qwen_vl`
 (the vision encoder in the profile run), :mod:`.multicast` (multicast paths and switches),
 :mod:`.kernels` (runtime compilers, pins), :mod:`.reader` (how vLLM's parser reads a
 command line), :mod:`.loader` (weight files by load format, Flint's GGUF),
@@ -95,7 +96,6 @@ from flightcheck._knowledge.vllm.memory import (
     BLOCK_SIZE,
     CUDAGRAPHS_IN_BUDGET_SINCE,
     CUSTOM_ALLREDUCE_BYTES,
-    FLASHINFER_EXTRA_UNTIL,
     FLASHINFER_SAMPLER_OPT_IN_SINCE,
     FUSED_MOE_CHUNK_TOKENS,
     KV_TOKENS_BY_CONCURRENCY_SINCE,
@@ -136,7 +136,6 @@ from flightcheck._knowledge.vllm.memory import (
     context_window,
     cudagraphs_in_budget,
     default_utilization,
-    flashinfer_install_assumed,
     nccl_cumem_forced_off,
     non_torch_from_process_start,
     pp_kv_check_whole_model,
@@ -146,7 +145,21 @@ from flightcheck._knowledge.vllm.memory import (
     utilization_refusal,
     v0_batch,
 )
-from flightcheck._knowledge.vllm.memory_tp import FI_FUSION_DEFAULT_ON, fusion_rule, fusion_workspace
+from flightcheck._knowledge.vllm.memory_gptoss import (
+    MXFP4_MOE_SINCE,
+    TRITON_KERNELS_VENDORED_SINCE,
+    batch_by_length,
+    expert_weight_factor,
+    moe_transient_per_token,
+    mxfp4_backends,
+    sampler_install_open,
+)
+from flightcheck._knowledge.vllm.memory_tp import (
+    FI_FUSION_DEFAULT_ON,
+    fusion_rule,
+    fusion_workspace,
+    unknown_release_may_run_v0,
+)
 from flightcheck._knowledge.vllm.multicast import (
     ADDITIONAL_CONFIG_FLAG,
     ALL2ALL_BACKEND_FLAG,
@@ -332,7 +345,6 @@ __all__ = [
     "FI_FUSION_DEFAULT_ON",
     "FLAG",
     "FLASHINFER_ALLREDUCE_BACKEND",
-    "FLASHINFER_EXTRA_UNTIL",
     "FLASHINFER_GATED_ON_TOOLS_SINCE",
     "FLASHINFER_PIN",
     "FLASHINFER_SAMPLER_OPT_IN_SINCE",
@@ -383,6 +395,7 @@ __all__ = [
     "MTP_TARGETS",
     "MULTICAST_PATHS",
     "MULTICAST_PATHS_READ_IN",
+    "MXFP4_MOE_SINCE",
     "NAME",
     "NCCL_CUMEM_OFF_UNTIL",
     "NEWEST_READ",
@@ -433,6 +446,7 @@ __all__ = [
     "TILELANG_MHC_SINCE",
     "TORCH_BY_RELEASE",
     "TP_COMMUNICATORS_IN_BUDGET",
+    "TRITON_KERNELS_VENDORED_SINCE",
     "TRITON_TOP_K_TOP_P_SINCE",
     "USE_DEEP_GEMM",
     "USE_DEEP_GEMM_DEFAULTS",
@@ -472,6 +486,7 @@ __all__ = [
     "_release",
     "_tokens",
     "apply_hf_overrides",
+    "batch_by_length",
     "batch_defaults",
     "beyond_read",
     "comm_in_budget",
@@ -487,7 +502,7 @@ __all__ = [
     "encoder_profiled",
     "encoder_tp_mode",
     "env_default",
-    "flashinfer_install_assumed",
+    "expert_weight_factor",
     "fusion_rule",
     "fusion_workspace",
     "index_spelling_raises",
@@ -500,6 +515,8 @@ __all__ = [
     "mm_limits",
     "mm_profiling",
     "mm_profiling_off",
+    "moe_transient_per_token",
+    "mxfp4_backends",
     "nccl_cumem_forced_off",
     "non_cuda_platform",
     "non_torch_from_process_start",
@@ -511,10 +528,12 @@ __all__ = [
     "resolve_speculative",
     "runs_v0",
     "sampler_bytes_per_element",
+    "sampler_install_open",
     "sampler_kind",
     "separate_draft",
     "speculative",
     "speculative_given",
+    "unknown_release_may_run_v0",
     "use_deep_gemm_default",
     "utilization_refusal",
     "v0_batch",

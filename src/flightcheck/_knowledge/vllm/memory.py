@@ -310,22 +310,6 @@ def sampler_kind(
     return "sort" if installed is False else "flashinfer"
 
 
-#: before this release FlashInfer is an optional extra of the wheel: the METADATA of 0.9.2 and
-#: 0.10.0 names no flashinfer, 0.10.1 - 0.11.0 ``flashinfer-python==...; extra == "flashinfer"``,
-#: 0.11.1 and later a plain requirement (0.11.1, 0.11.2, 0.12.0 read). A plain ``pip install vllm``
-#: of an earlier release sorts; the Docker image ships FlashInfer. Which one a launch has is not in
-#: its command line.
-FLASHINFER_EXTRA_UNTIL = "0.11.1"
-
-
-def flashinfer_install_assumed(v: tuple[int, ...] | None, sampler: str) -> bool:
-    """Whether ``sampler`` ("flashinfer", from :func:`sampler_kind` with the install unknown)
-    rests only on assuming FlashInfer is installed: a known release whose wheel does not
-    require it (``FLASHINFER_EXTRA_UNTIL``). The point keeps it (the smaller reserve: no false
-    stop); the bound's ``flashinfer_installed`` term spans the sort."""
-    return v is not None and v < _release(FLASHINFER_EXTRA_UNTIL) and sampler == "flashinfer"
-
-
 def sampler_bytes_per_element(kind: str, rows: int) -> int:
     """Bytes per (request x vocabulary) element at the dummy sampler run's peak (above)."""
     if kind == "flashinfer":

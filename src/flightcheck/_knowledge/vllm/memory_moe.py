@@ -129,6 +129,17 @@ def modular_triton(v: tuple[int, ...] | None) -> bool:
     return v is None or v >= _release(MODULAR_TRITON_SINCE)
 
 
+def moe_output_bytes(v: tuple[int, ...] | None, tokens: int, hidden: int, dtype_bytes: int = 2) -> int:
+    """The MoE layer's separate ``(M, K)`` output where the release no longer writes it in place
+    (``MOE_OUT_OF_PLACE_SINCE``; unknown: the newest). The Marlin MoE path does the same
+    (fused_marlin_moe.py ``fused_marlin_moe``: ``torch.empty_like(hidden_states)`` unless in place and
+    ``disable_inplace()`` is false, 0.11.2; 0.19.0 asserts ``not disable_inplace()`` for in place;
+    experts/marlin_moe.py of 0.33.0 always allocates it)."""
+    if v is None or v >= _release(MOE_OUT_OF_PLACE_SINCE):
+        return tokens * hidden * dtype_bytes
+    return 0
+
+
 def moe_workspace_bytes(
     v: tuple[int, ...] | None,
     tokens: int,
@@ -155,9 +166,8 @@ def moe_workspace_bytes(
         elems = ws13 + m * k * max(n, hidden)
     else:
         elems = m * k * (max(n, hidden) + n / 2)
-    if v is None or v >= _release(MOE_OUT_OF_PLACE_SINCE):
-        elems += tokens * hidden  # the output, alongside the input it no longer overwrites
-    total = elems * dtype_bytes
+    # the output, alongside the input it no longer overwrites
+    total = elems * dtype_bytes + moe_output_bytes(v, tokens, hidden, dtype_bytes)
     if fp8:
         # a1q (M x K) and a2q (M x top_k x N/2), one byte each, and their fp32 group scales
         q = m * hidden + m * k * n / 2
