@@ -16,14 +16,14 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows, held_out=False)
     assert s["scored"] == 87, [(r.index, r.excluded) for r in rows]
-    # Then 115 (held out), 116, 117: the same model at TP 4 + EP on 4 x H100 SXM in 0.20.0 at 65536 / 8192 /
+    # Then 123 (held out), 124, 125: the same model at TP 4 + EP on 4 x H100 SXM in 0.20.0 at 65536 / 8192 /
     # 32768 batched tokens (a benchmark report, SEARCHES.md): the prefill MoE workspaces by release
     # (vllm.memory_moe: no chunking from 0.18.0, FP8 activation copies, the separate output from 0.11.1)
     # give the 8192 -> 65536 growth (8.70 GiB, as logged); with main's FlashInfer fusion workspace (1.5 GiB
-    # at TP 4 in 0.20.0) ~0.7 GiB of TP 4 non-torch memory is left: 116 +0.69, 117 +1.43 GiB, residuals
-    # (RESIDUALS), 115 (held out) +1.28. The separate MoE output moved 17 -0.14 -> -0.17 and 113 / 114 by
+    # at TP 4 in 0.20.0) ~0.7 GiB of TP 4 non-torch memory is left: 124 +0.69, 125 +1.43 GiB, residuals
+    # (RESIDUALS), 123 (held out) +1.28. The separate MoE output moved 17 -0.14 -> -0.17 and 121 / 122 by
     # -0.06 GiB. After the merge with main (gpt-oss point 112): 87 scored, 79 within, median |error| 0.1511.
-    # Then points 113 / 114 (Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 over PCIe on 4 x RTX PRO 6000,
+    # Then points 121 / 122 (Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 over PCIe on 4 x RTX PRO 6000,
     # 0.27.0 inferred, TP and TP + EP; SEARCHES.md) joined: +0.59 / +0.48 GiB, both within (their non-torch
     # 1.70 GiB against 0.25 modelled, activations 1.12 against 0.76 logged); median |error| 0.1487 GiB,
     # tokens 1.25 % (their +2.1 % / +1.7 %).
@@ -89,7 +89,7 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # (before points 95-106: 62 within, 0.1488 GiB, 1.25 %)
     assert s["within"] >= 79 and s["median_abs_error_gib"] <= 0.1511
     # token capacity where logged (block-rounded, minus the null block)
-    # (1.32 % after points 113 - 117 and main's 112)
+    # (1.32 % after points 121 - 125 and main's 112)
     assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0133
 
 
@@ -120,7 +120,7 @@ def test_token_capacity_from_the_logged_budget_is_within_3_percent() -> None:
     # point 33 (+1.14 %: its one "Available KV cache memory" line is one rank's, 8.11 GiB, while
     # the token count is sized by the smallest rank's budget — 178,880 tokens are 8.02 GiB at 48,128 B
     # a token; point 15's log of the same release series prints 35.65 - 36.12 GiB over its ranks)
-    # and points 113 / 114 (-0.01 % / +0.01 %)
+    # and points 121 / 122 (-0.01 % / +0.01 %)
     assert len(conv) == 58, sorted(conv)
     assert abs(conv[112][1] - conv[112][0]) <= 0.001 * conv[112][0]
     off = {i: t for i, t in conv.items() if abs(t[1] - t[0]) > 0.03 * t[0]}
@@ -168,10 +168,10 @@ def test_failed_launches_get_fc402_and_ran_ones_are_not_stopped() -> None:
     # same at the defaults (0.10.1.1), 31 Llama-3.1-8B on an RTX 3090 (V0, max_model_len 29000),
     # 52 / 54 / 56 Llama-3.1-8B and Qwen2.5-7B on an RTX 3090 at utilization 0.70 / 0.60 / 0.65
     # (0.17.1), 60 Llama-3.3-70B FP8 at TP 1 on an H100 (67.72 GiB of weights), 32
-    # DeepSeek-R1-Distill-Qwen-14B at TP 2 on RTX 4090s with max_model_len 131072 (V0), 115 (held out)
+    # DeepSeek-R1-Distill-Qwen-14B at TP 2 on RTX 4090s with max_model_len 131072 (V0), 123 (held out)
     # Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 + EP with 65536 batched tokens and a 240,000-token
     # sequence (0.20.0): 7.40 GiB predicted, 4.15 logged, 10.76 needed
-    assert failed == caught == {28, 29, 31, 32, 52, 54, 56, 60, 115}
+    assert failed == caught == {28, 29, 31, 32, 52, 54, 56, 60, 123}
     assert stopped == failed - NEAR_MISSES
     # the launches scored since that ran (Phi-3-mini on an RTX 3090 under WSL, Qwen3-32B at
     # TP 8, gpt-oss-20b on a GB10, the RTX 3090 and H100 series, points 85-92, 94, 95-100 and

@@ -107,7 +107,7 @@ def test_point_33_weights_derived_from_point_15() -> None:
 def test_qwen3_235b_fp8_weights_from_its_headers_match_the_logs(tmp_path: Path) -> None:
     """flightcheck's own sizing (safetensors headers of a generated checkpoint with the published
     shapes: 128 x 128 FP8 blocks, a bf16 router) against vLLM's "Model loading took": point 15 (TP 8
-    + EP, 0.10.0) 27.6656 GiB and point 113 (TP 4, 0.27.0) 55.19 GiB; point 33's derived weights agree."""
+    + EP, 0.10.0) 27.6656 GiB and point 121 (TP 4, 0.27.0) 55.19 GiB; point 33's derived weights agree."""
     cfg = {
         **load_config("qwen3-30b-a3b"),
         **{k: QWEN3_235B[k] for k in ("hidden_size", "intermediate_size", "moe_intermediate_size")},

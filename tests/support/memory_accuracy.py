@@ -172,7 +172,7 @@ GPU = {
     "NVIDIA GeForce RTX 3090 (23.54 GiB host)": "RTX 3090 (23.54)",
     "NVIDIA L40S": "L40S",
     "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX PRO 6000 Blackwell",
-    # points 113-114: a host named 'rtxpro6000' whose board variant is not printed; its log gives the total
+    # points 121-122: a host named 'rtxpro6000' whose board variant is not printed; its log gives the total
     "NVIDIA RTX PRO 6000 Blackwell (variant not stated)": "RTX PRO 6000 Blackwell",
     # point 82: an 80 GB A800 (cc 8.0 on the 8192-token tier); nvidia-smi gives A800-SXM4-80GB and
     # A100-SXM4-80GB the same 81920 MiB, so the A100 80GB's CUDA total
@@ -247,13 +247,13 @@ RESIDUALS = {
         "that interconnect the point is 8.93 - 9.18 GiB (+0.8 - 1.1). The bound (release_unknown) holds the "
         "logged value. Weights derived from point 15's (DERIVED_WEIGHTS)"
     ),
-    115: (
-        "held out; see 116. At 65536 batched tokens: the prefill MoE buffers (modular TritonExperts unchunked from "
+    123: (
+        "held out; see 124. At 65536 batched tokens: the prefill MoE buffers (modular TritonExperts unchunked from "
         "0.18.0, the FP8 copies, the separate output from 0.11.1: vllm.memory_moe) give the post's own 8192 -> 65536 "
-        "growth (8.70 GiB modelled, 8.70 logged, both less the CUDA-graph estimate); the constant part is 116's, and "
+        "growth (8.70 GiB modelled, 8.70 logged, both less the CUDA-graph estimate); the constant part is 124's, and "
         "the CUDA-graph estimate logged 1.10 GiB against the point's 0.5"
     ),
-    116: (
+    124: (
         "Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 + EP on 4 x H100 SXM, 0.20.0, Triton MoE, 8192 batched tokens, the "
         "CUDA-graph estimate off: vLLM's non-KV memory besides the weights is 3.68 GiB (the post's table gives 4.08 "
         "for 'prefill activation + fixed workspace'), the point's 2.99 (activations 1.27, FlashInfer's all-reduce "
@@ -262,8 +262,8 @@ RESIDUALS = {
         "single-rank point does not count (the issue's TP >= 2 breakdowns in V1: ~2.1 GiB a rank at TP 2 and TP 4; "
         "flightcheck._knowledge.vllm.memory_tp). Within 5 %, inside the bound"
     ),
-    117: (
-        "see 116: the same ~0.7 GiB at TP 4 in 0.20.0 plus the CUDA-graph estimate, logged 1.10 GiB against the "
+    125: (
+        "see 124: the same ~0.7 GiB at TP 4 in 0.20.0 plus the CUDA-graph estimate, logged 1.10 GiB against the "
         "point's 0.5; inside the bound (cuda_graphs up to 1.5 GiB)"
     ),
     58: (
@@ -521,7 +521,7 @@ def evaluate() -> list[Row]:
         batch = Batch(
             tokens=p["max_num_batched_tokens"] or tokens,
             seqs=p["max_num_seqs"] or seqs,
-            # the point's VLLM_* environment where its source states one (points 115-117)
+            # the point's VLLM_* environment where its source states one (points 123-125)
             cudagraphs=vllm.cudagraphs_in_budget(v, p.get("env")),
             # the sampler the log names ("Using FlashInfer for top-p & top-k sampling" or the
             # PyTorch-native fallback warning), else the version's default
