@@ -242,10 +242,11 @@ def test_sampler_dominates_the_reserve_at_1024_sequences() -> None:
 def test_v0_profile_tokens_follow_max_model_len_up_to_32k() -> None:
     """V0 (0.6.4.post1): without chunked prefill (max_model_len <= 32768) the profile run
     batches max(max_model_len, 2048) tokens, so the 29k launch of point 31 reserves more
-    than the 20k one of point 30 and fails, while past 32K chunked prefill caps it at 512."""
+    than the 20k one of point 30 and fails, while past 32K chunked prefill caps it at 512
+    (2048 from 0.6.5: tests/memory/test_v0_rules.py)."""
     assert vllm.v0_batch(20000) == (20000, 256)
     assert vllm.v0_batch(29000) == (29000, 256)
-    assert vllm.v0_batch(35000) == (512, 256)
+    assert vllm.v0_batch(35000, (0, 6, 4, 1)) == (512, 256)
     assert vllm.batch_defaults((0, 6, 4), 24 << 30, "NVIDIA GeForce RTX 3090", None, max_model_len=29000)[0] == 29000
     assert vllm.batch_defaults((0, 11, 0), 24 << 30, "NVIDIA GeForce RTX 3090", None, max_model_len=29000)[0] == 2048
 

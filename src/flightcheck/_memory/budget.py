@@ -224,7 +224,7 @@ class Batch(msgspec.Struct, frozen=True):
     mm_encoder_tp_mode: str = "weights"
 
 
-def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
+def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int, *, cache13_shared: bool = True) -> int:
     """The dummy forward pass's transient peak for ``tokens`` batched tokens: one layer's
     widest point, with the hidden state and the residual (model dtype) alive — the
     attention's q/k/v and output, or the MLP: dense, the gate/up output (2 x intermediate
@@ -249,7 +249,7 @@ def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int) -> int:
     if cfg.moe and cfg.moe_intermediate:
         inter = cfg.moe_intermediate if layout.ep else cfg.moe_intermediate / layout.moe_size
         k = max(1, cfg.top_k)
-        moe = k * (max(2 * inter, hidden) + inter)
+        moe = k * ((max(2 * inter, hidden) if cache13_shared else 2 * inter + hidden) + inter)
         # the dense MLP only where the model has one (first_k_dense_replace layers)
         per_token = per_token if cfg.first_dense else 0.0
     dt = cfg.dtype_bytes or 2
@@ -266,10 +266,19 @@ def sampler_peak(cfg: ModelConfig, tokens: int, seqs: int, sampler: str) -> int:
     return int(rows * (cfg.vocab or 0) * per + tokens * (cfg.hidden or 0) * (cfg.dtype_bytes or 2))
 
 
-def activations(cfg: ModelConfig, layout: Layout, tokens: int, seqs: int, sampler: str = "sort") -> int:
+def activations(
+    cfg: ModelConfig,
+    layout: Layout,
+    tokens: int,
+    seqs: int,
+    sampler: str = "sort",
+    release: tuple[int, ...] | None = None,
+) -> int:
     """The profile run's transient peak: the forward pass and the sampler run one after
-    the other (``profile_run``), so the larger of the two."""
-    return max(forward_peak(cfg, layout, tokens), sampler_peak(cfg, tokens, seqs, sampler))
+    the other (``profile_run``), so the larger of the two (``release``: fused_moe's
+    workspaces by release)."""
+    forward = forward_peak(cfg, layout, tokens, cache13_shared=vllm.fused_moe_cache13_shared(release))
+    return max(forward, sampler_peak(cfg, tokens, seqs, sampler))
 
 
 def encoder_dp(cfg: ModelConfig, batch: Batch) -> bool:
@@ -363,7 +372,7 @@ def sampler_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, i
 def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(the text model's peak, what the vision encoder adds to it): ``profile_run`` runs
     the encoder, then the forward pass and the sampler with the encoder outputs held."""
-    text = activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler)
+    text = activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.release)
     run, held = encoder_terms(cfg, layout, batch)
     if not run and not held:
         return text, 0
@@ -479,6 +488,11 @@ def bound_terms(
     - ``cuda_context``: 0.6.4.x counts the CUDA context inside its non-torch figure
       (``vllm.non_torch_from_process_start``); the point takes ``CONTEXT``, an estimate, so the
       budget may be higher by up to it.
+    - ``allocator_cache``: 0.6.5 - 0.6.6 (vllm/utils.py ``memory_profiling``, read in both wheels)
+      take non-torch memory as ``(total - free) - baseline - weights - allocated growth``: torch's
+      reserved-but-free blocks that a live tensor keeps after the profile's ``empty_cache`` count
+      too, up to the profile's torch peak (``vllm.non_torch_counts_allocator_cache``): the budget
+      may be lower by up to the modelled activations.
     - ``activations``: the profile's torch peak under torch.compile (Inductor fuses elementwise
       ops, so fewer intermediates live than the eager layer the estimate walks) or eager, and the
       allocator's rounding: ``ACTIVATION_SPAN`` of the modelled peak either way.
@@ -549,6 +563,16 @@ def bound_terms(
             CONTEXT,
             "worker/worker.py determine_num_available_blocks (0.6.4.post1): non-torch memory is "
             "device-wide from process start, the CUDA context inside it; its size is the driver's",
+        )
+    if vllm.non_torch_counts_allocator_cache(v) and activations:
+        # 0.6.5 - 0.6.6 count allocated, not reserved, torch bytes: the caching allocator's
+        # blocks a live tensor keeps reserved after the profile's empty_cache count as
+        # non-torch; at most the profile's torch peak, which they were carved from
+        terms["allocator_cache"] = Term(
+            activations,
+            0,
+            "utils.py memory_profiling (0.6.5, 0.6.6): non-torch = used - baseline - weights - "
+            "allocated growth, so torch's reserved-but-free blocks count; the allocator's state",
         )
     if activations:
         span = int(activations * ACTIVATION_SPAN)
