@@ -1,5 +1,6 @@
 """vLLM's V0 engine rules by release (``flightcheck._knowledge.vllm.memory_v0``, read in the
-0.6.1 - 0.10.1.1 wheels)."""
+0.6.1 - 0.10.1.1 wheels) and the public V0 startup logs they predict (tests/fixtures/memory
+points 112-117, issue 23)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from flightcheck._memory.budget import Batch, bound_terms, forward_peak
 from flightcheck._memory.config import parse
 from flightcheck._memory.weights import Layout
 from flightcheck._vocabulary.version import release
-from support.memory_accuracy import _config, load
+from support.memory_accuracy import _config, evaluate, load
 
 GiB = 1 << 30
 V1_ON = {vllm.USE_V1: "1"}
@@ -135,3 +136,18 @@ def test_fused_moe_workspaces_by_release() -> None:
     # DeepSeek-V3 at TP 8: inter 256 a rank, hidden 7168, top_k 8, 2 bytes: 2 x 8 x 512 per token
     assert separate - shared == 32000 * 2 * 8 * 512
     assert Batch(release=release("0.7.3")).release == release("0.7.3")
+
+
+def test_v0_public_logs() -> None:
+    """Points 112-117 (tests/fixtures/memory/SEARCHES.md, issue 23 v0rules): the V0 sampler and
+    batch rules put 113, 115, 116 and the held-out 117 within 0.25 GiB; 114 (held out) within 3%;
+    112 (DeepSeek-R1, TP 8, H200) is RESIDUALS[112]: its non-torch 7.16 GiB is not derived."""
+    rows = {r.index: r for r in evaluate()}
+    for i, limit in ((113, 0.3), (115, 0.1), (116, 0.25), (117, 0.1)):
+        assert rows[i].error_gib is not None and abs(rows[i].error_gib) < limit, (i, rows[i].error_gib)
+    assert rows[114].held_out and rows[117].held_out
+    assert rows[114].within
+    assert rows[112].error_gib is not None and rows[112].error_gib > 5
+    # the activation peaks V0's dummy sampler makes: 256 x vocabulary x 38 bytes (+ the hidden states)
+    assert rows[113].terms is not None and abs(rows[113].terms["activations"][0] - 1.83) < 0.05
+    assert rows[117].terms is not None and abs(rows[117].terms["activations"][0] - 0.94) < 0.05

@@ -118,11 +118,22 @@ ARCH = {
     # an SFT of Rho-1's 1B model, a TinyLlama-1.1B architecture (point 111: its logged KV bytes
     # a token, 22,528, are 22 layers x 2 x 4 KV heads x 64 x 2)
     "realtreetune/rho-1b-sft-GSM8K": "tinyllama-1.1b",
+    # a merged LoRA fine-tune of Phi-4-mini-instruct (point 113: 131,077 B of KV a token, Phi-4-mini's)
+    "microsoft/Phi-4-mini-instruct (merged LoRA fine-tune)": "phi-4-mini",
+    # DeepSeek-Coder-V2-Lite is pre-trained on from a DeepSeek-V2-Lite checkpoint: 27 layers, 6 of
+    # 64 experts (point 114's note cites the model card and public notes)
+    "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct": "deepseek-v2-lite",
+    "Qwen/Qwen2.5-1.5B-Instruct": "qwen2.5-1.5b",
+    # the math fine-tune keeps Qwen2.5-1.5B's architecture (point 116's KV bytes a token)
+    "Qwen/Qwen2.5-Math-1.5B": "qwen2.5-1.5b",
+    # AutoRound GPTQ 4-bit weights of microsoft/phi-4 (point 117's KV bytes a token)
+    "kaitchup/Phi-4-AutoRound-GPTQ-4bit": "phi-4",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
     "NVIDIA A100 80GB": "A100 80GB",
     "NVIDIA A100 40GB": "A100 40GB",
+    "NVIDIA A100 40GB (inferred: 39.56 GiB CUDA total)": "A100 40GB",
     "NVIDIA A100 (40GB inferred)": "A100 40GB",
     # an A100 whose variant the source leaves out: 13.72 GiB of weights + 36.56 GiB of KV at
     # utilization 0.65 (point 39) need >= 77 GiB, which only the 80 GB board has
@@ -179,8 +190,9 @@ NOT_SOURCED = {
 #: tests/memory/test_accuracy.py asserts this list is exactly the misses). Point 34 (V0 at PR
 #: #10511) left it when V0's sort sampler was modelled (vllm.V0_FLASHINFER_SAMPLER_OPT_IN): its
 #: logged activation peak of 1.26 GiB is now modelled as 1.22 (0.78 before), and it is +1.57 GiB
-#: against a tolerance of 1.60 — still with the log's non_torch_memory of 1.79 GiB at TP 1 against
-#: 0.25 modelled, which that commit's profiler counts and 0.6.4.post1's rules do not explain
+#: against a tolerance of 1.60 — with the log's non_torch_memory of 1.79 GiB at TP 1 against 0.25
+#: modelled: that build runs PR 10511's memory_profiling (0.6.5's rules, memory_v0), which counts
+#: torch's reserved-but-free blocks as non-torch; the bound's allocator_cache term holds it
 RESIDUALS = {
     2: (
         "TP 2 across two nodes (Ray) in 0.10.1.1, whose snapshot precedes the distributed init "
@@ -228,6 +240,24 @@ RESIDUALS = {
         "in between; the host's first attempt found 2.6 GiB held by others) enlarges the budget. Its size is the "
         "host's, not in vLLM's code (not modelled). The same host's next launch (94), without the download, is "
         "within 0.09 GiB"
+    ),
+    112: (
+        "DeepSeek-R1 (FP8, MLA, MoE) at TP 8 on 8 x H200 in 0.7.3 (V0), the driver's figures: the model "
+        "counts 5.11 GiB of activations and 0.25 + 1.14 GiB of non-torch memory where the log has 6.37 and 7.16. "
+        "Derived from the code and counted: V0's baseline precedes init_worker_distributed_environment "
+        "(worker/worker.py init_device, 0.7.3), so the TP group's pynccl communicator and torch's device-group "
+        "communicator (made by the profile run's logits gather to the driver, logits_processor.py / "
+        "parallel_state.py GroupCoordinator.gather) with every ring and tree connected at init "
+        "(NCCL_CUMEM_ENABLE=0, vllm/__init__.py) and custom all-reduce's buffers are inside: 1.14 GiB "
+        "(flightcheck._knowledge.nccl, 24 channels). Not counted: NVLS, whose support the log does not show and "
+        "whose buffers in the NCCL of torch 2.5.1's era are nChannels x 2 x (SIMPLE buffer + NVLS_MEM_ALIGN_SIZE) "
+        "x nHeads (nvls.cc of that line: 16 x 2 x 6 MiB x 8 = 1.5 GiB a communicator, against 256 MiB in 2.26, "
+        "the version flightcheck._knowledge.nccl was read in) — up to 3 GiB for the two; the rest (about 3 GiB) "
+        "is not derived. Activations: the profile's 32,000 tokens over 1024 dummy prompts; V0's sort sampler on "
+        "1024 x 129,280 logits is 4.68 GiB, fused_moe's three separate workspaces of 0.7.3 "
+        "(vllm.fused_moe_cache13_shared) with the shared expert's output held through them "
+        "(deepseek_v2.py DeepseekV2MoE.forward: shared_output is computed first) about 5.3 GiB — the forward "
+        "pass's shared-expert output is not modelled, and the rest of the 6.37 GiB is not derived"
     ),
 }
 
@@ -392,10 +422,11 @@ def evaluate() -> list[Row]:
         v = release(p["vllm_version"] or p.get("vllm_version_inferred"))
         length = p["max_model_len"] or cfg.max_position or 0
         cc = p.get("compute_capability") or COMPUTE_CAPABILITY.get(gpu_key or "")
-        # the V0 engine (vllm.runs_v0): every release before 0.7.0, and a 0.8 - 0.10.1 launch
-        # that falls back to it; ``engine`` records what the log itself shows (its V0 profiler
-        # lines), for points whose GPU is not named (97, 98)
-        v0 = p.get("engine") == "V0" or vllm.runs_v0(v, cc, p.get("quantization"))
+        # the V0 engine (vllm.runs_v0): every release before 0.8.0 unless VLLM_USE_V1=1, and a
+        # 0.8 - 0.10.1 launch that falls back to it; ``engine`` records what the log itself
+        # shows (its V0 profiler lines, or a V1 engine line), for points whose GPU is not named
+        # (97, 98) or whose environment the source does not give
+        v0 = p.get("engine") == "V0" or (p.get("engine") != "V1" and vllm.runs_v0(v, cc, p.get("quantization")))
         tokens, seqs = vllm.batch_defaults(
             v,
             # the device memory vLLM's batch defaults read: NVML's, which a GB10 does not report
@@ -404,6 +435,8 @@ def evaluate() -> list[Row]:
             cc,
             max_model_len=length,
             v0=v0,
+            mla=cfg.mla,
+            multimodal=cfg.tower is not None or cfg.vision is not None,
         )
         batch = Batch(
             tokens=p["max_num_batched_tokens"] or tokens,
@@ -499,8 +532,8 @@ def evaluate() -> list[Row]:
             # the figure is a V0 non-driver worker's (point 32): no dummy sampler run on that
             # rank, so its peak is the forward pass alone; the driver's budget (with the
             # sampler) is the one the engine sizes the cache by, for FC402 and the tokens
-            nondriver = reserve - activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler)
-            nondriver += forward_peak(cfg, layout, batch.tokens)
+            nondriver = reserve - activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, v)
+            nondriver += forward_peak(cfg, layout, batch.tokens, cache13_shared=vllm.fused_moe_cache13_shared(v))
             row.binding_gib = row.predicted_gib
             row.predicted_gib = (requested - weights * GiB - nondriver) / GiB
         kv_dtype = p["kv_cache_dtype"] or "auto"
