@@ -151,3 +151,14 @@ def test_v0_public_logs() -> None:
     # the activation peaks V0's dummy sampler makes: 256 x vocabulary x 38 bytes (+ the hidden states)
     assert rows[113].terms is not None and abs(rows[113].terms["activations"][0] - 1.83) < 0.05
     assert rows[117].terms is not None and abs(rows[117].terms["activations"][0] - 0.94) < 0.05
+
+
+def test_torch_pins_by_release() -> None:
+    """The wheels' ``Requires-Dist: torch==``: 2.4.0 in 0.6.3.post1, 2.5.1 in 0.6.4 - 0.7.3, 2.6.0
+    in 0.8.x, 2.7.0 in 0.9.x; the NCCL torch 2.5.1 resolves to (2.21.5) sizes NVLS the old way."""
+    assert vllm.torch_pin(release("0.6.3.post1")) is None
+    assert vllm.torch_pin(release("0.6.4")) == vllm.torch_pin(release("0.7.3")) == "2.5.1"
+    assert vllm.torch_pin(release("0.8.5")) == "2.6.0"
+    assert vllm.torch_pin(release("0.9.2")) == "2.7.0"
+    assert vllm.torch_pin(release("0.10.0")) == "2.7.1"
+    assert vllm.torch_pin(None) is None

@@ -123,6 +123,8 @@ def communication(
         return Communication(0, 0, {}, True)
     ic = ic or Interconnect()
     v = release(engine_version)
+    # the NCCL the release's torch pins, where a size depends on it (NVLS before 2.22)
+    nccl_version = nccl.version_of(nccl.NCCL_BY_TORCH.get(vllm.torch_pin(v) or ""))
     at_init = nccl.connects_at_init(env, vllm.nccl_cumem_forced_off(v))
     # NCCL_NVLS_ENABLE=0: ncclNvlsInit returns before asking the driver (nvls.cc)
     multicast = False if ((env or {}).get("NCCL_NVLS_ENABLE") or "").strip() == "0" else ic.multicast
@@ -140,6 +142,7 @@ def communication(
                 nvswitch=ic.nvswitch,
                 connect_at_init=at_init,
                 multicast=multicast,
+                version=nccl_version,
             )
             if per_node > 1
             else None
@@ -161,6 +164,7 @@ def communication(
         nvswitch=ic.nvswitch,
         connect_at_init=at_init,
         multicast=multicast,
+        version=nccl_version,
     )
     nvlink = bool(ic.nvlinks) and (bool(ic.nvswitch) or tp == 2)
     car = vllm.CUSTOM_ALLREDUCE_BYTES if nvlink else 0

@@ -108,6 +108,7 @@ from flightcheck._knowledge.vllm.memory import (
     SAMPLER_SORT_SEGMENTED_MIN_ROWS,
     SNAPSHOT_AFTER_DISTRIBUTED_SINCE,
     TORCH_BY_RELEASE,
+    TORCH_PINS,
     TP_COMMUNICATORS_IN_BUDGET,
     TRITON_TOP_K_TOP_P_SINCE,
     USE_FLASHINFER_SAMPLER,
@@ -131,6 +132,7 @@ from flightcheck._knowledge.vllm.memory import (
     pp_kv_check_whole_model,
     sampler_bytes_per_element,
     sampler_kind,
+    torch_pin,
     utilization_refusal,
 )
 from flightcheck._knowledge.vllm.memory_tp import FI_FUSION_DEFAULT_ON, fusion_rule, fusion_workspace
@@ -439,6 +441,7 @@ __all__ = [
     "TARGET_DEVICE",
     "TILELANG_MHC_SINCE",
     "TORCH_BY_RELEASE",
+    "TORCH_PINS",
     "TP_COMMUNICATORS_IN_BUDGET",
     "TRITON_TOP_K_TOP_P_SINCE",
     "USE_DEEP_GEMM",
@@ -527,6 +530,7 @@ __all__ = [
     "separate_draft",
     "speculative",
     "speculative_given",
+    "torch_pin",
     "use_deep_gemm_default",
     "utilization_refusal",
     "v0_batch",

@@ -181,6 +181,31 @@ TORCH_BY_RELEASE = {
     "0.12.0": "2.9.0",
     "0.33.0": "2.14.0",
 }
+#: (first release, the torch it pins) from the wheels' METADATA ``Requires-Dist: torch==`` for the
+#: releases ``TORCH_BY_RELEASE`` does not list: 0.6.4 - 0.7.3 pin 2.5.1 (read in 0.6.4,
+#: 0.6.4.post1, 0.6.5, 0.6.6.post1, 0.7.0 - 0.7.3; 0.6.3.post1 pins 2.4.0), 0.8.0 - 0.8.5 pin 2.6.0
+#: (0.8.0, 0.8.4, 0.8.5), 0.9.0 - 0.9.2 pin 2.7.0 (0.9.0, 0.9.2). [since, until) of each.
+TORCH_PINS: tuple[tuple[str, str, str], ...] = (
+    ("0.6.4", "0.8.0", "2.5.1"),
+    ("0.8.0", "0.9.0", "2.6.0"),
+    ("0.9.0", "0.10.0", "2.7.0"),
+)
+
+
+def torch_pin(v: tuple[int, ...] | None) -> str | None:
+    """The torch release ``v`` pins (``TORCH_BY_RELEASE``, else ``TORCH_PINS``); None where
+    neither says."""
+    if v is None:
+        return None
+    for name, torch in TORCH_BY_RELEASE.items():
+        if _release(name) == v:
+            return torch
+    for since, until, torch in TORCH_PINS:
+        if _release(since) <= v < _release(until):
+            return torch
+    return None
+
+
 #: NCCL communicators over the TP group in vLLM's budget before 0.11.0: the pynccl one and
 #: torch's for the device group (see above); from 0.11.0 the pynccl one is made before the
 #: snapshot (FC406's slack) — torch's is still made by the profile run's all-gather.
