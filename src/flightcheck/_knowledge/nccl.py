@@ -131,7 +131,8 @@ NVLINK_BW = {100: 40.0, 90: 20.6, 86: 12.0, 80: 20.0, 70: 20.0, 60: 18.0}
 #: nvidia-nccl-cu12==…``, read from the wheels' metadata; 2.14.0 pins nvidia-nccl-cu13 2.30.7)
 #: 2.5.1 and 2.6.0 resolve nvidia-nccl-cu12==2.21.5 in public install logs (pip freeze beside
 #: torch==2.5.1, search-index file id 17273122638; uv's resolution of torch==2.6.0+cu124, file
-#: 54172393098): not read from those wheels' metadata
+#: 54172393098), and vLLM 0.8.3 (torch 2.6.0) logs "vLLM is using nccl==2.21.5" / "NCCL version
+#: 2.21.5+cuda12.4" (file 17822999525): not read from those wheels' metadata
 NCCL_BY_TORCH = {
     "2.5.1": "2.21.5",
     "2.6.0": "2.21.5",
