@@ -180,6 +180,13 @@ init = inspect.getsource(cuda_communicator.CudaCommunicator.__init__)
 # which a CPU-only venv lacks
 spec = importlib.util.find_spec("vllm.compilation.passes.fusion.allreduce_rms_fusion")
 tree = ast.parse(open(spec.origin, encoding="utf-8").read())
+# the backend choice and the standalone all-reduce's default, read as text too
+fi_ar = open(
+    importlib.util.find_spec("vllm.distributed.device_communicators.flashinfer_all_reduce").origin, encoding="utf-8"
+).read()
+resolve = fi_ar[fi_ar.index("def _resolve_fi_ar_backend") :]
+resolve = resolve[: resolve.index("\ndef ", 10)]
+envs_src = open(importlib.util.find_spec("vllm.envs").origin, encoding="utf-8").read()
 table = next(
     ast.literal_eval(node.value)
     for node in tree.body
@@ -194,6 +201,8 @@ print(json.dumps({
     "mc_rounding_only_with_multicast": "if self._enable_multicast:" in setup
     and setup.index("if self._enable_multicast:") < setup.index("CU_MULTICAST_GRANULARITY_RECOMMENDED"),
     "custom_ar_and_symm_mem_in_init": "CustomAllreduce(" in init and "SymmMemCommunicator(" in init,
+    "mnnvl_first_on_one_node": 'backend = "mnnvl"' in resolve and "allow_trtllm_fallback = True" in resolve,
+    "standalone_fi_ar_default_on": 'os.getenv("VLLM_ALLREDUCE_USE_FLASHINFER", "1")' in envs_src,
 }))
 """
 
@@ -203,7 +212,7 @@ def test_allreduce_fusion_workspace_rules_match_the_installed_vllm(conformance, 
     ``enable_allreduce_rms_fusion``, the pass's size table, FlashInfer's ``SymmDeviceMemory``
     rounding only multicast buffers to the multicast granularity) and custom all-reduce / symmetric
     memory made in ``CudaCommunicator.__init__`` (before the snapshot, ``vllm.memory_tp``)."""
-    from flightcheck._knowledge.vllm.memory_tp import FI_FUSION_MAX_SIZE_MB
+    from flightcheck._knowledge.vllm.memory_tp import FI_FUSION_MAX_SIZE_MB, fusion_release
 
     run = subprocess.run(
         [engine_python, "-c", FUSION_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
@@ -216,3 +225,8 @@ def test_allreduce_fusion_workspace_rules_match_the_installed_vllm(conformance, 
     assert got["hopper_blackwell"] and not got["needs_dp_pp_1"]
     assert got["mc_rounding_only_with_multicast"] and got["custom_ar_and_symm_mem_in_init"]
     assert vllm.fusion_rule(v) is True
+    # "auto" -> mnnvl on one node with the trtllm fallback, and the standalone FlashInfer all-reduce
+    # on by default (memory_tp.FUSION_BY_RELEASE, 0.25.0 / 0.29.0 on)
+    rule = fusion_release(v)
+    assert got["mnnvl_first_on_one_node"] and rule.mnnvl_first
+    assert got["standalone_fi_ar_default_on"] and rule.standalone

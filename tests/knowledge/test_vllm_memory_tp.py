@@ -41,10 +41,18 @@ def test_0_19_needs_multicast_and_spans_it_when_unknown() -> None:
     assert low == 0 and point == high == 3 * MC_GRANULARITY_INFERRED
 
 
-def test_0_33_rounds_to_the_allocation_granularity_only() -> None:
-    """FlashInfer 0.7.2.post1: the multicast rounding only under ``enable_multicast`` (False)."""
-    low, point, high = _ws("0.33.0", multicast=None)
+def test_0_33_trtllm_fallback_rounds_to_the_allocation_granularity_only() -> None:
+    """FlashInfer 0.7.2.post1: the trtllm workspace's multicast rounding only under
+    ``enable_multicast`` (False); without multicast vLLM 0.33.0 falls back to it from mnnvl."""
+    low, point, high = _ws("0.33.0", multicast=False)
     assert low == point == high == 130 * MiB + ALLOC_GRANULARITY + 386 * MiB
+
+
+def test_0_33_mnnvl_is_one_multicast_buffer() -> None:
+    """vLLM 0.33.0 picks mnnvl on one node (``_resolve_fi_ar_backend``): one McastGPUBuffer of
+    3 x the two-shot size (2 x 8192 x 4096 x 2 = 128 MiB), rounded to the multicast granularity."""
+    low, point, high = _ws("0.33.0", multicast=True)
+    assert point == high == MC_GRANULARITY_INFERRED and low == 384 * MiB + ALLOC_GRANULARITY
 
 
 def test_no_workspace_where_the_pass_does_not_run() -> None:
@@ -58,7 +66,9 @@ def test_no_workspace_where_the_pass_does_not_run() -> None:
 
 
 def test_a_release_not_read_or_unknown_spans_both_rules() -> None:
-    for version in ("0.15.0", None):
-        low, point, high = _ws(version)
-        assert low == point == 0 and high == 3 * MC_GRANULARITY_INFERRED
-    assert vllm.fusion_rule(release("0.15.0")) is None and vllm.fusion_rule(release("0.33.0")) is True
+    low, point, high = _ws(None)
+    assert low == point == 0 and high == 3 * MC_GRANULARITY_INFERRED
+    # 0.21.x (no wheel read): between 0.20's and 0.22's rules
+    assert _ws("0.21.0", multicast=False) == (0, 0, 3 * MC_GRANULARITY_INFERRED)
+    assert vllm.fusion_rule(release("0.21.0")) is None and vllm.fusion_rule(release("0.33.0")) is True
+    assert vllm.fusion_rule(release("0.15.0")) is False  # read: every optimization level off

@@ -15,10 +15,15 @@ from support.memory_accuracy import RESIDUALS, GiB, _config, evaluate, load, sum
 def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows, held_out=False)
-    assert s["scored"] == 85, [(r.index, r.excluded) for r in rows]
-    # Issue 23 (v0rules): V0 points 112 (DeepSeek-R1, TP 8, 8 x H200, 0.7.3: +7.03 GiB, a residual),
-    # 113 (Phi-4-mini, A100 40GB, 0.7.3: -0.24), 115 (Qwen2.5-1.5B, T4, 0.7.2: -0.05) and 116
-    # (Qwen2.5-Math-1.5B, 0.7.2: -0.18) joined the corpus, 114 and 117 the held-out set.
+    assert s["scored"] == 86, [(r.index, r.excluded) for r in rows]
+    # Issue 23 (v0rules): V0 points 113 (DeepSeek-R1, TP 8, 8 x H200, 0.7.3: +7.03 GiB, a residual),
+    # 114 (Phi-4-mini, A100 40GB, 0.7.3: -0.24), 116 (Qwen2.5-1.5B, T4, 0.7.2: -0.05) and 117
+    # (Qwen2.5-Math-1.5B, 0.7.2: -0.18) joined the corpus, 115 and 118 the held-out set.
+    # Issue 23 (gptoss): point 112 (gpt-oss-120b on one H100 at 98,304 tokens, 0.11.2, Marlin
+    # MXFP4 MoE, max_num_seqs 6) joined the corpus: +0.19 GiB, within; it moves the median
+    # |error| from 0.1471 to 0.1479 GiB (no existing point changed: the MXFP4 backend rules of
+    # vllm.memory_gptoss move only the MoE transient of an MXFP4 checkpoint, and the corpus's
+    # other gpt-oss points print their sampler, so the bound's sampler_install term is not theirs).
     # Issue 23 (memory3): points 107 (Qwen3-4B, RTX 2060, a 0.8.x V0 fallback), 108 (phi-1.5,
     # GTX 1080, 0.6.4.post1), 110 and 111 (opt-125m, the same GTX 1080) joined the corpus, 109
     # (rho-1b, H200, 0.6.4.post1) the held-out set (tests/fixtures/memory/SEARCHES.md): all
@@ -68,8 +73,8 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # the floors are what is achieved: 72 within, median |error| 0.1488 GiB, tokens 1.12 %
     # (before the Qwen-VL item: 70 within, 0.1493 GiB)
     # (before points 95-106: 62 within, 0.1488 GiB, 1.25 %)
-    # (before the V0 points 112-117: 76 within, median 0.1471 GiB; the new points move the median)
-    assert s["within"] >= 79 and s["median_abs_error_gib"] <= 0.1488
+    # (before the V0 points 113-118: 77 within, median 0.1479 GiB; the new points move the median)
+    assert s["within"] >= 80 and s["median_abs_error_gib"] <= 0.1488
     # token capacity where logged (block-rounded, minus the null block)
     assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0113
 
@@ -96,15 +101,17 @@ def test_token_capacity_from_the_logged_budget_is_within_3_percent() -> None:
     rows = evaluate()
     conv = {r.index: (r.logged_tokens, r.tokens_from_logged) for r in rows if r.tokens_from_logged}
     # 48 text-model points, and the vision models 19, 24 and 67 (LLaVA-1.5-7B 18,400 tokens
-    # exactly, Qwen3-VL-30B-A3B +0.02 %, Mistral-Small-3.2-24B -0.07 %); then points 95, 104, 105
-    assert len(conv) == 54, sorted(conv)
+    # exactly, Qwen3-VL-30B-A3B +0.02 %, Mistral-Small-3.2-24B -0.07 %); then points 95, 104, 105;
+    # then 112 (gpt-oss-120b's sliding-window / full hybrid at 98,304 tokens: 130,912 for 130,960)
+    assert len(conv) == 55, sorted(conv)
+    assert abs(conv[112][1] - conv[112][0]) <= 0.001 * conv[112][0]
     off = {i: t for i, t in conv.items() if abs(t[1] - t[0]) > 0.03 * t[0]}
     assert not off, off
     # point 32 logs a V0 non-driver worker's KV memory; its tokens come from the driver's
     # smaller budget (vLLM takes the minimum over the workers), so it is not converted
     assert 32 not in conv and rows[32].logged_tokens == 81536
     s = summary(rows)
-    assert s["conversion_within_3pct"] == s["conversion_points"] == 54
+    assert s["conversion_within_3pct"] == s["conversion_points"] == 55
     assert s["max_conversion_error"] is not None and s["max_conversion_error"] < 0.009
 
 
@@ -374,15 +381,15 @@ def test_the_logged_budget_lies_inside_the_reported_bound() -> None:
     assert s["inside"] >= 82 and s["within5"] >= 79
     outside = {r.index for r in rows if r.excluded is None and r.inside is False and not r.held_out}
     # 34 is inside since its build's profiler (0.6.5's memory_profiling) counts torch's
-    # reserved-but-free blocks (the allocator_cache term); 112 is RESIDUALS[112]
-    assert outside <= {58, 93, 112}
+    # reserved-but-free blocks (the allocator_cache term); 113 is RESIDUALS[113]
+    assert outside <= {58, 93, 113}
     assert s["median_width_gib"] < 1.2
     held = summary(rows, held_out=True)
-    # held out and outside: 114 (DeepSeek-Coder-V2-Lite at TP 8 on A100s, 0.7.1, a non-driver
+    # held out and outside: 115 (DeepSeek-Coder-V2-Lite at TP 8 on A100s, 0.7.1, a non-driver
     # worker): 2.10 GiB non-torch logged, 0.25 + 1.14 (two NCCL communicators, custom
     # all-reduce) modelled — within max(3%, 0.5 GiB) all the same
     held_outside = {r.index for r in rows if r.held_out and r.excluded is None and r.inside is False}
-    assert held["scored"] >= 3 and held_outside <= {114}
+    assert held["scored"] >= 3 and held_outside <= {115}
 
 
 def test_0_6_4_counts_the_cuda_context_inside_the_budget() -> None:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from flightcheck._knowledge import nccl, vllm
 from flightcheck._memory.budget import (
     NEAR_MISS,
@@ -27,6 +29,7 @@ from flightcheck._memory.budget import (
     communication,
     default_reserve,
     forward_peak,
+    profile_peak,
     release,
     sampler_span,
 )
@@ -47,6 +50,9 @@ ARCH = {
     "gpt-oss-120b": "gpt-oss-120b",
     "openai/gpt-oss-120b": "gpt-oss-120b",
     "openai/gpt-oss-20b": "gpt-oss-20b",
+    # the Kaggle copy of openai/gpt-oss-120b (point 112: 'Resolved architecture: GptOssForCausalLM',
+    # quantization=mxfp4, and the 65.9651 GiB of Marlin-padded weights point 29 logs for it)
+    "/kaggle/input/gpt-oss-120b/transformers/default/1": "gpt-oss-120b",
     "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
     "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
     "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
@@ -118,15 +124,15 @@ ARCH = {
     # an SFT of Rho-1's 1B model, a TinyLlama-1.1B architecture (point 111: its logged KV bytes
     # a token, 22,528, are 22 layers x 2 x 4 KV heads x 64 x 2)
     "realtreetune/rho-1b-sft-GSM8K": "tinyllama-1.1b",
-    # a merged LoRA fine-tune of Phi-4-mini-instruct (point 113: 131,077 B of KV a token, Phi-4-mini's)
+    # a merged LoRA fine-tune of Phi-4-mini-instruct (point 114: 131,077 B of KV a token, Phi-4-mini's)
     "microsoft/Phi-4-mini-instruct (merged LoRA fine-tune)": "phi-4-mini",
     # DeepSeek-Coder-V2-Lite is pre-trained on from a DeepSeek-V2-Lite checkpoint: 27 layers, 6 of
-    # 64 experts (point 114's note cites the model card and public notes)
+    # 64 experts (point 115's note cites the model card and public notes)
     "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct": "deepseek-v2-lite",
     "Qwen/Qwen2.5-1.5B-Instruct": "qwen2.5-1.5b",
-    # the math fine-tune keeps Qwen2.5-1.5B's architecture (point 116's KV bytes a token)
+    # the math fine-tune keeps Qwen2.5-1.5B's architecture (point 117's KV bytes a token)
     "Qwen/Qwen2.5-Math-1.5B": "qwen2.5-1.5b",
-    # AutoRound GPTQ 4-bit weights of microsoft/phi-4 (point 117's KV bytes a token)
+    # AutoRound GPTQ 4-bit weights of microsoft/phi-4 (point 118's KV bytes a token)
     "kaitchup/Phi-4-AutoRound-GPTQ-4bit": "phi-4",
 }
 #: the point's GPU -> the _gpu_totals_gib key
@@ -141,6 +147,8 @@ GPU = {
     "NVIDIA L4": "L4",
     "NVIDIA H100 80GB HBM3": "H100 80GB",
     "NVIDIA H100": "H100 80GB",
+    # point 112: the board Kaggle's AIMO3 notebooks run on, inferred from the log (its note)
+    "NVIDIA H100 80GB (inferred)": "H100 80GB",
     "NVIDIA H200": "H200",
     "NVIDIA GeForce RTX 3090": "RTX 24GB",
     "NVIDIA GeForce RTX 4090": "RTX 24GB",
@@ -241,7 +249,7 @@ RESIDUALS = {
         "host's, not in vLLM's code (not modelled). The same host's next launch (94), without the download, is "
         "within 0.09 GiB"
     ),
-    112: (
+    113: (
         "DeepSeek-R1 (FP8, MLA, MoE) at TP 8 on 8 x H200 in 0.7.3 (V0), the driver's figures: the model "
         "counts 5.11 GiB of activations and 0.25 + 1.14 GiB of non-torch memory where the log has 6.37 and 7.16. "
         "Derived from the code and counted: V0's baseline precedes init_worker_distributed_environment "
@@ -349,6 +357,15 @@ class Row:
         return self.kv_need_gib - budget > NEAR_MISS / GiB
 
 
+def _v0_peak(cfg: Any, layout: Any, batch: Any, p: dict[str, Any], length: int | None) -> int:
+    """The profile peak of a launch run by the V0 engine (``budget.bound_terms``' V0 side):
+    V0's default batch for ``length`` (``vllm.v0_batch``) unless the point sets it, and the sort."""
+    given = p["max_num_batched_tokens"] or not length
+    tokens, seqs = (batch.tokens, batch.seqs) if given else vllm.v0_batch(length)
+    v0 = msgspec.structs.replace(batch, tokens=tokens, seqs=p["max_num_seqs"] or seqs, sampler="sort")
+    return sum(profile_peak(cfg, layout, v0))
+
+
 def load() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     points = [json.loads(line) for line in (FIXTURES / "vllm_startup_logs.jsonl").read_text().splitlines() if line]
     return points, json.loads((FIXTURES / "model_configs.json").read_text())
@@ -360,6 +377,15 @@ def _config(entry: dict[str, Any]) -> dict[str, Any]:
         n = doc["num_hidden_layers"]
         doc["layer_types"] = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
     return doc
+
+
+def _sampler_open(cfg: Any, layout: Layout, batch: Batch, v: tuple[int, ...] | None, acts: int) -> int:
+    """What the PyTorch sort adds to the profile peak over FlashInfer's sampler where the
+    release runs whichever is installed (vllm.sampler_install_open) and the point counts
+    FlashInfer: the bound's ``sampler_install`` term (as _memory.model.MemoryModel gives it)."""
+    if not acts or batch.sampler != "flashinfer" or not vllm.sampler_install_open(v):
+        return 0
+    return max(0, activations(cfg, layout, batch.tokens, batch.seqs, "sort", batch.mxfp4_backend) - acts)
 
 
 def evaluate() -> list[Row]:
@@ -439,6 +465,17 @@ def evaluate() -> list[Row]:
             mla=cfg.mla,
             multimodal=cfg.tower is not None or cfg.vision is not None,
         )
+        if not v0:
+            # the context's say in the default batch (vllm.batch_by_length), chunked prefill as logged
+            tokens, seqs = vllm.batch_by_length(
+                v,
+                p["max_num_batched_tokens"] or tokens,
+                p["max_num_seqs"] or seqs,
+                length or None,
+                chunked_prefill=p.get("enable_chunked_prefill"),
+                tokens_given=bool(p["max_num_batched_tokens"]),
+                seqs_given=bool(p["max_num_seqs"]),
+            )
         batch = Batch(
             tokens=p["max_num_batched_tokens"] or tokens,
             seqs=p["max_num_seqs"] or seqs,
@@ -451,6 +488,9 @@ def evaluate() -> list[Row]:
             encoder=vllm.encoder_profiled(v),
             release=v,
             max_model_len=length or None,
+            # the MXFP4 MoE backend the log names ('Using Marlin backend', the Marlin FP4 warning),
+            # else the release's likeliest for the GPU (vllm.mxfp4_backends)
+            mxfp4_backend=p.get("mxfp4_backend") or vllm.mxfp4_backends(v, cc)[0],
         )
         ic = p.get("interconnect")
         icx = Interconnect(
@@ -474,6 +514,7 @@ def evaluate() -> list[Row]:
                 batched_tokens=batch.tokens,
                 eager=bool(p["enforce_eager"]),
                 multicast=icx.multicast,
+                nodes=icx.nodes,
             )
             if not v0
             else (0, 0, 0)
@@ -513,6 +554,14 @@ def evaluate() -> list[Row]:
             activations=parts.get("activations", 0) + parts.get("vision_encoder", 0),
             # no release: the sampler by release is open too, unless the log names it
             release_activations=sampler_span(cfg, layout, batch) if v is None and not p.get("sampler") else None,
+            # no release, below 10.0: V0 may run, with its batch rule (vllm.v0_batch) unless the launch set it
+            v0_activations=_v0_peak(cfg, layout, batch, p, length)
+            if v is None and vllm.unknown_release_may_run_v0(cc)
+            else None,
+            # 0.8 - 0.11.1: whether FlashInfer's sampler ran is whether it was installed, unless the log says
+            sampler_open=_sampler_open(cfg, layout, batch, v, parts.get("activations", 0))
+            if not p.get("sampler")
+            else 0,
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}
         row.low_gib = row.predicted_gib - sum(t.below for t in terms.values()) / GiB
@@ -533,8 +582,12 @@ def evaluate() -> list[Row]:
             # the figure is a V0 non-driver worker's (point 32): no dummy sampler run on that
             # rank, so its peak is the forward pass alone; the driver's budget (with the
             # sampler) is the one the engine sizes the cache by, for FC402 and the tokens
-            nondriver = reserve - activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, v)
-            nondriver += forward_peak(cfg, layout, batch.tokens, cache13_shared=vllm.fused_moe_cache13_shared(v))
+            nondriver = reserve - activations(
+                cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.mxfp4_backend, release=v
+            )
+            nondriver += forward_peak(
+                cfg, layout, batch.tokens, batch.mxfp4_backend, cache13_shared=vllm.fused_moe_cache13_shared(v)
+            )
             row.binding_gib = row.predicted_gib
             row.predicted_gib = (requested - weights * GiB - nondriver) / GiB
         kv_dtype = p["kv_cache_dtype"] or "auto"

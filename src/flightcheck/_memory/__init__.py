@@ -317,9 +317,22 @@ def batch_for(
         else (None, None)
     )
     given = [n for n, x in (("tokens", intent.max_num_batched_tokens), ("seqs", intent.max_num_seqs)) if x]
+    if tokens and seqs and not v0:
+        # the context's say in the default batch (vllm.batch_by_length: without chunked prefill
+        # the batch is max_model_len; from 0.11.1 capped at max_num_seqs x max_model_len)
+        tokens, seqs = vllm.batch_by_length(
+            v,
+            intent.max_num_batched_tokens or tokens,
+            intent.max_num_seqs or seqs,
+            length,
+            chunked_prefill=intent.memory_options.get("enable_chunked_prefill"),
+            tokens_given=bool(intent.max_num_batched_tokens),
+            seqs_given=bool(intent.max_num_seqs),
+        )
     source = "the launch's" if len(given) == 2 else ("vLLM's defaults for this GPU" if total else "assumed")
     # --skip-mm-profiling / --language-model-only / --limit-mm-per-prompt, read once by _launch
     skip_mm, mm_limits = intent.mm_profiling_off, vllm.mm_limits(intent.limit_mm_per_prompt)
+    backends = vllm.mxfp4_backends(v, compute_capability, env)
     return Batch(
         tokens=intent.max_num_batched_tokens or tokens or BATCHED_TOKENS,
         seqs=intent.max_num_seqs or seqs or MAX_SEQS,
@@ -332,4 +345,8 @@ def batch_for(
         mm_image_size=vllm.mm_image_size_of(intent.limit_mm_per_prompt),
         mm_encoder_tp_mode=intent.mm_encoder_tp_mode,
         max_model_len=length,
+        # the MXFP4 MoE backend's profile transient and expert weights (gpt-oss), used only
+        # for an MXFP4 checkpoint (budget.forward_peak, weights.mxfp4_padding)
+        mxfp4_backend=backends[0],
+        mxfp4_alternates=backends[1:],
     )

@@ -226,9 +226,17 @@ class Batch(msgspec.Struct, frozen=True):
     #: --mm-encoder-tp-mode (vllm.encoder_tp_mode): "data" runs the encoder data-parallel over
     #: TP where the model supports it (vllm.encoder_data_parallel)
     mm_encoder_tp_mode: str = "weights"
+    #: the MXFP4 MoE backend the launch runs (``vllm.mxfp4_backends``' likeliest; "" unknown:
+    #: the generic fused_moe estimate) — its profile-run transient (:func:`forward_peak`)
+    mxfp4_backend: str = ""
+    #: the other backends the release leaves open to what is installed (the bound's
+    #: ``mxfp4_backend`` term)
+    mxfp4_alternates: tuple[str, ...] = ()
 
 
-def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int, *, cache13_shared: bool = True) -> int:
+def forward_peak(
+    cfg: ModelConfig, layout: Layout, tokens: int, mxfp4_backend: str = "", *, cache13_shared: bool = True
+) -> int:
     """The dummy forward pass's transient peak for ``tokens`` batched tokens: one layer's
     widest point, with the hidden state and the residual (model dtype) alive — the
     attention's q/k/v and output, or the MLP: dense, the gate/up output (2 x intermediate
@@ -236,7 +244,11 @@ def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int, *, cache13_share
     (vllm/model_executor/layers/fused_moe/fused_moe.py ``fused_experts_impl``:
     ``cache13`` of top_k x max(2 x inter, hidden) and ``intermediate_cache2`` of top_k x
     inter per token, ``inter`` this rank's share, at most ``VLLM_FUSED_MOE_CHUNK_SIZE``
-    tokens at a time)."""
+    tokens at a time). MXFP4 experts on Marlin or the OAI Triton kernels
+    (``mxfp4_backend``, ``vllm.moe_transient_per_token``): that backend's intermediates, the
+    padded shapes for Marlin, the whole batch at once (neither chunks in the code read).
+    Before 0.8.0 ``cache1`` (top_k x 2 x inter) and ``cache3`` (top_k x hidden) are separate
+    buffers (``cache13_shared`` False: ``vllm.fused_moe_cache13_shared``)."""
     tp = max(1, layout.tp)
     hidden = cfg.hidden or 0
     if cfg.mla:
@@ -250,15 +262,20 @@ def forward_peak(cfg: ModelConfig, layout: Layout, tokens: int, *, cache13_share
         attn = (2 * (cfg.heads // tp) + 2 * max(1, cfg.kv_heads // tp)) * cfg.head_dim
     per_token = 3 * (cfg.intermediate or 4 * hidden) / tp
     moe = 0.0
+    moe_tokens = min(tokens, vllm.FUSED_MOE_CHUNK_TOKENS)
     if cfg.moe and cfg.moe_intermediate:
         inter = cfg.moe_intermediate if layout.ep else cfg.moe_intermediate / layout.moe_size
         k = max(1, cfg.top_k)
         moe = k * ((max(2 * inter, hidden) if cache13_shared else 2 * inter + hidden) + inter)
         # the dense MLP only where the model has one (first_k_dense_replace layers)
         per_token = per_token if cfg.first_dense else 0.0
+        if mxfp4_backend and cfg.quant.method == "mxfp4":
+            own = vllm.moe_transient_per_token(mxfp4_backend, hidden, inter, k)
+            if own is not None:
+                moe, moe_tokens = own, tokens
     dt = cfg.dtype_bytes or 2
     dense_part = tokens * dt * (2 * hidden + max(attn, per_token))
-    moe_part = min(tokens, vllm.FUSED_MOE_CHUNK_TOKENS) * dt * moe + tokens * dt * 2 * hidden
+    moe_part = moe_tokens * dt * moe + tokens * dt * 2 * hidden
     return int(max(dense_part, moe_part))
 
 
@@ -276,12 +293,13 @@ def activations(
     tokens: int,
     seqs: int,
     sampler: str = "sort",
+    mxfp4_backend: str = "",
     release: tuple[int, ...] | None = None,
 ) -> int:
     """The profile run's transient peak: the forward pass and the sampler run one after
     the other (``profile_run``), so the larger of the two (``release``: fused_moe's
     workspaces by release)."""
-    forward = forward_peak(cfg, layout, tokens, cache13_shared=vllm.fused_moe_cache13_shared(release))
+    forward = forward_peak(cfg, layout, tokens, mxfp4_backend, cache13_shared=vllm.fused_moe_cache13_shared(release))
     return max(forward, sampler_peak(cfg, tokens, seqs, sampler))
 
 
@@ -376,7 +394,7 @@ def sampler_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, i
 def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(the text model's peak, what the vision encoder adds to it): ``profile_run`` runs
     the encoder, then the forward pass and the sampler with the encoder outputs held."""
-    text = activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.release)
+    text = activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.mxfp4_backend, batch.release)
     run, held = encoder_terms(cfg, layout, batch)
     if not run and not held:
         return text, 0
@@ -459,6 +477,9 @@ def bound_terms(
     utilization: float | None = None,
     activations: int = 0,
     release_activations: tuple[int, int] | None = None,
+    v0_activations: int | None = None,
+    sampler_open: int = 0,
+    mxfp4_open: tuple[int, int] = (0, 0),
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
     only widens it; an empty dict only where nothing is left open, which no profiled launch is).
@@ -519,7 +540,20 @@ def bound_terms(
       releases' other terms (the fusion workspace, the communicators) span their min / max, and
       ``release_activations`` (the profile peak's (min, max) over the releases' samplers —
       ``vllm.sampler_kind``: FlashInfer / Triton 14 B, the sort 38 - 50 B a vocabulary element)
-      widens the activations by what the point's sampler leaves out."""
+      widens the activations by what the point's sampler leaves out. Where the unknown release may
+      be V0 (``vllm.unknown_release_may_run_v0``: below compute capability 10.0),
+      ``v0_activations`` is the profile peak under V0's batch rule and sort (``vllm.v0_batch``,
+      read in 0.6.4.post1 and 0.8.x) and 0.6.4.x's non-torch figure holds the CUDA context
+      (``vllm.non_torch_from_process_start``): the budget may be lower by both.
+    - ``sampler_install``: 0.8 - 0.11.1 (V1) run FlashInfer's top-k/top-p in the profile when
+      it imports, the PyTorch sort otherwise (``vllm.sampler_install_open``); the point counts
+      it installed (the smaller peak), so the budget may be lower by ``sampler_open``: the
+      sort's peak less FlashInfer's (4.6 GiB for gpt-oss at 1024 requests).
+    - ``mxfp4_backend``: where the release leaves the MXFP4 MoE backend to what is installed
+      (``vllm.mxfp4_backends``: Marlin or the OAI Triton kernels on Hopper 0.10.2 - 0.11.x,
+      FlashInfer or Triton on Blackwell before 0.11.1), the other backend's experts and
+      profile transient move the budget by ``mxfp4_open`` (below, above): Marlin's padded
+      experts hold ~3 % more than Triton's (1.6 GiB on gpt-oss-120b)."""
     v = release(engine_version)
     terms: dict[str, Term] = {}
     after = v is None or not vllm.comm_in_budget(v)
@@ -585,6 +619,20 @@ def bound_terms(
             span,
             "v1/worker/gpu_model_runner.py profile_run: the torch peak under torch.compile or eager",
         )
+    if sampler_open > 0:
+        terms["sampler_install"] = Term(
+            sampler_open,
+            0,
+            "v1/sample/ops/topk_topp_sampler.py TopKTopPSampler.__init__ (0.10.1.1, 0.11.0): FlashInfer's "
+            "sampler when it imports, the PyTorch sort otherwise; FlashInfer an optional extra (METADATA)",
+        )
+    if mxfp4_open[0] > 0 or mxfp4_open[1] > 0:
+        terms["mxfp4_backend"] = Term(
+            max(0, mxfp4_open[0]),
+            max(0, mxfp4_open[1]),
+            "model_executor/layers/quantization/mxfp4.py get_mxfp4_backend (0.10.2 - 0.11.2): Marlin or "
+            "Triton by whether triton_kernels is installed; create_weights / process_weights_after_loading",
+        )
     counted = cudagraphs_counted and (v is None or vllm.cudagraphs_in_budget(v))
     if counted:
         terms["cuda_graphs"] = Term(
@@ -612,15 +660,20 @@ def bound_terms(
         below = 0
         if release_activations is not None and activations:
             lo, hi = release_activations
-            below += max(0, hi - activations)
+            below += max(0, max(hi, v0_activations or 0) - activations)
             above += max(0, activations - lo)
+        elif v0_activations is not None and activations:
+            below += max(0, v0_activations - activations)
+        if v0_activations is not None:
+            below += CONTEXT  # 0.6.4.x: the CUDA context inside the non-torch figure
         if above or below:
             terms["release_unknown"] = Term(
                 below,
                 above,
                 "no release known: gpu_memory_utilization 0.92 from 0.20.0 (else 0.9), the "
-                "CUDA-graph estimate subtracted from 0.20.0 (v1/worker/gpu_worker.py) and the "
-                "sampler by release (v1/sample/ops/topk_topp_sampler.py)",
+                "CUDA-graph estimate subtracted from 0.20.0 (v1/worker/gpu_worker.py), the "
+                "sampler by release (v1/sample/ops/topk_topp_sampler.py) and, below 10.0, the V0 "
+                "engine's batch and CUDA context (worker/worker.py, 0.6.4.post1)",
             )
     return terms
 

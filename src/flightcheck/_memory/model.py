@@ -142,10 +142,20 @@ class MemoryModel(msgspec.Struct):
             return None
         return self.total - (self.used_by_others or 0) - sum(self.pre_snapshot().values())
 
-    def stages(self, layout: Layout | None = None) -> list[dict[str, float]]:
+    @property
+    def mxfp4_backend(self) -> str:
+        """The MXFP4 MoE backend whose experts the weights are counted for: vLLM's likeliest
+        for the release and GPU (``Batch.mxfp4_backend``, ``vllm.mxfp4_backends``), else
+        Marlin's padded shapes (the larger)."""
+        if self._rules.reserve != "profile":
+            return "marlin"
+        return self.batch.mxfp4_backend or "marlin"
+
+    def stages(self, layout: Layout | None = None, mxfp4_backend: str | None = None) -> list[dict[str, float]]:
         assert self.cfg is not None and self.tally is not None
         lay = layout or self.layout
-        out = per_rank(self.tally, self.cfg, lay, online_fp8=self.online_fp8)
+        backend = mxfp4_backend or self.mxfp4_backend
+        out = per_rank(self.tally, self.cfg, lay, online_fp8=self.online_fp8, mxfp4_backend=backend)
         if lay.tp > 1 and self._rules.encoder_data_parallel and encoder_dp(self.cfg, self.batch):
             encoder_replicated(out, self.tally, lay, online_fp8=self.online_fp8)
         if self.mtp_layers:
@@ -416,6 +426,11 @@ class MemoryModel(msgspec.Struct):
         if not self.reserve_set and self.cfg is not None:
             acts = sum(profile_peak(self.cfg, lay, self.batch))
         util, _ = self._budget(lay)
+        sampler_open = 0
+        if acts and self.cfg is not None and self.batch.sampler == "flashinfer" and vllm.sampler_install_open(v):
+            # counted installed (the smaller peak): without FlashInfer the profile sorts
+            sort = msgspec.structs.replace(self.batch, sampler="sort")
+            sampler_open = max(0, sum(profile_peak(self.cfg, lay, sort)) - acts)
         return bound_terms(
             engine_version=self.engine_version,
             total=self.total,
@@ -432,7 +447,43 @@ class MemoryModel(msgspec.Struct):
             release_activations=sampler_span(self.cfg, lay, self.batch)
             if v is None and acts and self.cfg is not None
             else None,
+            v0_activations=self._v0_activations(lay) if v is None and acts else None,
+            sampler_open=sampler_open,
+            mxfp4_open=self.mxfp4_open(lay, acts),
         )
+
+    def mxfp4_open(self, layout: Layout, acts: int) -> tuple[int, int]:
+        """(below, above): how far the MXFP4 MoE backends the release leaves open
+        (``vllm.mxfp4_backends`` beyond the likeliest) move the KV budget — their experts'
+        weights and profile-run transient against the point's (``budget.bound_terms``)."""
+        if self.cfg is None or self.tally is None or self.cfg.quant.method != "mxfp4" or self.reserve_set:
+            return 0, 0
+        if self._rules.reserve != "profile":
+            return 0, 0
+        point = self.mxfp4_backend
+        base = largest_stage(self.stages(layout, point))[1]
+        below = above = 0
+        for alt in self.batch.mxfp4_alternates:
+            weights = largest_stage(self.stages(layout, alt))[1]
+            peak = sum(profile_peak(self.cfg, layout, msgspec.structs.replace(self.batch, mxfp4_backend=alt)))
+            delta = int((base - weights) + (acts - peak))  # > 0: more KV room with ``alt``
+            above, below = max(above, delta), max(below, -delta)
+        return below, above
+
+    def _v0_activations(self, layout: Layout) -> int | None:
+        """An unknown release's V0 side (``budget.bound_terms``' ``release_unknown``): the profile
+        peak under V0's default batch and sort where V0 may run (``vllm.unknown_release_may_run_v0``)
+        and the launch leaves the batch to the engine; None where it cannot."""
+        cc = (self.interconnect or Interconnect()).compute_capability
+        length = self.batch.max_model_len or (self.max_model_len if isinstance(self.max_model_len, int) else None)
+        if self.cfg is None or not vllm.unknown_release_may_run_v0(cc):
+            return None
+        if self.batch.source == "the launch's" or not length:
+            return sum(profile_peak(self.cfg, layout, msgspec.structs.replace(self.batch, sampler="sort")))
+        multimodal = self.cfg.tower is not None or self.cfg.vision is not None
+        tokens, seqs = vllm.v0_batch(length, mla=self.cfg.mla, multimodal=multimodal)
+        v0 = msgspec.structs.replace(self.batch, tokens=tokens, seqs=seqs, sampler="sort")
+        return sum(profile_peak(self.cfg, layout, v0))
 
     def fusion_workspace(self, layout: Layout | None = None) -> tuple[int, int, int]:
         """(low, point, high) of FlashInfer's all-reduce fusion workspace vLLM makes after its
@@ -442,6 +493,8 @@ class MemoryModel(msgspec.Struct):
         if self._rules.reserve != "profile" or self.cfg is None:
             return 0, 0, 0
         ic = self.interconnect or Interconnect()
+        # a TP group larger than this node spans nodes (as ``communication`` reads it)
+        nodes = -(-lay.tp // self.node_gpus) if self.node_gpus and lay.tp > self.node_gpus else ic.nodes
         return vllm.fusion_workspace(
             release(self.engine_version),
             tp=lay.tp,
@@ -453,6 +506,7 @@ class MemoryModel(msgspec.Struct):
             batched_tokens=self.batch.tokens,
             eager=self.eager,
             multicast=ic.multicast,
+            nodes=nodes,
         )
 
     def comm_in_reserve(self, layout: Layout | None = None) -> int:

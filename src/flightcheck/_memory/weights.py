@@ -6,8 +6,9 @@ over it. Pipeline stages follow vLLM's ``get_pp_indices`` (the remainder layers 
 stages before the last), embeddings sit on the first stage and the LM head and final norm
 on the last; the largest stage is what must fit.
 
-What vLLM allocates beyond the stored bytes is added: MXFP4 experts padded (hidden to a
-multiple of 256, the per-rank intermediate to 128) and MLA's bf16 ``W_UK_T``/``W_UV``
+What vLLM allocates beyond the stored bytes is added: MXFP4 experts as the MoE backend holds
+them (Marlin: hidden padded to a multiple of 256, the per-rank intermediate to 128; Triton: the
+scales twice — ``flightcheck._knowledge.vllm.memory_gptoss``) and MLA's bf16 ``W_UK_T``/``W_UV``
 copies (heads per rank x kv_lora_rank x (qk_nope + v_head) per layer, 2 bytes each).
 """
 
@@ -141,24 +142,29 @@ def _round_up(x: float, m: int) -> float:
     return -(-x // m) * m
 
 
-def mxfp4_padding(cfg: ModelConfig, layout: Layout) -> float:
-    """How much bigger vLLM allocates MXFP4 experts than they are stored."""
+def mxfp4_padding(cfg: ModelConfig, layout: Layout, backend: str = "marlin") -> float:
+    """How much bigger vLLM allocates MXFP4 experts than they are stored, on the MoE
+    ``backend`` the launch runs (``vllm.mxfp4_backends``; ``vllm.expert_weight_factor``:
+    Marlin's padding, the Triton path's second copy of the scales)."""
     if cfg.quant.method != "mxfp4" or not cfg.hidden or not cfg.moe_intermediate:
         return 1.0
     inter = cfg.moe_intermediate if layout.ep else cfg.moe_intermediate / layout.moe_size
     if inter <= 0:
         return 1.0
-    return (_round_up(cfg.hidden, 256) / cfg.hidden) * (_round_up(inter, 128) / inter)
+    return vllm.expert_weight_factor(backend, cfg.hidden, inter)
 
 
-def per_rank(t: Tally, cfg: ModelConfig, layout: Layout, *, online_fp8: bool = False) -> list[dict[str, float]]:
-    """Bytes one rank of each PP stage holds, by class (plus ``"mla_copies"``)."""
+def per_rank(
+    t: Tally, cfg: ModelConfig, layout: Layout, *, online_fp8: bool = False, mxfp4_backend: str = "marlin"
+) -> list[dict[str, float]]:
+    """Bytes one rank of each PP stage holds, by class (plus ``"mla_copies"``);
+    ``mxfp4_backend``: the MoE backend MXFP4 experts are held for (:func:`mxfp4_padding`)."""
     stages = stage_layers(cfg.layers or 1, layout.pp)
     where = {layer: s for s, r in enumerate(stages) for layer in r}
     out: list[dict[str, float]] = [{} for _ in stages]
     tp, kv = layout.tp, max(1, cfg.kv_heads or 1)
     kv_per_rank = max(1, kv // tp)
-    pad = mxfp4_padding(cfg, layout)
+    pad = mxfp4_padding(cfg, layout, mxfp4_backend)
     shrink = 0.5 if online_fp8 else 1.0  # --quantization fp8 on a 16-bit checkpoint
     for (cls, layer), nbytes in t.bytes.items():
         if cls == "skipped":

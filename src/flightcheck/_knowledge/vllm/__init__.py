@@ -8,7 +8,8 @@ gives a version, it is the first release whose source has the thing.
 
 One module per concern, every name re-exported here (``from flightcheck._knowledge import
 vllm; vllm.X``): :mod:`.options` (flags, aliases), :mod:`.env` (variables and their release
-gates), :mod:`.memory` (the profiler's budget rules), :mod:`.multimodal` and :mod:`.qwen_vl`
+gates), :mod:`.memory` (the profiler's budget rules), :mod:`.memory_gptoss` (MXFP4 MoE
+backends: weights and profile transients), :mod:`.multimodal` and :mod:`.qwen_vl`
 (the vision encoder in the profile run), :mod:`.multicast` (multicast paths and switches),
 :mod:`.kernels` (runtime compilers, pins), :mod:`.reader` (how vLLM's parser reads a
 command line), :mod:`.loader` (weight files by load format, Flint's GGUF),
@@ -135,7 +136,21 @@ from flightcheck._knowledge.vllm.memory import (
     torch_pin,
     utilization_refusal,
 )
-from flightcheck._knowledge.vllm.memory_tp import FI_FUSION_DEFAULT_ON, fusion_rule, fusion_workspace
+from flightcheck._knowledge.vllm.memory_gptoss import (
+    MXFP4_MOE_SINCE,
+    TRITON_KERNELS_VENDORED_SINCE,
+    batch_by_length,
+    expert_weight_factor,
+    moe_transient_per_token,
+    mxfp4_backends,
+    sampler_install_open,
+)
+from flightcheck._knowledge.vllm.memory_tp import (
+    FI_FUSION_DEFAULT_ON,
+    fusion_rule,
+    fusion_workspace,
+    unknown_release_may_run_v0,
+)
 from flightcheck._knowledge.vllm.memory_v0 import (
     FUSED_MOE_CACHE13_SINCE,
     V0_CC_BELOW,
@@ -392,6 +407,7 @@ __all__ = [
     "MTP_TARGETS",
     "MULTICAST_PATHS",
     "MULTICAST_PATHS_READ_IN",
+    "MXFP4_MOE_SINCE",
     "NAME",
     "NCCL_CUMEM_OFF_UNTIL",
     "NEWEST_READ",
@@ -443,6 +459,7 @@ __all__ = [
     "TORCH_BY_RELEASE",
     "TORCH_PINS",
     "TP_COMMUNICATORS_IN_BUDGET",
+    "TRITON_KERNELS_VENDORED_SINCE",
     "TRITON_TOP_K_TOP_P_SINCE",
     "USE_DEEP_GEMM",
     "USE_DEEP_GEMM_DEFAULTS",
@@ -486,6 +503,7 @@ __all__ = [
     "_release",
     "_tokens",
     "apply_hf_overrides",
+    "batch_by_length",
     "batch_defaults",
     "beyond_read",
     "comm_in_budget",
@@ -501,6 +519,7 @@ __all__ = [
     "encoder_profiled",
     "encoder_tp_mode",
     "env_default",
+    "expert_weight_factor",
     "fused_moe_cache13_shared",
     "fusion_rule",
     "fusion_workspace",
@@ -514,6 +533,8 @@ __all__ = [
     "mm_limits",
     "mm_profiling",
     "mm_profiling_off",
+    "moe_transient_per_token",
+    "mxfp4_backends",
     "nccl_cumem_forced_off",
     "non_cuda_platform",
     "non_torch_counts_allocator_cache",
@@ -526,11 +547,13 @@ __all__ = [
     "resolve_speculative",
     "runs_v0",
     "sampler_bytes_per_element",
+    "sampler_install_open",
     "sampler_kind",
     "separate_draft",
     "speculative",
     "speculative_given",
     "torch_pin",
+    "unknown_release_may_run_v0",
     "use_deep_gemm_default",
     "utilization_refusal",
     "v0_batch",

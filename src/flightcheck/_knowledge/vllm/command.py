@@ -18,6 +18,10 @@ from flightcheck._knowledge.vllm.options import FLAG
 from flightcheck._knowledge.vllm.reader import SERVED_NAME_FLAG
 from flightcheck._knowledge.vllm.spec_decode import speculative_given
 
+#: ``--enable-chunked-prefill`` / ``--no-enable-chunked-prefill`` (BooleanOptionalAction of
+#: SchedulerConfig.enable_chunked_prefill, vllm/engine/arg_utils.py, 0.10.1.1 - 0.33.0)
+CHUNKED_PREFILL_FLAGS = {"--enable-chunked-prefill": True, "--no-enable-chunked-prefill": False}
+
 #: the Intent fields :func:`launch_options` fills.
 LAUNCH_OPTION_FIELDS: tuple[str, ...] = (
     "speculative_config",
@@ -46,13 +50,19 @@ def launch_options(flags: list[str]) -> dict[str, Any]:
 def engine_options(flags: list[str]) -> dict[str, Any]:
     """The Intent's engine-read fields (``ENGINE_OPTION_FIELDS``) of a vLLM launch: the
     served names (``--served-model-name a b``), the all2all backend (``--all2all-backend``,
-    the last one given, as argparse keeps it; FC712), no memory options."""
+    the last one given, as argparse keeps it; FC712) and, as memory options, whether chunked
+    prefill is on (``--[no-]enable-chunked-prefill``, when given)."""
     served: list[str] | None = None
     backend: str | None = None
+    memory: dict[str, Any] = {}
     for item in flags:
         name, eq, value = item.partition("=")
         if name == SERVED_NAME_FLAG and eq:
             served = value.split()
         elif name == ALL2ALL_FLAG and eq:
             backend = value
-    return {"served_model_names": served, "all2all_backend": backend, "memory_options": {}}
+        elif name in CHUNKED_PREFILL_FLAGS:
+            # the last one given wins (BooleanOptionalAction); off, the batch is the context
+            # (memory_gptoss.batch_by_length)
+            memory["enable_chunked_prefill"] = CHUNKED_PREFILL_FLAGS[name]
+    return {"served_model_names": served, "all2all_backend": backend, "memory_options": memory}

@@ -57,6 +57,8 @@ BOOL_FLAGS: frozenset[str] = frozenset(
         "--trust-remote-code",
         "--enable-prefix-caching",
         "--no-enable-prefix-caching",
+        "--enable-chunked-prefill",
+        "--no-enable-chunked-prefill",
         "--disable-log-requests",
         "--disable-log-stats",
         "--headless",
