@@ -15,10 +15,11 @@ from support.memory_accuracy import RESIDUALS, GiB, _config, evaluate, load, sum
 def test_kv_budget_accuracy_on_public_logs() -> None:
     rows = evaluate()
     s = summary(rows, held_out=False)
-    assert s["scored"] == 86, [(r.index, r.excluded) for r in rows]
+    assert s["scored"] == 88, [(r.index, r.excluded) for r in rows]
     # Issue 23 (v0rules): V0 points 113 (DeepSeek-R1, TP 8, 8 x H200, 0.7.3: +7.03 GiB, a residual),
-    # 114 (Phi-4-mini, A100 40GB, 0.7.3: -0.24), 116 (Qwen2.5-1.5B, T4, 0.7.2: -0.05) and 117
-    # (Qwen2.5-Math-1.5B, 0.7.2: -0.18) joined the corpus, 115 and 118 the held-out set.
+    # 114 (Phi-4-mini, A100 40GB, 0.7.3: -0.24), 116 (Qwen2.5-1.5B, T4, 0.7.2: -0.05), 117
+    # (Qwen2.5-Math-1.5B, 0.7.2: -0.18), 119 (DeepSeek-R1-Distill-Qwen-7B, V100, 0.7.1: -0.15) and
+    # 120 (Qwen2.5-Math-1.5B, L40, 0.7.2: -0.16) joined the corpus, 115 and 118 the held-out set.
     # Issue 23 (gptoss): point 112 (gpt-oss-120b on one H100 at 98,304 tokens, 0.11.2, Marlin
     # MXFP4 MoE, max_num_seqs 6) joined the corpus: +0.19 GiB, within; it moves the median
     # |error| from 0.1471 to 0.1479 GiB (no existing point changed: the MXFP4 backend rules of
@@ -74,7 +75,7 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # (before the Qwen-VL item: 70 within, 0.1493 GiB)
     # (before points 95-106: 62 within, 0.1488 GiB, 1.25 %)
     # (before the V0 points 113-118: 77 within, median 0.1479 GiB; the new points move the median)
-    assert s["within"] >= 80 and s["median_abs_error_gib"] <= 0.1488
+    assert s["within"] >= 82 and s["median_abs_error_gib"] <= 0.1488
     # token capacity where logged (block-rounded, minus the null block)
     assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0113
 
@@ -378,7 +379,7 @@ def test_the_logged_budget_lies_inside_the_reported_bound() -> None:
 
     rows = evaluate()
     s = summary(rows, held_out=False)
-    assert s["inside"] >= 82 and s["within5"] >= 79
+    assert s["inside"] >= 85 and s["within5"] >= 82
     outside = {r.index for r in rows if r.excluded is None and r.inside is False and not r.held_out}
     # 34 is inside since its build's profiler (0.6.5's memory_profiling) counts torch's
     # reserved-but-free blocks (the allocator_cache term); 113 is RESIDUALS[113]

@@ -134,6 +134,8 @@ ARCH = {
     "Qwen/Qwen2.5-Math-1.5B": "qwen2.5-1.5b",
     # AutoRound GPTQ 4-bit weights of microsoft/phi-4 (point 118's KV bytes a token)
     "kaitchup/Phi-4-AutoRound-GPTQ-4bit": "phi-4",
+    # DeepSeek's distillation into Qwen2.5-Math-7B, Qwen2.5-7B's shape (point 119's KV bytes a token)
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": "qwen2.5-7b",
 }
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
