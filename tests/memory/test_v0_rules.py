@@ -162,3 +162,23 @@ def test_torch_pins_by_release() -> None:
     assert vllm.torch_pin(release("0.9.2")) == "2.7.0"
     assert vllm.torch_pin(release("0.10.0")) == "2.7.1"
     assert vllm.torch_pin(None) is None
+
+
+def test_batch_for_takes_v0s_mla_and_multimodal_rules() -> None:
+    """The memory model re-sizes a V0 launch's profile once the config says MLA (``build``): a
+    0.8.5 V0 fallback (T4) of an MLA model at 65,536 tokens profiles all of them; 0.7.3 keeps the
+    2048 chunked-prefill tokens; a V1 release ignores the flags."""
+    from flightcheck._memory import batch_for
+    from flightcheck._vocabulary.intent import Intent
+
+    it = Intent(max_model_len=65536)
+    t4 = int(14.74 * GiB)
+    assert batch_for(it, t4, "Tesla T4", "0.8.5", "7.5", mla=True).tokens == 65536
+    assert batch_for(it, t4, "Tesla T4", "0.8.5", "7.5").tokens == 2048
+    assert batch_for(it, t4, "Tesla T4", "0.7.3", "7.5", mla=True).tokens == 2048
+    h100 = int(79.19 * GiB)
+    assert batch_for(it, h100, "NVIDIA H100 80GB HBM3", "0.11.0", "9.0", mla=True).tokens == 8192
+    assert (
+        batch_for(Intent(max_model_len=4096), h100, "NVIDIA H100 80GB HBM3", "0.7.3", "9.0", multimodal=True).tokens
+        == 5120
+    )
