@@ -10,7 +10,8 @@ import pytest
 from flightcheck._checkpoint import load
 from flightcheck._knowledge.vllm import memory_moe
 from flightcheck._memory import build
-from flightcheck._memory.budget import Batch, bound_terms, forward_peak, moe_backend_span
+from flightcheck._memory.bound import bound_terms
+from flightcheck._memory.budget import Batch, forward_peak, moe_backend_span
 from flightcheck._memory.config import parse
 from flightcheck._memory.weights import Layout
 from flightcheck._vocabulary.intent import Intent

@@ -20,12 +20,12 @@ from typing import Any
 import msgspec
 
 from flightcheck._knowledge import nccl, vllm
+from flightcheck._memory.bound import bound_terms
 from flightcheck._memory.budget import (
     NEAR_MISS,
     Batch,
     Interconnect,
     activations,
-    bound_terms,
     communication,
     default_reserve,
     forward_peak,
@@ -125,6 +125,18 @@ ARCH = {
     # an SFT of Rho-1's 1B model, a TinyLlama-1.1B architecture (point 111: its logged KV bytes
     # a token, 22,528, are 22 layers x 2 x 4 KV heads x 64 x 2)
     "realtreetune/rho-1b-sft-GSM8K": "tinyllama-1.1b",
+    # a merged LoRA fine-tune of Phi-4-mini-instruct (point 114: 131,077 B of KV a token, Phi-4-mini's)
+    "microsoft/Phi-4-mini-instruct (merged LoRA fine-tune)": "phi-4-mini",
+    # DeepSeek-Coder-V2-Lite is pre-trained on from a DeepSeek-V2-Lite checkpoint: 27 layers, 6 of
+    # 64 experts (point 115's note cites the model card and public notes)
+    "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct": "deepseek-v2-lite",
+    "Qwen/Qwen2.5-1.5B-Instruct": "qwen2.5-1.5b",
+    # the math fine-tune keeps Qwen2.5-1.5B's architecture (point 117's KV bytes a token)
+    "Qwen/Qwen2.5-Math-1.5B": "qwen2.5-1.5b",
+    # AutoRound GPTQ 4-bit weights of microsoft/phi-4 (point 118's KV bytes a token)
+    "kaitchup/Phi-4-AutoRound-GPTQ-4bit": "phi-4",
+    # DeepSeek's distillation into Qwen2.5-Math-7B, Qwen2.5-7B's shape (point 119's KV bytes a token)
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": "qwen2.5-7b",
 }
 #: per-rank weights derived for a point that does not log them, from another point's logged
 #: weights of the same checkpoint at another TP: ``(point, TP, GiB replicated on every rank)``.
@@ -154,6 +166,7 @@ def derived_weights(points: list[dict[str, Any]], i: int) -> float | None:
 GPU = {
     "NVIDIA A100 80GB": "A100 80GB",
     "NVIDIA A100 40GB": "A100 40GB",
+    "NVIDIA A100 40GB (inferred: 39.56 GiB CUDA total)": "A100 40GB",
     "NVIDIA A100 (40GB inferred)": "A100 40GB",
     # an A100 whose variant the source leaves out: 13.72 GiB of weights + 36.56 GiB of KV at
     # utilization 0.65 (point 39) need >= 77 GiB, which only the 80 GB board has
@@ -214,8 +227,9 @@ NOT_SOURCED = {
 #: tests/memory/test_accuracy.py asserts this list is exactly the misses). Point 34 (V0 at PR
 #: #10511) left it when V0's sort sampler was modelled (vllm.V0_FLASHINFER_SAMPLER_OPT_IN): its
 #: logged activation peak of 1.26 GiB is now modelled as 1.22 (0.78 before), and it is +1.57 GiB
-#: against a tolerance of 1.60 — still with the log's non_torch_memory of 1.79 GiB at TP 1 against
-#: 0.25 modelled, which that commit's profiler counts and 0.6.4.post1's rules do not explain
+#: against a tolerance of 1.60 — with the log's non_torch_memory of 1.79 GiB at TP 1 against 0.25
+#: modelled: that build runs PR 10511's memory_profiling (0.6.5's rules, memory_v0), which counts
+#: torch's reserved-but-free blocks as non-torch; the bound's allocator_cache term holds it
 RESIDUALS = {
     2: (
         "TP 2 across two nodes (Ray) in 0.10.1.1, whose snapshot precedes the distributed init "
@@ -293,6 +307,25 @@ RESIDUALS = {
         "host's, not in vLLM's code (not modelled). The same host's next launch (94), without the download, is "
         "within 0.09 GiB"
     ),
+    113: (
+        "DeepSeek-R1 (FP8, MLA, MoE) at TP 8 on 8 x H200 in 0.7.3 (V0), the driver's figures: the model "
+        "counts 5.11 GiB of activations and 0.25 + 1.14 GiB of non-torch memory where the log has 6.37 and 7.16. "
+        "Derived from the code and counted: V0's baseline precedes init_worker_distributed_environment "
+        "(worker/worker.py init_device, 0.7.3), so the TP group's pynccl communicator and torch's device-group "
+        "communicator (made by the profile run's logits gather to the driver, logits_processor.py / "
+        "parallel_state.py GroupCoordinator.gather) with every ring and tree connected at init "
+        "(NCCL_CUMEM_ENABLE=0, vllm/__init__.py) and custom all-reduce's buffers are inside: 1.14 GiB "
+        "(flightcheck._knowledge.nccl, 24 channels, the driver a chain's end). NVLS only in the bound: the log "
+        "does not show multicast support, and NCCL 2.21.5 (the NCCL of torch 2.5.1, which 0.7.3 pins) sizes it "
+        "nChannels x 2 x (1 MiB + NVLS_MEM_ALIGN_SIZE 2 MiB) x nHeads = 1.125 GiB a communicator (nvls.cc at "
+        "v2.21.5-1; 256 MiB from 2.22): the bound's nccl_in_budget reaches 2.25 GiB below the point. About "
+        "3.5 GiB more non-torch memory "
+        "is not derived. Activations: the profile's 32,000 tokens over 1024 dummy prompts; V0's sort sampler on "
+        "1024 x 129,280 logits is 4.68 GiB, fused_moe's three separate workspaces of 0.7.3 "
+        "(vllm.fused_moe_cache13_shared) with the shared expert's output held through them "
+        "(deepseek_v2.py DeepseekV2MoE.forward: shared_output is computed first) about 5.3 GiB — the forward "
+        "pass's shared-expert output is not modelled, and the rest of the 6.37 GiB is not derived"
+    ),
 }
 
 
@@ -318,7 +351,7 @@ class Row:
     #: 0.11), (low, high) GiB, where the point records its interconnect (``interconnect``)
     comm_gib: tuple[float, float] | None = None
     excluded: str | None = None
-    #: the KV budget's [low, high] bound (``budget.bound_terms``), GiB
+    #: the KV budget's [low, high] bound (``bound.bound_terms``), GiB
     low_gib: float | None = None
     high_gib: float | None = None
     #: per-term (predicted, logged) GiB where the log breaks the profile down
@@ -383,7 +416,7 @@ class Row:
 
 
 def _v0_peak(cfg: Any, layout: Any, batch: Any, p: dict[str, Any], length: int | None) -> int:
-    """The profile peak of a launch run by the V0 engine (``budget.bound_terms``' V0 side):
+    """The profile peak of a launch run by the V0 engine (``bound.bound_terms``' V0 side):
     V0's default batch for ``length`` (``vllm.v0_batch``) unless the point sets it, and the sort."""
     given = p["max_num_batched_tokens"] or not length
     tokens, seqs = (batch.tokens, batch.seqs) if given else vllm.v0_batch(length)
@@ -494,10 +527,11 @@ def evaluate() -> list[Row]:
         v = release(p["vllm_version"] or p.get("vllm_version_inferred"))
         length = p["max_model_len"] or cfg.max_position or 0
         cc = p.get("compute_capability") or COMPUTE_CAPABILITY.get(gpu_key or "")
-        # the V0 engine (vllm.runs_v0): every release before 0.7.0, and a 0.8 - 0.10.1 launch
-        # that falls back to it; ``engine`` records what the log itself shows (its V0 profiler
-        # lines), for points whose GPU is not named (97, 98)
-        v0 = p.get("engine") == "V0" or vllm.runs_v0(v, cc, p.get("quantization"))
+        # the V0 engine (vllm.runs_v0): every release before 0.8.0 unless VLLM_USE_V1=1, and a
+        # 0.8 - 0.10.1 launch that falls back to it; ``engine`` records what the log itself
+        # shows (its V0 profiler lines, or a V1 engine line), for points whose GPU is not named
+        # (97, 98) or whose environment the source does not give
+        v0 = p.get("engine") == "V0" or (p.get("engine") != "V1" and vllm.runs_v0(v, cc, p.get("quantization")))
         tokens, seqs = vllm.batch_defaults(
             v,
             # the device memory vLLM's batch defaults read: NVML's, which a GB10 does not report
@@ -506,6 +540,8 @@ def evaluate() -> list[Row]:
             cc,
             max_model_len=length,
             v0=v0,
+            mla=cfg.mla,
+            multimodal=cfg.tower is not None or cfg.vision is not None,
         )
         if not v0:
             # the context's say in the default batch (vllm.batch_by_length), chunked prefill as logged
@@ -581,7 +617,7 @@ def evaluate() -> list[Row]:
         requested = math.ceil(total * GiB * util)
         available = requested - weights * GiB - reserve
         row.predicted_gib = available / GiB
-        # the bound the report gives (budget.bound_terms), on the interconnect the point records
+        # the bound the report gives (bound.bound_terms), on the interconnect the point records
         terms = bound_terms(
             engine_version=version,
             total=int(total * GiB),

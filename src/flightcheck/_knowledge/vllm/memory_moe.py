@@ -85,6 +85,7 @@ Extrapolated past 0.33.0 (the newest release read).
 from __future__ import annotations
 
 from flightcheck._knowledge.vllm._versions import _release
+from flightcheck._knowledge.vllm.memory_v0 import fused_moe_cache13_shared
 
 #: ``VLLM_FUSED_MOE_CHUNK_SIZE``'s default by release (envs.py): (first release, tokens; None =
 #: no chunking). Read in 0.6.4, 0.7.3, 0.8.4, 0.8.5, 0.9.2, 0.10.0 - 0.11.2 (32768), 0.12.0 -
@@ -165,7 +166,9 @@ def moe_workspace_bytes(
         ws13 = max(one, out) if m == tokens else one + out
         elems = ws13 + m * k * max(n, hidden)
     else:
-        elems = m * k * (max(n, hidden) + n / 2)
+        # before 0.8.0 cache1 and cache3 are separate buffers (memory_v0.fused_moe_cache13_shared)
+        c13 = max(n, hidden) if fused_moe_cache13_shared(v) else n + hidden
+        elems = m * k * (c13 + n / 2)
     # the output, alongside the input it no longer overwrites
     total = elems * dtype_bytes + moe_output_bytes(v, tokens, hidden, dtype_bytes)
     if fp8:
