@@ -72,7 +72,7 @@ def test_kimi_fits_where_it_should(ckpts) -> None:
         for code in ("FC401", "FC402", "FC403", "FC404"):
             assert_silent(code, f, model=ckpts["kimi-k2-instruct"], tensor_parallel_size=tp)
     # fp8 KV at TP 8 on H200 fits the estimate (5.2 GiB for 4.3) but not the bound's low end:
-    # NCCL's connections made on first use land after the snapshot (budget.bound_terms) — a
+    # NCCL's connections made on first use land after the snapshot (bound.bound_terms) — a
     # warning naming the margin, never a stop
     got = evaluated(
         "FC402",
@@ -232,7 +232,7 @@ def test_fc402_each_fix_line_alone_makes_it_fit(ckpts, model: str, intent: dict)
     assert r.fix and "holds the weights" not in r.message
     for line in r.fix.splitlines():
         # no stop after any one fix; a warning only where the bound's low end is still short
-        # (budget.bound_terms: NCCL's connections on first use at TP > 1), never at the estimate
+        # (bound.bound_terms: NCCL's connections on first use at TP > 1), never at the estimate
         got = evaluated("FC402", results(h200(), **{**launch, **_apply(line)})["FC402"])
         failing = [x for x in got if x.status.value == "fail"]
         assert all(x.severity.value == "warning" and "as low as" in x.message for x in failing), line

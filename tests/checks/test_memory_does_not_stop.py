@@ -103,10 +103,10 @@ def test_fc402_does_not_stop_a_shortfall_within_the_estimates_error(ckpts) -> No
     near = int((budget + 0.1 * 2**30) // per_token)
     assert stops("FC402", node, max_model_len=near, **kw) == []
     (r,) = [r for r in results(node, max_model_len=near, **kw)["FC402"] if r.status.value == "fail"]
-    # the bound's high end holds it: a warning that names the range (budget.bound_terms)
+    # the bound's high end holds it: a warning that names the range (bound.bound_terms)
     assert r.severity.value == "warning" and "the budget per GPU is between" in r.message
     assert 0 < r.evidence["kv_shortfall_bytes"] <= 2**30 // 4 and "--max-model-len" in r.fix
-    # a stop only past the bound's high end (budget.bound_terms) by more than the estimate's error
+    # a stop only past the bound's high end (bound.bound_terms) by more than the estimate's error
     high = per["kv_budget_high_bytes"]
     assert high > budget
     far = int((high + 0.5 * 2**30) // per_token)
@@ -136,7 +136,7 @@ def test_no_gpu_gives_clean_memory_verdicts_not_a_crash(ckpts, gpus: str) -> Non
 
 def test_fc402_does_not_stop_a_shortfall_an_unknown_release_may_cover(ckpts) -> None:
     """No vLLM release known: the budget is a bound over the releases' rules (0.92 utilization
-    from 0.20.0, the CUDA-graph estimate not subtracted before it: ``budget.bound_terms``).
+    from 0.20.0, the CUDA-graph estimate not subtracted before it: ``bound.bound_terms``).
     Short by 0.4 GiB at the point, inside the high end: a warning naming the bound, not a
     stop; short beyond the high end (+ the estimate's error), a stop."""
     import copy

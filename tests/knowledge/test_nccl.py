@@ -173,3 +173,25 @@ def test_nccl_env_that_narrows_the_network_part() -> None:
     assert nccl.env_max_channels({"NCCL_MAX_NRINGS": "8"}) == 8
     assert nccl.env_max_channels({"NCCL_MAX_NCHANNELS": "999"}) == nccl.MAXCHANNELS
     assert nccl.env_max_channels({"NCCL_MAX_NCHANNELS": "x"}) == nccl.MAXCHANNELS
+
+
+def test_nvls_before_2_22_is_sized_by_the_communicators_channels() -> None:
+    """NCCL 2.21.5 (src/transport/nvls.cc ncclNvlsSetup at tag v2.21.5-1): comm->nChannels x 2 x
+    (chunk x steps + NVLS_MEM_ALIGN_SIZE) x nHeads; from 2.22 nvlsChannels x 2 x chunk x steps x
+    nHeads plus credits. 8 x H100/H200 (24 channels, 8 heads): 1152 MiB against 256 MiB."""
+    assert nccl.nvls_bytes("9.0", 18, 8, (2, 21, 5), 24) == 24 * 2 * 8 * 3 * MiB
+    assert nccl.nvls_bytes("9.0", 18, 8, (2, 22, 3), 24) == nccl.nvls_bytes("9.0", 18, 8)
+    assert nccl.nvls_bytes("9.0", 18, 8, None, 24) == nccl.nvls_bytes("9.0", 18, 8)
+    assert nccl.nvls_bytes("8.0", 12, 8, (2, 21, 5), 24) == 0  # no NVLS below cc 9.0
+    old = nccl.communicator_bytes(
+        ngpus=8,
+        compute_capability="9.0",
+        nvlinks=18,
+        nvswitch=True,
+        connect_at_init=True,
+        multicast=True,
+        version=(2, 21, 5),
+    )
+    assert old.parts["nvls"] == 1152 * MiB
+    assert nccl.version_of(nccl.NCCL_BY_TORCH["2.5.1"]) == (2, 21, 5)
+    assert nccl.version_of("x.y") is None and nccl.version_of(None) is None

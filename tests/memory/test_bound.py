@@ -1,11 +1,12 @@
-"""The KV budget's [low, high] bound (``budget.bound_terms``): which facts widen it, by release."""
+"""The KV budget's [low, high] bound (``bound.bound_terms``): which facts widen it, by release."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from flightcheck._knowledge.units import GiB
-from flightcheck._memory.budget import CUDA_GRAPHS, CUDA_GRAPHS_HIGH, Communication, bound_terms, usable_bytes
+from flightcheck._memory.bound import bound_terms
+from flightcheck._memory.budget import CUDA_GRAPHS, CUDA_GRAPHS_HIGH, Communication, usable_bytes
 
 COMM = Communication(0, 800 << 20, {}, True)
 TOTAL = int(79.18 * GiB)

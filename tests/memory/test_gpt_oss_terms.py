@@ -8,7 +8,8 @@ import pytest
 
 from flightcheck._knowledge import vllm
 from flightcheck._knowledge.vllm._versions import _release
-from flightcheck._memory.budget import Batch, bound_terms, forward_peak
+from flightcheck._memory.bound import bound_terms
+from flightcheck._memory.budget import Batch, forward_peak
 from flightcheck._memory.config import parse
 from flightcheck._memory.weights import Layout, mxfp4_padding
 from support.memory_accuracy import GiB, _config, evaluate, load

@@ -204,7 +204,7 @@ def _util_for_slack(path: str, flags: list[str], length: int, slack: float) -> f
 
 def fc402_errors(path: str, flags: list[str], util: float, length: int, errors_only: bool = True) -> list:
     """FC402's failures (errors only, unless ``errors_only`` is False: a warning where the bound's
-    high end still fits, ``budget.bound_terms``)."""
+    high end still fits, ``bound.bound_terms``)."""
     res = results(
         facts("b300"),
         model=path,
@@ -224,7 +224,7 @@ def test_fc402_mtp_tips_a_launch_over(ds) -> None:
     path, _ = ds
     util = round(_util_for_slack(path, [], 131072, 0.05 * GiB), 4)
     assert fc402_errors(path, [], util, 131072) == []
-    # short at the estimate; a stop only past the bound's high end (budget.bound_terms), so
+    # short at the estimate; a stop only past the bound's high end (bound.bound_terms), so
     # the failure may be a warning: what is asserted is that MTP tips it over
     (r,) = fc402_errors(path, [MTP1], util, 131072, errors_only=False)
     assert r.evidence["kv_shortfall_bytes"] > GiB // 4

@@ -311,7 +311,7 @@ def _util_for_slack(target: str, flags: list[str], slack: float) -> float:
 
 def fc402_errors(target: str, flags: list[str], util: float, errors_only: bool = True) -> list:
     """FC402's failures (errors only, unless ``errors_only`` is False: a warning where the bound's
-    high end still fits, ``budget.bound_terms``)."""
+    high end still fits, ``bound.bound_terms``)."""
     res = results(
         facts("b300"),
         model=target,
@@ -329,7 +329,7 @@ def test_fc402_eagle3_draft_tips_a_launch_over(ckpts) -> None:
     buffers, 4 KiB of KV a token) is the shortfall."""
     util = round(_util_for_slack(ckpts["target"], [], 0.05 * GiB), 4)
     assert fc402_errors(ckpts["target"], [], util) == []
-    # a stop only past the bound's high end (budget.bound_terms): asserted is that it fails
+    # a stop only past the bound's high end (bound.bound_terms): asserted is that it fails
     (r,) = fc402_errors(ckpts["target"], [spec(ckpts["eagle3"])], util, errors_only=False)
     assert r.evidence["kv_shortfall_bytes"] > GiB // 2
 

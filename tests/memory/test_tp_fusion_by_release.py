@@ -1,6 +1,6 @@
 """FlashInfer's all-reduce fusion workspace inside vLLM's KV budget, release by release
 (``flightcheck._knowledge.vllm.memory_tp``), and the bound of a launch whose release is unknown
-(``budget.bound_terms``' ``release_unknown``).
+(``bound.bound_terms``' ``release_unknown``).
 
 Sources (read in the wheels of every release 0.11.0 - 0.33.0 on disk; 0.21.x has none):
 vllm/config/vllm.py ``enable_allreduce_rms_fusion`` and the optimization levels,
@@ -18,7 +18,8 @@ from flightcheck._knowledge import vllm
 from flightcheck._knowledge.units import GiB
 from flightcheck._knowledge.vllm import memory_tp as tp_rules
 from flightcheck._knowledge.vllm.memory_tp import ALLOC_GRANULARITY, MC_GRANULARITY_INFERRED
-from flightcheck._memory.budget import CONTEXT, bound_terms
+from flightcheck._memory.bound import bound_terms
+from flightcheck._memory.budget import CONTEXT
 from flightcheck._vocabulary.version import release
 
 MiB = 1 << 20

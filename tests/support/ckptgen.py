@@ -129,11 +129,14 @@ def mixtral_tensors(c: dict[str, Any]) -> list[Tensor]:
 def qwen_moe_tensors(c: dict[str, Any]) -> list[Tensor]:
     """Qwen2-MoE / Qwen3-MoE: ``mlp.experts.<e>.*``, ``mlp.gate``, optional shared expert."""
     h, e = c["hidden_size"], c["num_experts"]
+    # block FP8 (Qwen3-235B-A22B-FP8): attention and experts in FP8 blocks, the router bf16
+    lin, exp = _quant(c)
 
     def body(i: int, p: str) -> list[Tensor]:
-        out = _dense_attention(p, c, c.get("model_type") == "qwen2_moe") + [(f"{p}.mlp.gate.weight", "BF16", [e, h])]
+        out = _dense_attention(p, c, c.get("model_type") == "qwen2_moe", lin)
+        out.append((f"{p}.mlp.gate.weight", "BF16", [e, h]))
         for x in range(e):
-            out += _mlp(f"{p}.mlp.experts.{x}", h, c["moe_intermediate_size"], None)
+            out += _mlp(f"{p}.mlp.experts.{x}", h, c["moe_intermediate_size"], exp)
         if c.get("shared_expert_intermediate_size"):
             out += _mlp(f"{p}.mlp.shared_expert", h, c["shared_expert_intermediate_size"], None)
             out.append((f"{p}.mlp.shared_expert_gate.weight", "BF16", [1, h]))

@@ -20,15 +20,16 @@ from typing import Any
 import msgspec
 
 from flightcheck._knowledge import nccl, vllm
+from flightcheck._memory.bound import bound_terms
 from flightcheck._memory.budget import (
     NEAR_MISS,
     Batch,
     Interconnect,
     activations,
-    bound_terms,
     communication,
     default_reserve,
     forward_peak,
+    moe_backend_span,
     profile_peak,
     release,
     sampler_span,
@@ -124,40 +125,62 @@ ARCH = {
     # an SFT of Rho-1's 1B model, a TinyLlama-1.1B architecture (point 111: its logged KV bytes
     # a token, 22,528, are 22 layers x 2 x 4 KV heads x 64 x 2)
     "realtreetune/rho-1b-sft-GSM8K": "tinyllama-1.1b",
-    # held-out points 113-127 (SEARCHES.md, "a genuinely held-out measurement set"):
-    # DeepSeek-Coder-V2-Lite-Instruct, a DeepSeek-V2-Lite architecture (15.7B parameters, 27
-    # MLA layers: its log's 3.97 GiB x 8 ranks of fp16 weights)
+    # a merged LoRA fine-tune of Phi-4-mini-instruct (point 114: 131,077 B of KV a token, Phi-4-mini's)
+    "microsoft/Phi-4-mini-instruct (merged LoRA fine-tune)": "phi-4-mini",
+    # DeepSeek-Coder-V2-Lite is pre-trained on from a DeepSeek-V2-Lite checkpoint: 27 layers, 6 of
+    # 64 experts (point 115's note cites the model card and public notes)
     "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct": "deepseek-v2-lite",
+    "Qwen/Qwen2.5-1.5B-Instruct": "qwen2.5-1.5b",
+    # the math fine-tune keeps Qwen2.5-1.5B's architecture (point 117's KV bytes a token)
+    "Qwen/Qwen2.5-Math-1.5B": "qwen2.5-1.5b",
+    # AutoRound GPTQ 4-bit weights of microsoft/phi-4 (point 118's KV bytes a token)
+    "kaitchup/Phi-4-AutoRound-GPTQ-4bit": "phi-4",
+    # DeepSeek's distillation into Qwen2.5-Math-7B, Qwen2.5-7B's shape (point 119's KV bytes a token)
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": "qwen2.5-7b",
+    # held-out points 126-137 (SEARCHES.md, "a genuinely held-out measurement set"):
     "Qwen/Qwen2.5-72B-Instruct": "qwen2.5-72b",
-    # bitsandbytes 4-bit weights of Qwen2.5-7B-Instruct (point 115)
+    # bitsandbytes 4-bit weights of Qwen2.5-7B-Instruct (point 127)
     "/home/sancelot/Qwen2.5-7B-Instruct-bnb-4bit": "qwen2.5-7b",
     # DeepSeek-V2.5: a DeepseekV2ForCausalLM checkpoint of DeepSeek-V2's 236B architecture
     "deepseek-ai/DeepSeek-V2.5": "deepseek-v2",
     # the merged DPO fine-tune of Llama-3.1-8B-Instruct of point 85, served as 'models/merged'
-    # (point 118: the same project's 14.99 GiB of weights, 'Resolved architecture: LlamaForCausalLM')
+    # (point 130: the same project's 14.99 GiB of weights, 'Resolved architecture: LlamaForCausalLM')
     "models/merged": "llama-3-8b",
     # AWQ 4-bit and online-FP8 weights of Llama 3 / 3.1 70B: the llama-3.3-70b architecture (80
-    # layers, 8 KV heads; point 119's 163,840 B of KV a token a rank at TP 2)
+    # layers, 8 KV heads; point 131's 163,840 B of KV a token a rank at TP 2)
     "TechxGenus/Meta-Llama-3-70B-Instruct-AWQ": "llama-3.3-70b",
     "meta-llama/Llama-3.1-70B-Instruct": "llama-3.3-70b",
-    # GPTQ 4-bit (AutoRound) weights of microsoft/phi-4
-    "kaitchup/Phi-4-AutoRound-GPTQ-4bit": "phi-4",
     "Qwen/Qwen2.5-0.5B": "qwen2.5-0.5b",
-    # DeepSeek's distillation into Qwen2.5-Math-7B, a Qwen2ForCausalLM of Qwen2.5-7B's shape
-    # (28 layers, 4 KV heads of 128, vocabulary 152,064)
-    "/root/autodl-tmp/deepseek-ai/DeepSeek-R1-Distill-Qwen-7B": "qwen2.5-7b",
-    # point 128 (held out): a local copy of deepseek-ai/DeepSeek-R1 (the served name deepseek-r1)
-    "/mnt/dingofs-test/DeepSeek-R1": "deepseek-v3",
-    # points 129-130 (held out): local copies of Qwen/Qwen2.5-Math-1.5B
-    "models/Qwen2.5-Math-1.5B": "qwen2.5-math-1.5b",
-    "../models/Qwen2.5-Math-1.5B": "qwen2.5-math-1.5b",
-    # point 131 (held out): microsoft/phi-4-mini-instruct with a LoRA merged in (merge_and_unload)
-    "/content/gene_ter_4N_exp_eln_nl_phi4_20250806_001250/final_merged_model": "phi-4-mini",
 }
+#: per-rank weights derived for a point that does not log them, from another point's logged
+#: weights of the same checkpoint at another TP: ``(point, TP, GiB replicated on every rank)``.
+#: Point 33 (Qwen3-235B-A22B-FP8 at TP 4) from point 15 (the same checkpoint at TP 8 + EP,
+#: 27.6656 GiB, vLLM 0.10.0): what splits over TP 4 (q / o projections, the experts' 1536-wide
+#: intermediate by 4, the vocabulary-sharded embedding and LM head, the 128 x 128 block scales)
+#: is twice TP 8's share (EP 8 holds 16 of 128 whole experts: 1/8 of the same bytes), and each
+#: rank keeps at both TPs one of the 4 KV heads (k / v_proj: 2 x 128 x 4096 FP8), the bf16 router
+#: (128 x 4096) and the norms: 94 x (1 MiB + 1 MiB + 16.5 KiB) + 8 KiB = 0.185 GiB
+#: (model_configs.json's qwen3-235b-a22b figures; config.json's quantization_config: FP8 blocks of
+#: 128 x 128, the router and norms unquantized, vllm/model_executor/models/qwen3_moe.py
+#: ``Qwen3MoeSparseMoeBlock.gate`` a ReplicatedLinear with quant_config None, 0.9.2 - 0.33.0)
+DERIVED_WEIGHTS = {33: (15, 8, 0.185)}
+
+
+def derived_weights(points: list[dict[str, Any]], i: int) -> float | None:
+    """Point ``i``'s per-rank weights from ``DERIVED_WEIGHTS``: the split part scaled by TP."""
+    if i not in DERIVED_WEIGHTS:
+        return None
+    src, src_tp, replicated = DERIVED_WEIGHTS[i]
+    logged = points[src]["logged"]["model_loading_gib"]
+    tp = points[i]["tp"] or 1
+    return (logged - replicated) * src_tp / tp + replicated
+
+
 #: the point's GPU -> the _gpu_totals_gib key
 GPU = {
     "NVIDIA A100 80GB": "A100 80GB",
     "NVIDIA A100 40GB": "A100 40GB",
+    "NVIDIA A100 40GB (inferred: 39.56 GiB CUDA total)": "A100 40GB",
     "NVIDIA A100 (40GB inferred)": "A100 40GB",
     # an A100 whose variant the source leaves out: 13.72 GiB of weights + 36.56 GiB of KV at
     # utilization 0.65 (point 39) need >= 77 GiB, which only the 80 GB board has
@@ -176,6 +199,8 @@ GPU = {
     "NVIDIA GeForce RTX 3090 (23.54 GiB host)": "RTX 3090 (23.54)",
     "NVIDIA L40S": "L40S",
     "NVIDIA RTX PRO 6000 Blackwell Server Edition": "RTX PRO 6000 Blackwell",
+    # points 121-122: a host named 'rtxpro6000' whose board variant is not printed; its log gives the total
+    "NVIDIA RTX PRO 6000 Blackwell (variant not stated)": "RTX PRO 6000 Blackwell",
     # point 82: an 80 GB A800 (cc 8.0 on the 8192-token tier); nvidia-smi gives A800-SXM4-80GB and
     # A100-SXM4-80GB the same 81920 MiB, so the A100 80GB's CUDA total
     "NVIDIA A800 80GB (inferred)": "A100 80GB",
@@ -216,8 +241,9 @@ NOT_SOURCED = {
 #: tests/memory/test_accuracy.py asserts this list is exactly the misses). Point 34 (V0 at PR
 #: #10511) left it when V0's sort sampler was modelled (vllm.V0_FLASHINFER_SAMPLER_OPT_IN): its
 #: logged activation peak of 1.26 GiB is now modelled as 1.22 (0.78 before), and it is +1.57 GiB
-#: against a tolerance of 1.60 — still with the log's non_torch_memory of 1.79 GiB at TP 1 against
-#: 0.25 modelled, which that commit's profiler counts and 0.6.4.post1's rules do not explain
+#: against a tolerance of 1.60 — with the log's non_torch_memory of 1.79 GiB at TP 1 against 0.25
+#: modelled: that build runs PR 10511's memory_profiling (0.6.5's rules, memory_v0), which counts
+#: torch's reserved-but-free blocks as non-torch; the bound's allocator_cache term holds it
 RESIDUALS = {
     2: (
         "TP 2 across two nodes (Ray) in 0.10.1.1, whose snapshot precedes the distributed init "
@@ -238,6 +264,35 @@ RESIDUALS = {
         "memory the process and the OS take between the baseline and the profile (this log compiles "
         "with torch.compile for 50 s) counts as non-torch memory inside the budget; its size is the "
         "host's, not in vLLM's code (not modelled)"
+    ),
+    33: (
+        "no release printed (vllm issue 21348, 2025-07-22, between the 0.9.2 and 0.10.0 releases), no sampler "
+        "line and no interconnect: the unknown-release point takes each release rule's conservative side — the "
+        "sort sampler (38 B a vocabulary element for 1024 dummy requests x 151,936: vllm.sampler_kind), which a "
+        "maintainer's reply names as the cause of the small budget — but the communicators after the snapshot "
+        "(0.11.0 on), while 0.9.2 / 0.10.0 count the TP group's NCCL buffers inside the budget: derived for 4 x "
+        "H100 on NVSwitch (as point 15's host) they are 1.14 - 1.39 GiB, and with 0.9.2's rules, the sort and "
+        "that interconnect the point is 8.93 - 9.18 GiB (+0.8 - 1.1). The bound (release_unknown) holds the "
+        "logged value. Weights derived from point 15's (DERIVED_WEIGHTS)"
+    ),
+    123: (
+        "held out; see 124. At 65536 batched tokens: the prefill MoE buffers (modular TritonExperts unchunked from "
+        "0.18.0, the FP8 copies, the separate output from 0.11.1: vllm.memory_moe) give the post's own 8192 -> 65536 "
+        "growth (8.70 GiB modelled, 8.70 logged, both less the CUDA-graph estimate); the constant part is 124's, and "
+        "the CUDA-graph estimate logged 1.10 GiB against the point's 0.5"
+    ),
+    124: (
+        "Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4 + EP on 4 x H100 SXM, 0.20.0, Triton MoE, 8192 batched tokens, the "
+        "CUDA-graph estimate off: vLLM's non-KV memory besides the weights is 3.68 GiB (the post's table gives 4.08 "
+        "for 'prefill activation + fixed workspace'), the point's 2.99 (activations 1.27, FlashInfer's all-reduce "
+        "fusion workspace 1.5: vllm.fusion_workspace, non-torch 0.25). The post attributes ~2.8 GiB to "
+        "'FlashInfer/DeepGEMM/TRTLLM-allreduce fixed workspaces'; the ~0.7 GiB left is TP 4 non-torch memory the "
+        "single-rank point does not count (the issue's TP >= 2 breakdowns in V1: ~2.1 GiB a rank at TP 2 and TP 4; "
+        "flightcheck._knowledge.vllm.memory_tp). Within 5 %, inside the bound"
+    ),
+    125: (
+        "see 124: the same ~0.7 GiB at TP 4 in 0.20.0 plus the CUDA-graph estimate, logged 1.10 GiB against the "
+        "point's 0.5; inside the bound (cuda_graphs up to 1.5 GiB)"
     ),
     58: (
         "the source's own figures for this row do not add up at the utilization it states (0.9): "
@@ -266,6 +321,25 @@ RESIDUALS = {
         "host's, not in vLLM's code (not modelled). The same host's next launch (94), without the download, is "
         "within 0.09 GiB"
     ),
+    113: (
+        "DeepSeek-R1 (FP8, MLA, MoE) at TP 8 on 8 x H200 in 0.7.3 (V0), the driver's figures: the model "
+        "counts 5.11 GiB of activations and 0.25 + 1.14 GiB of non-torch memory where the log has 6.37 and 7.16. "
+        "Derived from the code and counted: V0's baseline precedes init_worker_distributed_environment "
+        "(worker/worker.py init_device, 0.7.3), so the TP group's pynccl communicator and torch's device-group "
+        "communicator (made by the profile run's logits gather to the driver, logits_processor.py / "
+        "parallel_state.py GroupCoordinator.gather) with every ring and tree connected at init "
+        "(NCCL_CUMEM_ENABLE=0, vllm/__init__.py) and custom all-reduce's buffers are inside: 1.14 GiB "
+        "(flightcheck._knowledge.nccl, 24 channels, the driver a chain's end). NVLS only in the bound: the log "
+        "does not show multicast support, and NCCL 2.21.5 (the NCCL of torch 2.5.1, which 0.7.3 pins) sizes it "
+        "nChannels x 2 x (1 MiB + NVLS_MEM_ALIGN_SIZE 2 MiB) x nHeads = 1.125 GiB a communicator (nvls.cc at "
+        "v2.21.5-1; 256 MiB from 2.22): the bound's nccl_in_budget reaches 2.25 GiB below the point. About "
+        "3.5 GiB more non-torch memory "
+        "is not derived. Activations: the profile's 32,000 tokens over 1024 dummy prompts; V0's sort sampler on "
+        "1024 x 129,280 logits is 4.68 GiB, fused_moe's three separate workspaces of 0.7.3 "
+        "(vllm.fused_moe_cache13_shared) with the shared expert's output held through them "
+        "(deepseek_v2.py DeepseekV2MoE.forward: shared_output is computed first) about 5.3 GiB — the forward "
+        "pass's shared-expert output is not modelled, and the rest of the 6.37 GiB is not derived"
+    ),
 }
 
 
@@ -291,7 +365,7 @@ class Row:
     #: 0.11), (low, high) GiB, where the point records its interconnect (``interconnect``)
     comm_gib: tuple[float, float] | None = None
     excluded: str | None = None
-    #: the KV budget's [low, high] bound (``budget.bound_terms``), GiB
+    #: the KV budget's [low, high] bound (``bound.bound_terms``), GiB
     low_gib: float | None = None
     high_gib: float | None = None
     #: per-term (predicted, logged) GiB where the log breaks the profile down
@@ -356,7 +430,7 @@ class Row:
 
 
 def _v0_peak(cfg: Any, layout: Any, batch: Any, p: dict[str, Any], length: int | None) -> int:
-    """The profile peak of a launch run by the V0 engine (``budget.bound_terms``' V0 side):
+    """The profile peak of a launch run by the V0 engine (``bound.bound_terms``' V0 side):
     V0's default batch for ``length`` (``vllm.v0_batch``) unless the point sets it, and the sort."""
     given = p["max_num_batched_tokens"] or not length
     tokens, seqs = (batch.tokens, batch.seqs) if given else vllm.v0_batch(length)
@@ -383,7 +457,17 @@ def _sampler_open(cfg: Any, layout: Layout, batch: Batch, v: tuple[int, ...] | N
     FlashInfer: the bound's ``sampler_install`` term (as _memory.model.MemoryModel gives it)."""
     if not acts or batch.sampler != "flashinfer" or not vllm.sampler_install_open(v):
         return 0
-    return max(0, activations(cfg, layout, batch.tokens, batch.seqs, "sort", batch.mxfp4_backend) - acts)
+    sort = activations(
+        cfg,
+        layout,
+        batch.tokens,
+        batch.seqs,
+        "sort",
+        batch.mxfp4_backend,
+        release=batch.release,
+        moe_modular=batch.moe_modular,
+    )
+    return max(0, sort - acts)
 
 
 def evaluate() -> list[Row]:
@@ -421,7 +505,11 @@ def evaluate() -> list[Row]:
         else:
             row.excluded = "GPU total unknown"
             continue
-        weights = lg.get("model_loading_gib") or weights_seen.get((p["model"], gpu_key or "", p["tp"] or 1))
+        weights = (
+            lg.get("model_loading_gib")
+            or weights_seen.get((p["model"], gpu_key or "", p["tp"] or 1))
+            or derived_weights(points, i)
+        )
         if not weights:
             row.excluded = (
                 "weights per rank not logged (flightcheck sizes weights from the checkpoint's "
@@ -439,7 +527,13 @@ def evaluate() -> list[Row]:
             row.excluded = f"outcome {p['outcome']}"
             continue
         entry = configs[arch]
-        cfg = parse(_config(entry), None, entry.get("preprocessor_config"), entry.get("video_preprocessor_config"))
+        doc = _config(entry)
+        if p.get("quantization") == "fp8" and "quantization_config" not in doc:
+            # the engine-config line's quantization=fp8: the checkpoint's quantization_config, which the
+            # architecture's sourced figures (shared with its bf16 checkpoint) leave out; fused_moe's FP8
+            # activation copies follow it (vllm.memory_moe.moe_workspace_bytes)
+            doc["quantization_config"] = {"quant_method": "fp8"}
+        cfg = parse(doc, None, entry.get("preprocessor_config"), entry.get("video_preprocessor_config"))
         tp, pp = p["tp"] or 1, p["pp"] or 1
         layout = Layout(tp, pp)
         # the version the log prints, else the one its log format / line sites date it to
@@ -447,10 +541,11 @@ def evaluate() -> list[Row]:
         v = release(p["vllm_version"] or p.get("vllm_version_inferred"))
         length = p["max_model_len"] or cfg.max_position or 0
         cc = p.get("compute_capability") or COMPUTE_CAPABILITY.get(gpu_key or "")
-        # the V0 engine (vllm.runs_v0): every release before 0.7.0, and a 0.8 - 0.10.1 launch
-        # that falls back to it; ``engine`` records what the log itself shows (its V0 profiler
-        # lines), for points whose GPU is not named (97, 98)
-        v0 = p.get("engine") == "V0" or vllm.runs_v0(v, cc, p.get("quantization"))
+        # the V0 engine (vllm.runs_v0): every release before 0.8.0 unless VLLM_USE_V1=1, and a
+        # 0.8 - 0.10.1 launch that falls back to it; ``engine`` records what the log itself
+        # shows (its V0 profiler lines, or a V1 engine line), for points whose GPU is not named
+        # (97, 98) or whose environment the source does not give
+        v0 = p.get("engine") == "V0" or (p.get("engine") != "V1" and vllm.runs_v0(v, cc, p.get("quantization")))
         tokens, seqs = vllm.batch_defaults(
             v,
             # the device memory vLLM's batch defaults read: NVML's, which a GB10 does not report
@@ -459,6 +554,8 @@ def evaluate() -> list[Row]:
             cc,
             max_model_len=length,
             v0=v0,
+            mla=cfg.mla,
+            multimodal=cfg.tower is not None or cfg.vision is not None,
         )
         if not v0:
             # the context's say in the default batch (vllm.batch_by_length), chunked prefill as logged
@@ -474,7 +571,8 @@ def evaluate() -> list[Row]:
         batch = Batch(
             tokens=p["max_num_batched_tokens"] or tokens,
             seqs=p["max_num_seqs"] or seqs,
-            cudagraphs=vllm.cudagraphs_in_budget(v),
+            # the point's VLLM_* environment where its source states one (points 123-125)
+            cudagraphs=vllm.cudagraphs_in_budget(v, p.get("env")),
             # the sampler the log names ("Using FlashInfer for top-p & top-k sampling" or the
             # PyTorch-native fallback warning), else the version's default
             sampler=vllm.sampler_kind(v, installed=p["sampler"] == "flashinfer", v0=v0)
@@ -533,7 +631,7 @@ def evaluate() -> list[Row]:
         requested = math.ceil(total * GiB * util)
         available = requested - weights * GiB - reserve
         row.predicted_gib = available / GiB
-        # the bound the report gives (budget.bound_terms), on the interconnect the point records
+        # the bound the report gives (bound.bound_terms), on the interconnect the point records
         terms = bound_terms(
             engine_version=version,
             total=int(total * GiB),
@@ -557,6 +655,8 @@ def evaluate() -> list[Row]:
             sampler_open=_sampler_open(cfg, layout, batch, v, parts.get("activations", 0))
             if not p.get("sampler")
             else 0,
+            # the MoE backend the release's oracle picks (vllm.memory_moe): down to the direct layout
+            moe_backend=moe_backend_span(cfg, layout, batch),
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}
         row.low_gib = row.predicted_gib - sum(t.below for t in terms.values()) / GiB
@@ -577,8 +677,10 @@ def evaluate() -> list[Row]:
             # the figure is a V0 non-driver worker's (point 32): no dummy sampler run on that
             # rank, so its peak is the forward pass alone; the driver's budget (with the
             # sampler) is the one the engine sizes the cache by, for FC402 and the tokens
-            nondriver = reserve - activations(cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.mxfp4_backend)
-            nondriver += forward_peak(cfg, layout, batch.tokens, batch.mxfp4_backend)
+            nondriver = reserve - activations(
+                cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.mxfp4_backend, release=batch.release
+            )
+            nondriver += forward_peak(cfg, layout, batch.tokens, batch.mxfp4_backend, release=batch.release)
             row.binding_gib = row.predicted_gib
             row.predicted_gib = (requested - weights * GiB - nondriver) / GiB
         kv_dtype = p["kv_cache_dtype"] or "auto"

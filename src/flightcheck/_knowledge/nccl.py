@@ -109,6 +109,14 @@ NVLS_CHANNELS_SM90 = 16
 NVLS_CHANNELS_SM100 = 32
 NVLS_CHUNKSIZE = 128 * 1024
 NVLS_CREDIT = 64  # ncclNvlsSetup: memSize per channel and head
+#: NCCL before 2.22 (read at tag v2.21.5-1, src/transport/nvls.cc ``ncclNvlsSetup``) sizes the NVLS
+#: buffers by the communicator's channels (``int nChannels = comm->nChannels``, not nvlsChannels)
+#: and gives each a ``NVLS_MEM_ALIGN_SIZE`` (1 << 21) head/tail block beside the chunk x steps
+#: buffer: ``nChannels x 2 x (NVLS_CHUNKSIZE x NCCL_STEPS + 2 MiB) x nHeads``, one cuMemCreate
+#: (nvlsGroupBindMem). v2.22.3-1 moved to ``nvlsChannels x 2 x chunk x steps x nHeads`` plus
+#: 16-64 B of credits (read at v2.22.3-1, v2.23.4-1, v2.24.3-1, v2.26.2-1).
+NVLS_PER_CHANNEL_UNTIL = (2, 22)
+NVLS_MEM_ALIGN_SIZE = 2 * MiB
 
 # ---- src/graph/search.cc, src/graph/topo.h ------------------------------------------------
 SPEED_INTRA = (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0)
@@ -121,7 +129,28 @@ NVLINK_BW = {100: 40.0, 90: 20.6, 86: 12.0, 80: 20.0, 70: 20.0, 60: 18.0}
 
 #: torch release -> the NCCL its Linux x86_64 wheel pins (``Requires-Dist:
 #: nvidia-nccl-cu12==…``, read from the wheels' metadata; 2.14.0 pins nvidia-nccl-cu13 2.30.7)
-NCCL_BY_TORCH = {"2.7.1": "2.26.2", "2.8.0": "2.27.3", "2.9.0": "2.27.5", "2.14.0": "2.30.7"}
+#: 2.5.1 and 2.6.0 resolve nvidia-nccl-cu12==2.21.5 in public install logs (pip freeze beside
+#: torch==2.5.1, search-index file id 17273122638; uv's resolution of torch==2.6.0+cu124, file
+#: 54172393098), and vLLM 0.8.3 (torch 2.6.0) logs "vLLM is using nccl==2.21.5" / "NCCL version
+#: 2.21.5+cuda12.4" (file 17822999525): not read from those wheels' metadata
+NCCL_BY_TORCH = {
+    "2.5.1": "2.21.5",
+    "2.6.0": "2.21.5",
+    "2.7.1": "2.26.2",
+    "2.8.0": "2.27.3",
+    "2.9.0": "2.27.5",
+    "2.14.0": "2.30.7",
+}
+
+
+def version_of(text: str | None) -> tuple[int, ...] | None:
+    """ "2.21.5" -> (2, 21, 5); None for None or a spelling that is not dotted numbers."""
+    if not text:
+        return None
+    try:
+        return tuple(int(p) for p in text.split("."))
+    except ValueError:
+        return None
 
 
 def _cc(compute_capability: str | int | None) -> int | None:
@@ -234,11 +263,21 @@ def nvls_heads(compute_capability: str | int | None, nvlinks: int, ngpus: int) -
     return ngpus if any((ngpus + 1) * s <= bw for s in speeds(cc)) else 0
 
 
-def nvls_bytes(compute_capability: str | int | None, nvlinks: int, ngpus: int) -> int:
+def nvls_bytes(
+    compute_capability: str | int | None,
+    nvlinks: int,
+    ngpus: int,
+    version: tuple[int, ...] | None = None,
+    channels: int | None = None,
+) -> int:
     """One rank's NVLS buffers (``ncclNvlsBufferSetup``: channels x 2 x chunk x steps x heads)
-    plus the credits (``ncclNvlsSetup``), before the driver's granularity."""
+    plus the credits (``ncclNvlsSetup``), before the driver's granularity. An NCCL ``version``
+    before 2.22 sizes them by the communicator's ``channels`` with a 2 MiB block each
+    (``NVLS_PER_CHANNEL_UNTIL``); unknown: the 2.22 - 2.30 rule."""
     heads = nvls_heads(compute_capability, nvlinks, ngpus)
     ch = nvls_channels(compute_capability)
+    if version is not None and version < NVLS_PER_CHANNEL_UNTIL and heads and ch:
+        return max(ch, channels or 0) * 2 * heads * (NVLS_CHUNKSIZE * NCCL_STEPS + NVLS_MEM_ALIGN_SIZE)
     return ch * 2 * heads * (NVLS_CHUNKSIZE * NCCL_STEPS + NVLS_CREDIT)
 
 
@@ -284,6 +323,7 @@ def communicator_bytes(
     connect_at_init: bool,
     multicast: bool | None,
     position: str = "middle",
+    version: tuple[int, ...] | None = None,
 ) -> CommMemory:
     """One NCCL communicator of ``ngpus`` ranks on one node, on one rank, right after
     ``ncclCommInitRank`` (``connect_at_init``: NCCL_CUMEM_ENABLE=0 or NCCL_RUNTIME_CONNECT=0,
@@ -291,7 +331,9 @@ def communicator_bytes(
     then ``low`` is 0, nothing being connected before a collective needs it).
 
     Derived for a full NVSwitch node (``nvswitch``) and for two GPUs joined by NVLink;
-    elsewhere (PCIe, partial NVLink meshes, unknown links) a range from 0."""
+    elsewhere (PCIe, partial NVLink meshes, unknown links) a range from 0. ``version``: the
+    NCCL release, where it changes a size (NVLS before 2.22, :func:`nvls_bytes`); the channel
+    search is the 2.26.2 one for every release (extrapolated before it)."""
     if ngpus <= 1:
         return CommMemory(0, 0, {}, True)
     cc = _cc(compute_capability)
@@ -310,7 +352,7 @@ def communicator_bytes(
     send, recv = p2p_side_bytes(read)
     sends, recvs = chain_connections(ngpus, position)
     rings_trees = channels * (sends * send + recvs * recv)
-    nvls = nvls_bytes(cc, nvlinks, ngpus) if nvswitch else 0
+    nvls = nvls_bytes(cc, nvlinks, ngpus, version, channels) if nvswitch else 0
     parts = {"rings_and_trees": rings_trees}
     if nvls:
         parts["nvls"] = nvls

@@ -81,6 +81,20 @@ def build(
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
+    multimodal = m.cfg.tower is not None or m.cfg.vision is not None
+    if m.cfg.mla or multimodal:
+        # V0's batch defaults turn chunked prefill off for MLA and multimodal models
+        # (vllm.v0_batch): the profile's size needs the config
+        m.batch = batch_for(
+            intent,
+            total,
+            gpu_name,
+            engine_version,
+            compute_capability,
+            env,
+            mla=m.cfg.mla,
+            multimodal=multimodal,
+        )
     if rules.token_pool:  # the pool is a whole number of the attention backend's pages
         _sglang_attention(m, intent.memory_options, compute_capability)
     if ck.unread and ck.gguf_groups is None:
@@ -286,14 +300,22 @@ def batch_for(
     engine_version: str | None,
     compute_capability: str | None = None,
     env: dict[str, str | None] | None = None,
+    *,
+    mla: bool = False,
+    multimodal: bool = False,
 ) -> Batch:
     """The profiling run's size: the launch's batch limits, else vLLM's defaults for this
-    GPU and version; whether the CUDA-graph estimate comes off the KV budget."""
+    GPU and version (V0's depend on whether the model is MLA or multimodal); whether the
+    CUDA-graph estimate comes off the KV budget."""
     v = release(engine_version)
     # a 0.8 - 0.10.1 launch on a pre-Ampere GPU (or GGUF on 0.8) runs V0: its batch rule and sampler
     v0 = vllm.runs_v0(v, compute_capability, intent.quantization, env)
     length = intent.max_model_len if isinstance(intent.max_model_len, int) and intent.max_model_len > 0 else None
-    tokens, seqs = vllm.batch_defaults(v, total, gpu_name, compute_capability, length, v0=v0) if total else (None, None)
+    tokens, seqs = (
+        vllm.batch_defaults(v, total, gpu_name, compute_capability, length, v0=v0, mla=mla, multimodal=multimodal)
+        if total
+        else (None, None)
+    )
     given = [n for n, x in (("tokens", intent.max_num_batched_tokens), ("seqs", intent.max_num_seqs)) if x]
     if tokens and seqs and not v0:
         # the context's say in the default batch (vllm.batch_by_length: without chunked prefill

@@ -12,18 +12,18 @@ from typing import Any
 import msgspec
 
 from flightcheck._knowledge import engines, nccl, sglang, vllm
+from flightcheck._memory.bound import Term, bound_terms
 from flightcheck._memory.budget import (
     Batch,
     Communication,
     Fit,
     GiB,
     Interconnect,
-    Term,
-    bound_terms,
     communication,
     default_reserve,
     default_utilization,
     encoder_dp,
+    moe_backend_span,
     pre_snapshot,
     profile_peak,
     release,
@@ -414,7 +414,7 @@ class MemoryModel(msgspec.Struct):
 
     def bound_terms(self, layout: Layout | None = None) -> dict[str, Term]:
         """The facts not known before the launch that widen the KV budget into [low, high]
-        (``budget.bound_terms``: vLLM's profiled budget); none for an engine whose reserve is
+        (``bound.bound_terms``: vLLM's profiled budget); none for an engine whose reserve is
         not profiled (SGLang) or with GPU memory unknown."""
         if self._rules.reserve != "profile" or self.total is None:
             return {}
@@ -450,12 +450,13 @@ class MemoryModel(msgspec.Struct):
             v0_activations=self._v0_activations(lay) if v is None and acts else None,
             sampler_open=sampler_open,
             mxfp4_open=self.mxfp4_open(lay, acts),
+            moe_backend=moe_backend_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
         )
 
     def mxfp4_open(self, layout: Layout, acts: int) -> tuple[int, int]:
         """(below, above): how far the MXFP4 MoE backends the release leaves open
         (``vllm.mxfp4_backends`` beyond the likeliest) move the KV budget — their experts'
-        weights and profile-run transient against the point's (``budget.bound_terms``)."""
+        weights and profile-run transient against the point's (``bound.bound_terms``)."""
         if self.cfg is None or self.tally is None or self.cfg.quant.method != "mxfp4" or self.reserve_set:
             return 0, 0
         if self._rules.reserve != "profile":
@@ -471,7 +472,7 @@ class MemoryModel(msgspec.Struct):
         return below, above
 
     def _v0_activations(self, layout: Layout) -> int | None:
-        """An unknown release's V0 side (``budget.bound_terms``' ``release_unknown``): the profile
+        """An unknown release's V0 side (``bound.bound_terms``' ``release_unknown``): the profile
         peak under V0's default batch and sort where V0 may run (``vllm.unknown_release_may_run_v0``)
         and the launch leaves the batch to the engine; None where it cannot."""
         cc = (self.interconnect or Interconnect()).compute_capability
@@ -480,7 +481,8 @@ class MemoryModel(msgspec.Struct):
             return None
         if self.batch.source == "the launch's" or not length:
             return sum(profile_peak(self.cfg, layout, msgspec.structs.replace(self.batch, sampler="sort")))
-        tokens, seqs = vllm.v0_batch(length)
+        multimodal = self.cfg.tower is not None or self.cfg.vision is not None
+        tokens, seqs = vllm.v0_batch(length, mla=self.cfg.mla, multimodal=multimodal)
         v0 = msgspec.structs.replace(self.batch, tokens=tokens, seqs=seqs, sampler="sort")
         return sum(profile_peak(self.cfg, layout, v0))
 
@@ -672,7 +674,7 @@ class MemoryModel(msgspec.Struct):
                 "gpu_memory_utilization_source": self.utilization_source,
                 "reserve_breakdown": self.reserve_parts or None,
                 # what the facts not known before the launch do to the KV budget: [low, high]
-                # and each term (``budget.bound_terms``); null where nothing is undecided
+                # and each term (``bound.bound_terms``); null where nothing is undecided
                 "kv_budget_bound": {
                     "low_bytes": int(fit.kv_budget_low),
                     "high_bytes": int(fit.kv_budget_high),

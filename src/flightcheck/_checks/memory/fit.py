@@ -70,7 +70,7 @@ def _where(lf: Any) -> str:
 
 
 def _terms(m: Any) -> str:
-    """The bound's terms in words (``budget.bound_terms``)."""
+    """The bound's terms in words (``bound.bound_terms``)."""
     said = []
     for name, t in m.bound_terms().items():
         if t.below:
@@ -331,7 +331,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         else m.kv_cache_dtype
     )
     limit, _var, allowed = _window(ctx, m)
-    # the length that fits even the bound's low end (budget.bound_terms): a fix leaves no warning
+    # the length that fits even the bound's low end (bound.bound_terms): a fix leaves no warning
     low_fit = min(f.max_model_len_fit, checked.max_len(f.kv_budget_low)) if f.below else f.max_model_len_fit
     if low_fit <= 0:
         low_fit = f.max_model_len_fit

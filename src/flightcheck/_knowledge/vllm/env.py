@@ -22,7 +22,7 @@ ENABLE_GEMM_RS = "VLLM_ENABLE_GEMM_RS"  # envs.py, default 0
 USE_DIRECT_DCP_Q_GATHER = "VLLM_USE_DIRECT_DCP_Q_GATHER"  # envs.py, default None (on when applicable)
 USE_DIRECT_DCP_KV_GATHER = "VLLM_USE_DIRECT_DCP_KV_GATHER"
 USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"  # the sampler (memory.py sampler_kind)
-USE_V1 = "VLLM_USE_V1"  # V0 or V1 (memory.py runs_v0): 0.8.0 - 0.10.2
+USE_V1 = "VLLM_USE_V1"  # V0 or V1 (memory_v0.runs_v0): 0.6.4 - 0.10.2
 #: variables the plan extends (comma lists), never replaces.
 LIST_VARS: tuple[str, ...] = (RAY_EXTRA_ENV_VARS_TO_COPY,)
 #: the prefix of every variable vLLM declares (its Ray executor forwards these).
@@ -131,7 +131,8 @@ DECLARED: dict[str, EnvVar] = {
         EnvVar(ESTIMATE_CUDAGRAPHS, "bool", None, _ENVS),
         # bool(int(os.environ[...])) if set, else True (0.33.0); "0" before 0.11
         EnvVar(USE_FLASHINFER_SAMPLER, "bool", None, _ENVS),
-        # bool(int(os.getenv("VLLM_USE_V1", "1"))): vllm/envs.py 0.8.0 - 0.10.2 (gone since)
-        EnvVar(USE_V1, "bool", None, "vllm/envs.py (0.8.0 - 0.10.2)"),
+        # bool(int(os.getenv("VLLM_USE_V1", "1"))): vllm/envs.py 0.8.0 - 0.10.2 (gone since); the
+        # same reading with default "0" in 0.6.4 - 0.7.3 (absent in 0.6.3.post1)
+        EnvVar(USE_V1, "bool", None, "vllm/envs.py (0.6.4 - 0.10.2)"),
     )
 }

@@ -9,7 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from flightcheck._knowledge.vllm._versions import _release
-from flightcheck._knowledge.vllm.env import ENV_DEFAULTS, ESTIMATE_CUDAGRAPHS, USE_FLASHINFER_SAMPLER, USE_V1
+from flightcheck._knowledge.vllm.env import ENV_DEFAULTS, ESTIMATE_CUDAGRAPHS, USE_FLASHINFER_SAMPLER
+
+# The V0 engine (which launches run it, its batch and profiler rules) has its own module,
+# read in 0.6.1 - 0.10.1.1: V0 by default before 0.8.0 unless VLLM_USE_V1=1, then the
+# oracle's fallbacks (``runs_v0``).
+from flightcheck._knowledge.vllm.memory_v0 import V1_DEFAULT_SINCE, _env_on, v0_batch
 
 # ---- the KV cache budget, by version ----------------------------------------------------
 #
@@ -124,7 +129,9 @@ FLASHINFER_SAMPLER_OPT_IN_SINCE = "0.11.2"
 TRITON_TOP_K_TOP_P_SINCE = "0.17.0"
 
 #: vllm/envs.py ``VLLM_FUSED_MOE_CHUNK_SIZE`` default: fused_moe.py processes at most this
-#: many tokens at a time, so its workspaces stop growing there.
+#: many tokens at a time, so its workspaces stop growing there. 0.6.4 - 0.11.2's value; the
+#: budget takes the default by release from ``memory_moe.FUSED_MOE_CHUNK_BY_RELEASE`` (16384 in
+#: 0.12.0 - 0.17.1, no chunking from 0.18.0).
 FUSED_MOE_CHUNK_TOKENS = 32768
 #: Before 0.11.0 ``Worker.init_device`` (v1/worker/gpu_worker.py) takes the baseline
 #: snapshot *before* ``init_worker_distributed_environment``: NCCL and custom all-reduce
@@ -176,6 +183,31 @@ TORCH_BY_RELEASE = {
     "0.12.0": "2.9.0",
     "0.33.0": "2.14.0",
 }
+#: (first release, the torch it pins) from the wheels' METADATA ``Requires-Dist: torch==`` for the
+#: releases ``TORCH_BY_RELEASE`` does not list: 0.6.4 - 0.7.3 pin 2.5.1 (read in 0.6.4,
+#: 0.6.4.post1, 0.6.5, 0.6.6.post1, 0.7.0 - 0.7.3; 0.6.3.post1 pins 2.4.0), 0.8.0 - 0.8.5 pin 2.6.0
+#: (0.8.0, 0.8.4, 0.8.5), 0.9.0 - 0.9.2 pin 2.7.0 (0.9.0, 0.9.2). [since, until) of each.
+TORCH_PINS: tuple[tuple[str, str, str], ...] = (
+    ("0.6.4", "0.8.0", "2.5.1"),
+    ("0.8.0", "0.9.0", "2.6.0"),
+    ("0.9.0", "0.10.0", "2.7.0"),
+)
+
+
+def torch_pin(v: tuple[int, ...] | None) -> str | None:
+    """The torch release ``v`` pins (``TORCH_BY_RELEASE``, else ``TORCH_PINS``); None where
+    neither says."""
+    if v is None:
+        return None
+    for name, torch in TORCH_BY_RELEASE.items():
+        if _release(name) == v:
+            return torch
+    for since, until, torch in TORCH_PINS:
+        if _release(since) <= v < _release(until):
+            return torch
+    return None
+
+
 #: NCCL communicators over the TP group in vLLM's budget before 0.11.0: the pynccl one and
 #: torch's for the device group (see above); from 0.11.0 the pynccl one is made before the
 #: snapshot (FC406's slack) — torch's is still made by the profile run's all-gather.
@@ -222,60 +254,10 @@ PP_KV_CHECK_WHOLE_MODEL = ("0.14.0", "0.17.0")
 #: scatter that follow free the sort's temporaries first and stay below it (32 bytes), and
 #: ``probs`` / ``logprobs`` come after ``_apply_top_k_top_p`` returned.
 V0_FLASHINFER_SAMPLER_OPT_IN = True
-
-#: Which engine a 0.8 - 0.10.1 launch runs: V1 is the default from 0.8.0 (envs.py
-#: ``VLLM_USE_V1`` defaults to "1", read in the 0.8.0 wheel), but
-#: ``EngineArgs._is_v1_supported_oracle`` (vllm/engine/arg_utils.py) falls back to V0 —
-#: unless ``VLLM_USE_V1=1`` was set explicitly, when it raises instead — for, among others,
-#: "Compute Capability < 8.0" (read in the 0.8.0, 0.8.5, 0.10.0 and 0.10.1.1 wheels; gone in
-#: 0.10.2, and 0.11.0 has no V0 engine) and for ``--quantization gguf``
-#: (``V1_UNSUPPORTED_QUANT``: ["bitsandbytes", "gguf"] in 0.8.0, ["gguf"] in 0.8.5, absent in
-#: 0.10.0). 0.9.x is not read: the compute-capability fallback is taken from its neighbours,
-#: the GGUF one is not (0.9.x counts as V1 for GGUF). 0.7.x (V0 by default) is not read
-#: either and keeps the V1 rules. The oracle's other fallbacks (flags) are not modelled.
-V1_DEFAULT_SINCE = "0.8.0"
-V0_CC_FALLBACK_BEFORE = "0.10.2"
-V0_GGUF_FALLBACK_BEFORE = "0.9.0"
-V0_CC_BELOW = (8, 0)
-
-
-def _env_on(env: dict[str, str | None] | None, name: str) -> bool | None:
-    """A boolean environment variable as vLLM's envs.py reads it (its declaration:
-    ``env.DECLARED``); None when unset or empty (the release's default applies) or a value
-    vLLM cannot read."""
-    from flightcheck._knowledge import envread
-    from flightcheck._knowledge.vllm.env import DECLARED
-
-    return envread.given(DECLARED[name], env)
-
-
-def runs_v0(
-    v: tuple[int, ...] | None,
-    compute_capability: str | None = None,
-    quantization: str | None = None,
-    env: dict[str, str | None] | None = None,
-) -> bool:
-    """Whether the launch runs vLLM's V0 engine (see above): every release before 0.7.0,
-    and a 0.8.0 - 0.10.1 launch that falls back to it (compute capability below 8.0; GGUF
-    before 0.9.0; ``VLLM_USE_V1=0``). Unknown version or compute capability: False."""
-    if v is None:
-        return False
-    if v < _release(V0_RULES_BEFORE):
-        return True
-    if v < _release(V1_DEFAULT_SINCE) or v >= _release(V0_CC_FALLBACK_BEFORE):
-        return False
-    use_v1 = _env_on(env, USE_V1)
-    if use_v1 is not None:
-        # set to 1, the oracle raises rather than falls back (not this question): False
-        return not use_v1
-    if compute_capability:
-        try:
-            major, minor = (int(x) for x in compute_capability.split(".")[:2])
-        except ValueError:
-            major, minor = V0_CC_BELOW
-        if (major, minor) < V0_CC_BELOW:
-            return True
-    return (quantization or "").lower() == "gguf" and v < _release(V0_GGUF_FALLBACK_BEFORE)
+#: The same sampler code and the same opt-in (``if envs.VLLM_USE_FLASHINFER_SAMPLER and
+#: find_spec("flashinfer")``) in 0.6.3.post1, 0.6.5, 0.6.6, 0.7.0 and 0.7.3 (sampler.py and
+#: envs.py of those wheels; "0" by default until 0.6.6, ``None`` when unset from 0.7.0), and the
+#: dummy request's ``top_p=0.99, top_k=vocab - 1`` in their model_runner.py ``profile_run``.
 
 
 def sampler_kind(
@@ -288,7 +270,8 @@ def sampler_kind(
     """The profile run's top-k/top-p implementation: "flashinfer", "sort" (PyTorch) or
     "triton" (see above). ``installed``: whether FlashInfer is importable by the engine;
     unknown counts as installed before 0.11.2, where the smaller reserve keeps FC402 from
-    stopping a launch that would start. ``v0``: the launch runs the V0 engine
+    stopping a launch that would start; with the release unknown too, the sort (the
+    conservative side, as for the other release rules; the bound spans the rest). ``v0``: the launch runs the V0 engine
     (:func:`runs_v0`), whose sampler sorts unless ``VLLM_USE_FLASHINFER_SAMPLER=1``."""
     asked = _env_on(env, USE_FLASHINFER_SAMPLER)
     if v0 and V0_FLASHINFER_SAMPLER_OPT_IN:
@@ -298,6 +281,11 @@ def sampler_kind(
     if asked is not None:
         return "flashinfer" if asked and installed is not False else "sort"
     if v is not None and v >= _release(FLASHINFER_SAMPLER_OPT_IN_SINCE):
+        return "sort"
+    if v is None and installed is None:
+        # no release known: the conservative side, as for the budget's other release rules
+        # (the sort runs in V0, in a plain pip install before 0.11.1 and in 0.11.2 - 0.16.0);
+        # the bound's release_unknown term spans the 14-byte samplers above it
         return "sort"
     return "sort" if installed is False else "flashinfer"
 
@@ -351,33 +339,20 @@ def cudagraphs_in_budget(v: tuple[int, ...] | None, env: dict[str, str | None] |
     return v is None or v >= _release(CUDAGRAPHS_IN_BUDGET_SINCE)
 
 
-#: The V0 engine's batch rule, read in the 0.6.4.post1 wheel and applied to releases
-#: before 0.7.0 (later V0 releases are not read): vllm/engine/arg_utils.py turns chunked
-#: prefill on by default only when max_model_len > 32768 (CUDA, no sliding window, no
-#: speculative model, LoRA or prompt adapter, not multimodal); vllm/config.py
-#: ``SchedulerConfig``: without chunked prefill max_num_batched_tokens = max(max_model_len,
-#: 2048), with it 512; max_num_seqs 256. V0's profile run (worker/model_runner.py
-#: ``profile_run``) spreads those tokens over max_num_seqs dummy prompts, so its peak grows
-#: with max_model_len up to 32K and drops past it.
-V0_RULES_BEFORE = "0.7.0"
+#: Before this release every launch runs V0 (memory_v0.runs_v0 decides 0.6.4 - 0.7.3 by
+#: VLLM_USE_V1); kept for the callers that ask by release alone.
+V0_RULES_BEFORE = V1_DEFAULT_SINCE
 #: What V0's non-torch figure is measured from (worker/worker.py ``determine_num_available_blocks``).
 #: 0.6.4.post1 (read in the wheel): after the profile run, ``non_torch_allocations =
 #: (total - free) - torch.cuda.memory_stats()["allocated_bytes.all.current"]`` — device-wide
 #: and from process start, so the CUDA context and cuBLAS handles (and whatever other processes
 #: hold on the device) are inside the budget, not before a snapshot. 0.6.0 (read) takes
 #: ``peak = init_gpu_memory - free`` against the free memory ``init_device`` measured after the
-#: context existed; 0.6.5 replaced the rule with PR 10511's baseline (``memory_profiling``).
-#: 0.6.1 - 0.6.3 and 0.6.4 itself are not read: the span is the 0.6.4 line only.
+#: context existed, and so do 0.6.1, 0.6.2 and 0.6.3.post1 (read); 0.6.4 has the 0.6.4.post1
+#: rule (read); 0.6.5 replaced it with PR 10511's baseline (``memory_profiling``, see
+#: ``memory_v0``).
 V0_NON_TORCH_FROM_PROCESS_START = ("0.6.4", "0.6.5")
-V0_LONG_CONTEXT = 32768
-V0_CHUNKED_TOKENS = 512
-V0_MIN_TOKENS = 2048
-V0_MAX_SEQS = 256
-#: A V0 launch of 0.8.x (the fallback, :func:`runs_v0`) sizes its profile run by the same
-#: rule (vllm/engine/arg_utils.py ``_set_default_args_v0``: chunked prefill by default only
-#: past 32K; max_num_seqs 256; vllm/config.py ``SchedulerConfig``: without chunked prefill
-#: max(max_model_len, 2048)), but with chunked prefill it takes
-#: ``_DEFAULT_MAX_NUM_BATCHED_TOKENS`` = 2048, not 512 (read in the 0.8.0 and 0.8.5 wheels).
+#: the chunked-prefill tokens of a V0 launch from 0.6.5 (memory_v0.V0_CHUNKED_TOKENS_LATE)
 V0_CHUNKED_TOKENS_SINCE_0_8 = 2048
 
 
@@ -388,16 +363,6 @@ def non_torch_from_process_start(v: tuple[int, ...] | None) -> bool:
     return v is not None and _release(lo) <= v < _release(hi)
 
 
-def v0_batch(max_model_len: int, v: tuple[int, ...] | None = None) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) of the V0 engine when the launch sets neither
-    (the defaults of the common case; see above): 0.6.4.post1's rule, or 0.8.x's for a V0
-    fallback of 0.8.0 or later."""
-    if max_model_len > V0_LONG_CONTEXT:
-        late = v is not None and v >= _release(V1_DEFAULT_SINCE)
-        return (V0_CHUNKED_TOKENS_SINCE_0_8 if late else V0_CHUNKED_TOKENS), V0_MAX_SEQS
-    return max(max_model_len, V0_MIN_TOKENS), V0_MAX_SEQS
-
-
 def batch_defaults(
     v: tuple[int, ...] | None,
     total_bytes: int,
@@ -405,7 +370,9 @@ def batch_defaults(
     compute_capability: str | None,
     max_model_len: int | None = None,
     *,
-    v0: bool = False,
+    v0: bool | None = None,
+    mla: bool = False,
+    multimodal: bool = False,
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) the OpenAI server picks when the launch sets
     neither — vllm/engine/arg_utils.py ``EngineArgs.get_batch_defaults``: >= 160 GiB of
@@ -417,10 +384,13 @@ def batch_defaults(
     ``get_batch_defaults``'s ``except`` and the device memory counts as 0, the small tier
     (read in the 0.15.1 wheel; point 11 of tests/fixtures/memory logs 2048 tokens); 0.33
     falls back to torch's total and keeps cc 12.1 on the small tier. Pass 0 for a GB10
-    before 0.33. Before 0.7.0 the V0 rule (:func:`v0_batch`), which depends on
-    ``max_model_len``; likewise a later launch that runs V0 (``v0``, :func:`runs_v0`)."""
-    if v is not None and (v0 or v < _release(V0_RULES_BEFORE)) and max_model_len:
-        return v0_batch(max_model_len, v)
+    before 0.33. A launch that runs V0 (``v0``, :func:`runs_v0`; None: every release before
+    0.8.0) takes the V0 rule (:func:`v0_batch`), which depends on ``max_model_len`` and on
+    whether the model is MLA or multimodal."""
+    if v0 is None:
+        v0 = v is not None and v < _release(V0_RULES_BEFORE)
+    if v is not None and v0 and max_model_len:
+        return v0_batch(max_model_len, v, mla=mla, multimodal=multimodal)
     gib = total_bytes / (1 << 30)
     name = (gpu_name or "").lower()
     new = v is None or v >= _release(BATCH_TIER_160_SINCE)

@@ -19,7 +19,7 @@ wheels; re-checked in every wheel on disk 0.10.0 - 0.33.0: ``init_device`` snaps
   snapshot from 0.11.0 (inside the budget before it: ``memory.SNAPSHOT_AFTER_DISTRIBUTED_SINCE``).
   With cuMem on (NCCL's default, which vLLM stops overriding in 0.10.2: ``NCCL_CUMEM_OFF_UNTIL``)
   its ring / tree / NVLS connections are made when a collective first needs them — after the
-  snapshot (``budget.bound_terms``' ``nccl_after_snapshot``; sizes in ``flightcheck._knowledge.nccl``).
+  snapshot (``bound.bound_terms``' ``nccl_after_snapshot``; sizes in ``flightcheck._knowledge.nccl``).
   ``PyNcclCommunicator.__init__`` (distributed/device_communicators/pynccl.py, read in 0.10.1.1,
   0.11.0, 0.19.0 and 0.33.0) runs a one-element all-reduce right after ``ncclCommInitRank`` ("A
   small all_reduce for warmup"; 0.33.0 defers it on ROCm only, ``defer_comm_warmup_on_rocm``), so
@@ -435,9 +435,10 @@ def fusion_workspace(
 
 # ---- an unknown release: may it be the V0 engine? ----------------------------------------------
 #
-# The V0 engine runs in every release before 0.7.0 and, as a fallback, in 0.8.0 - 0.10.1 on a GPU
-# below compute capability 8.0 (``memory.runs_v0``). Those releases pin torch 2.4.0 - 2.6.0 (wheel
-# METADATA ``Requires-Dist: torch==``: 0.6.1 2.4.0, 0.6.4.post1 and 0.7.3 2.5.1, 0.8.4 2.6.0), whose
+# The V0 engine runs in every release before 0.8.0 (unless VLLM_USE_V1=1 from 0.6.4) and, as a
+# fallback, in 0.8.0 - 0.10.1 on a GPU below compute capability 8.0 (``memory_v0.runs_v0``).
+# Those releases pin torch 2.4.0 - 2.6.0 (wheel METADATA ``Requires-Dist: torch==``: 0.6.1 2.4.0,
+# 0.6.4.post1 and 0.7.3 2.5.1, 0.8.4 2.6.0), whose
 # CUDA 12.1 - 12.6 builds carry no sm_100 / sm_120 kernels (Blackwell arrives with torch 2.7's CUDA
 # 12.8 build, which 0.10.0 pins as 2.7.1: ``memory.TORCH_BY_RELEASE``). So a launch whose release is
 # unknown may run V0 on a GPU below 10.0 (or one whose capability is unknown), not on a Blackwell.
