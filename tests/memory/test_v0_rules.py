@@ -183,3 +183,20 @@ def test_batch_for_takes_v0s_mla_and_multimodal_rules() -> None:
         batch_for(Intent(max_model_len=4096), h100, "NVIDIA H100 80GB HBM3", "0.7.3", "9.0", multimodal=True).tokens
         == 5120
     )
+
+
+def test_the_offline_llm_class_batches_more_tokens() -> None:
+    """vllm/engine/arg_utils.py get_batch_defaults (0.8.0 - 0.33.0 read): UsageContext.LLM_CLASS takes
+    16384 / 8192 tokens where the OpenAI server takes 8192 / 2048; max_num_seqs is the same; the V0
+    rule before 0.8.0 does not depend on it; 0.33's >= 160 GiB tier is 16384 for both."""
+    big, small = 96 * GiB, 24 * GiB
+    for v in ("0.8.0", "0.23.0", "0.33.0"):
+        assert vllm.batch_defaults(release(v), big, "NVIDIA H100", "9.0", 8192) == (8192, 1024)
+        assert vllm.batch_defaults(release(v), big, "NVIDIA H100", "9.0", 8192, llm_class=True) == (16384, 1024)
+        assert vllm.batch_defaults(release(v), small, "NVIDIA L4", "8.9", 8192, llm_class=True) == (8192, 256)
+    assert vllm.batch_defaults(release("0.33.0"), 180 * GiB, "NVIDIA B200", "10.0", 8192, llm_class=True) == (
+        16384,
+        1024,
+    )
+    v0 = vllm.batch_defaults(release("0.7.3"), big, "NVIDIA H100", "9.0", 8192)
+    assert vllm.batch_defaults(release("0.7.3"), big, "NVIDIA H100", "9.0", 8192, llm_class=True) == v0

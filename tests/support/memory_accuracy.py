@@ -556,6 +556,8 @@ def evaluate() -> list[Row]:
             v0=v0,
             mla=cfg.mla,
             multimodal=cfg.tower is not None or cfg.vision is not None,
+            # the offline LLM class's token defaults (vllm.LLM_CLASS_TOKENS) where the source runs it
+            llm_class=p.get("entrypoint") == "llm",
         )
         if not v0:
             # the context's say in the default batch (vllm.batch_by_length), chunked prefill as logged

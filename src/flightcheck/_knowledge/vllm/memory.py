@@ -373,6 +373,7 @@ def batch_defaults(
     v0: bool | None = None,
     mla: bool = False,
     multimodal: bool = False,
+    llm_class: bool = False,
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) the OpenAI server picks when the launch sets
     neither — vllm/engine/arg_utils.py ``EngineArgs.get_batch_defaults``: >= 160 GiB of
@@ -386,7 +387,8 @@ def batch_defaults(
     falls back to torch's total and keeps cc 12.1 on the small tier. Pass 0 for a GB10
     before 0.33. A launch that runs V0 (``v0``, :func:`runs_v0`; None: every release before
     0.8.0) takes the V0 rule (:func:`v0_batch`), which depends on ``max_model_len`` and on
-    whether the model is MLA or multimodal."""
+    whether the model is MLA or multimodal. ``llm_class``: the offline ``LLM`` class
+    (``UsageContext.LLM_CLASS``, :data:`LLM_CLASS_TOKENS`), not the OpenAI server."""
     if v0 is None:
         v0 = v is not None and v < _release(V0_RULES_BEFORE)
     if v is not None and v0 and max_model_len:
@@ -394,12 +396,23 @@ def batch_defaults(
     gib = total_bytes / (1 << 30)
     name = (gpu_name or "").lower()
     new = v is None or v >= _release(BATCH_TIER_160_SINCE)
+    offline = llm_class and (v is None or v >= _release(LLM_CLASS_TOKENS_SINCE))
     if new and gib >= 160:
         return 16384, 1024
     gb10 = new and compute_capability == "12.1"
     if gib >= 70 and "a100" not in name and not gb10:
-        return 8192, 1024
-    return 2048, 256
+        return (LLM_CLASS_TOKENS[0] if offline else 8192), 1024
+    return (LLM_CLASS_TOKENS[1] if offline else 2048), 256
+
+
+#: ``EngineArgs.get_batch_defaults`` (vllm/engine/arg_utils.py) keys its token defaults by usage
+#: context: the offline ``LLM`` class (``UsageContext.LLM_CLASS``) batches 16384 tokens on the
+#: large tier and 8192 on the small one, where the OpenAI server takes 8192 / 2048; max_num_seqs
+#: is the same for both (1024 / 256). Read in the 0.8.0, 0.8.5, 0.9.2, 0.10.1.1, 0.11.0, 0.15.1,
+#: 0.19.0, 0.23.0 and 0.33.0 wheels (0.33.0's >= 160 GiB tier is 16384 for both); before 0.8.0
+#: the V0 rule (:func:`v0_batch`) does not depend on it. Past 0.33.0: extrapolated.
+LLM_CLASS_TOKENS = (16384, 8192)
+LLM_CLASS_TOKENS_SINCE = "0.8.0"
 
 
 # ---- the context window (read in 0.33.0) ---------------------------------------------------
