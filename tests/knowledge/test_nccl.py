@@ -195,3 +195,33 @@ def test_nvls_before_2_22_is_sized_by_the_communicators_channels() -> None:
     assert old.parts["nvls"] == 1152 * MiB
     assert nccl.version_of(nccl.NCCL_BY_TORCH["2.5.1"]) == (2, 21, 5)
     assert nccl.version_of("x.y") is None and nccl.version_of(None) is None
+
+
+def test_p2p_channels_per_peer_on_one_node() -> None:
+    # paths.cc ncclTopoComputeP2pChannels (v2.21.5-1, v2.26.2-1, v2.30.7-1): pow2Up of the
+    # ring channels and of 2 x the NVLinks, the smaller
+    assert nccl.p2p_channels_per_peer("9.0", 18, 8) == 32
+    assert nccl.p2p_channels_per_peer("8.0", 12, 8) == 32
+    assert nccl.p2p_channels_per_peer("9.0", 2, 2) == 4  # 2 x 2 links, below the ring's
+    assert nccl.p2p_channels_per_peer("9.0", None, 8) is None
+
+
+def test_gather_bytes_root_and_peer() -> None:
+    MiB = 1 << 20
+    root = nccl.gather_bytes(ngpus=8, compute_capability="9.0", nvlinks=18, nvswitch=True, root=True)
+    assert root.derived and root.low == root.high == 7 * 32 * 10 * MiB
+    peer = nccl.gather_bytes(ngpus=8, compute_capability="8.0", nvlinks=12, nvswitch=True, root=False)
+    assert peer.low == 32 * 6 * MiB  # P2P read on cc 8.0: SIMPLE on the sender
+    pcie = nccl.gather_bytes(ngpus=4, compute_capability="8.9", nvlinks=0, nvswitch=False, root=True)
+    assert not pcie.derived and pcie.low == 0 and pcie.high == 3 * 2 * 10 * MiB
+
+
+def test_allgather_bytes_ring_or_nvls() -> None:
+    MiB = 1 << 20
+    ring2 = nccl.allgather_bytes(ngpus=2, compute_capability="9.0", nvlinks=18, nvswitch=True, multicast=None)
+    assert ring2 == nccl.nvswitch_channels("9.0", 18, 2) * 12 * MiB
+    off = nccl.allgather_bytes(ngpus=8, compute_capability="9.0", nvlinks=18, nvswitch=True, multicast=False)
+    assert off == 24 * 12 * MiB  # no NVLS: the ring
+    maybe = nccl.allgather_bytes(ngpus=8, compute_capability="9.0", nvlinks=18, nvswitch=True, multicast=None)
+    assert maybe == nccl.nvls_bytes("9.0", 18, 8)  # the smaller of ring and NVLS
+    assert nccl.allgather_bytes(ngpus=8, compute_capability="8.9", nvlinks=0, nvswitch=False, multicast=False) == 0

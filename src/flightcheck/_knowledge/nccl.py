@@ -365,6 +365,110 @@ def communicator_bytes(
     return CommMemory(low, high, parts, True, note)
 
 
+# ---- P2P operations (send / recv: torch.distributed.gather) ---------------------------------
+#
+# Read at tags v2.21.5-1 (torch 2.5.1 / 2.6.0), v2.26.2-1 and v2.30.7-1; one node only.
+#
+# - Channels (src/graph/paths.cc ``ncclTopoComputeP2pChannels``; 2.29+ splits the per-peer part
+#   into ``ncclTopoComputeP2pChannelsPerPeer``): ``p2pnChannels = pow2Up(min(nChannels,
+#   NCCL_MAX_P2P_NCHANNELS 64))`` and ``p2pnChannelsPerPeer = pow2Up(min(p2pnChannels, peer))``,
+#   ``peer`` the least over the node's peers of ``ncclTopoGetNchannels``: ``2 x max(1, path bw /
+#   ncclTopoNVLinkBw)`` over NVLink (a GPU's NVLinks to the switch, or to its one peer), 2 over
+#   PCIe. 2.30's order (pow2Up each, then the min; the network clamp only with nNodes > 1) gives
+#   the same on one node. 8 x H100 / H200 (24 channels, 18 links): min(24, 36) -> 32; 8 x A100
+#   (24, 12 links): 32; 2 x H100 (18 links): the ring's channels rounded up.
+# - Connections (src/enqueue.cc ``ncclEnqueueCheck`` / ``p2pTaskAppend``, "Mark channels that
+#   need pre-connect"): the first send (recv) to a peer marks ``connectSend`` (``connectRecv``)
+#   on every one of its ``p2pnChannelsPerPeer`` channels, connector ``send[1]`` / ``recv[1]``
+#   ("P2P uses only 1 connector": connIndex 1, not shared with the rings' connIndex 0), made in
+#   the group's preconnect with or without cuMem.
+# - Bytes (src/transport/p2p.cc ``p2pSendSetup`` / ``p2pRecvSetup``, ``graph`` NULL so the read
+#   flag is kept): the same sizes as a ring connection (``p2p_side_bytes``) — the receiver
+#   allocates LL, LL128 and (without read) SIMPLE, the sender the header (and SIMPLE with read).
+#
+# ``torch.distributed.gather`` over NCCL (torch/csrc/cuda/nccl.cpp ``torch::cuda::nccl::gather``):
+# the root posts a ``ncclRecv`` from every other rank, each other rank one ``ncclSend`` to the
+# root, in one group. So the root receives on ``p2pnChannelsPerPeer`` channels from each of its
+# ``n - 1`` peers (8 x H200: 7 x 32 x 10 MiB = 2.19 GiB) and every other rank sends on as many
+# to the root (32 x 2 MiB; 32 x 6 MiB with P2P read on A100).
+MAX_P2P_NCHANNELS = MAXCHANNELS
+#: ncclTopoGetNchannels between two GPUs of one node over PCIe
+P2P_PCIE_CHANNELS_PER_PEER = 2
+
+
+def _pow2_up(n: int) -> int:
+    p = 1
+    while p < n:
+        p <<= 1
+    return p
+
+
+def p2p_channels_per_peer(compute_capability: str | int | None, nvlinks: int | None, ngpus: int) -> int | None:
+    """``p2pnChannelsPerPeer`` of a communicator on one NVSwitch node (or two GPUs joined by
+    ``nvlinks`` NVLinks); None where the ring channels are not derived."""
+    channels = nvswitch_channels(compute_capability, nvlinks or 0, ngpus)
+    if not channels or not nvlinks:
+        return None
+    p2p = _pow2_up(min(channels, MAX_P2P_NCHANNELS))
+    return min(p2p, _pow2_up(min(channels, 2 * max(1, nvlinks))))
+
+
+def gather_bytes(
+    *,
+    ngpus: int,
+    compute_capability: str | int | None,
+    nvlinks: int | None,
+    nvswitch: bool | None,
+    root: bool,
+) -> CommMemory:
+    """The P2P connections one ``torch.distributed.gather`` over a communicator of ``ngpus``
+    ranks on one node leaves on one rank: the ``root``'s receives from every peer, or another
+    rank's send to the root (see above). Made at the first gather whether or not cuMem is on.
+    Where the channels are not derived (PCIe, partial meshes): from 0 up to the PCIe count of
+    channels a peer (2) at the P2P transport's sizes (the SHM transport's sit in host memory)."""
+    if ngpus <= 1:
+        return CommMemory(0, 0, {}, True)
+    cc = _cc(compute_capability)
+    send, recv = p2p_side_bytes(cc == 80)
+    star = bool(nvlinks) and (bool(nvswitch) or ngpus == 2)
+    per_peer = p2p_channels_per_peer(cc, nvlinks, ngpus) if cc is not None and star else None
+    if per_peer is None:
+        high = (ngpus - 1) * P2P_PCIE_CHANNELS_PER_PEER * recv if root else P2P_PCIE_CHANNELS_PER_PEER * send
+        return CommMemory(0, high, {"p2p_gather": high}, False, "P2P channels not derivable for this interconnect")
+    b = (ngpus - 1) * per_peer * recv if root else per_peer * send
+    return CommMemory(b, b, {"p2p_gather": b}, True)
+
+
+def allgather_bytes(
+    *,
+    ngpus: int,
+    compute_capability: str | int | None,
+    nvlinks: int | None,
+    nvswitch: bool | None,
+    multicast: bool | None,
+    version: tuple[int, ...] | None = None,
+) -> int:
+    """The device bytes an all-gather certainly connects on one rank of a lazily connected
+    (cuMem) communicator on one node: NCCL runs it as a ring or, with NVLS, over NVLS
+    (src/graph/tuning.cc ``ncclTopoTuneModel`` at v2.26.2-1: an all-gather skips every
+    algorithm but RING, PAT, NVLS and CollNet; PAT needs one GPU a node, CollNet a network),
+    and the ring's first use connects every channel (src/transport/generic.cc
+    ``ncclTransportRingConnect``: send to ``ring.next``, receive from ``ring.prev``). Where NVLS
+    may run (more than two GPUs with multicast not known off) the smaller of the two is what is
+    certain. 0 where the channels are not derived."""
+    if ngpus <= 1:
+        return 0
+    cc = _cc(compute_capability)
+    star = bool(nvlinks) and (bool(nvswitch) or ngpus == 2)
+    if cc is None or not star:
+        return 0
+    channels = nvswitch_channels(cc, nvlinks or 0, ngpus) or 0
+    send, recv = p2p_side_bytes(cc == 80)
+    ring = channels * (send + recv)
+    nvls = nvls_bytes(cc, nvlinks or 0, ngpus, version, channels) if nvswitch and multicast is not False else 0
+    return min(ring, nvls) if nvls else ring
+
+
 # ---- across nodes: the network transport (src/transport/net.cc) -----------------------------
 #
 # Read in NVIDIA/nccl src/transport/net.cc as the code index stores it (commit 022c022a, the 2.30
