@@ -28,7 +28,9 @@ def test_before_0_11_two_communicators_and_custom_allreduce_sit_in_the_budget() 
 
 def test_from_0_11_one_communicator_before_the_snapshot() -> None:
     lazy = _model("0.11.0")
-    assert lazy.comm_in_reserve() == 0
+    # only the profile's logits all-gather over torch's group is certain inside the budget: the
+    # ring's 288 MiB or NVLS's 256 MiB, the smaller (multicast unknown)
+    assert lazy.comm_in_reserve() == NVLS
     assert lazy.pre_snapshot()["communication"] == 576 * MiB + NVLS + 16 * MiB  # the high end
     assert lazy.pre_snapshot_certain() == CONTEXT  # NCCL 2.27's default connects on first use
     at_init = _model("0.11.0", nccl_env={"NCCL_CUMEM_ENABLE": "0"})
@@ -62,3 +64,43 @@ def test_a_tp_group_larger_than_the_node_spans_nodes() -> None:
     one_node = communication(Layout(8, 1), H100, "0.10.1.1", {}, 1)
     assert c.low == one_node.low - 16 * MiB  # custom all-reduce does not span nodes
     assert c.high == one_node.high - 16 * MiB + 64 * 2 * 20 * MiB  # two nodes: two peers a channel
+
+
+A100 = Interconnect(nvlinks=12, nvswitch=True, compute_capability="8.0", multicast=False)
+H200 = Interconnect(nvlinks=18, nvswitch=True, compute_capability="9.0", multicast=None)
+
+
+def test_v0_logits_gather_adds_its_p2p_connections_on_the_driver() -> None:
+    # V0's torch.distributed.gather to the driver: 7 peers x 32 channels x 10 MiB received
+    # (nccl.gather_bytes), the driver at the chain's head (1 send + 2 receives a channel)
+    root = communication(Layout(8, 1), H200, "0.7.3", {}, 2, "root")
+    plain = communication(Layout(8, 1), H200, "0.7.3", {}, 2)
+    head_rings = 2 * 24 * (2 + 2 * 10) * MiB
+    assert root.low == head_rings + 7 * 32 * 10 * MiB + 16 * MiB
+    assert plain.low == 2 * 24 * (2 * 2 + 2 * 10) * MiB + 16 * MiB  # a middle rank, no gather
+    # another worker sends on 32 channels (6 MiB each with P2P read on A100)
+    peer = communication(Layout(8, 1), A100, "0.7.1", {}, 2, "peer")
+    assert peer.parts["nccl_p2p_gather"] == 32 * 6 * MiB
+
+
+def test_the_v0_model_counts_the_gather_and_v1_does_not() -> None:
+    from flightcheck._memory.budget import Batch
+
+    kw = {"engine": "vllm", "layout": Layout(8, 1), "engine_version": "0.7.3", "interconnect": H200}
+    v0 = MemoryModel(**kw, batch=Batch(v0=True))
+    v1 = MemoryModel(**kw)
+    assert v0.comm_in_reserve() - v1.comm_in_reserve() == 7 * 32 * 10 * MiB - 2 * 24 * 2 * MiB
+
+
+def test_v1_allgather_connections_are_counted_by_release() -> None:
+    two = Interconnect(nvlinks=18, nvswitch=True, compute_capability="9.0", multicast=None)
+    m = MemoryModel(engine="vllm", layout=Layout(2, 1), engine_version="0.20.0", interconnect=two)
+    # at TP 2 every algorithm NCCL may pick uses the ring's connections: 24 channels x 12 MiB
+    assert m.comm_in_reserve() == 24 * 12 * MiB
+    # from 0.25.0 the gather rides pynccl (cuda_communicator.py): not counted
+    later = MemoryModel(engine="vllm", layout=Layout(2, 1), engine_version="0.25.0", interconnect=two)
+    assert later.comm_in_reserve() == 0
+    # connected at init (NCCL_CUMEM_ENABLE=0): before the snapshot from 0.11, not counted
+    off = {"NCCL_CUMEM_ENABLE": "0"}
+    at_init = MemoryModel(engine="vllm", layout=Layout(2, 1), engine_version="0.20.0", interconnect=two, nccl_env=off)
+    assert at_init.comm_in_reserve() == 0

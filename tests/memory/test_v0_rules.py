@@ -142,13 +142,14 @@ def test_fused_moe_workspaces_by_release() -> None:
 def test_v0_public_logs() -> None:
     """Points 113-120 (tests/fixtures/memory/SEARCHES.md, issue 23 v0rules): the V0 sampler and
     batch rules put 114, 116, 117, 119, 120 and the held-out 118 within 0.3 GiB; 115 (held out) within 3%;
-    113 (DeepSeek-R1, TP 8, H200) is RESIDUALS[113]: its non-torch 7.16 GiB is not derived."""
+    113 (DeepSeek-R1, TP 8, H200) is RESIDUALS[113]: of its non-torch 7.16 GiB the communicators and
+    the logits gather's P2P receives (nccl.gather_bytes, 2.19 GiB) are derived, about 1.4 GiB is not."""
     rows = {r.index: r for r in evaluate()}
     for i, limit in ((114, 0.3), (116, 0.1), (117, 0.25), (118, 0.1), (119, 0.25), (120, 0.25)):
         assert rows[i].error_gib is not None and abs(rows[i].error_gib) < limit, (i, rows[i].error_gib)
     assert rows[115].held_out and rows[118].held_out
     assert rows[115].within
-    assert rows[113].error_gib is not None and rows[113].error_gib > 5
+    assert rows[113].error_gib is not None and 4 < rows[113].error_gib < 5
     # the activation peaks V0's dummy sampler makes: 256 x vocabulary x 38 bytes (+ the hidden states)
     assert rows[114].terms is not None and abs(rows[114].terms["activations"][0] - 1.83) < 0.05
     assert rows[118].terms is not None and abs(rows[118].terms["activations"][0] - 0.94) < 0.05

@@ -29,6 +29,7 @@ from flightcheck._memory.budget import (
     communication,
     default_reserve,
     forward_peak,
+    logits_allgather,
     moe_backend_span,
     profile_peak,
     release,
@@ -329,11 +330,14 @@ RESIDUALS = {
         "communicator (made by the profile run's logits gather to the driver, logits_processor.py / "
         "parallel_state.py GroupCoordinator.gather) with every ring and tree connected at init "
         "(NCCL_CUMEM_ENABLE=0, vllm/__init__.py) and custom all-reduce's buffers are inside: 1.14 GiB "
-        "(flightcheck._knowledge.nccl, 24 channels, the driver a chain's end). NVLS only in the bound: the log "
+        "(flightcheck._knowledge.nccl, 24 channels, the driver a chain's end), plus the gather's P2P receives "
+        "from the 7 other ranks on p2pnChannelsPerPeer 32 channels each at 10 MiB (nccl.gather_bytes: paths.cc, "
+        "enqueue.cc, p2p.cc at v2.21.5-1): 2.19 GiB, the driver (NCCL's rank 0, the chain's head) binding. NVLS "
+        "only in the bound: the log "
         "does not show multicast support, and NCCL 2.21.5 (the NCCL of torch 2.5.1, which 0.7.3 pins) sizes it "
         "nChannels x 2 x (1 MiB + NVLS_MEM_ALIGN_SIZE 2 MiB) x nHeads = 1.125 GiB a communicator (nvls.cc at "
         "v2.21.5-1; 256 MiB from 2.22): the bound's nccl_in_budget reaches 2.25 GiB below the point. About "
-        "3.5 GiB more non-torch memory "
+        "1.4 GiB more non-torch memory "
         "is not derived. Activations: the profile's 32,000 tokens over 1024 dummy prompts; V0's sort sampler on "
         "1024 x 129,280 logits is 4.68 GiB, fused_moe's three separate workspaces of 0.7.3 "
         "(vllm.fused_moe_cache13_shared) with the shared expert's output held through them "
@@ -618,17 +622,30 @@ def evaluate() -> list[Row]:
             cfg, layout, "vllm", eager=bool(p["enforce_eager"]), batch=batch, allreduce_fusion=fusion[1]
         )
         comm_in = None
+        peer_delta = 0
         if vllm.comm_in_budget(v) and tp > 1:
             # before 0.11 the snapshot precedes the distributed init: the TP group's two NCCL
             # communicators and custom all-reduce count inside the budget; their derived size
             # (flightcheck._knowledge.nccl) on the binding (middle) rank, the certain low end as
             # the model uses it (NVLS only where the point says multicast was supported); with no
             # interconnect recorded the source pins nothing down (low 0, the bound's high end)
-            comm_in = communication(layout, icx, version, {}, vllm.TP_COMMUNICATORS_IN_BUDGET)
+            # V0's logits gather to the driver (nccl.gather_bytes): the driver binds. Only the
+            # last PP stage computes logits (worker/model_runner.py execute_model returns before
+            # compute_logits when not get_pp_group().is_last_rank, 0.8.3): a PP > 1 point's logged
+            # rank (the driver, first stage) makes no gather
+            gather = "root" if v0 and vllm.V0_LOGITS_GATHER_P2P and pp == 1 else None
+            comm_in = communication(layout, icx, version, {}, vllm.TP_COMMUNICATORS_IN_BUDGET, gather)
+            if gather and p.get("logged_worker") == "non-driver":
+                peer = communication(layout, icx, version, {}, vllm.TP_COMMUNICATORS_IN_BUDGET, "peer")
+                peer_delta = peer.low - comm_in.low
             if ic:
-                row.comm_gib = (comm_in.low / GiB, comm_in.high / GiB)
+                shown = peer if peer_delta else comm_in
+                row.comm_gib = (shown.low / GiB, shown.high / GiB)
             reserve += comm_in.low
-            comm_in = communication(layout, icx, version, {}, 1)
+            comm_in = communication(layout, icx, version, {}, 1, gather)
+        # V1's logits all-gather over torch's group, connected in the profile (budget.logits_allgather)
+        gathered = logits_allgather(layout, icx, version, {}) if not v0 else 0
+        reserve += gathered
         util = p["gpu_memory_utilization"] or vllm.default_utilization(v)
         requested = math.ceil(total * GiB * util)
         available = requested - weights * GiB - reserve
@@ -659,6 +676,7 @@ def evaluate() -> list[Row]:
             else 0,
             # the MoE backend the release's oracle picks (vllm.memory_moe): down to the direct layout
             moe_backend=moe_backend_span(cfg, layout, batch),
+            counted_after=gathered,
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}
         row.low_gib = row.predicted_gib - sum(t.below for t in terms.values()) / GiB
@@ -683,6 +701,7 @@ def evaluate() -> list[Row]:
                 cfg, layout, batch.tokens, batch.seqs, batch.sampler, batch.mxfp4_backend, release=batch.release
             )
             nondriver += forward_peak(cfg, layout, batch.tokens, batch.mxfp4_backend, release=batch.release)
+            nondriver += peer_delta  # its own NCCL connections: a middle rank's, the gather's send side
             row.binding_gib = row.predicted_gib
             row.predicted_gib = (requested - weights * GiB - nondriver) / GiB
         kv_dtype = p["kv_cache_dtype"] or "auto"

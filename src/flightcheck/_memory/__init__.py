@@ -339,6 +339,7 @@ def batch_for(
         cudagraphs=vllm.cudagraphs_in_budget(v, env),
         source=source,
         sampler=vllm.sampler_kind(v, env, v0=v0),
+        v0=v0,
         encoder=vllm.encoder_profiled(v) and skip_mm is None,
         release=v,
         mm_limits=mm_limits,

@@ -52,11 +52,13 @@ def bound_terms(
     sampler_open: int = 0,
     mxfp4_open: tuple[int, int] = (0, 0),
     moe_backend: int = 0,
+    counted_after: int = 0,
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
     only widens it; an empty dict only where nothing is left open, which no profiled launch is).
 
-    - ``nccl_after_snapshot``: from 0.11.0 the worker's baseline snapshot is taken after
+    - ``nccl_after_snapshot`` (less ``counted_after``, the logits all-gather's connections the
+      point counts: ``budget.logits_allgather``): from 0.11.0 the worker's baseline snapshot is taken after
       ``init_worker_distributed_environment`` (v1/worker/gpu_worker.py ``init_device``) and
       the profile's ``non_torch_increase`` is the non-torch growth since that snapshot
       (utils/mem_utils.py ``memory_profiling``: ``diff_from_create.non_torch_memory``) — read
@@ -137,7 +139,8 @@ def bound_terms(
         # lazily connected: both communicators' connections land after the snapshot; at init
         # only torch's device-group communicator (created by the profile run) does
         n = vllm.TP_COMMUNICATORS_IN_BUDGET if (lazy_connect or v is None) else 1
-        below = n * comm.high
+        # less what the point already counts (the logits all-gather's certain connections)
+        below = max(0, n * comm.high - counted_after)
         if below:
             terms["nccl_after_snapshot"] = Term(
                 below,

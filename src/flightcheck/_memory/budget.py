@@ -114,14 +114,34 @@ def communication(
     engine_version: str | None,
     env: dict[str, str | None] | None,
     communicators: int,
+    gather: str | None = None,
 ) -> Communication:
     """``communicators`` NCCL communicators over the TP group (``flightcheck._knowledge.nccl``,
     on one node, a middle rank of NCCL's chain: the one with the most) plus custom
     all-reduce's IPC buffers where it runs (all GPUs on NVLink). Where the source does not pin
-    the size down, ``low`` is 0 and ``high`` the old estimate (``COMM_NVLINK`` / ``COMM_PCIE``)."""
+    the size down, ``low`` is 0 and ``high`` the old estimate (``COMM_NVLINK`` / ``COMM_PCIE``).
+
+    ``gather``: V0's logits gather to the driver (``vllm.V0_LOGITS_GATHER_P2P``) adds its P2P
+    connections once (``nccl.gather_bytes``): "root" on the driver — then the chain's head,
+    NCCL's rank 0 — "peer" on another worker (a middle rank)."""
     tp = max(1, layout.tp)
     if tp <= 1 or communicators <= 0:
         return Communication(0, 0, {}, True)
+    if gather is not None and (ic is None or (ic.nodes or 1) <= 1):
+        base = communication(layout, ic, engine_version, env, communicators)
+        if base.derived and gather == "root":
+            base = _at_head(layout, ic, engine_version, env, communicators, base)
+        ic1 = ic or Interconnect()
+        g = nccl.gather_bytes(
+            ngpus=tp,
+            compute_capability=ic1.compute_capability,
+            nvlinks=ic1.nvlinks,
+            nvswitch=ic1.nvswitch,
+            root=gather == "root",
+        )
+        parts = {**base.parts, **{f"nccl_{k}": b for k, b in g.parts.items()}}
+        derived = base.derived and g.derived
+        return Communication(base.low + g.low, base.high + g.high, parts, derived, base.note or g.note)
     ic = ic or Interconnect()
     v = release(engine_version)
     # the NCCL the release's torch pins, where a size depends on it (NVLS before 2.22)
@@ -181,6 +201,66 @@ def communication(
     return Communication(communicators * one.low + car_low, communicators * one.high + car, parts, True, one.note)
 
 
+def _at_head(
+    layout: Layout,
+    ic: Interconnect | None,
+    engine_version: str | None,
+    env: dict[str, str | None] | None,
+    communicators: int,
+    middle: Communication,
+) -> Communication:
+    """``middle`` with the rings and trees of the chain's head (rank 0: one send fewer a
+    channel, ``nccl.chain_connections``) in place of a middle rank's."""
+    ic = ic or Interconnect()
+    v = release(engine_version)
+    multicast = False if ((env or {}).get("NCCL_NVLS_ENABLE") or "").strip() == "0" else ic.multicast
+
+    def one(position: str) -> nccl.CommMemory:
+        return nccl.communicator_bytes(
+            ngpus=max(1, layout.tp),
+            compute_capability=ic.compute_capability,
+            nvlinks=ic.nvlinks,
+            nvswitch=ic.nvswitch,
+            connect_at_init=nccl.connects_at_init(env, vllm.nccl_cumem_forced_off(v)),
+            multicast=multicast,
+            position=position,
+            version=nccl.version_of(nccl.NCCL_BY_TORCH.get(vllm.torch_pin(v) or "")),
+        )
+
+    mid, head = one("middle"), one("head")
+    d_low, d_high = communicators * (mid.low - head.low), communicators * (mid.high - head.high)
+    parts = {**middle.parts, **{f"nccl_{k}": communicators * b for k, b in head.parts.items()}}
+    return Communication(middle.low - d_low, middle.high - d_high, parts, middle.derived, middle.note)
+
+
+def logits_allgather(
+    layout: Layout,
+    ic: Interconnect | None,
+    engine_version: str | None,
+    env: dict[str, str | None] | None,
+) -> int:
+    """The NCCL connections V1's logits all-gather over torch's device group certainly makes
+    during the profile where NCCL connects on first use (``vllm.logits_allgather_torch_group``,
+    ``nccl.allgather_bytes``): counted inside the budget; 0 elsewhere (connected at init, across
+    nodes, interconnects the source does not pin down)."""
+    v = release(engine_version)
+    tp = max(1, layout.tp)
+    ic = ic or Interconnect()
+    if tp <= 1 or (ic.nodes or 1) > 1 or not vllm.logits_allgather_torch_group(v):
+        return 0
+    if nccl.connects_at_init(env, vllm.nccl_cumem_forced_off(v)):
+        return 0
+    multicast = False if ((env or {}).get("NCCL_NVLS_ENABLE") or "").strip() == "0" else ic.multicast
+    return nccl.allgather_bytes(
+        ngpus=tp,
+        compute_capability=ic.compute_capability,
+        nvlinks=ic.nvlinks,
+        nvswitch=ic.nvswitch,
+        multicast=multicast,
+        version=nccl.version_of(nccl.NCCL_BY_TORCH.get(vllm.torch_pin(v) or "")),
+    )
+
+
 def default_utilization(
     engine: str,
     engine_version: str | None,
@@ -218,6 +298,7 @@ class Batch(msgspec.Struct, frozen=True):
     source: str = "vLLM's serving defaults"
     sampler: str = "sort"  # the profile run's top-k/top-p implementation (vllm.sampler_kind)
     encoder: bool = True  # the profile run exercises a vision encoder (vllm.encoder_profiled)
+    v0: bool = False  # vLLM's V0 engine runs (vllm.runs_v0): its logits gather is P2P
     max_model_len: int | None = None  # bounds the images per prompt (vllm.encoder_items)
     release: tuple[int, ...] | None = None  # the engine release (Qwen-VL's item rules by version)
     #: --limit-mm-per-prompt's counts by modality (vllm.mm_profiling; None: vLLM's 999 each)

@@ -23,6 +23,7 @@ from flightcheck._memory.budget import (
     default_reserve,
     default_utilization,
     encoder_dp,
+    logits_allgather,
     moe_backend_span,
     pre_snapshot,
     profile_peak,
@@ -401,16 +402,32 @@ class MemoryModel(msgspec.Struct):
             by_concurrency=v is None or v >= tuple(int(p) for p in vllm.KV_TOKENS_BY_CONCURRENCY_SINCE.split(".")),
         )
 
-    def communication(self, layout: Layout | None = None, communicators: int = 1) -> Communication:
+    def communication(
+        self, layout: Layout | None = None, communicators: int = 1, gather: str | None = None
+    ) -> Communication:
         """The TP group's NCCL communicators and custom all-reduce buffers on ``layout``
-        (``budget.communication``)."""
+        (``budget.communication``; ``gather`` its V0 logits gather's P2P side)."""
         lay = layout or self.layout
         ic = self.interconnect
         if self.node_gpus and lay.tp > self.node_gpus:
             # a TP group larger than this node spans nodes: NCCL's network transport
             # (``nccl.multinode_communicator_bytes``)
             ic = msgspec.structs.replace(ic or Interconnect(), nodes=-(-lay.tp // self.node_gpus))
-        return communication(lay, ic, self.engine_version, self.nccl_env, communicators)
+        return communication(lay, ic, self.engine_version, self.nccl_env, communicators, gather)
+
+    def _gather(self, layout: Layout) -> str | None:
+        """V0's logits gather makes the driver (rank 0) the binding rank: "root", else None."""
+        return "root" if self.batch.v0 and vllm.V0_LOGITS_GATHER_P2P and layout.tp > 1 else None
+
+    def logits_allgather(self, layout: Layout | None = None) -> int:
+        """V1's logits all-gather connections inside the budget (``budget.logits_allgather``)."""
+        lay = layout or self.layout
+        if self.batch.v0 or self._rules.reserve != "profile" or self.reserve_set:
+            return 0
+        ic = self.interconnect
+        if self.node_gpus and lay.tp > self.node_gpus:
+            return 0
+        return logits_allgather(lay, ic, self.engine_version, self.nccl_env)
 
     def bound_terms(self, layout: Layout | None = None) -> dict[str, Term]:
         """The facts not known before the launch that widen the KV budget into [low, high]
@@ -440,7 +457,8 @@ class MemoryModel(msgspec.Struct):
             comm=None if self.reserve_set else self.communication(lay),
             lazy_connect=lazy,
             fusion=(0, 0, 0) if self.reserve_set else self.fusion_workspace(lay),
-            comm_in_budget=self.communication(lay) if in_budget and lay.tp > 1 else None,
+            comm_in_budget=self.communication(lay, 1, self._gather(lay)) if in_budget and lay.tp > 1 else None,
+            counted_after=self.logits_allgather(lay),
             compute_capability=(self.interconnect or Interconnect()).compute_capability,
             utilization=util,
             activations=acts,
@@ -514,9 +532,12 @@ class MemoryModel(msgspec.Struct):
         """vLLM before 0.11.0 snapshots before the distributed init, so its communicators sit
         inside the KV budget (``vllm.comm_in_budget``): their certain size (the low end, so
         FC402 stops no launch the engine would serve); 0 otherwise."""
+        lay = layout or self.layout
+        gathered = self.logits_allgather(lay)
         if self._rules.communicators(release(self.engine_version)) != "in-budget":
-            return 0
-        return self.communication(layout, vllm.TP_COMMUNICATORS_IN_BUDGET).low
+            return gathered
+        # lazily connected in the budget (0.10.2): the communicators' low is 0, the all-gather's is not
+        return self.communication(lay, vllm.TP_COMMUNICATORS_IN_BUDGET, self._gather(lay)).low + gathered
 
     def add_comm_to_reserve(self) -> None:
         """Fold :meth:`comm_in_reserve` into the launch's default reserve (once the

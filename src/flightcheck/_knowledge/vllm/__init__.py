@@ -147,8 +147,11 @@ from flightcheck._knowledge.vllm.memory_gptoss import (
 )
 from flightcheck._knowledge.vllm.memory_tp import (
     FI_FUSION_DEFAULT_ON,
+    LOGITS_ALLGATHER_TORCH_GROUP,
+    V0_LOGITS_GATHER_P2P,
     fusion_rule,
     fusion_workspace,
+    logits_allgather_torch_group,
     unknown_release_may_run_v0,
 )
 from flightcheck._knowledge.vllm.memory_v0 import (
@@ -395,6 +398,7 @@ __all__ = [
     "LIMIT_MM_PER_PROMPT_FLAG",
     "LIST_VARS",
     "LOAD_FORMAT_FILES",
+    "LOGITS_ALLGATHER_TORCH_GROUP",
     "MHC_ARCHS",
     "MISTRAL_FILES",
     "MISTRAL_INDEX",
@@ -477,6 +481,7 @@ __all__ = [
     "V0_CHUNKED_TOKENS_SINCE_0_8",
     "V0_FLASHINFER_SAMPLER_OPT_IN",
     "V0_GGUF_FALLBACK_BEFORE",
+    "V0_LOGITS_GATHER_P2P",
     "V0_LONG_CONTEXT",
     "V0_MAX_SEQS",
     "V0_MIN_TOKENS",
@@ -527,6 +532,7 @@ __all__ = [
     "launch_options",
     "layout",
     "limit_mm_per_prompt",
+    "logits_allgather_torch_group",
     "mm_image_size",
     "mm_image_size_of",
     "mm_limit",

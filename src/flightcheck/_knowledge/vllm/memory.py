@@ -156,8 +156,10 @@ FUSED_MOE_CHUNK_TOKENS = 32768
 #:   ``torch.distributed.all_gather_into_tensor(group=device_group)`` (0.10.x's
 #:   ``CudaCommunicator`` does not override ``all_gather``). The 0.11.0 wheel gathers the same
 #:   way, so from 0.11.0 too this communicator is created after the snapshot, inside the
-#:   budget (not modelled either: the H100 TP 2 points 59, 66 (0.11.0) and 23 (0.12.0) are
-#:   predicted 0.35 - 0.40 GiB above their logs, within the tolerance).
+#:   budget: with cuMem on, the connections its all-gather certainly makes (the ring, or NVLS
+#:   where it may run: ``nccl.allgather_bytes``) are counted by ``budget.logits_allgather``
+#:   for 0.10.0 - 0.24.0 (``memory_tp.LOGITS_ALLGATHER_TORCH_GROUP``) where the interconnect is
+#:   known (the H100 TP 2 points 59, 66 (0.11.0) and 23 (0.12.0) record none: unchanged).
 #:
 #: Each NCCL communicator's device buffers are derived from NCCL's source in
 #: ``flightcheck._knowledge.nccl`` (channel search, chain trees, P2P and NVLS buffer sizes):

@@ -451,3 +451,30 @@ def unknown_release_may_run_v0(compute_capability: str | None) -> bool:
     """Whether a launch of an unknown release may run the V0 engine on this GPU (see above)."""
     key = _cc_key(compute_capability)
     return key is None or key < V0_CC_BELOW[0] * 10 + V0_CC_BELOW[1]
+
+
+#: V1's logits gather (``LogitsProcessor._gather_logits`` with ``use_all_gather``, V1) goes
+#: through ``GroupCoordinator.all_gather`` -> ``DeviceCommunicatorBase.all_gather`` ->
+#: ``torch.distributed.all_gather_into_tensor(group=device_group)``: torch's own NCCL
+#: communicator, used first by the profile run's dummy sampler, after the worker's snapshot
+#: from 0.11.0 (``memory.SNAPSHOT_AFTER_DISTRIBUTED_SINCE``). ``CudaCommunicator`` does not
+#: override ``all_gather`` in any release 0.8.5 - 0.24.0 and does from 0.25.0, routing it
+#: through pynccl (device_communicators/cuda_communicator.py, grepped in every wheel 0.8.5 -
+#: 0.33.0; base_device_communicator.py read in 0.11.0, 0.12.0, 0.20.0). From 0.25.0 the gather
+#: rides pynccl's communicator, whose warm-up may connect it before the snapshot: not counted.
+LOGITS_ALLGATHER_TORCH_GROUP = ("0.10.0", "0.25.0")
+#: V0 gathers the logits to the driver with ``torch.distributed.gather`` over the TP device group
+#: (logits_processor.py ``_gather_logits``, parallel_state.py ``GroupCoordinator.gather``, read
+#: in 0.6.1, 0.7.3 and 0.8.4; ``use_all_gather`` only on TPU, with VLLM_USE_V1 or the external
+#: launcher): NCCL P2P operations, whose connections (``nccl.gather_bytes``) the profile makes.
+#: Only the last PP stage computes logits (worker/model_runner.py ``execute_model`` returns
+#: before ``compute_logits`` unless ``get_pp_group().is_last_rank``, 0.8.3), so with PP > 1 the
+#: gather's root is that stage's first TP rank — still the rank the cache is sized by.
+V0_LOGITS_GATHER_P2P = True
+
+
+def logits_allgather_torch_group(v: tuple[int, ...] | None) -> bool:
+    """Whether a V1 release gathers its logits over torch's device-group communicator
+    (``LOGITS_ALLGATHER_TORCH_GROUP``); False for an unknown release."""
+    lo, hi = LOGITS_ALLGATHER_TORCH_GROUP
+    return v is not None and _release(lo) <= v < _release(hi)
