@@ -386,7 +386,8 @@ def communicator_bytes(
 #   flag is kept): the same sizes as a ring connection (``p2p_side_bytes``) — the receiver
 #   allocates LL, LL128 and (without read) SIMPLE, the sender the header (and SIMPLE with read).
 #
-# ``torch.distributed.gather`` over NCCL (torch/csrc/cuda/nccl.cpp ``torch::cuda::nccl::gather``):
+# ``torch.distributed.gather`` over NCCL (torch/csrc/cuda/nccl.cpp ``torch::cuda::nccl::gather``, read
+# at pytorch/pytorch commit 0033e774 of main; the 2.5.1 / 2.6.0 that vLLM 0.6.4 - 0.8.x pin not read):
 # the root posts a ``ncclRecv`` from every other rank, each other rank one ``ncclSend`` to the
 # root, in one group. So the root receives on ``p2pnChannelsPerPeer`` channels from each of its
 # ``n - 1`` peers (8 x H200: 7 x 32 x 10 MiB = 2.19 GiB) and every other rank sends on as many
