@@ -128,14 +128,17 @@ def test_bound_terms_for_the_sampler_and_the_backend() -> None:
     sort_peak = activations(cfg, lay, fi.tokens, fi.seqs, "sort", "marlin")
     # 1024 requests x 201,088 x (38 - 14) bytes: 4.6 GiB
     assert (sort_peak - fi_peak) / GiB == pytest.approx(1024 * 201088 * 24 / GiB, abs=0.01)
+    one_h100 = {
+        "engine_version": "0.10.1.1",
+        "total": H100,
+        "utilization_set": True,
+        "cudagraphs_counted": False,
+        "tp": 1,
+        "comm": None,
+        "lazy_connect": False,
+    }
     terms = bound_terms(
-        engine_version="0.10.1.1",
-        total=H100,
-        utilization_set=True,
-        cudagraphs_counted=False,
-        tp=1,
-        comm=None,
-        lazy_connect=False,
+        **one_h100,
         activations=max(acts, fi_peak),
         sampler_open=sort_peak - fi_peak,
         mxfp4_open=(0, int(1.6 * GiB)),
@@ -143,15 +146,7 @@ def test_bound_terms_for_the_sampler_and_the_backend() -> None:
     assert terms["sampler_install"].below == sort_peak - fi_peak and terms["sampler_install"].above == 0
     assert terms["mxfp4_backend"].above == int(1.6 * GiB) and terms["mxfp4_backend"].below == 0
     assert "topk_topp_sampler.py" in terms["sampler_install"].source
-    plain = bound_terms(
-        engine_version="0.10.1.1",
-        total=H100,
-        utilization_set=True,
-        cudagraphs_counted=False,
-        tp=1,
-        comm=None,
-        lazy_connect=False,
-    )
+    plain = bound_terms(**one_h100)
     assert "sampler_install" not in plain and "mxfp4_backend" not in plain
 
 
