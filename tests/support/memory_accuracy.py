@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from flightcheck._knowledge import nccl, vllm
 from flightcheck._memory.bound import bound_terms
 from flightcheck._memory.budget import (
@@ -31,9 +29,10 @@ from flightcheck._memory.budget import (
     forward_peak,
     logits_allgather,
     moe_backend_span,
-    profile_peak,
     release,
+    sampler_install_span,
     sampler_span,
+    v0_peak,
 )
 from flightcheck._memory.config import parse
 from flightcheck._memory.kv import capacity, kv_shape
@@ -433,15 +432,6 @@ class Row:
         return self.kv_need_gib - budget > NEAR_MISS / GiB
 
 
-def _v0_peak(cfg: Any, layout: Any, batch: Any, p: dict[str, Any], length: int | None) -> int:
-    """The profile peak of a launch run by the V0 engine (``bound.bound_terms``' V0 side):
-    V0's default batch for ``length`` (``vllm.v0_batch``) unless the point sets it, and the sort."""
-    given = p["max_num_batched_tokens"] or not length
-    tokens, seqs = (batch.tokens, batch.seqs) if given else vllm.v0_batch(length)
-    v0 = msgspec.structs.replace(batch, tokens=tokens, seqs=p["max_num_seqs"] or seqs, sampler="sort")
-    return sum(profile_peak(cfg, layout, v0))
-
-
 def load() -> tuple[list[dict[str, Any]], dict[str, Any]]:
     points = [json.loads(line) for line in (FIXTURES / "vllm_startup_logs.jsonl").read_text().splitlines() if line]
     return points, json.loads((FIXTURES / "model_configs.json").read_text())
@@ -453,25 +443,6 @@ def _config(entry: dict[str, Any]) -> dict[str, Any]:
         n = doc["num_hidden_layers"]
         doc["layer_types"] = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(n)]
     return doc
-
-
-def _sampler_open(cfg: Any, layout: Layout, batch: Batch, v: tuple[int, ...] | None, acts: int) -> int:
-    """What the PyTorch sort adds to the profile peak over FlashInfer's sampler where the
-    release runs whichever is installed (vllm.sampler_install_open) and the point counts
-    FlashInfer: the bound's ``sampler_install`` term (as _memory.model.MemoryModel gives it)."""
-    if not acts or batch.sampler != "flashinfer" or not vllm.sampler_install_open(v):
-        return 0
-    sort = activations(
-        cfg,
-        layout,
-        batch.tokens,
-        batch.seqs,
-        "sort",
-        batch.mxfp4_backend,
-        release=batch.release,
-        moe_modular=batch.moe_modular,
-    )
-    return max(0, sort - acts)
 
 
 def evaluate() -> list[Row]:
@@ -667,12 +638,19 @@ def evaluate() -> list[Row]:
             # no release: the sampler by release is open too, unless the log names it
             release_activations=sampler_span(cfg, layout, batch) if v is None and not p.get("sampler") else None,
             # no release, below 10.0: V0 may run, with its batch rule (vllm.v0_batch) unless the launch set it
-            v0_activations=_v0_peak(cfg, layout, batch, p, length)
+            v0_activations=v0_peak(
+                cfg,
+                layout,
+                batch,
+                length,
+                tokens_given=bool(p["max_num_batched_tokens"]),
+                seqs_given=bool(p["max_num_seqs"]),
+            )
             if v is None and vllm.unknown_release_may_run_v0(cc)
             else None,
             # 0.8 - 0.11.1: whether FlashInfer's sampler ran is whether it was installed, unless the log says
-            sampler_open=_sampler_open(cfg, layout, batch, v, parts.get("activations", 0))
-            if not p.get("sampler")
+            sampler_open=sampler_install_span(cfg, layout, batch)
+            if parts.get("activations") and not p.get("sampler")
             else 0,
             # the MoE backend the release's oracle picks (vllm.memory_moe): down to the direct layout
             moe_backend=moe_backend_span(cfg, layout, batch),

@@ -505,6 +505,32 @@ def moe_backend_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
     return max(0, sum(profile_peak(cfg, layout, batch)) - direct)
 
 
+def sampler_install_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
+    """How much higher the profile peak is where the release runs FlashInfer's top-k/top-p only if
+    it is installed (``vllm.sampler_install_open``) and the point counts it installed: the PyTorch
+    sort's peak less this batch's (``bound_terms``' ``sampler_install``); 0 elsewhere."""
+    if batch.sampler != "flashinfer" or not vllm.sampler_install_open(batch.release):
+        return 0
+    sort = msgspec.structs.replace(batch, sampler="sort")
+    return max(0, sum(profile_peak(cfg, layout, sort)) - sum(profile_peak(cfg, layout, batch)))
+
+
+def v0_peak(
+    cfg: ModelConfig, layout: Layout, batch: Batch, length: int | None, *, tokens_given: bool, seqs_given: bool
+) -> int:
+    """The profile peak were the V0 engine to run this launch (an unknown release's V0 side,
+    ``bound_terms``' ``release_unknown``): V0's default batch for ``length`` (``vllm.v0_batch``,
+    which depends on MLA and multimodal models) where the launch leaves it to the engine, and
+    V0's sort sampler."""
+    tokens, seqs = batch.tokens, batch.seqs
+    if length and not tokens_given:
+        multimodal = cfg.tower is not None or cfg.vision is not None
+        tokens, default_seqs = vllm.v0_batch(length, mla=cfg.mla, multimodal=multimodal)
+        seqs = seqs if seqs_given else default_seqs
+    v0 = msgspec.structs.replace(batch, tokens=tokens, seqs=seqs, sampler="sort")
+    return sum(profile_peak(cfg, layout, v0))
+
+
 def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(the text model's peak, what the vision encoder adds to it): ``profile_run`` runs
     the encoder, then the forward pass and the sampler with the encoder outputs held."""

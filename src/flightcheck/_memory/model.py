@@ -28,8 +28,10 @@ from flightcheck._memory.budget import (
     pre_snapshot,
     profile_peak,
     release,
+    sampler_install_span,
     sampler_span,
     usable_bytes,
+    v0_peak,
 )
 from flightcheck._memory.config import ModelConfig
 from flightcheck._memory.kv import Capacity, KvShape, capacity, kv_bytes, kv_shape
@@ -443,11 +445,8 @@ class MemoryModel(msgspec.Struct):
         if not self.reserve_set and self.cfg is not None:
             acts = sum(profile_peak(self.cfg, lay, self.batch))
         util, _ = self._budget(lay)
-        sampler_open = 0
-        if acts and self.cfg is not None and self.batch.sampler == "flashinfer" and vllm.sampler_install_open(v):
-            # counted installed (the smaller peak): without FlashInfer the profile sorts
-            sort = msgspec.structs.replace(self.batch, sampler="sort")
-            sampler_open = max(0, sum(profile_peak(self.cfg, lay, sort)) - acts)
+        # counted installed (the smaller peak): without FlashInfer the profile sorts
+        sampler_open = sampler_install_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0
         return bound_terms(
             engine_version=self.engine_version,
             total=self.total,
@@ -497,12 +496,8 @@ class MemoryModel(msgspec.Struct):
         length = self.batch.max_model_len or (self.max_model_len if isinstance(self.max_model_len, int) else None)
         if self.cfg is None or not vllm.unknown_release_may_run_v0(cc):
             return None
-        if self.batch.source == "the launch's" or not length:
-            return sum(profile_peak(self.cfg, layout, msgspec.structs.replace(self.batch, sampler="sort")))
-        multimodal = self.cfg.tower is not None or self.cfg.vision is not None
-        tokens, seqs = vllm.v0_batch(length, mla=self.cfg.mla, multimodal=multimodal)
-        v0 = msgspec.structs.replace(self.batch, tokens=tokens, seqs=seqs, sampler="sort")
-        return sum(profile_peak(self.cfg, layout, v0))
+        given = self.batch.source == "the launch's"
+        return v0_peak(self.cfg, layout, self.batch, length, tokens_given=given, seqs_given=given)
 
     def fusion_workspace(self, layout: Layout | None = None) -> tuple[int, int, int]:
         """(low, point, high) of FlashInfer's all-reduce fusion workspace vLLM makes after its
