@@ -1,7 +1,7 @@
 """The memory rules of _knowledge/vllm/ and sglang/ against the installed engines:
 vLLM's default gpu_memory_utilization, whether its CUDA-graph estimate comes off the KV
-budget, its batch defaults per GPU (``EngineArgs.get_batch_defaults`` with the platform
-stood in for), and SGLang's prefill CUDA-graph sizes."""
+budget, its batch defaults per GPU for the OpenAI server and the offline LLM class
+(``EngineArgs.get_batch_defaults`` with the platform stood in for), and SGLang's prefill CUDA-graph sizes."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ for gib, name, cc in GPUS:
     fake.is_cpu.return_value = False
     with mock.patch.object(arg_utils, "current_platform", fake):
         t, s = arg_utils.EngineArgs.get_batch_defaults(1)
-    tiers[f"{gib}|{name}|{cc[0]}.{cc[1]}"] = [t[UsageContext.OPENAI_API_SERVER], s[UsageContext.OPENAI_API_SERVER]]
+    api, llm = UsageContext.OPENAI_API_SERVER, UsageContext.LLM_CLASS
+    tiers[f"{gib}|{name}|{cc[0]}.{cc[1]}"] = [t[api], s[api], t[llm], s[llm]]
 out["tiers"] = tiers
 from sglang.srt.arg_groups.cuda_graph_hook import generate_prefill_cuda_graph_batch_sizes
 out["sglang_prefill"] = {str(n): generate_prefill_cuda_graph_batch_sizes(n) for n in (2048, 4096, 8192, 16384)}
@@ -52,9 +53,11 @@ def test_memory_rules_match_the_installed_engines(conformance, engine_python: st
     v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
     assert vllm.default_utilization(v) == got["util"]
     assert vllm.cudagraphs_in_budget(v, {}) is got["estimate_cudagraphs"]
-    for key, (tokens, seqs) in got["tiers"].items():
+    for key, (tokens, seqs, llm_tokens, llm_seqs) in got["tiers"].items():
         gib, name, cc = key.split("|")
         assert vllm.batch_defaults(v, int(gib) << 30, name, cc) == (tokens, seqs), key
+        # the offline LLM class's defaults (vllm.LLM_CLASS_TOKENS)
+        assert vllm.batch_defaults(v, int(gib) << 30, name, cc, llm_class=True) == (llm_tokens, llm_seqs), key
     for n, sizes in got["sglang_prefill"].items():
         assert sglang.prefill_graph_sizes(int(n)) == sizes
 
