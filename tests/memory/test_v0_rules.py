@@ -201,3 +201,16 @@ def test_the_offline_llm_class_batches_more_tokens() -> None:
     )
     v0 = vllm.batch_defaults(release("0.7.3"), big, "NVIDIA H100", "9.0", 8192)
     assert vllm.batch_defaults(release("0.7.3"), big, "NVIDIA H100", "9.0", 8192, llm_class=True) == v0
+
+
+def test_the_160_gib_tier_starts_in_0_28() -> None:
+    """get_batch_defaults grows its >= 160 GiB branch (16384 / 1024 for the server too) in 0.28.0
+    (absent in 0.19.0 - 0.27.0); the GB10 clause, which keeps a 121 GiB DGX Spark on the small
+    tier, comes in 0.33.0. A B200 on 0.28 - 0.32 batches 16384 tokens, not 8192."""
+    b200 = 179 * GiB
+    assert vllm.batch_defaults(release("0.27.0"), b200, "NVIDIA B200", "10.0", 8192) == (8192, 1024)
+    for v in ("0.28.0", "0.31.0", "0.33.0"):
+        assert vllm.batch_defaults(release(v), b200, "NVIDIA B200", "10.0", 8192) == (16384, 1024)
+    spark = int(121.69 * GiB)
+    assert vllm.batch_defaults(release("0.32.0"), spark, "NVIDIA GB10", "12.1", 8192) == (8192, 1024)
+    assert vllm.batch_defaults(release("0.33.0"), spark, "NVIDIA GB10", "12.1", 8192) == (2048, 256)

@@ -77,9 +77,15 @@ BLOCK_SIZE = 16
 #: (vllm/v1/core/kv_cache_utils.py); before it, num_blocks // groups x block_size (0.20.0
 #: and earlier, read from the wheels).
 KV_TOKENS_BY_CONCURRENCY_SINCE = "0.21.0"
-#: first release with the >= 160 GiB batch tier and DGX Spark (GB10, cc 12.1) kept on the
-#: small tier (absent in 0.21.0, present in 0.33.0; the release in between is unverified).
-BATCH_TIER_160_SINCE = "0.33.0"
+#: first release with the >= 160 GiB batch tier (16384 / 1024 for both usage contexts):
+#: vllm/engine/arg_utils.py ``get_batch_defaults`` has no such branch in 0.19.0 - 0.27.0 and has
+#: it in 0.28.0 - 0.33.0 (every wheel of 0.19.0, 0.20.0, 0.22.0 - 0.33.0 read).
+BATCH_TIER_160_SINCE = "0.28.0"
+#: first release that keeps DGX Spark (GB10, cc 12.1) on the small tier (``is_gb10`` in
+#: ``get_batch_defaults``) and falls back to torch's total where NVML's memory query fails
+#: (platforms/cuda.py ``NvmlCudaPlatform.get_device_total_memory``): absent in 0.32.0, present in
+#: 0.33.0 (both wheels read).
+GB10_SMALL_TIER_SINCE = "0.33.0"
 
 
 # ---- the profile run's transient peak: the sampler's dummy run ----------------------------
@@ -379,8 +385,8 @@ def batch_defaults(
 ) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) the OpenAI server picks when the launch sets
     neither — vllm/engine/arg_utils.py ``EngineArgs.get_batch_defaults``: >= 160 GiB of
-    device memory 16384 / 1024; >= 70 GiB and not an A100 nor a GB10 8192 / 1024; else
-    2048 / 256 (before 0.33: >= 70 GiB and not an A100 8192 / 1024, else 2048 / 256).
+    device memory 16384 / 1024 (from 0.28.0, :data:`BATCH_TIER_160_SINCE`); >= 70 GiB and not
+    an A100 nor a GB10 8192 / 1024 (the GB10 clause from 0.33.0); else 2048 / 256.
     ``total_bytes`` is the device memory the defaults read: NVML's ``memory.total``
     (platforms/cuda.py ``NvmlCudaPlatform.get_device_total_memory``). A GB10 (DGX Spark)
     does not implement that query: before 0.33 the NVMLError reaches
@@ -397,11 +403,11 @@ def batch_defaults(
         return v0_batch(max_model_len, v, mla=mla, multimodal=multimodal)
     gib = total_bytes / (1 << 30)
     name = (gpu_name or "").lower()
-    new = v is None or v >= _release(BATCH_TIER_160_SINCE)
+    tier_160 = v is None or v >= _release(BATCH_TIER_160_SINCE)
     offline = llm_class and (v is None or v >= _release(LLM_CLASS_TOKENS_SINCE))
-    if new and gib >= 160:
+    if tier_160 and gib >= 160:
         return 16384, 1024
-    gb10 = new and compute_capability == "12.1"
+    gb10 = (v is None or v >= _release(GB10_SMALL_TIER_SINCE)) and compute_capability == "12.1"
     if gib >= 70 and "a100" not in name and not gb10:
         return (LLM_CLASS_TOKENS[0] if offline else 8192), 1024
     return (LLM_CLASS_TOKENS[1] if offline else 2048), 256
