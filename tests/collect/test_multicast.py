@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -143,12 +144,21 @@ def test_fabric_handles_when_imex_works_and_fallback_when_not(fake_driver, tmp_p
     assert r["ok"] is True and r["handle_type"] == "posix_fd" and "NOT_PERMITTED" in r["detail"]
 
 
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return True
-    return state == "Z"  # killed; an orphaned grandchild waits for init to reap it
+def _gone(pid: int, within: float = 5.0) -> bool:
+    """Whether ``pid`` is dead (gone, or a zombie: an orphaned grandchild waits for init to reap
+    it) within ``within`` seconds. SIGKILL to a process group is delivered asynchronously: on a
+    loaded machine a member can still be running for a moment after ``killpg`` returned."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            return True
+        if state == "Z":
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def test_hang_at_bind_is_killed_with_its_group_and_reported(fake_driver, tmp_path):
