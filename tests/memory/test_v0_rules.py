@@ -214,3 +214,12 @@ def test_the_160_gib_tier_starts_in_0_28() -> None:
     spark = int(121.69 * GiB)
     assert vllm.batch_defaults(release("0.32.0"), spark, "NVIDIA GB10", "12.1", 8192) == (8192, 1024)
     assert vllm.batch_defaults(release("0.33.0"), spark, "NVIDIA GB10", "12.1", 8192) == (2048, 256)
+
+
+def test_the_logged_peak_holds_the_graph_estimate_from_0_27() -> None:
+    """v1/worker/gpu_worker.py: peak_activation_memory is torch_peak_increase in 0.20.0 - 0.26.0
+    and transient_peak_headroom + the applied CUDA-graph estimate from 0.27.0 (wheels read)."""
+    assert not vllm.logged_peak_holds_cudagraph_estimate(release("0.26.0"))
+    assert vllm.logged_peak_holds_cudagraph_estimate(release("0.27.0"))
+    assert vllm.logged_peak_holds_cudagraph_estimate(release("0.33.0"))
+    assert not vllm.logged_peak_holds_cudagraph_estimate(None)

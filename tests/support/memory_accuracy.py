@@ -659,9 +659,12 @@ def evaluate() -> list[Row]:
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}
         row.low_gib = row.predicted_gib - sum(t.below for t in terms.values()) / GiB
         row.high_gib = row.predicted_gib + sum(t.above for t in terms.values()) / GiB
+        # from 0.27.0 the logged peak holds the CUDA-graph estimate it subtracts
+        # (vllm.logged_peak_holds_cudagraph_estimate): compare it with the point's estimate added
+        graphs_in_peak = parts.get("cuda_graphs", 0) if vllm.logged_peak_holds_cudagraph_estimate(v) else 0
         breakdown = {
             "activations": (
-                (parts.get("activations", 0) + parts.get("vision_encoder", 0)) / GiB,
+                (parts.get("activations", 0) + parts.get("vision_encoder", 0) + graphs_in_peak) / GiB,
                 lg.get("activation_peak_gib"),
             ),
             "non_torch": (

@@ -71,6 +71,14 @@ def utilization_refusal(value: object, v: tuple[int, ...] | None) -> str | None:
 
 #: first release that subtracts the CUDA-graph estimate from the KV budget by default.
 CUDAGRAPHS_IN_BUDGET_SINCE = ENV_DEFAULTS[ESTIMATE_CUDAGRAPHS][0][0]  # "0.20.0": the default flipped to 1
+#: first release whose "Actual usage is ... GiB for peak activation" line (and
+#: ``Worker.peak_activation_memory``) includes the CUDA-graph estimate it subtracts: from 0.27.0
+#: v1/worker/gpu_worker.py ``determine_available_memory`` sets ``peak_activation_memory =
+#: transient_peak_headroom + cudagraph_memory_estimate_applied`` (read in 0.27.0 - 0.33.0); in
+#: 0.20.0 - 0.26.0 it is ``torch_peak_increase`` alone and the estimate is a term of its own
+#: (read in 0.20.0, 0.22.0 - 0.26.0). The "GiB for CUDAGraph memory" figure beside it is the
+#: graphs' actual capture, not the estimate. Past 0.33.0: extrapolated.
+PEAK_LOG_HOLDS_CUDAGRAPH_ESTIMATE_SINCE = "0.27.0"
 #: tokens per KV block (vllm/config/cache.py ``block_size`` default for CUDA attention).
 BLOCK_SIZE = 16
 #: first release that logs "GPU KV cache size" as int(max_concurrency x max_model_len)
@@ -305,6 +313,12 @@ def sampler_bytes_per_element(kind: str, rows: int) -> int:
     if kind == "triton":
         return SAMPLER_BYTES_TRITON
     return SAMPLER_BYTES_NATIVE if rows >= SAMPLER_SORT_SEGMENTED_MIN_ROWS else SAMPLER_BYTES_NATIVE_FEW_ROWS
+
+
+def logged_peak_holds_cudagraph_estimate(v: tuple[int, ...] | None) -> bool:
+    """Whether this release's logged activation peak includes the subtracted CUDA-graph
+    estimate (:data:`PEAK_LOG_HOLDS_CUDAGRAPH_ESTIMATE_SINCE`; unknown: no)."""
+    return v is not None and v >= _release(PEAK_LOG_HOLDS_CUDAGRAPH_ESTIMATE_SINCE)
 
 
 def nccl_cumem_forced_off(v: tuple[int, ...] | None) -> bool:
