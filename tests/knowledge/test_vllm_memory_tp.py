@@ -65,10 +65,13 @@ def test_no_workspace_where_the_pass_does_not_run() -> None:
     assert _ws("0.19.0", eager=True) == (0, 0, 0)  # no compilation pass
 
 
-def test_a_release_not_read_or_unknown_spans_both_rules() -> None:
+def test_an_unknown_release_spans_every_rule() -> None:
     low, point, high = _ws(None)
     assert low == point == 0 and high == 3 * MC_GRANULARITY_INFERRED
-    # 0.21.x (no wheel read): between 0.20's and 0.22's rules
-    assert _ws("0.21.0", multicast=False) == (0, 0, 3 * MC_GRANULARITY_INFERRED)
-    assert vllm.fusion_rule(release("0.21.0")) is None and vllm.fusion_rule(release("0.33.0")) is True
+    # 0.21.0 (read): 0.22.0's conditions with 0.20's FlashInfer 0.6.8.post1, whose SymmDeviceMemory
+    # needs multicast — none without it, 0.20's workspace with it, and no PP / DP condition
+    assert _ws("0.21.0", multicast=False) == (0, 0, 0)
+    assert _ws("0.21.0", multicast=True) == _ws("0.20.0", multicast=True) != (0, 0, 0)
+    assert _ws("0.21.0", pp=2, multicast=True)[1] > 0 and _ws("0.20.0", pp=2, multicast=True) == (0, 0, 0)
+    assert vllm.fusion_rule(release("0.21.0")) is True and vllm.fusion_rule(release("0.33.0")) is True
     assert vllm.fusion_rule(release("0.15.0")) is False  # read: every optimization level off

@@ -2,7 +2,7 @@
 (``flightcheck._knowledge.vllm.memory_tp``), and the bound of a launch whose release is unknown
 (``bound.bound_terms``' ``release_unknown``).
 
-Sources (read in the wheels of every release 0.11.0 - 0.33.0 on disk; 0.21.x has none):
+Sources (read in the wheels of every release 0.11.0 - 0.33.0, 0.21.0 included):
 vllm/config/vllm.py ``enable_allreduce_rms_fusion`` and the optimization levels,
 config/compilation.py ``flashinfer_max_size``, the pass module's ``FI_ALLREDUCE_FUSION_MAX_SIZE_MB``,
 distributed/device_communicators/flashinfer_all_reduce.py ``_resolve_fi_ar_backend``, envs.py
@@ -67,13 +67,11 @@ def test_the_rule_of_each_release_read(version, on, table, mnnvl, standalone, al
         assert _ws(version) == (0, 0, 0)
 
 
-def test_no_release_read_is_left_unread_but_0_21() -> None:
-    """Every release on disk has a rule; only 0.21.x (no wheel) spans its neighbours."""
-    lo, hi = tp_rules.FI_FUSION_UNREAD
-    assert (lo, hi) == ("0.21.0", "0.22.0")
-    for version in ("0.12.0", "0.13.0", "0.15.0", "0.18.0", "0.20.1", "0.22.0", "0.30.0", "0.31.0"):
+def test_every_release_has_a_rule() -> None:
+    """Every release 0.11.0 - 0.33.0 has a rule read from its wheel (0.21.0 included)."""
+    for version in ("0.12.0", "0.13.0", "0.15.0", "0.18.0", "0.20.1", "0.21.0", "0.22.0", "0.30.0", "0.31.0"):
         assert vllm.fusion_rule(release(version)) is not None
-    assert vllm.fusion_rule(release("0.21.1")) is None
+    assert tp_rules.fusion_release(release("0.21.0")).since == "0.21.0"
 
 
 def test_the_size_tables_by_release() -> None:

@@ -53,7 +53,7 @@ wheels; re-checked in every wheel on disk 0.10.0 - 0.33.0: ``init_device`` snaps
   all-reduce at the first all-reduce it takes (``FlashInferAllReduce._ensure_workspace``, lazily:
   ``CudaCommunicator.__init__`` only sizes it) — after the snapshot, inside the budget. Read in
   distributed/device_communicators/flashinfer_all_reduce.py and compilation/passes/fusion/
-  allreduce_rms_fusion.py of every release 0.17.0 - 0.33.0 on disk (0.21.x is not: no wheel).
+  allreduce_rms_fusion.py of every release 0.17.0 - 0.33.0 (0.21.0 included).
 - cuBLAS / cuBLASLt workspaces come from torch's allocator (torch memory, in the activation peak or
   the weights), not non-torch.
 """
@@ -68,7 +68,7 @@ MiB = 1 << 20
 
 # ---- FlashInfer's all-reduce fusion workspace, by release --------------------------------------
 #
-# Read in the wheel of every release 0.11.0 - 0.33.0 on disk (0.21.x has none): config/vllm.py
+# Read in the wheel of every release 0.11.0 - 0.33.0 (0.21.0 included): config/vllm.py
 # ``enable_allreduce_rms_fusion`` and the optimization levels' ``fuse_allreduce_rms``,
 # config/compilation.py (``enable_fi_allreduce_fusion``, ``flashinfer_max_size``,
 # ``FI_SUPPORTED_WORLD_SIZES``), the pass module's ``FI_ALLREDUCE_FUSION_MAX_SIZE_MB``
@@ -94,7 +94,10 @@ MiB = 1 << 20
 #   ``table MiB // (hidden x dtype)`` tokens (``FlashInferAllReduce``: not capped by the batch), or the
 #   Blackwell mnnvl tuning (``FI_MNNVL_ALLREDUCE_MAX_SIZE_MB``, all_reduce_utils.py), which also
 #   raises the pass's workspace (``get_fi_ar_workspace``: ``max(max_token_num, tuned)``).
-# - 0.21.x: no wheel on disk, not read — the bound spans its neighbours' rules (``FI_FUSION_UNREAD``).
+# - 0.21.0 (the only 0.21 release): 0.22.0's conditions (config/vllm.py ``enable_allreduce_rms_fusion``
+#   has no DP / PP clause; the pass module and flashinfer_all_reduce.py differ from 0.22.0's only in
+#   the PDL launch flags) with 0.20.x's FlashInfer pin, 0.6.8.post1: the trtllm workspace through
+#   ``SymmDeviceMemory``, which needs multicast (read in the 0.21.0 wheel, diffed against 0.20.0 / 0.22.0).
 # - a TP group across nodes: trtllm cannot (its IPC handles are one node's; vLLM refuses it from
 #   0.25.0, ``_node_count(group) > 1``), so only mnnvl can make a workspace — "auto" picks it across
 #   nodes from 0.19.0, and from 0.32.0 only on 10.0 and up (``has_device_capability(100)``; "MNNVL
@@ -127,8 +130,8 @@ MiB = 1 << 20
 #   the multicast granularity, and vLLM (0.27.0 on: ``mc_ptr``) drops it without multicast.
 #
 # The pinned FlashInfer of each release (wheel METADATA): 0.11.1 - 0.11.2 0.5.2; 0.12.0 - 0.14.1
-# 0.5.3; 0.15.x 0.6.1; 0.16.0 0.6.3; 0.17.x 0.6.4; 0.18.x - 0.19.x 0.6.6; 0.20.x 0.6.8.post1; 0.22.x
-# 0.6.11.post2; 0.23.0 - 0.24.0 0.6.12; 0.25.x 0.6.13; 0.26.0 0.6.14; 0.27.0 - 0.28.0 0.6.16.post3;
+# 0.5.3; 0.15.x 0.6.1; 0.16.0 0.6.3; 0.17.x 0.6.4; 0.18.x - 0.19.x 0.6.6; 0.20.x 0.6.8.post1; 0.21.0 0.6.8.post1;
+# 0.22.x 0.6.11.post2; 0.23.0 - 0.24.0 0.6.12; 0.25.x 0.6.13; 0.26.0 0.6.14; 0.27.0 - 0.28.0 0.6.16.post3;
 # 0.29.0 0.6.18; 0.30.0 0.6.18.post1; 0.31.0 - 0.32.0 0.7.0.post1; 0.33.0 0.7.2.post1. Read from
 # FlashInfer's git tags (flashinfer-ai/flashinfer) and the 0.6.6 / 0.7.2.post1 wheels; 0.6.18,
 # 0.6.18.post1 and 0.7.0.post1 have no tag there: their comm/mnnvl.py is taken to be the one of
@@ -178,6 +181,7 @@ FUSION_BY_RELEASE: tuple[FusionRelease, ...] = (
     FusionRelease("0.24.0", True, trtllm_alloc="torch-symm"),
     FusionRelease("0.23.0", True, pp_one=True, trtllm_alloc="torch-symm"),
     FusionRelease("0.22.0", True, trtllm_alloc="torch-symm"),
+    FusionRelease("0.21.0", True),
     FusionRelease("0.19.0", True, dp_pp_one=True),
     FusionRelease("0.17.0", True, cc_family=False, dp_pp_one=True, table="0.17.0"),
     FusionRelease("0.0", False),
@@ -189,11 +193,10 @@ FI_FUSION_DEFAULT_ON = {
     "0.16.0": False,
     "0.17.0": True,
     "0.19.0": True,
+    "0.21.0": True,
     "0.22.0": True,
     "0.33.0": True,
 }
-#: the span not read (no wheel on disk: 0.21.x); the bound spans the rules on either side
-FI_FUSION_UNREAD = ("0.21.0", "0.22.0")
 #: the releases whose ``PyNcclCommunicator.__init__`` was read to run the warmup all-reduce at
 #: init (see above); the bound does not narrow on it (the tuner's choice is not derived)
 PYNCCL_WARMUP_AT_INIT = (
@@ -300,11 +303,8 @@ def fusion_release(v: tuple[int, ...]) -> FusionRelease:
 
 def fusion_rule(v: tuple[int, ...] | None) -> bool | None:
     """Whether this release turns the all-reduce fusion on by default where it can (None: the
-    rule is not known — an unknown release, or the span not read)."""
+    release is unknown)."""
     if v is None:
-        return None
-    lo, hi = FI_FUSION_UNREAD
-    if _release(lo) <= v < _release(hi):
         return None
     return fusion_release(v).default_on
 
@@ -403,7 +403,7 @@ def fusion_workspace(
 ) -> tuple[int, int, int]:
     """(low, point, high) bytes of FlashInfer's all-reduce fusion workspace on one rank of a
     TP group over ``nodes`` nodes (None: one), inside the KV budget (see above). 0 where no release's rule makes one;
-    where the inputs leave it open (the release unknown or not read, multicast support unknown,
+    where the inputs leave it open (the release unknown, multicast support unknown,
     the driver's granularity) low and high span the cases. An unknown release keeps the point of
     the releases before the fusion (0: the corpus's unknown-release logs are of those) and reaches
     the largest workspace any release read makes."""
@@ -422,15 +422,10 @@ def fusion_workspace(
         "multicast": multicast,
         "nodes": nodes or 1,
     }
-    if v is not None and fusion_rule(v) is not None:
+    if v is not None:
         return _one_release(fusion_release(v), **args)  # type: ignore[arg-type]
-    if v is None:
-        each = [_one_release(r, **args) for r in FUSION_BY_RELEASE]  # type: ignore[arg-type]
-        return 0, 0, max(h for _, _, h in each)
-    # the span not read: between its neighbours' rules, the point the older one's
-    before = _one_release(fusion_release(v), **args)  # type: ignore[arg-type]
-    after = _one_release(fusion_release(_release(FI_FUSION_UNREAD[1])), **args)  # type: ignore[arg-type]
-    return min(before[0], after[0]), before[1], max(before[2], after[2])
+    each = [_one_release(r, **args) for r in FUSION_BY_RELEASE]  # type: ignore[arg-type]
+    return 0, 0, max(h for _, _, h in each)
 
 
 # ---- an unknown release: may it be the V0 engine? ----------------------------------------------
