@@ -1,5 +1,5 @@
 """``--gpu-memory-utilization`` values vLLM refuses at startup are FC703, never dropped
-silently for the default (vllm/config/cache.py 0.33.0: ``Field(gt=0, le=1)``)."""
+silently for the default (vllm/config/cache.py 0.11.1 - 0.33.0: ``Field(gt=0, le=1)``)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_values_in_range_are_read(value: str) -> None:
 
 def test_the_engine_reading_is_judged_by_its_release() -> None:
     """The engine's parser takes the float (CacheConfig validates later); by its release,
-    what it refuses at startup: 0.33.0 (0, 1]; 0.6.0 only > 1."""
+    what it refuses at startup: 0.11.1 - 0.33.0 (0, 1]; 0.6.0 - 0.11.0 only > 1."""
     for version, value, refused in [
         ("0.33.0", float("nan"), True),
         ("0.33.0", 0.0, True),
@@ -52,6 +52,9 @@ def test_the_engine_reading_is_judged_by_its_release() -> None:
 
 def test_the_rule_is_gated_by_release() -> None:
     assert vllm.utilization_refusal(0.0, (0, 33, 0)) and not vllm.utilization_refusal(0.0, (0, 6, 0))
+    # the pydantic Field(gt=0, le=1) arrives in 0.11.1 (0.11.0 checks > 1.0 only)
+    assert vllm.utilization_refusal(0.0, (0, 11, 1)) and vllm.utilization_refusal(float("nan"), (0, 20, 0))
+    assert not vllm.utilization_refusal(0.0, (0, 11, 0)) and vllm.utilization_refusal(1.5, (0, 11, 0))
     assert vllm.utilization_refusal(2.0, (0, 6, 0)) and not vllm.utilization_refusal(1.0, (0, 33, 0))
 
 

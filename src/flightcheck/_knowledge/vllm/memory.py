@@ -43,13 +43,15 @@ from flightcheck._knowledge.vllm.memory_v0 import V1_DEFAULT_SINCE, _env_on, v0_
 #: (first release, default gpu_memory_utilization) — vllm/config/cache.py; 0.19.0 has 0.9,
 #: 0.20.0 and 0.33.0 have 0.92 (read from the wheels).
 UTILIZATION_DEFAULTS: tuple[tuple[str, float], ...] = (("0.20.0", 0.92), ("0.0", 0.9))
-#: vllm/config/cache.py 0.33.0: ``gpu_memory_utilization: float = Field(default=0.92, gt=0,
-#: le=1)``; pydantic checks it when ``CacheConfig`` is built (``create_engine_config``, at
-#: startup, after the parser accepted the float), so nan, inf, <= 0 and > 1 stop the engine
-#: before it loads anything. 0.6.0 (vllm/config.py ``CacheConfig._verify_args``, read in
-#: the wheel) raises only for ``> 1.0`` (inf too; nan, 0 and -1 pass). The releases between
-#: were not read: there only ``> 1`` is taken as refused. Past 0.33.0: extrapolated.
-UTILIZATION_RANGE_SINCE = "0.33.0"
+#: vllm/config/cache.py from 0.11.1: ``gpu_memory_utilization: float = Field(default=0.9,
+#: gt=0, le=1)`` (0.92 from 0.20.0) on a pydantic dataclass; pydantic checks it when
+#: ``CacheConfig`` is built (``create_engine_config``, at startup, after the parser accepted
+#: the float), so nan, inf, <= 0 and > 1 stop the engine before it loads anything — the Field
+#: is in every wheel 0.11.1 - 0.33.0 (each read). 0.10.1 - 0.11.0 declare a plain ``float = 0.9``
+#: and ``_verify_args`` raises only for ``> 1.0`` (0.11.0 cache.py:168), as 0.6.0 does
+#: (vllm/config.py ``CacheConfig._verify_args``; inf too; nan, 0 and -1 pass); before 0.11.1 only
+#: ``> 1`` is taken as refused. Past 0.33.0: extrapolated.
+UTILIZATION_RANGE_SINCE = "0.11.1"
 
 
 def utilization_refusal(value: object, v: tuple[int, ...] | None) -> str | None:
@@ -129,8 +131,8 @@ GB10_SMALL_TIER_SINCE = "0.33.0"
 # the wheel: ``VLLM_USE_FLASHINFER_SAMPLER`` unset means on); 0.11.2 - 0.16.0 the sort
 # unless ``VLLM_USE_FLASHINFER_SAMPLER=1``; from 0.17.0 the native path is the Triton one
 # (v1/sample/ops/topk_topp_triton.py first ships in the 0.17.0 wheel; 0.16.0 has none and
-# sorts; 0.17.0 - 0.19.0 take it for >= 8 requests — ``HAS_TRITON and logits.shape[0] >= 8``
-# — and sort below that, a case not modelled; 0.33.0 drops the row condition); from 0.21.0
+# sorts; 0.17.0 - 0.29.x take it for >= 8 requests — ``HAS_TRITON and logits.shape[0] >= 8``
+# — and sort below that, a case not modelled; 0.30.0 drops the row condition); from 0.21.0
 # FlashInfer is on by default
 # but ``_dummy_sampler_run`` also warms ``forward_native`` — 14 bytes either way
 # (topk_topp_sampler.py, envs.py and gpu_model_runner.py of the wheels, read).
