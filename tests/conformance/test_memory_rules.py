@@ -233,3 +233,53 @@ def test_allreduce_fusion_workspace_rules_match_the_installed_vllm(conformance, 
     rule = fusion_release(v)
     assert got["mnnvl_first_on_one_node"] and rule.mnnvl_first
     assert got["standalone_fi_ar_default_on"] and rule.standalone
+
+
+ACT_QUANT_PROBE = r"""
+import inspect, json
+from vllm.config import vllm as config_vllm
+from vllm.model_executor import custom_op
+from vllm.model_executor.layers.activation import SiluAndMul
+from vllm.model_executor.layers.quantization.input_quant_fp8 import QuantFP8
+from vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel import FP8ScaledMMLinearKernel
+import torch._inductor.config as inductor_config
+from torch._inductor import ir
+post = inspect.getsource(config_vllm.VllmConfig.__post_init__)
+native = inspect.getsource(QuantFP8.forward_native) + inspect.getsource(QuantFP8)
+reuse = inspect.getsource(ir.StorageBox.should_realize_on_reuse)
+print(json.dumps({
+    "registered": custom_op.op_registry.get("quant_fp8") is QuantFP8
+    and custom_op.op_registry.get("silu_and_mul") is SiluAndMul,
+    "linear_quantizes_through_it": "self.quant_fp8(" in inspect.getsource(FP8ScaledMMLinearKernel.apply_weights),
+    "none_under_inductor": 'custom_ops.append("none")' in post and '"inductor"' in post,
+    "blocked_turns_it_on": 'custom_ops.append("+quant_fp8")' in post and "has_blocked_weights" in post,
+    "native_is_torch": ".to(_FP8_DTYPE)" in native and "abs().max(" in native,
+    "reads_threshold": inductor_config.realize_reads_threshold,
+    "cpu_only_heavy_rule": "is_cpu(self.data)" in reuse and "realize_reads_threshold" in reuse,
+}))
+"""
+
+
+def test_fp8_activation_rule_matches_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
+    """The installed release's side of ``vllm.fp8_activation_stored_as_fp8``: its FP8 linear
+    kernels quantize through the ``quant_fp8`` CustomOp, custom ops are off under Inductor
+    (forward_native: torch ops Inductor traces into the silu-mul), blocked weights turn the op
+    back on, and the engine's torch realizes a pointwise read by a few users only on the CPU's
+    heavy-op rule or past ``realize_reads_threshold`` (4)."""
+    run = subprocess.run(
+        [engine_python, "-c", ACT_QUANT_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got == {
+        "registered": True,
+        "linear_quantizes_through_it": True,
+        "none_under_inductor": True,
+        "blocked_turns_it_on": True,
+        "native_is_torch": True,
+        "reads_threshold": 4,
+        "cpu_only_heavy_rule": True,
+    }
+    v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
+    assert vllm.fp8_activation_stored_as_fp8(v, v0=False, eager=False) is True
+    assert vllm.fp8_activation_stored_as_fp8(v, v0=False, eager=True) is False

@@ -350,4 +350,13 @@ def batch_for(
         # for an MXFP4 checkpoint (budget.forward_peak, weights.mxfp4_padding)
         mxfp4_backend=backends[0],
         mxfp4_alternates=backends[1:],
+        # an FP8 layer's MLP activation under Inductor (budget.forward_peak)
+        act_fp8=vllm.fp8_activation_stored_as_fp8(
+            v,
+            v0=v0,
+            eager=bool(intent.enforce_eager) or intent.eager_given,
+            env=env,
+            compile_flags=bool(intent.memory_options.get("compile_flags")),
+        ),
+        online_fp8=(intent.quantization or "").lower() == "fp8",
     )

@@ -53,6 +53,7 @@ def bound_terms(
     mxfp4_open: tuple[int, int] = (0, 0),
     moe_backend: int = 0,
     counted_after: int = 0,
+    act_quant_open: int = 0,
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
     only widens it; an empty dict only where nothing is left open, which no profiled launch is).
@@ -131,7 +132,11 @@ def bound_terms(
       (``vllm.mxfp4_backends``: Marlin or the OAI Triton kernels on Hopper 0.10.2 - 0.11.x,
       FlashInfer or Triton on Blackwell before 0.11.1), the other backend's experts and
       profile transient move the budget by ``mxfp4_open`` (below, above): Marlin's padded
-      experts hold ~3 % more than Triton's (1.6 GiB on gpt-oss-120b)."""
+      experts hold ~3 % more than Triton's (1.6 GiB on gpt-oss-120b).
+    - ``fp8_act_quant``: an FP8 (non-block) model whose launch leaves compilation open (release
+      unknown, or ``-O`` / ``--compilation-config`` set): the point keeps the MLP's 16-bit
+      activation; compiled with the custom ops off, Inductor holds it as FP8
+      (``vllm.fp8_activation_stored_as_fp8``) and the budget is higher by ``act_quant_open``."""
     v = release(engine_version)
     terms: dict[str, Term] = {}
     after = v is None or not vllm.comm_in_budget(v)
@@ -218,6 +223,13 @@ def bound_terms(
             moe_backend,
             "model_executor/layers/fused_moe/oracle/fp8.py + modular_kernel.py (0.15.0 - 0.33.0): the MoE "
             "backend is picked by GPU, EP and packages; the point takes the Triton experts' workspaces",
+        )
+    if act_quant_open > 0:
+        terms["fp8_act_quant"] = Term(
+            0,
+            act_quant_open,
+            "layers/quantization/input_quant_fp8.py QuantFP8 + custom_op.py (0.10.0 - 0.33.0), torch/_inductor/"
+            "ir.py should_realize_on_reuse (2.13.0, 2.14.0): under Inductor the MLP's activation is stored as FP8",
         )
     counted = cudagraphs_counted and (v is None or vllm.cudagraphs_in_budget(v))
     if counted:

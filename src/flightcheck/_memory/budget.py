@@ -316,6 +316,12 @@ class Batch(msgspec.Struct, frozen=True):
     mxfp4_alternates: tuple[str, ...] = ()
     #: fused_moe's workspace layout, overriding the release's (None: by release, vllm.memory_moe)
     moe_modular: bool | None = None
+    #: an FP8 linear layer's MLP activation is held as FP8 in the profile run, Inductor having
+    #: traced QuantFP8 into the silu-mul (``vllm.fp8_activation_stored_as_fp8``; None: the launch
+    #: leaves it open — the point keeps the 16-bit figure, the bound's ``fp8_act_quant`` the rest)
+    act_fp8: bool | None = False
+    #: ``--quantization fp8`` (a 16-bit checkpoint's linear layers quantized at load)
+    online_fp8: bool = False
 
 
 def forward_peak(
@@ -326,6 +332,7 @@ def forward_peak(
     *,
     release: tuple[int, ...] | None = None,
     moe_modular: bool | None = None,
+    act_fp8: bool = False,
 ) -> int:
     """The dummy forward pass's transient peak for ``tokens`` batched tokens: one layer's
     widest point, with the hidden state and the residual (model dtype) alive — the
@@ -352,8 +359,9 @@ def forward_peak(
         attn = qkv + (cfg.heads // tp) * (cfg.v_head_dim or cfg.qk_nope_head_dim)
     else:
         attn = (2 * (cfg.heads // tp) + 2 * max(1, cfg.kv_heads // tp)) * cfg.head_dim
-    per_token = 3 * (cfg.intermediate or 4 * hidden) / tp
     dt = cfg.dtype_bytes or 2
+    # the MLP's bytes a token: the gate/up output (2 x inter, model dtype) and the activation
+    per_token = (cfg.intermediate or 4 * hidden) / tp * (2 * dt + (1 if act_fp8 else dt))
     moe = 0
     if cfg.moe and cfg.moe_intermediate:
         inter = cfg.moe_intermediate if layout.ep else cfg.moe_intermediate / layout.moe_size
@@ -370,7 +378,7 @@ def forward_peak(
                 if mxfp4_backend == "marlin":
                     # fused_marlin_moe's separate output from 0.11.1 (vllm.memory_moe.moe_output_bytes)
                     moe += memory_moe.moe_output_bytes(release, tokens, hidden, dt)
-    dense_part = tokens * dt * (2 * hidden + max(attn, per_token))
+    dense_part = tokens * (dt * 2 * hidden + max(dt * attn, per_token))
     moe_part = moe + tokens * dt * 2 * hidden
     return int(max(dense_part, moe_part))
 
@@ -393,10 +401,13 @@ def activations(
     *,
     release: tuple[int, ...] | None = None,
     moe_modular: bool | None = None,
+    act_fp8: bool = False,
 ) -> int:
     """The profile run's transient peak: the forward pass and the sampler run one after
     the other (``profile_run``), so the larger of the two."""
-    forward = forward_peak(cfg, layout, tokens, mxfp4_backend, release=release, moe_modular=moe_modular)
+    forward = forward_peak(
+        cfg, layout, tokens, mxfp4_backend, release=release, moe_modular=moe_modular, act_fp8=act_fp8
+    )
     return max(forward, sampler_peak(cfg, tokens, seqs, sampler))
 
 
@@ -531,6 +542,23 @@ def v0_peak(
     return sum(profile_peak(cfg, layout, v0))
 
 
+def fp8_linear(cfg: ModelConfig, batch: Batch) -> bool:
+    """Whether the model's linear layers quantize their input per tensor or per token (FP8
+    without weight blocks, or ``--quantization fp8`` on a 16-bit checkpoint): those whose
+    activation Inductor may store as FP8 (``vllm.fp8_activation_stored_as_fp8``)."""
+    return cfg.quant.method == "fp8" or (batch.online_fp8 and cfg.quant.method is None)
+
+
+def act_quant_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
+    """How much lower the profile peak is where the launch leaves open whether Inductor holds an
+    FP8 layer's MLP activation as FP8 (``batch.act_fp8`` None) and the point keeps the 16-bit
+    figure (``bound_terms``' ``fp8_act_quant``); 0 elsewhere."""
+    if batch.act_fp8 is not None or not fp8_linear(cfg, batch):
+        return 0
+    fused = msgspec.structs.replace(batch, act_fp8=True)
+    return max(0, sum(profile_peak(cfg, layout, batch)) - sum(profile_peak(cfg, layout, fused)))
+
+
 def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(the text model's peak, what the vision encoder adds to it): ``profile_run`` runs
     the encoder, then the forward pass and the sampler with the encoder outputs held."""
@@ -543,6 +571,7 @@ def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, i
         batch.mxfp4_backend,
         release=batch.release,
         moe_modular=batch.moe_modular,
+        act_fp8=batch.act_fp8 is True and fp8_linear(cfg, batch),
     )
     run, held = encoder_terms(cfg, layout, batch)
     if not run and not held:

@@ -19,6 +19,7 @@ from flightcheck._memory.budget import (
     Fit,
     GiB,
     Interconnect,
+    act_quant_span,
     communication,
     default_reserve,
     default_utilization,
@@ -468,6 +469,7 @@ class MemoryModel(msgspec.Struct):
             sampler_open=sampler_open,
             mxfp4_open=self.mxfp4_open(lay, acts),
             moe_backend=moe_backend_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
+            act_quant_open=act_quant_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
         )
 
     def mxfp4_open(self, layout: Layout, acts: int) -> tuple[int, int]:

@@ -139,6 +139,11 @@ from flightcheck._knowledge.vllm.memory import (
     torch_pin,
     utilization_refusal,
 )
+from flightcheck._knowledge.vllm.memory_compile import (
+    INDUCTOR_ACT_QUANT_SINCE,
+    compile_flags_given,
+    fp8_activation_stored_as_fp8,
+)
 from flightcheck._knowledge.vllm.memory_gptoss import (
     MXFP4_MOE_SINCE,
     TRITON_KERNELS_VENDORED_SINCE,
@@ -387,6 +392,7 @@ __all__ = [
     "HUMMING_QUANTS",
     "HUMMING_SINCE",
     "INDEX_SPELLING_RAISES_READ",
+    "INDUCTOR_ACT_QUANT_SINCE",
     "INKLING_ARCHS",
     "INKLING_LAMPORT_SWITCH",
     "KIMI_K3_ARCHS",
@@ -517,6 +523,7 @@ __all__ = [
     "batch_defaults",
     "beyond_read",
     "comm_in_budget",
+    "compile_flags_given",
     "context_window",
     "cudagraphs_in_budget",
     "deep_gemm_arch",
@@ -530,6 +537,7 @@ __all__ = [
     "encoder_tp_mode",
     "env_default",
     "expert_weight_factor",
+    "fp8_activation_stored_as_fp8",
     "fused_moe_cache13_shared",
     "fusion_rule",
     "fusion_workspace",

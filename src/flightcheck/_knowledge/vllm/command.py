@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from flightcheck._knowledge.vllm.flashinfer_paths import ALL2ALL_FLAG
+from flightcheck._knowledge.vllm.memory_compile import compile_flags_given
 from flightcheck._knowledge.vllm.multimodal import encoder_tp_mode, limit_mm_per_prompt, mm_profiling_off
 from flightcheck._knowledge.vllm.options import FLAG
 from flightcheck._knowledge.vllm.reader import SERVED_NAME_FLAG
@@ -51,7 +52,8 @@ def engine_options(flags: list[str]) -> dict[str, Any]:
     """The Intent's engine-read fields (``ENGINE_OPTION_FIELDS``) of a vLLM launch: the
     served names (``--served-model-name a b``), the all2all backend (``--all2all-backend``,
     the last one given, as argparse keeps it; FC712) and, as memory options, whether chunked
-    prefill is on (``--[no-]enable-chunked-prefill``, when given)."""
+    prefill is on (``--[no-]enable-chunked-prefill``, when given) and whether a compilation
+    option is set (``-O``, ``--compilation-config``: ``compile_flags``)."""
     served: list[str] | None = None
     backend: str | None = None
     memory: dict[str, Any] = {}
@@ -65,4 +67,8 @@ def engine_options(flags: list[str]) -> dict[str, Any]:
             # the last one given wins (BooleanOptionalAction); off, the batch is the context
             # (memory_gptoss.batch_by_length)
             memory["enable_chunked_prefill"] = CHUNKED_PREFILL_FLAGS[name]
+    if compile_flags_given(flags):
+        # -O / --compilation-config may turn compilation or the custom ops off: whether an FP8
+        # layer's activation is held as FP8 is left open (memory_compile)
+        memory["compile_flags"] = True
     return {"served_model_names": served, "all2all_backend": backend, "memory_options": memory}
