@@ -9,6 +9,7 @@ import json
 import subprocess
 
 from flightcheck._knowledge import sglang, vllm
+from flightcheck._knowledge.vllm import memory_moe, memory_tp
 
 PROBE = r"""
 import json, os
@@ -283,3 +284,53 @@ def test_fp8_activation_rule_matches_the_installed_vllm(conformance, engine_pyth
     v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
     assert vllm.fp8_activation_stored_as_fp8(v, v0=False, eager=False) is True
     assert vllm.fp8_activation_stored_as_fp8(v, v0=False, eager=True) is False
+
+
+PROFILER_PROBE = r"""
+import inspect, json, math
+from vllm import envs
+from vllm.config.cache import CacheConfig
+from vllm.distributed.device_communicators import cuda_communicator, pynccl
+from vllm.v1.core import kv_cache_utils
+from vllm.v1.worker import gpu_worker
+refused = {}
+for value in (0.0, -0.5, 1.5, math.nan, math.inf, 0.5, 1.0):
+    try:
+        CacheConfig(gpu_memory_utilization=value)
+        refused[repr(value)] = False
+    except Exception:
+        refused[repr(value)] = True
+print(json.dumps({
+    "refused": refused,
+    "tokens_by_concurrency": "int(max_concurrency * max_model_len)"
+    in inspect.getsource(kv_cache_utils.get_kv_cache_capacity),
+    "peak_holds_estimate": "transient_peak_headroom + cudagraph_memory_estimate_applied"
+    in inspect.getsource(gpu_worker.Worker.determine_available_memory),
+    "pynccl_warmup": "self.all_reduce(data)" in inspect.getsource(pynccl.PyNcclCommunicator),
+    "all_gather_overridden": "all_gather" in vars(cuda_communicator.CudaCommunicator),
+    "moe_chunk_variable": hasattr(envs, "VLLM_FUSED_MOE_CHUNK_SIZE"),
+}))
+"""
+
+
+def test_profiler_rules_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
+    """The installed release's side of the profiler rules: the utilization range
+    (``vllm.utilization_refusal``, pydantic's check when CacheConfig is built), the KV tokens
+    logged by concurrency, the logged peak holding the CUDA-graph estimate, pynccl's warm-up
+    all-reduce at init, the logits all-gather routed through pynccl (not torch's group) and
+    fused_moe without a chunk size."""
+    run = subprocess.run(
+        [engine_python, "-c", PROFILER_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
+    for text, refused in got["refused"].items():
+        value = float(text)
+        assert (vllm.utilization_refusal(value, v) is not None) is refused, text
+    assert got["tokens_by_concurrency"] and v >= vllm._release(vllm.KV_TOKENS_BY_CONCURRENCY_SINCE)
+    assert got["peak_holds_estimate"] and vllm.logged_peak_holds_cudagraph_estimate(v)
+    assert got["pynccl_warmup"] and v in {vllm._release(r) for r in memory_tp.PYNCCL_WARMUP_AT_INIT}
+    assert got["all_gather_overridden"] and not vllm.logits_allgather_torch_group(v)
+    assert not got["moe_chunk_variable"] and memory_moe.fused_moe_chunk(v) is None
+    assert memory_moe.modular_triton(v)
