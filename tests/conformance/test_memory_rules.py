@@ -243,6 +243,12 @@ from vllm.model_executor import custom_op
 from vllm.model_executor.layers.activation import SiluAndMul
 from vllm.model_executor.layers.quantization.input_quant_fp8 import QuantFP8
 from vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel import FP8ScaledMMLinearKernel
+from vllm.model_executor.kernels import linear as kernels
+from vllm.platforms.interface import PlatformEnum
+import importlib.util, pathlib, re
+# platforms/cuda.py imports vllm._C (absent without a GPU build): read it as text
+cuda_py = pathlib.Path(importlib.util.find_spec("vllm.platforms.cuda").origin).read_text()
+supports_fp8 = re.search(r"def supports_fp8\(cls\)[^\n]*\n(?:\s+.*\n){1,4}", cuda_py)
 import torch._inductor.config as inductor_config
 from torch._inductor import ir
 post = inspect.getsource(config_vllm.VllmConfig.__post_init__)
@@ -257,6 +263,8 @@ print(json.dumps({
     "native_is_torch": ".to(_FP8_DTYPE)" in native and "abs().max(" in native,
     "reads_threshold": inductor_config.realize_reads_threshold,
     "cpu_only_heavy_rule": "is_cpu(self.data)" in reuse and "realize_reads_threshold" in reuse,
+    "marlin_after": [k.__name__ for k in kernels._POSSIBLE_FP8_KERNELS[PlatformEnum.CUDA]],
+    "fp8_needs_89": bool(supports_fp8) and "has_device_capability(89)" in supports_fp8.group(0),
 }))
 """
 
@@ -266,7 +274,8 @@ def test_fp8_activation_rule_matches_the_installed_vllm(conformance, engine_pyth
     kernels quantize through the ``quant_fp8`` CustomOp, custom ops are off under Inductor
     (forward_native: torch ops Inductor traces into the silu-mul), blocked weights turn the op
     back on, and the engine's torch realizes a pointwise read by a few users only on the CPU's
-    heavy-op rule or past ``realize_reads_threshold`` (4)."""
+    heavy-op rule or past ``realize_reads_threshold`` (4); below cc 8.9 Marlin's weight-only FP8
+    runs instead."""
     run = subprocess.run(
         [engine_python, "-c", ACT_QUANT_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
     )
@@ -280,10 +289,20 @@ def test_fp8_activation_rule_matches_the_installed_vllm(conformance, engine_pyth
         "native_is_torch": True,
         "reads_threshold": 4,
         "cpu_only_heavy_rule": True,
+        "marlin_after": got["marlin_after"],
+        "fp8_needs_89": True,
     }
+    # the kernels that quantize the input come first; Marlin (weight-only FP8) only where they
+    # cannot run: torch's scaled-mm needs supports_fp8 (cc 8.9), CUTLASS FP8 the same capability
+    order = got["marlin_after"]
+    marlin = order.index("MarlinFP8ScaledMMLinearKernel")
+    assert order.index("CutlassFP8ScaledMMLinearKernel") < marlin
+    assert order.index("PerTensorTorchFP8ScaledMMLinearKernel") < marlin
     v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
-    assert vllm.fp8_activation_stored_as_fp8(v, v0=False, eager=False) is True
-    assert vllm.fp8_activation_stored_as_fp8(v, v0=False, eager=True) is False
+    assert vllm.fp8_activation_stored_as_fp8(v, v0=False, eager=False, compute_capability="9.0") is True
+    assert vllm.fp8_activation_stored_as_fp8(v, v0=False, eager=True, compute_capability="9.0") is False
+    # Marlin's weight-only FP8 below cc 8.9: the input is not quantized
+    assert vllm.fp8_activation_stored_as_fp8(v, v0=False, eager=False, compute_capability="8.6") is False
 
 
 PROFILER_PROBE = r"""

@@ -42,18 +42,28 @@ def _cfg(quant: dict[str, object] | None = None):  # type: ignore[no-untyped-def
     return parse(doc, None)
 
 
-def test_the_rule_is_gated_by_release_engine_and_compilation() -> None:
-    rule = vllm.fp8_activation_stored_as_fp8
+def test_the_rule_is_gated_by_release_engine_gpu_and_compilation() -> None:
+    def rule(v: str | None, **kw: object) -> bool | None:
+        kw.setdefault("v0", False)
+        kw.setdefault("eager", False)
+        kw.setdefault("compute_capability", "9.0")
+        return vllm.fp8_activation_stored_as_fp8(release(v) if v else None, **kw)  # type: ignore[arg-type]
+
     # 0.9.2 quantizes through ops.scaled_fp8_quant (opaque): no QuantFP8 to trace
-    assert rule(release("0.9.2"), v0=False, eager=False) is False
-    assert rule(release(vllm.INDUCTOR_ACT_QUANT_SINCE), v0=False, eager=False) is True
-    assert rule(release("0.23.0"), v0=False, eager=False) is True
-    assert rule(release("0.23.0"), v0=True, eager=False) is False  # V0 does not compile
-    assert rule(release("0.23.0"), v0=False, eager=True) is False  # --enforce-eager: mode NONE
-    assert rule(release("0.23.0"), v0=False, eager=False, env={"TORCH_COMPILE_DISABLE": "1"}) is False
-    # open: no release, or -O / --compilation-config set (they may turn compilation off)
-    assert rule(None, v0=False, eager=False) is None
-    assert rule(release("0.23.0"), v0=False, eager=False, compile_flags=True) is None
+    assert rule("0.9.2") is False
+    assert rule(vllm.INDUCTOR_ACT_QUANT_SINCE) is True
+    assert rule("0.23.0") is True and rule("0.23.0", compute_capability="12.0") is True
+    assert rule("0.23.0", v0=True) is False  # V0 does not compile
+    assert rule("0.23.0", eager=True) is False  # --enforce-eager: mode NONE
+    assert rule("0.23.0", env={"TORCH_COMPILE_DISABLE": "1"}) is False
+    # below cc 8.9 (and with VLLM_TEST_FORCE_FP8_MARLIN=1) Marlin's weight-only FP8 runs
+    assert rule("0.23.0", compute_capability="8.0") is False and rule("0.23.0", compute_capability="8.6") is False
+    assert rule("0.23.0", compute_capability="8.9") is True
+    assert rule("0.23.0", env={"VLLM_TEST_FORCE_FP8_MARLIN": "1"}) is False
+    # open: no release, no GPU, or -O / --compilation-config set (they may turn compilation off)
+    assert rule(None) is None
+    assert rule("0.23.0", compute_capability=None) is None
+    assert rule("0.23.0", compile_flags=True) is None
 
 
 def test_compilation_flags_are_recognised_in_the_canonical_flags() -> None:

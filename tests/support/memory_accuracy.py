@@ -573,7 +573,12 @@ def evaluate() -> list[Row]:
             mxfp4_backend=p.get("mxfp4_backend") or vllm.mxfp4_backends(v, cc)[0],
             # an FP8 layer's MLP activation under Inductor (vllm.fp8_activation_stored_as_fp8)
             act_fp8=vllm.fp8_activation_stored_as_fp8(
-                v, v0=v0, eager=bool(p["enforce_eager"]), env=p.get("env"), compile_flags=bool(p.get("compile_flags"))
+                v,
+                v0=v0,
+                eager=bool(p["enforce_eager"]),
+                env=p.get("env"),
+                compile_flags=bool(p.get("compile_flags")),
+                compute_capability=cc,
             ),
             online_fp8=p.get("quantization") == "fp8",
         )

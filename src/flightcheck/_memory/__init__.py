@@ -357,6 +357,7 @@ def batch_for(
             eager=bool(intent.enforce_eager) or intent.eager_given,
             env=env,
             compile_flags=bool(intent.memory_options.get("compile_flags")),
+            compute_capability=compute_capability,
         ),
         online_fp8=(intent.quantization or "").lower() == "fp8",
     )

@@ -32,11 +32,20 @@ from flightcheck._knowledge.vllm._versions import _release
 # as FP8, one byte an element, beside the gate/up output: 2 x inter x dtype + inter bytes a
 # token, where the 16-bit model (and an eager launch) holds 2 x inter x dtype + inter x dtype.
 #
+# Below compute capability 8.9 (Ampere, Turing) an FP8 checkpoint runs the Marlin kernel,
+# weight-only FP8 (kernels/linear/scaled_mm/marlin.py ``MarlinFP8ScaledMMLinearKernel``: chosen
+# below 89 or with VLLM_TEST_FORCE_FP8_MARLIN=1, 0.18.0 - 0.33.0; quantization/fp8.py
+# ``use_marlin = not has_device_capability(89) or VLLM_TEST_FORCE_FP8_MARLIN`` in 0.10.0 - 0.14.0):
+# the input is not quantized, and the activation stays 16-bit.
+#
 # Not here: block-scaled FP8 (``weight_block_size``, DeepSeek / Qwen3-FP8). config/vllm.py turns
 # "+quant_fp8" on for blocked weights (``has_blocked_weights``, 0.12.0 - 0.33.0), and which
 # fusion pass then runs depends on the release's pass list; the 16-bit figure is kept for it.
 # Past 0.33.0: extrapolated.
 INDUCTOR_ACT_QUANT_SINCE = "0.10.0"
+#: the compute capability from which FP8 linear layers quantize their input (Marlin below it)
+FP8_ACTIVATION_MIN_CC = (8, 9)
+FORCE_FP8_MARLIN = "VLLM_TEST_FORCE_FP8_MARLIN"
 
 
 def fp8_activation_stored_as_fp8(
@@ -46,19 +55,33 @@ def fp8_activation_stored_as_fp8(
     eager: bool,
     env: dict[str, str | None] | None = None,
     compile_flags: bool = False,
+    compute_capability: str | None = None,
 ) -> bool | None:
     """Whether an FP8 (non-block) linear layer's MLP activation is held as FP8 in the profile
     run (:data:`INDUCTOR_ACT_QUANT_SINCE`): True when the V1 engine of 0.10.0 or later
     compiles the model, False when it does not (V0, --enforce-eager, TORCH_COMPILE_DISABLE=1,
-    an older release), None when it cannot be decided (release unknown, or the launch sets
-    ``-O`` / ``--compilation-config``, which may turn compilation or the custom ops off)."""
-    if v0 or eager or (env or {}).get("TORCH_COMPILE_DISABLE") == "1":
+    an older release, a GPU below cc 8.9 or VLLM_TEST_FORCE_FP8_MARLIN=1: Marlin's weight-only
+    FP8), None when it cannot be decided (release or GPU unknown, or the launch sets ``-O`` /
+    ``--compilation-config``, which may turn compilation or the custom ops off)."""
+    env = env or {}
+    if v0 or eager or env.get("TORCH_COMPILE_DISABLE") == "1" or env.get(FORCE_FP8_MARLIN) == "1":
+        return False
+    cc = _capability(compute_capability)
+    if cc is not None and cc < FP8_ACTIVATION_MIN_CC:
         return False
     if v is not None and v < _release(INDUCTOR_ACT_QUANT_SINCE):
         return False
-    if v is None or compile_flags:
+    if v is None or cc is None or compile_flags:
         return None
     return True
+
+
+def _capability(compute_capability: str | None) -> tuple[int, int] | None:
+    """``"9.0"`` -> (9, 0); None where absent or unreadable."""
+    major, _, minor = (compute_capability or "").partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        return None
+    return int(major), int(minor)
 
 
 #: the canonical flag names (and their dotted forms' prefixes) that change vLLM's compilation:
