@@ -152,6 +152,9 @@ ARCH = {
     "TechxGenus/Meta-Llama-3-70B-Instruct-AWQ": "llama-3.3-70b",
     "meta-llama/Llama-3.1-70B-Instruct": "llama-3.3-70b",
     "Qwen/Qwen2.5-0.5B": "qwen2.5-0.5b",
+    # held-out round 3 (SEARCHES.md): the instruct fine-tune keeps Qwen2.5-0.5B's architecture (point 142:
+    # 1,629,520 tokens for 18.65 GiB is 12,288 B a token, 24 layers x 2 x 2 KV heads x 64 x 2)
+    "Qwen/Qwen2.5-0.5B-Instruct": "qwen2.5-0.5b",
 }
 #: per-rank weights derived for a point that does not log them, from another point's logged
 #: weights of the same checkpoint at another TP: ``(point, TP, GiB replicated on every rank)``.
@@ -195,6 +198,8 @@ GPU = {
     "NVIDIA GeForce RTX 3090": "RTX 24GB",
     "NVIDIA GeForce RTX 4090": "RTX 24GB",
     "NVIDIA GeForce RTX 3090 (WSL)": "RTX 24GB (WSL)",
+    # points 141-142: an RTX 4090 under WSL2; their logs give the total (23.99 GiB)
+    "NVIDIA GeForce RTX 4090 (WSL)": "RTX 24GB (WSL)",
     "NVIDIA GB10 (DGX Spark)": "GB10",
     # the RTX 3090 of github.com/TheBuccaneer/vllm-offload-profiles, whose OOM message gives its total
     "NVIDIA GeForce RTX 3090 (23.54 GiB host)": "RTX 3090 (23.54)",
