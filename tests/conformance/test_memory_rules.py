@@ -353,3 +353,44 @@ def test_profiler_rules_match_the_installed_vllm(conformance, engine_python: str
     assert got["all_gather_overridden"] and not vllm.logits_allgather_torch_group(v)
     assert not got["moe_chunk_variable"] and memory_moe.fused_moe_chunk(v) is None
     assert memory_moe.modular_triton(v)
+
+
+RUNNER_PROBE = r"""
+import importlib.util, json, pathlib, re
+def text(mod):
+    return pathlib.Path(importlib.util.find_spec(mod).origin).read_text()
+config = text("vllm.config.vllm")
+runner = text("vllm.v1.worker.gpu.model_runner")
+penalties = text("vllm.v1.worker.gpu.sample.penalties")
+states = text("vllm.v1.worker.gpu.states")
+mem = text("vllm.utils.mem_utils")
+i = config.index("def use_v2_model_runner")
+use_v2 = config[i : config.index("\n    def ", i + 10)]
+j = runner.index("def profile_cudagraph_memory")
+print(json.dumps({
+    "default_rule_gone": "_is_default_v2_model_runner_model" not in use_v2 and "return True" in use_v2,
+    "estimates_graphs": "return 0\n" not in runner[j : j + 400],
+    "sampler_warmup_pass": "for_sampler_warmup" in runner,
+    "bin_counts": bool(re.search(r"output_bin_counts = torch\.zeros\(\s*max_num_reqs, (self\.)?vocab_size, "
+                                 r"dtype=torch\.int32", penalties)),
+    "all_token_ids": "(self.max_num_reqs, self.max_model_len)" in states,
+    "total_consumed": "non_kv_cache_memory = result.total_consumed" in mem,
+}))
+"""
+
+
+def test_v2_runner_rules_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
+    """The installed release's side of ``vllm.memory_runner`` (its files read as text: the V2
+    runner's modules import vllm._C): every model takes the V2 runner, which estimates the CUDA
+    graphs, warms the sampler with real sampling parameters, and keeps per-request state the
+    budget counts through ``total_consumed``."""
+    run = subprocess.run(
+        [engine_python, "-c", RUNNER_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got == dict.fromkeys(got, True), got
+    v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
+    assert vllm.v2_runner(v, architectures=("Qwen3MoeForCausalLM",), moe=True, quantized=True) is True
+    assert not vllm.v2_skips_cudagraph_estimate(v) and not vllm.v2_sampler_holds_logits_only(v)
+    assert vllm.v2_persistent_bytes(v, 2, 64) == 2 * 4 * (64 + 2)

@@ -31,6 +31,7 @@ from flightcheck._memory.budget import (
     logits_allgather,
     moe_backend_span,
     release,
+    runner_span,
     sampler_install_span,
     sampler_span,
     v0_peak,
@@ -358,6 +359,20 @@ RESIDUALS = {
         "the logged 11.12). The point is scored as recorded (the defaults the source implies), not on a batch "
         "read back from its own output, so it stays a residual"
     ),
+    138: (
+        "held out: Qwen3-32B on one RTX PRO 6000 Blackwell, 0.27.1 (the V2 model runner, vllm.memory_runner: no "
+        "CUDA-graph estimate, a logits-only dummy sampler, 0.58 GiB of penalties state at 1024 requests), at "
+        "utilization 0.426 with 61.03 GiB of weights: vLLM's non-KV memory besides the weights came to 3.86 GiB "
+        "(0.426 x 95.01 + 24.42 - 61.03) where the same card's TP 2 run (139) logs 1.66 and is within 0.1 GiB. "
+        "What the extra ~1.7 GiB at TP 1 is — with the weights alone above the requested memory — is not derived"
+    ),
+    140: (
+        "held out: the same model at PP 2 over PCIe, 0.27.1, stage 0's figure: vLLM kept 0.86 GiB more than the "
+        "point besides the weights. Stage 0 runs no sampler (the V2 runner builds it, and its penalties state, on "
+        "the last PP rank only: v1/worker/gpu/model_runner.py load_model), so the point's sampler peak does not "
+        "bind there; what stage 0 holds instead — the PP send / receive buffers over PCIe, the intermediate "
+        "tensors of 8192 tokens — is not derived (per-stage reserves are not modelled)"
+    ),
 }
 
 
@@ -560,14 +575,30 @@ def evaluate() -> list[Row]:
                 tokens_given=bool(p["max_num_batched_tokens"]),
                 seqs_given=bool(p["max_num_seqs"]),
             )
+        # the V2 model runner (vllm.memory_runner), as batch_for decides it
+        v2 = (
+            False
+            if v0
+            else vllm.v2_runner(
+                v,
+                architectures=cfg.outer_architectures or cfg.architectures,
+                moe=cfg.moe,
+                quantized=cfg.quant.method is not None or bool(p.get("quantization")),
+                hybrid="linear" in cfg.layer_kinds,
+                env=p.get("env"),
+                speculative=bool(p.get("speculative_config")),
+            )
+        )
         batch = Batch(
             tokens=p["max_num_batched_tokens"] or tokens,
             seqs=p["max_num_seqs"] or seqs,
             # the point's VLLM_* environment where its source states one (points 123-125)
-            cudagraphs=vllm.cudagraphs_in_budget(v, p.get("env")),
+            cudagraphs=vllm.cudagraphs_in_budget(v, p.get("env")) and not (v2 and vllm.v2_skips_cudagraph_estimate(v)),
             # the sampler the log names ("Using FlashInfer for top-p & top-k sampling" or the
             # PyTorch-native fallback warning), else the version's default
-            sampler=vllm.sampler_kind(v, installed=p["sampler"] == "flashinfer", v0=v0)
+            sampler="v2-logits"
+            if v2 and vllm.v2_sampler_holds_logits_only(v)
+            else vllm.sampler_kind(v, installed=p["sampler"] == "flashinfer", v0=v0)
             if p.get("sampler")
             else vllm.sampler_kind(v, v0=v0),
             encoder=vllm.encoder_profiled(v),
@@ -586,6 +617,7 @@ def evaluate() -> list[Row]:
                 compute_capability=cc,
             ),
             online_fp8=p.get("quantization") == "fp8",
+            v2_runner=v2,
         )
         ic = p.get("interconnect")
         icx = Interconnect(
@@ -680,6 +712,7 @@ def evaluate() -> list[Row]:
             # the MoE backend the release's oracle picks (vllm.memory_moe): down to the direct layout
             moe_backend=moe_backend_span(cfg, layout, batch),
             act_quant_open=act_quant_span(cfg, layout, batch),
+            runner_open=runner_span(cfg, layout, batch),
             counted_after=gathered,
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}

@@ -82,19 +82,19 @@ def build(
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
     multimodal = m.cfg.tower is not None or m.cfg.vision is not None
-    if m.cfg.mla or multimodal:
-        # V0's batch defaults turn chunked prefill off for MLA and multimodal models
-        # (vllm.v0_batch): the profile's size needs the config
-        m.batch = batch_for(
-            intent,
-            total,
-            gpu_name,
-            engine_version,
-            compute_capability,
-            env,
-            mla=m.cfg.mla,
-            multimodal=multimodal,
-        )
+    # V0's batch defaults turn chunked prefill off for MLA and multimodal models (vllm.v0_batch)
+    # and the model runner follows the architecture (vllm.v2_runner): the profile needs the config
+    m.batch = batch_for(
+        intent,
+        total,
+        gpu_name,
+        engine_version,
+        compute_capability,
+        env,
+        mla=m.cfg.mla,
+        multimodal=multimodal,
+        cfg=m.cfg,
+    )
     if rules.token_pool:  # the pool is a whole number of the attention backend's pages
         _sglang_attention(m, intent.memory_options, compute_capability)
     if ck.unread and ck.gguf_groups is None:
@@ -303,10 +303,12 @@ def batch_for(
     *,
     mla: bool = False,
     multimodal: bool = False,
+    cfg: ModelConfig | None = None,
 ) -> Batch:
     """The profiling run's size: the launch's batch limits, else vLLM's defaults for this
     GPU and version (V0's depend on whether the model is MLA or multimodal); whether the
-    CUDA-graph estimate comes off the KV budget."""
+    CUDA-graph estimate comes off the KV budget; the model runner (``cfg``: its
+    architecture, None before the config is read: left open)."""
     v = release(engine_version)
     # a 0.8 - 0.10.1 launch on a pre-Ampere GPU (or GGUF on 0.8) runs V0: its batch rule and sampler
     v0 = vllm.runs_v0(v, compute_capability, intent.quantization, env)
@@ -333,12 +335,32 @@ def batch_for(
     # --skip-mm-profiling / --language-model-only / --limit-mm-per-prompt, read once by _launch
     skip_mm, mm_limits = intent.mm_profiling_off, vllm.mm_limits(intent.limit_mm_per_prompt)
     backends = vllm.mxfp4_backends(v, compute_capability, env)
+    # the V2 model runner (vllm.memory_runner): no graph estimate before 0.29, a logits-only
+    # dummy sampler before 0.33
+    v2 = (
+        None
+        if cfg is None
+        else False
+        if v0
+        else vllm.v2_runner(
+            v,
+            architectures=cfg.outer_architectures or cfg.architectures,
+            moe=cfg.moe,
+            quantized=cfg.quant.method is not None or bool(intent.quantization),
+            hybrid="linear" in cfg.layer_kinds,
+            env=env,
+            speculative=bool(intent.speculative_config),
+        )
+    )
+    sampler = vllm.sampler_kind(v, env, v0=v0)
+    if v2 and vllm.v2_sampler_holds_logits_only(v):
+        sampler = "v2-logits"
     return Batch(
         tokens=intent.max_num_batched_tokens or tokens or BATCHED_TOKENS,
         seqs=intent.max_num_seqs or seqs or MAX_SEQS,
-        cudagraphs=vllm.cudagraphs_in_budget(v, env),
+        cudagraphs=vllm.cudagraphs_in_budget(v, env) and not (v2 and vllm.v2_skips_cudagraph_estimate(v)),
         source=source,
-        sampler=vllm.sampler_kind(v, env, v0=v0),
+        sampler=sampler,
         v0=v0,
         encoder=vllm.encoder_profiled(v) and skip_mm is None,
         release=v,
@@ -360,4 +382,5 @@ def batch_for(
             compute_capability=compute_capability,
         ),
         online_fp8=(intent.quantization or "").lower() == "fp8",
+        v2_runner=v2,
     )

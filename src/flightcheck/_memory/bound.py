@@ -54,6 +54,7 @@ def bound_terms(
     moe_backend: int = 0,
     counted_after: int = 0,
     act_quant_open: int = 0,
+    runner_open: int = 0,
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
     only widens it; an empty dict only where nothing is left open, which no profiled launch is).
@@ -136,7 +137,11 @@ def bound_terms(
     - ``fp8_act_quant``: an FP8 (non-block) model whose launch leaves compilation open (release
       unknown, or ``-O`` / ``--compilation-config`` set): the point keeps the MLP's 16-bit
       activation; compiled with the custom ops off, Inductor holds it as FP8
-      (``vllm.fp8_activation_stored_as_fp8``) and the budget is higher by ``act_quant_open``."""
+      (``vllm.fp8_activation_stored_as_fp8``) and the budget is higher by ``act_quant_open``.
+    - ``model_runner``: where the launch leaves open which model runner profiles (speculative
+      decoding, ``vllm.v2_runner`` None), the point takes the V1 runner's sampler; the V2 runner's
+      dummy sampler holds only the logits before 0.33.0, so the budget may be higher by
+      ``runner_open`` (its skipped CUDA-graph estimate, 0.20 - 0.28, is ``cuda_graphs``')."""
     v = release(engine_version)
     terms: dict[str, Term] = {}
     after = v is None or not vllm.comm_in_budget(v)
@@ -223,6 +228,13 @@ def bound_terms(
             moe_backend,
             "model_executor/layers/fused_moe/oracle/fp8.py + modular_kernel.py (0.15.0 - 0.33.0): the MoE "
             "backend is picked by GPU, EP and packages; the point takes the Triton experts' workspaces",
+        )
+    if runner_open > 0:
+        terms["model_runner"] = Term(
+            0,
+            runner_open,
+            "config/vllm.py use_v2_model_runner + v1/worker/gpu/model_runner.py _dummy_sampler_run (0.22.0 - "
+            "0.32.0): the V2 runner's dummy sampler holds the logits alone",
         )
     if act_quant_open > 0:
         terms["fp8_act_quant"] = Term(

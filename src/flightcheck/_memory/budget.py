@@ -322,6 +322,9 @@ class Batch(msgspec.Struct, frozen=True):
     act_fp8: bool | None = False
     #: ``--quantization fp8`` (a 16-bit checkpoint's linear layers quantized at load)
     online_fp8: bool = False
+    #: the V1 engine profiles with the V2 model runner (``vllm.v2_runner``; None: open — the point
+    #: keeps the V1 runner's sampler and graph estimate, the bound's ``model_runner`` the rest)
+    v2_runner: bool | None = False
 
 
 def forward_peak(
@@ -494,15 +497,27 @@ def encoder_terms(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, 
 
 def sampler_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
     """(min, max) of the profile's peak over the top-k/top-p implementations the releases run
-    (``vllm.sampler_kind``): what an unknown release leaves open (``bound_terms``)."""
+    (``vllm.sampler_kind``; the V2 runner's logits-only pass, ``vllm.v2_runner``): what an
+    unknown release leaves open (``bound_terms``)."""
     # and, for a MoE, over the releases' fused_moe workspace layouts (vllm.memory_moe.LAYOUT_RELEASES)
     releases = memory_moe.LAYOUT_RELEASES if cfg.moe and batch.release is None else (batch.release,)
     peaks = [
         sum(profile_peak(cfg, layout, msgspec.structs.replace(batch, sampler=k, release=r)))
-        for k in ("flashinfer", "sort")
+        for k in ("v2-logits", "flashinfer", "sort")
         for r in releases
     ]
     return min(peaks), max(peaks)
+
+
+def runner_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
+    """How much lower the profile peak is where the launch leaves the model runner open
+    (``batch.v2_runner`` None) and the V2 runner's dummy sampler would hold only the logits
+    (``vllm.v2_sampler_holds_logits_only``; the CUDA-graph estimate it may skip is the bound's
+    ``cuda_graphs`` term): ``bound_terms``' ``model_runner``; 0 elsewhere."""
+    if batch.v2_runner is not None or batch.release is None or not vllm.v2_sampler_holds_logits_only(batch.release):
+        return 0
+    v2 = msgspec.structs.replace(batch, sampler="v2-logits")
+    return max(0, sum(profile_peak(cfg, layout, batch)) - sum(profile_peak(cfg, layout, v2)))
 
 
 def moe_backend_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
@@ -610,6 +625,11 @@ def default_reserve(
         parts["cuda_context"] = CONTEXT
     if cfg.tower is not None and b.encoder:
         parts["vision_encoder"] = encoder  # the profile run's peak above the text model's
+    if b.v2_runner:
+        # the V2 runner's per-request state, counted from 0.27.0 (vllm.v2_persistent_bytes)
+        state = vllm.v2_persistent_bytes(b.release, b.seqs, cfg.vocab or 0)
+        if state:
+            parts["runner_state"] = state
     return sum(parts.values()), parts
 
 

@@ -29,6 +29,7 @@ from flightcheck._memory.budget import (
     pre_snapshot,
     profile_peak,
     release,
+    runner_span,
     sampler_install_span,
     sampler_span,
     usable_bytes,
@@ -470,6 +471,7 @@ class MemoryModel(msgspec.Struct):
             mxfp4_open=self.mxfp4_open(lay, acts),
             moe_backend=moe_backend_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
             act_quant_open=act_quant_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
+            runner_open=runner_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
         )
 
     def mxfp4_open(self, layout: Layout, acts: int) -> tuple[int, int]:

@@ -153,6 +153,14 @@ from flightcheck._knowledge.vllm.memory_gptoss import (
     mxfp4_backends,
     sampler_install_open,
 )
+from flightcheck._knowledge.vllm.memory_runner import (
+    SAMPLER_BYTES_V2_DEFAULT,
+    V2_DEFAULT_SINCE,
+    v2_persistent_bytes,
+    v2_runner,
+    v2_sampler_holds_logits_only,
+    v2_skips_cudagraph_estimate,
+)
 from flightcheck._knowledge.vllm.memory_tp import (
     FI_FUSION_DEFAULT_ON,
     LOGITS_ALLGATHER_TORCH_GROUP,
@@ -457,6 +465,7 @@ __all__ = [
     "SAMPLER_BYTES_NATIVE",
     "SAMPLER_BYTES_NATIVE_FEW_ROWS",
     "SAMPLER_BYTES_TRITON",
+    "SAMPLER_BYTES_V2_DEFAULT",
     "SAMPLER_SORT_SEGMENTED_MIN_ROWS",
     "SEPARATE_DRAFT_METHODS",
     "SINCE",
@@ -503,6 +512,7 @@ __all__ = [
     "V0_SAMPLER_ON_DRIVER_ONLY",
     "V1_DEFAULT_SINCE",
     "V1_OPT_IN_SINCE",
+    "V2_DEFAULT_SINCE",
     "WINDOW_KEYS",
     "WINDOW_UNSCALED_ROPE",
     "DraftShares",
@@ -577,4 +587,8 @@ __all__ = [
     "use_deep_gemm_default",
     "utilization_refusal",
     "v0_batch",
+    "v2_persistent_bytes",
+    "v2_runner",
+    "v2_sampler_holds_logits_only",
+    "v2_skips_cudagraph_estimate",
 ]

@@ -10,6 +10,7 @@ from typing import Any
 
 from flightcheck._knowledge.vllm._versions import _release
 from flightcheck._knowledge.vllm.env import ENV_DEFAULTS, ESTIMATE_CUDAGRAPHS, USE_FLASHINFER_SAMPLER
+from flightcheck._knowledge.vllm.memory_runner import SAMPLER_BYTES_V2_DEFAULT
 
 # The V0 engine (which launches run it, its batch and profiler rules) has its own module,
 # read in 0.6.1 - 0.10.1.1: V0 by default before 0.8.0 unless VLLM_USE_V1=1, then the
@@ -309,7 +310,10 @@ def sampler_kind(
 
 
 def sampler_bytes_per_element(kind: str, rows: int) -> int:
-    """Bytes per (request x vocabulary) element at the dummy sampler run's peak (above)."""
+    """Bytes per (request x vocabulary) element at the dummy sampler run's peak (above;
+    "v2-logits": the V2 runner's default pass, the logits alone, ``memory_runner``)."""
+    if kind == "v2-logits":
+        return SAMPLER_BYTES_V2_DEFAULT
     if kind == "flashinfer":
         return SAMPLER_BYTES_FLASHINFER
     if kind == "triton":
