@@ -626,7 +626,8 @@ def default_reserve(
     if cfg.tower is not None and b.encoder:
         parts["vision_encoder"] = encoder  # the profile run's peak above the text model's
     if b.v2_runner:
-        # the V2 runner's per-request state, counted from 0.27.0 (vllm.v2_persistent_bytes)
+        # the V2 runner's per-request state, counted from 0.27.0 (vllm.v2_persistent_bytes); vLLM
+        # builds it on the last PP rank only, counted here on every stage (one reserve for all)
         state = vllm.v2_persistent_bytes(b.release, b.seqs, cfg.vocab or 0)
         if state:
             parts["runner_state"] = state
