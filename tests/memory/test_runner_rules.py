@@ -124,3 +124,21 @@ def test_the_launch_picks_the_runner_end_to_end(tmp_path: Path) -> None:
     assert old.batch.v2_runner is False
     f2, f1 = v2.fit(), forced_v1.fit()
     assert f2 is not None and f1 is not None and f2.reserve != f1.reserve
+
+
+def test_the_token_ids_widen_the_low_end(tmp_path: Path) -> None:
+    """``all_token_ids`` (1024 x 32,768 int32 = 0.125 GiB on 0.27.1) is counted by vLLM but not by
+    the point: the bound's runner_state term takes it below; none before 0.27.0 or on V1."""
+    assert vllm.v2_token_ids_bytes(release("0.27.1"), 1024, 32768) == 1024 * 32768 * 4
+    assert vllm.v2_token_ids_bytes(release("0.26.0"), 1024, 32768) == 0
+    ck = load(str(write_checkpoint(tmp_path / "q32", QWEN3_32B, shards=4)), cache_env={"FLIGHTCHECK_NO_CACHE": "1"})
+
+    def terms(version: str, env: dict[str, str | None] | None = None):  # type: ignore[no-untyped-def]
+        intent = Intent(model=str(ck.path), max_model_len=32768, max_num_seqs=1024)
+        m = build(ck, intent, total=int(95.01 * GiB), engine_version=version, compute_capability="12.0", env=env or {})
+        return m.bound_terms()
+
+    got = terms("0.27.1")["runner_state"]
+    assert got.below == 1024 * 32768 * 4 and got.above == 0
+    assert "runner_state" not in terms("0.27.1", {"VLLM_USE_V2_MODEL_RUNNER": "0"})
+    assert "runner_state" not in terms("0.26.0")

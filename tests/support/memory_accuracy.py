@@ -713,6 +713,7 @@ def evaluate() -> list[Row]:
             moe_backend=moe_backend_span(cfg, layout, batch),
             act_quant_open=act_quant_span(cfg, layout, batch),
             runner_open=runner_span(cfg, layout, batch),
+            runner_state=vllm.v2_token_ids_bytes(v, batch.seqs, length) if v2 and length else 0,
             counted_after=gathered,
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}

@@ -472,7 +472,15 @@ class MemoryModel(msgspec.Struct):
             moe_backend=moe_backend_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
             act_quant_open=act_quant_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
             runner_open=runner_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
+            runner_state=self._token_ids(),
         )
+
+    def _token_ids(self) -> int:
+        """The V2 runner's ``all_token_ids`` the bound's low end takes (``vllm.v2_token_ids_bytes``)."""
+        length = self.batch.max_model_len or (self.max_model_len if isinstance(self.max_model_len, int) else None)
+        if not self.batch.v2_runner or self.reserve_set or not length:
+            return 0
+        return vllm.v2_token_ids_bytes(self.batch.release, self.batch.seqs, length)
 
     def mxfp4_open(self, layout: Layout, acts: int) -> tuple[int, int]:
         """(below, above): how far the MXFP4 MoE backends the release leaves open

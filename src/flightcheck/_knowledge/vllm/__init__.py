@@ -160,6 +160,7 @@ from flightcheck._knowledge.vllm.memory_runner import (
     v2_runner,
     v2_sampler_holds_logits_only,
     v2_skips_cudagraph_estimate,
+    v2_token_ids_bytes,
 )
 from flightcheck._knowledge.vllm.memory_tp import (
     FI_FUSION_DEFAULT_ON,
@@ -591,4 +592,5 @@ __all__ = [
     "v2_runner",
     "v2_sampler_holds_logits_only",
     "v2_skips_cudagraph_estimate",
+    "v2_token_ids_bytes",
 ]

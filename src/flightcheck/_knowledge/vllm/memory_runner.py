@@ -62,7 +62,8 @@ from flightcheck._knowledge.vllm._versions import _release
 #   Counted here: the two penalties tensors. Not counted: ``all_token_ids`` (max_num_reqs x
 #   max_model_len x 4 B: 0.125 GiB at 1024 requests of 32,768 tokens, 0.5 GiB at 131,072), which
 #   grows with max_model_len — the length FC402 and FC403 solve for — so it belongs with the KV
-#   cache's per-token cost there, not in a fixed reserve; not done yet (the budget may be lower by it).
+#   cache's per-token cost there, not in a fixed reserve; not done yet: the bound's low end takes it
+#   (``v2_token_ids_bytes``, ``bound.bound_terms``' ``runner_state``).
 # Past 0.33.0: extrapolated.
 V2_DEFAULT_SINCE = "0.22.0"
 #: from this release the V2 runner takes every speculative method but parallel drafting and
@@ -199,3 +200,11 @@ def v2_persistent_bytes(v: tuple[int, ...] | None, seqs: int, vocab: int) -> int
     if v is None or v < _release(V2_PERSISTENT_COUNTED_SINCE):
         return 0
     return seqs * 4 * (vocab + -(-vocab // 32))
+
+
+def v2_token_ids_bytes(v: tuple[int, ...] | None, seqs: int, max_model_len: int) -> int:
+    """The V2 runner's ``all_token_ids`` inside the budget (max_num_reqs x max_model_len int32,
+    from 0.27.0; see above): 0 before 0.27.0 or with the release unknown."""
+    if v is None or v < _release(V2_PERSISTENT_COUNTED_SINCE):
+        return 0
+    return seqs * max_model_len * 4
