@@ -5,6 +5,7 @@ the FP8 linear layers' activation quantization, traced into the MLP's Inductor g
 from __future__ import annotations
 
 from flightcheck._knowledge.vllm._versions import _release
+from flightcheck._knowledge.vllm.memory_gptoss import _cc
 
 # ---- the FP8 activation quantization under Inductor ---------------------------------------
 #
@@ -66,7 +67,7 @@ def fp8_activation_stored_as_fp8(
     env = env or {}
     if v0 or eager or env.get("TORCH_COMPILE_DISABLE") == "1" or env.get(FORCE_FP8_MARLIN) == "1":
         return False
-    cc = _capability(compute_capability)
+    cc = _cc(compute_capability)
     if cc is not None and cc < FP8_ACTIVATION_MIN_CC:
         return False
     if v is not None and v < _release(INDUCTOR_ACT_QUANT_SINCE):
@@ -74,14 +75,6 @@ def fp8_activation_stored_as_fp8(
     if v is None or cc is None or compile_flags:
         return None
     return True
-
-
-def _capability(compute_capability: str | None) -> tuple[int, int] | None:
-    """``"9.0"`` -> (9, 0); None where absent or unreadable."""
-    major, _, minor = (compute_capability or "").partition(".")
-    if not (major.isdigit() and minor.isdigit()):
-        return None
-    return int(major), int(minor)
 
 
 #: the canonical flag names (and their dotted forms' prefixes) that change vLLM's compilation:

@@ -70,70 +70,23 @@ V2_DEFAULT_SINCE = "0.22.0"
 #: heterogeneous-vocabulary drafts
 V2_SPEC_DECODE_SINCE = "0.33.0"
 V2_ENV = "VLLM_USE_V2_MODEL_RUNNER"
-#: (first release, architectures, dense only (not MoE and not quantized), listed-or-dense rule)
+# DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES by release, each built from the one before it
+_V2_0_22 = frozenset({"Qwen3ForCausalLM"})
+_V2_0_23 = _V2_0_22 | {"LlamaForCausalLM", "MistralForCausalLM"}
+_V2_0_25 = frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"})
+_V2_0_24 = _V2_0_23 | _V2_0_25
+_V2_0_26 = _V2_0_25 | {"InklingForCausalLM", "InklingForConditionalGeneration", "LongcatFlashNgramForCausalLM"}
+_V2_0_27 = _V2_0_26 | {"KimiK3ForConditionalGeneration"}
+_V2_0_28 = _V2_0_27 | {"DeepseekV4ForCausalLM"}
+#: (first release, its default architectures, the rule that reads them: see above)
 V2_DEFAULT_RULES: tuple[tuple[str, frozenset[str], str], ...] = (
-    ("0.22.0", frozenset({"Qwen3ForCausalLM"}), "listed-dense-unquantized"),
-    ("0.23.0", frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"}), "listed-dense-unquantized"),
-    (
-        "0.24.0",
-        frozenset(
-            {
-                "Qwen3ForCausalLM",
-                "DeepseekV2ForCausalLM",
-                "Qwen2MoeForCausalLM",
-                "GraniteMoeForCausalLM",
-                "LlamaForCausalLM",
-                "MistralForCausalLM",
-            }
-        ),
-        "listed",
-    ),
-    ("0.25.0", frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}), "listed-or-dense"),
-    (
-        "0.26.0",
-        frozenset(
-            {
-                "DeepseekV2ForCausalLM",
-                "GraniteMoeForCausalLM",
-                "InklingForCausalLM",
-                "InklingForConditionalGeneration",
-                "LongcatFlashNgramForCausalLM",
-                "Qwen2MoeForCausalLM",
-            }
-        ),
-        "listed-or-dense",
-    ),
-    (
-        "0.27.0",
-        frozenset(
-            {
-                "DeepseekV2ForCausalLM",
-                "GraniteMoeForCausalLM",
-                "InklingForCausalLM",
-                "InklingForConditionalGeneration",
-                "KimiK3ForConditionalGeneration",
-                "LongcatFlashNgramForCausalLM",
-                "Qwen2MoeForCausalLM",
-            }
-        ),
-        "listed-or-dense; hybrid if listed",
-    ),
-    (
-        "0.28.0",
-        frozenset(
-            {
-                "DeepseekV2ForCausalLM",
-                "DeepseekV4ForCausalLM",
-                "GraniteMoeForCausalLM",
-                "InklingForCausalLM",
-                "InklingForConditionalGeneration",
-                "KimiK3ForConditionalGeneration",
-                "LongcatFlashNgramForCausalLM",
-                "Qwen2MoeForCausalLM",
-            }
-        ),
-        "listed-or-dense; hybrid if listed",
-    ),
+    ("0.22.0", _V2_0_22, "listed-dense-unquantized"),
+    ("0.23.0", _V2_0_23, "listed-dense-unquantized"),
+    ("0.24.0", _V2_0_24, "listed"),
+    ("0.25.0", _V2_0_25, "listed-or-dense"),
+    ("0.26.0", _V2_0_26, "listed-or-dense"),
+    ("0.27.0", _V2_0_27, "listed-or-dense; hybrid if listed"),
+    ("0.28.0", _V2_0_28, "listed-or-dense; hybrid if listed"),
     ("0.29.0", frozenset(), "all"),
 )
 #: the V2 runner subtracts no CUDA-graph estimate in [since, until)
