@@ -115,26 +115,18 @@ def test_an_open_compilation_widens_the_bound_above_the_point() -> None:
     assert act_quant_span(cfg, lay, msgspec.structs.replace(batch, act_fp8=True)) == 0
     assert act_quant_span(cfg, lay, msgspec.structs.replace(batch, act_fp8=False)) == 0
     assert act_quant_span(_cfg(), lay, batch) == 0
-    terms = bound_terms(
-        engine_version="0.23.0",
-        total=int(94.97 * GiB),
-        utilization_set=True,
-        cudagraphs_counted=True,
-        tp=1,
-        comm=None,
-        lazy_connect=True,
-        act_quant_open=span,
-    )
+    one_gpu = {
+        "engine_version": "0.23.0",
+        "total": int(94.97 * GiB),
+        "utilization_set": True,
+        "cudagraphs_counted": True,
+        "tp": 1,
+        "comm": None,
+        "lazy_connect": True,
+    }
+    terms = bound_terms(**one_gpu, act_quant_open=span)
     assert terms["fp8_act_quant"].below == 0 and terms["fp8_act_quant"].above == span
-    assert "fp8_act_quant" not in bound_terms(
-        engine_version="0.23.0",
-        total=int(94.97 * GiB),
-        utilization_set=True,
-        cudagraphs_counted=True,
-        tp=1,
-        comm=None,
-        lazy_connect=True,
-    )
+    assert "fp8_act_quant" not in bound_terms(**one_gpu)
 
 
 def test_the_launch_decides_it_end_to_end(tmp_path: Path) -> None:

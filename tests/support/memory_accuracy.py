@@ -29,6 +29,7 @@ from flightcheck._memory.budget import (
     default_reserve,
     forward_peak,
     logits_allgather,
+    model_runner,
     moe_backend_span,
     release,
     runner_span,
@@ -575,32 +576,27 @@ def evaluate() -> list[Row]:
                 tokens_given=bool(p["max_num_batched_tokens"]),
                 seqs_given=bool(p["max_num_seqs"]),
             )
-        # the V2 model runner (vllm.memory_runner), as batch_for decides it
-        v2 = (
-            False
-            if v0
-            else vllm.v2_runner(
-                v,
-                architectures=cfg.outer_architectures or cfg.architectures,
-                moe=cfg.moe,
-                quantized=cfg.quant.method is not None or bool(p.get("quantization")),
-                hybrid="linear" in cfg.layer_kinds,
-                env=p.get("env"),
-                speculative=bool(p.get("speculative_config")),
-            )
+        # the model runner (vllm.memory_runner), as batch_for decides it; the sampler the log
+        # names ("Using FlashInfer for top-p & top-k sampling" or the PyTorch-native fallback
+        # warning), else the version's default
+        v2, sampler, cudagraphs = model_runner(
+            cfg,
+            v,
+            v0=v0,
+            quantization=p.get("quantization"),
+            env=p.get("env"),
+            speculative=bool(p.get("speculative_config")),
+            sampler=vllm.sampler_kind(v, installed=p["sampler"] == "flashinfer", v0=v0)
+            if p.get("sampler")
+            else vllm.sampler_kind(v, v0=v0),
+            # the point's VLLM_* environment where its source states one (points 123-125)
+            cudagraphs=vllm.cudagraphs_in_budget(v, p.get("env")),
         )
         batch = Batch(
             tokens=p["max_num_batched_tokens"] or tokens,
             seqs=p["max_num_seqs"] or seqs,
-            # the point's VLLM_* environment where its source states one (points 123-125)
-            cudagraphs=vllm.cudagraphs_in_budget(v, p.get("env")) and not (v2 and vllm.v2_skips_cudagraph_estimate(v)),
-            # the sampler the log names ("Using FlashInfer for top-p & top-k sampling" or the
-            # PyTorch-native fallback warning), else the version's default
-            sampler="v2-logits"
-            if v2 and vllm.v2_sampler_holds_logits_only(v)
-            else vllm.sampler_kind(v, installed=p["sampler"] == "flashinfer", v0=v0)
-            if p.get("sampler")
-            else vllm.sampler_kind(v, v0=v0),
+            cudagraphs=cudagraphs,
+            sampler=sampler,
             encoder=vllm.encoder_profiled(v),
             release=v,
             max_model_len=length or None,

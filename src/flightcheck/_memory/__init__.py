@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from flightcheck._knowledge import engines, sglang, vllm
-from flightcheck._memory.budget import BATCHED_TOKENS, MAX_SEQS, Batch, release
+from flightcheck._memory.budget import BATCHED_TOKENS, MAX_SEQS, Batch, model_runner, release
 from flightcheck._memory.config import ModelConfig, parse
 from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization
 from flightcheck._memory.weights import Layout, draft_tally, tally
@@ -335,30 +335,24 @@ def batch_for(
     # --skip-mm-profiling / --language-model-only / --limit-mm-per-prompt, read once by _launch
     skip_mm, mm_limits = intent.mm_profiling_off, vllm.mm_limits(intent.limit_mm_per_prompt)
     backends = vllm.mxfp4_backends(v, compute_capability, env)
-    # the V2 model runner (vllm.memory_runner): no graph estimate before 0.29, a logits-only
-    # dummy sampler before 0.33
-    v2 = (
-        None
-        if cfg is None
-        else False
-        if v0
-        else vllm.v2_runner(
+    # the model runner (vllm.memory_runner), which needs the architecture: open before the config
+    sampler, cudagraphs = vllm.sampler_kind(v, env, v0=v0), vllm.cudagraphs_in_budget(v, env)
+    v2: bool | None = None
+    if cfg is not None:
+        v2, sampler, cudagraphs = model_runner(
+            cfg,
             v,
-            architectures=cfg.outer_architectures or cfg.architectures,
-            moe=cfg.moe,
-            quantized=cfg.quant.method is not None or bool(intent.quantization),
-            hybrid="linear" in cfg.layer_kinds,
+            v0=v0,
+            quantization=intent.quantization,
             env=env,
             speculative=bool(intent.speculative_config),
+            sampler=sampler,
+            cudagraphs=cudagraphs,
         )
-    )
-    sampler = vllm.sampler_kind(v, env, v0=v0)
-    if v2 and vllm.v2_sampler_holds_logits_only(v):
-        sampler = "v2-logits"
     return Batch(
         tokens=intent.max_num_batched_tokens or tokens or BATCHED_TOKENS,
         seqs=intent.max_num_seqs or seqs or MAX_SEQS,
-        cudagraphs=vllm.cudagraphs_in_budget(v, env) and not (v2 and vllm.v2_skips_cudagraph_estimate(v)),
+        cudagraphs=cudagraphs,
         source=source,
         sampler=sampler,
         v0=v0,

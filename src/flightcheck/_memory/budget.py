@@ -509,6 +509,12 @@ def sampler_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, i
     return min(peaks), max(peaks)
 
 
+def _peak_drop(cfg: ModelConfig, layout: Layout, high: Batch, low: Batch) -> int:
+    """How much higher the profile peak is with ``high`` than with ``low`` (0 when it is not):
+    the width of a bound term that swaps one input of the batch."""
+    return max(0, sum(profile_peak(cfg, layout, high)) - sum(profile_peak(cfg, layout, low)))
+
+
 def runner_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
     """How much lower the profile peak is where the launch leaves the model runner open
     (``batch.v2_runner`` None) and the V2 runner's dummy sampler would hold only the logits
@@ -516,8 +522,7 @@ def runner_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
     ``cuda_graphs`` term): ``bound_terms``' ``model_runner``; 0 elsewhere."""
     if batch.v2_runner is not None or batch.release is None or not vllm.v2_sampler_holds_logits_only(batch.release):
         return 0
-    v2 = msgspec.structs.replace(batch, sampler="v2-logits")
-    return max(0, sum(profile_peak(cfg, layout, batch)) - sum(profile_peak(cfg, layout, v2)))
+    return _peak_drop(cfg, layout, batch, msgspec.structs.replace(batch, sampler="v2-logits"))
 
 
 def moe_backend_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
@@ -527,8 +532,7 @@ def moe_backend_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
     unknown release (``release_unknown`` spans the layouts: :func:`sampler_span`)."""
     if not cfg.moe or batch.release is None or not memory_moe.modular_triton(batch.release):
         return 0
-    direct = sum(profile_peak(cfg, layout, msgspec.structs.replace(batch, moe_modular=False)))
-    return max(0, sum(profile_peak(cfg, layout, batch)) - direct)
+    return _peak_drop(cfg, layout, batch, msgspec.structs.replace(batch, moe_modular=False))
 
 
 def sampler_install_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
@@ -537,8 +541,7 @@ def sampler_install_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
     sort's peak less this batch's (``bound_terms``' ``sampler_install``); 0 elsewhere."""
     if batch.sampler != "flashinfer" or not vllm.sampler_install_open(batch.release):
         return 0
-    sort = msgspec.structs.replace(batch, sampler="sort")
-    return max(0, sum(profile_peak(cfg, layout, sort)) - sum(profile_peak(cfg, layout, batch)))
+    return _peak_drop(cfg, layout, msgspec.structs.replace(batch, sampler="sort"), batch)
 
 
 def v0_peak(
@@ -557,6 +560,38 @@ def v0_peak(
     return sum(profile_peak(cfg, layout, v0))
 
 
+def model_runner(
+    cfg: ModelConfig,
+    release: tuple[int, ...] | None,
+    *,
+    v0: bool,
+    quantization: str | None,
+    env: dict[str, str | None] | None,
+    speculative: bool,
+    sampler: str,
+    cudagraphs: bool,
+) -> tuple[bool | None, str, bool]:
+    """(the V2 runner profiles, the dummy sampler, the CUDA-graph estimate counted) for a V1 or V0
+    launch of this model (``vllm.v2_runner``): V2 holds only the logits before 0.33.0 and skips the
+    estimate in 0.20.0 - 0.28.0; ``sampler`` and ``cudagraphs`` are the V1 runner's."""
+    v2 = (
+        False
+        if v0
+        else vllm.v2_runner(
+            release,
+            architectures=cfg.outer_architectures or cfg.architectures,
+            moe=cfg.moe,
+            quantized=cfg.quant.method is not None or bool(quantization),
+            hybrid="linear" in cfg.layer_kinds,
+            env=env,
+            speculative=speculative,
+        )
+    )
+    if v2 and vllm.v2_sampler_holds_logits_only(release):
+        sampler = "v2-logits"
+    return v2, sampler, cudagraphs and not (v2 and vllm.v2_skips_cudagraph_estimate(release))
+
+
 def fp8_linear(cfg: ModelConfig, batch: Batch) -> bool:
     """Whether the model's linear layers quantize their input per tensor or per token (FP8
     without weight blocks, or ``--quantization fp8`` on a 16-bit checkpoint): those whose
@@ -570,8 +605,7 @@ def act_quant_span(cfg: ModelConfig, layout: Layout, batch: Batch) -> int:
     figure (``bound_terms``' ``fp8_act_quant``); 0 elsewhere."""
     if batch.act_fp8 is not None or not fp8_linear(cfg, batch):
         return 0
-    fused = msgspec.structs.replace(batch, act_fp8=True)
-    return max(0, sum(profile_peak(cfg, layout, batch)) - sum(profile_peak(cfg, layout, fused)))
+    return _peak_drop(cfg, layout, batch, msgspec.structs.replace(batch, act_fp8=True))
 
 
 def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, int]:
