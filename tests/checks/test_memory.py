@@ -55,7 +55,13 @@ def h200(**sections):
 def test_fc402_kimi_tp8_on_h200_needs_fp8_kv_or_tp16(ckpts) -> None:
     """Moonshot's "smallest deployment unit is 16 GPUs for 128K", derived from headers."""
     f = h200()
-    assert_silent("FC401", f, model=ckpts["kimi-k2-instruct"], tensor_parallel_size=8)
+    # the weights fit with 4.0 GiB to spare at the estimate; from 0.27.0 the profiler counts the
+    # blocks torch keeps reserved after the profile twice (vllm.consumed_counts_allocator_cache:
+    # up to the 2.3 GiB MoE peak), so the low end goes below zero: a warning naming the margin,
+    # never a stop
+    (w,) = evaluated("FC401", results(f, model=ckpts["kimi-k2-instruct"], tensor_parallel_size=8)["FC401"])
+    assert w.status.value == "fail" and w.severity.value == "warning", w.message
+    assert "4.0 GiB under the estimate" in w.message and "allocator cache up to 2.3 GiB less" in w.message
     (r,) = assert_fires("FC402", f, model=ckpts["kimi-k2-instruct"], tensor_parallel_size=8)
     assert "131,072 tokens needs 8.6 GiB" in r.message and "70,272 B/token" in r.message
     # the V2 model runner's penalties state (vllm.v2_persistent_bytes: 1024 requests x (163,840 +

@@ -375,6 +375,10 @@ print(json.dumps({
                                  r"dtype=torch\.int32", penalties)),
     "all_token_ids": "(self.max_num_reqs, self.max_model_len)" in states,
     "total_consumed": "non_kv_cache_memory = result.total_consumed" in mem,
+    "reserved_counted_twice": bool(re.search(r"total_consumed = \(\s*result\.before_create\.free_memory - "
+                                             r"result\.after_profile\.free_memory", mem))
+                              and bool(re.search(r"transient_peak_headroom = \(\s*result\.after_profile\.torch_peak "
+                                                 r"- result\.after_profile\.torch_allocated", mem)),
 }))
 """
 
@@ -394,3 +398,4 @@ def test_v2_runner_rules_match_the_installed_vllm(conformance, engine_python: st
     assert vllm.v2_runner(v, architectures=("Qwen3MoeForCausalLM",), moe=True, quantized=True) is True
     assert not vllm.v2_skips_cudagraph_estimate(v) and not vllm.v2_sampler_holds_logits_only(v)
     assert vllm.v2_persistent_bytes(v, 2, 64) == 2 * 4 * (64 + 2)
+    assert vllm.consumed_counts_allocator_cache(v)

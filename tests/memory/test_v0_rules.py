@@ -121,6 +121,32 @@ def test_allocator_cache_term_only_for_0_6_5_and_0_6_6() -> None:
     assert bound_terms(engine_version="0.6.5", **common)["allocator_cache"].below == GiB
     assert "allocator_cache" not in bound_terms(engine_version="0.7.0", **common)
     assert "allocator_cache" not in bound_terms(engine_version="0.6.4.post1", **common)
+    assert "allocator_cache" not in bound_terms(engine_version="0.26.0", **common)
+
+
+def test_allocator_cache_counted_twice_from_0_27_0() -> None:
+    """From 0.27.0 the non-KV memory is the free-memory drop plus the peak over what stays
+    allocated (mem_utils.py ``memory_profiling``): the blocks torch keeps reserved count in both,
+    so the budget's low end drops by up to the profile's peak; an unknown release may be one."""
+    for v in ("0.27.0", "0.27.1", "0.30.0", "0.33.0", "0.40.0"):
+        assert vllm.consumed_counts_allocator_cache(release(v)), v
+    for v in ("0.6.5", "0.11.0", "0.20.0", "0.26.0"):
+        assert not vllm.consumed_counts_allocator_cache(release(v)), v
+    assert vllm.consumed_counts_allocator_cache(None)
+    common = {
+        "total": 80 * GiB,
+        "utilization_set": True,
+        "cudagraphs_counted": False,
+        "tp": 1,
+        "comm": None,
+        "lazy_connect": False,
+    }
+    for v in ("0.27.0", "0.33.0", None):
+        term = bound_terms(engine_version=v, activations=3 * GiB, **common)["allocator_cache"]
+        assert (term.below, term.above) == (3 * GiB, 0), v
+        assert "total_consumed" in term.source
+    # nothing profiled, nothing cached: no term
+    assert "allocator_cache" not in bound_terms(engine_version="0.27.1", activations=0, **common)
 
 
 def test_fused_moe_workspaces_by_release() -> None:

@@ -94,7 +94,11 @@ def bound_terms(
       take non-torch memory as ``(total - free) - baseline - weights - allocated growth``: torch's
       reserved-but-free blocks that a live tensor keeps after the profile's ``empty_cache`` count
       too, up to the profile's torch peak (``vllm.non_torch_counts_allocator_cache``): the budget
-      may be lower by up to the modelled activations.
+      may be lower by up to the modelled activations. From 0.27.0 (``vllm.consumed_counts_allocator_cache``;
+      an unknown release too) the non-KV memory is ``total_consumed + transient_peak_headroom``: the
+      free-memory drop since the snapshot, which holds the blocks torch keeps reserved after
+      ``empty_cache``, plus the peak over what stays allocated, which holds them again — the same
+      span below.
     - ``activations``: the profile's torch peak under torch.compile (Inductor fuses elementwise
       ops, so fewer intermediates live than the eager layer the estimate walks) or eager, and the
       allocator's rounding: ``ACTIVATION_SPAN`` of the modelled peak either way.
@@ -204,6 +208,15 @@ def bound_terms(
             0,
             "utils.py memory_profiling (0.6.5, 0.6.6): non-torch = used - baseline - weights - "
             "allocated growth, so torch's reserved-but-free blocks count; the allocator's state",
+        )
+    elif vllm.consumed_counts_allocator_cache(v) and activations:
+        # from 0.27.0 the same blocks count twice: in the free-memory drop and under the peak
+        # they were carved from; how many the allocator keeps is its state, not the code's
+        terms["allocator_cache"] = Term(
+            activations,
+            0,
+            "utils/mem_utils.py memory_profiling (0.27.0, 0.27.1, 0.30.0, 0.33.0): total_consumed (free-memory "
+            "drop) + transient_peak_headroom, so torch's reserved-but-free blocks count twice",
         )
     if activations:
         span = int(activations * ACTIVATION_SPAN)

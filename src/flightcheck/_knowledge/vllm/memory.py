@@ -82,6 +82,17 @@ CUDAGRAPHS_IN_BUDGET_SINCE = ENV_DEFAULTS[ESTIMATE_CUDAGRAPHS][0][0]  # "0.20.0"
 #: (read in 0.20.0, 0.22.0 - 0.26.0). The "GiB for CUDAGraph memory" figure beside it is the
 #: graphs' actual capture, not the estimate. Past 0.33.0: extrapolated.
 PEAK_LOG_HOLDS_CUDAGRAPH_ESTIMATE_SINCE = "0.27.0"
+#: first release whose profiler takes the non-KV memory as the free-memory drop since the
+#: snapshot plus the profile's torch peak over what stays allocated (vllm/utils/mem_utils.py
+#: ``memory_profiling``: ``non_kv_cache_memory = total_consumed + transient_peak_headroom``,
+#: ``total_consumed = before_create.free_memory - after_profile.free_memory``,
+#: ``transient_peak_headroom = torch_peak - torch_allocated`` after the profile's
+#: ``empty_cache``): read in 0.27.0, 0.27.1, 0.30.0 and 0.33.0; 0.26.0 adds ``non_torch_increase``
+#: (device use less torch's reserved bytes) to the peak instead. The caching allocator's blocks
+#: that a live tensor keeps reserved after ``empty_cache`` are in the free-memory drop *and*
+#: under the peak they were carved from, so they count twice: the budget is lower by what the
+#: allocator keeps — at most the profile's torch peak. Past 0.33.0: extrapolated.
+CONSUMED_COUNTS_ALLOCATOR_CACHE_SINCE = "0.27.0"
 #: tokens per KV block (vllm/config/cache.py ``block_size`` default for CUDA attention).
 BLOCK_SIZE = 16
 #: first release that logs "GPU KV cache size" as int(max_concurrency x max_model_len)
@@ -382,6 +393,13 @@ V0_RULES_BEFORE = V1_DEFAULT_SINCE
 V0_NON_TORCH_FROM_PROCESS_START = ("0.6.4", "0.6.5")
 #: the chunked-prefill tokens of a V0 launch from 0.6.5 (memory_v0.V0_CHUNKED_TOKENS_LATE)
 V0_CHUNKED_TOKENS_SINCE_0_8 = 2048
+
+
+def consumed_counts_allocator_cache(v: tuple[int, ...] | None) -> bool:
+    """Whether this release's profiler counts torch's reserved-but-free blocks on top of the
+    profile's peak (``CONSUMED_COUNTS_ALLOCATOR_CACHE_SINCE``). Unknown release: yes — the bound
+    must hold for the newest code, which does."""
+    return v is None or v >= _release(CONSUMED_COUNTS_ALLOCATOR_CACHE_SINCE)
 
 
 def non_torch_from_process_start(v: tuple[int, ...] | None) -> bool:
