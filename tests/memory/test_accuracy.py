@@ -140,6 +140,18 @@ def test_token_capacity_from_the_logged_budget_is_within_3_percent() -> None:
     assert s["max_conversion_error"] is not None and s["max_conversion_error"] < 0.0115
 
 
+def test_a_pipeline_stage_converts_its_own_layers() -> None:
+    """A PP 2 worker's "Available KV cache memory" holds its own stage's layers, so the tokens
+    come from half the model's KV a token (point 140: Qwen3-32B, 32 of 64 layers a stage,
+    0.27.1, 6.92 GiB logged by Worker_PP0 for 56,640 tokens). The conversion alone: the whole
+    model's layers would give half the tokens (28,336)."""
+    row = evaluate()[140]
+    assert row.logged_tokens == 56640 and row.tokens_from_logged is not None
+    assert abs(row.tokens_from_logged - row.logged_tokens) <= 0.01 * row.logged_tokens
+    # the one-sequence check in 0.27.1 is of the stage's layers too: 32,768 tokens x 32 layers
+    assert row.kv_need_gib is not None and abs(row.kv_need_gib - 4.0) < 0.01
+
+
 def test_every_residual_has_its_reason() -> None:
     """The points outside max(3%, 0.5 GiB) are exactly those RESIDUALS explains."""
     rows = evaluate()

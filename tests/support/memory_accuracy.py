@@ -39,7 +39,7 @@ from flightcheck._memory.budget import (
 )
 from flightcheck._memory.config import parse
 from flightcheck._memory.kv import capacity, kv_shape
-from flightcheck._memory.weights import Layout
+from flightcheck._memory.weights import Layout, stage_layers
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "memory"
 GiB = 1 << 30
@@ -365,14 +365,21 @@ RESIDUALS = {
         "CUDA-graph estimate, a logits-only dummy sampler, 0.58 GiB of penalties state at 1024 requests), at "
         "utilization 0.426 with 61.03 GiB of weights: vLLM's non-KV memory besides the weights came to 3.86 GiB "
         "(0.426 x 95.01 + 24.42 - 61.03) where the same card's TP 2 run (139) logs 1.66 and is within 0.1 GiB. "
-        "What the extra ~1.7 GiB at TP 1 is — with the weights alone above the requested memory — is not derived"
+        "What the extra ~1.7 GiB at TP 1 is — with the weights alone above the requested memory — is not derived; "
+        "from 0.27.0 the blocks torch keeps reserved after the profile count twice (vllm."
+        "consumed_counts_allocator_cache: the free-memory drop and the peak over what stays allocated), which at "
+        "TP 1's full-width segments may be it: the bound's allocator_cache term (up to the 1.33 GiB peak) holds it"
     ),
     140: (
         "held out: the same model at PP 2 over PCIe, 0.27.1, stage 0's figure: vLLM kept 0.86 GiB more than the "
         "point besides the weights. Stage 0 runs no sampler (the V2 runner builds it, and its penalties state, on "
         "the last PP rank only: v1/worker/gpu/model_runner.py load_model), so the point's sampler peak does not "
         "bind there; what stage 0 holds instead — the PP send / receive buffers over PCIe, the intermediate "
-        "tensors of 8192 tokens — is not derived (per-stage reserves are not modelled)"
+        "tensors of 8192 tokens (0.16 GiB) — is not derived. The engine sizes the cache by the smallest budget "
+        "over the workers and the 56,640 tokens logged are stage 0's 6.92 GiB, so the last stage (sampler, "
+        "penalties) had no less: stage 0 holds at least what the last holds — the model keeps one reserve for "
+        "every stage rather than drop the sampler's share where this one point says something as large takes its "
+        "place. Inside the bound (allocator_cache, as 138)"
     ),
 }
 
@@ -742,8 +749,14 @@ def evaluate() -> list[Row]:
             row.binding_gib = row.predicted_gib
             row.predicted_gib = (requested - weights * GiB - nondriver) / GiB
         kv_dtype = p["kv_cache_dtype"] or "auto"
-        shape = kv_shape(cfg, range(cfg.layers), tp, kv_dtype)
-        row.kv_need_gib = shape.bytes_for(length) / GiB if length else None
+        # the logged worker's own layers size its cache (the stage a PP point records, stage 0
+        # unless it says otherwise); the one-sequence check is of the whole model in 0.14 - 0.16
+        # (vllm.pp_kv_check_whole_model), of the stage's layers otherwise — as MemoryModel.kv_checked
+        stages = stage_layers(cfg.layers, pp)
+        shape = kv_shape(cfg, stages[min(p.get("logged_stage") or 0, len(stages) - 1)], tp, kv_dtype)
+        whole = pp > 1 and vllm.pp_kv_check_whole_model(v)
+        checked = kv_shape(cfg, range(cfg.layers), tp, kv_dtype) if whole else shape
+        row.kv_need_gib = checked.bytes_for(length) / GiB if length else None
         if length and available > 0:
             by_conc = v is None or v >= (0, 21)
             row.predicted_tokens = capacity(

@@ -661,7 +661,9 @@ def default_reserve(
         parts["vision_encoder"] = encoder  # the profile run's peak above the text model's
     if b.v2_runner:
         # the V2 runner's per-request state, counted from 0.27.0 (vllm.v2_persistent_bytes); vLLM
-        # builds it on the last PP rank only, counted here on every stage (one reserve for all)
+        # builds it, and runs the dummy sampler, on the last PP rank only, yet it is counted here
+        # on every stage: the one PP 2 log with a per-stage figure (0.27.1, Qwen3-32B over PCIe)
+        # has stage 0, without either, keeping no less than the last stage, by a term not derived
         state = vllm.v2_persistent_bytes(b.release, b.seqs, cfg.vocab or 0)
         if state:
             parts["runner_state"] = state
