@@ -247,6 +247,22 @@ def test_fc402_each_fix_line_alone_makes_it_fit(ckpts, model: str, intent: dict)
         assert all(x.severity.value == "warning" and "as low as" in x.message for x in failing), line
 
 
+def test_fc402_counts_ngram_token_ids_with_the_length(ckpts) -> None:
+    """vLLM 0.33.0's V2 runner keeps ``all_token_ids`` (max_num_reqs x max_model_len int32) on the
+    GPU for n-gram drafting (vllm.v2_token_ids_on_gpu), inside the budget: the message names them,
+    and the length FC402 offers pays them per token, so it fits when applied."""
+    ngram = '--speculative-config={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}'
+    launch = {"model": ckpts["llama-3-8b"], "max_model_len": 2_000_000, "engine_flags": [ngram]}
+    (r,) = assert_fires("FC402", h200(), **launch)
+    assert "GiB of per-request token ids at this length" in r.message, r.message
+    fit = int(re.search(r"--max-model-len (\d+)", r.fix).group(1))
+    got = evaluated("FC402", results(h200(), **{**launch, "max_model_len": fit})["FC402"])
+    assert not [x for x in got if x.status.value == "fail" and x.severity.value == "error"], [x.message for x in got]
+    # without n-gram drafting they are pinned host memory: no such line
+    (plain,) = assert_fires("FC402", h200(), model=ckpts["llama-3-8b"], max_model_len=2_000_000)
+    assert "token ids" not in plain.message
+
+
 def test_a_bug_in_the_memory_model_is_unknown_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Built once; every FC4xx check says 'unknown' with the cause, none re-runs it."""
     import flightcheck._checks.shared.memory as mem_mod

@@ -374,6 +374,9 @@ print(json.dumps({
     "bin_counts": bool(re.search(r"output_bin_counts = torch\.zeros\(\s*max_num_reqs, (self\.)?vocab_size, "
                                  r"dtype=torch\.int32", penalties)),
     "all_token_ids": "(self.max_num_reqs, self.max_model_len)" in states,
+    "token_ids_in_host_memory": "uva_instead_of_gpu=not use_dense_all_token_ids" in states
+                                and bool(re.search(r"use_dense_all_token_ids = \(\s*self\.speculative_config is not "
+                                                   r"None and self\.speculative_config\.use_ngram\(\)", runner)),
     "total_consumed": "non_kv_cache_memory = result.total_consumed" in mem,
     "reserved_counted_twice": bool(re.search(r"total_consumed = \(\s*result\.before_create\.free_memory - "
                                              r"result\.after_profile\.free_memory", mem))
@@ -399,3 +402,4 @@ def test_v2_runner_rules_match_the_installed_vllm(conformance, engine_python: st
     assert not vllm.v2_skips_cudagraph_estimate(v) and not vllm.v2_sampler_holds_logits_only(v)
     assert vllm.v2_persistent_bytes(v, 2, 64) == 2 * 4 * (64 + 2)
     assert vllm.consumed_counts_allocator_cache(v)
+    assert vllm.v2_token_ids_on_gpu(v, "ngram") and not vllm.v2_token_ids_on_gpu(v, None)

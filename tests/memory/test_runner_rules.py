@@ -10,6 +10,7 @@ import msgspec
 
 from flightcheck._checkpoint import load
 from flightcheck._knowledge import vllm
+from flightcheck._launch.intent_read import read_options
 from flightcheck._memory import build
 from flightcheck._memory.bound import bound_terms
 from flightcheck._memory.budget import Batch, default_reserve, profile_peak, runner_span
@@ -126,19 +127,43 @@ def test_the_launch_picks_the_runner_end_to_end(tmp_path: Path) -> None:
     assert f2 is not None and f1 is not None and f2.reserve != f1.reserve
 
 
-def test_the_token_ids_widen_the_low_end(tmp_path: Path) -> None:
-    """``all_token_ids`` (1024 x 32,768 int32 = 0.125 GiB on 0.27.1) is counted by vLLM but not by
-    the point: the bound's runner_state term takes it below; none before 0.27.0 or on V1."""
-    assert vllm.v2_token_ids_bytes(release("0.27.1"), 1024, 32768) == 1024 * 32768 * 4
-    assert vllm.v2_token_ids_bytes(release("0.26.0"), 1024, 32768) == 0
+def test_the_token_ids_are_on_the_gpu_only_for_ngram_drafting(tmp_path: Path) -> None:
+    """``all_token_ids`` (max_num_reqs x max_model_len int32) is pinned host memory the GPU maps
+    (states.py ``uva_instead_of_gpu``, 0.26.0 - 0.33.0): no device memory, nothing in the budget —
+    except 0.33.0's n-gram drafting, which keeps it dense on the GPU; from 0.27.0 the budget counts
+    it then (total_consumed), at the launch's max_model_len, and the longest length that fits
+    pays it per token with the KV cache."""
+    for v in ("0.26.0", "0.27.1", "0.30.0", "0.33.0"):
+        assert vllm.v2_token_ids_bytes(release(v), 1024, 32768) == 0, v
+        assert not vllm.v2_token_ids_on_gpu(release(v), "mtp"), v
+    assert vllm.v2_token_ids_bytes(release("0.33.0"), 1024, 32768, "ngram") == 1024 * 32768 * 4
+    assert vllm.v2_token_ids_on_gpu(release("0.33.0"), "ngram_gpu")
+    assert not vllm.v2_token_ids_on_gpu(release("0.30.0"), "ngram") and not vllm.v2_token_ids_on_gpu(None, "ngram")
     ck = load(str(write_checkpoint(tmp_path / "q32", QWEN3_32B, shards=4)), cache_env={"FLIGHTCHECK_NO_CACHE": "1"})
 
-    def terms(version: str, env: dict[str, str | None] | None = None):  # type: ignore[no-untyped-def]
-        intent = Intent(model=str(ck.path), max_model_len=32768, max_num_seqs=1024)
-        m = build(ck, intent, total=int(95.01 * GiB), engine_version=version, compute_capability="12.0", env=env or {})
-        return m.bound_terms()
+    def model(version: str, flags: list[str]):  # type: ignore[no-untyped-def]
+        intent = read_options(Intent(model=str(ck.path), max_model_len=32768, max_num_seqs=1024, engine_flags=flags))
+        return build(ck, intent, total=int(95.01 * GiB), engine_version=version, compute_capability="12.0", env={})
 
-    got = terms("0.27.1")["runner_state"]
-    assert got.below == 1024 * 32768 * 4 and got.above == 0
-    assert "runner_state" not in terms("0.27.1", {"VLLM_USE_V2_MODEL_RUNNER": "0"})
-    assert "runner_state" not in terms("0.26.0")
+    ngram = ['--speculative-config={"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}']
+    m, plain = model("0.33.0", ngram), model("0.33.0", [])
+    assert m.batch.v2_runner is True and plain.batch.v2_runner is True
+    f, p = m.fit(), plain.fit()
+    assert f is not None and p is not None
+    assert p.length_cost == 0 and f.length_cost == 1024 * 4 and f.cost_length == 32768
+    assert f.kv_budget == f.usable - f.weights - f.reserve - 1024 * 32768 * 4
+    # the longest length that fits: its KV and its token ids fill what the budget has without them
+    room = f.kv_budget + f.length_cost * 32768
+    n = f.max_model_len_fit
+    assert n > 32768 and n % 16 == 0
+    assert f.shape.bytes_for(n) + f.length_cost * n <= room < f.shape.bytes_for(n + 16) + f.length_cost * (n + 16)
+    assert f.shape.max_len(room) > n  # without the cost the same budget would claim more
+    # at another length they move with it, off the KV budget, not off the room for the weights
+    g = m.fit(max_len=65536)
+    assert g is not None and f.kv_budget - g.kv_budget == 1024 * 4 * (65536 - 32768)
+    assert g.reserve == f.reserve == m.reserve
+    huge = m.fit(max_len=10**9)
+    assert huge is not None and huge.weights_fit and not huge.kv_fits
+    # 0.30.0 keeps them in host memory even for n-gram drafting
+    old = model("0.30.0", ngram).fit()
+    assert old is not None and old.length_cost == 0

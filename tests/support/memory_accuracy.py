@@ -28,6 +28,7 @@ from flightcheck._memory.budget import (
     communication,
     default_reserve,
     forward_peak,
+    length_cost,
     logits_allgather,
     model_runner,
     moe_backend_span,
@@ -677,6 +678,10 @@ def evaluate() -> list[Row]:
         # V1's logits all-gather over torch's group, connected in the profile (budget.logits_allgather)
         gathered = logits_allgather(layout, icx, version, {}) if not v0 else 0
         reserve += gathered
+        # the V2 runner's all_token_ids at the launch's length where they are on the GPU
+        # (budget.length_cost, as Fit.kv_budget: 0.33.0's n-gram drafting)
+        spec = p.get("speculative_config")
+        reserve += length_cost(batch, spec.get("method") if isinstance(spec, dict) else None) * length
         util = p["gpu_memory_utilization"] or vllm.default_utilization(v)
         requested = math.ceil(total * GiB * util)
         available = requested - weights * GiB - reserve
@@ -716,7 +721,6 @@ def evaluate() -> list[Row]:
             moe_backend=moe_backend_span(cfg, layout, batch),
             act_quant_open=act_quant_span(cfg, layout, batch),
             runner_open=runner_span(cfg, layout, batch),
-            runner_state=vllm.v2_token_ids_bytes(v, batch.seqs, length) if v2 and length else 0,
             counted_after=gathered,
         )
         row.bound_terms = {k: (t.below / GiB, t.above / GiB) for k, t in terms.items()}

@@ -55,7 +55,6 @@ def bound_terms(
     counted_after: int = 0,
     act_quant_open: int = 0,
     runner_open: int = 0,
-    runner_state: int = 0,
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
     only widens it; an empty dict only where nothing is left open, which no profiled launch is).
@@ -146,10 +145,7 @@ def bound_terms(
     - ``model_runner``: where the launch leaves open which model runner profiles (speculative
       decoding, ``vllm.v2_runner`` None), the point takes the V1 runner's sampler; the V2 runner's
       dummy sampler holds only the logits before 0.33.0, so the budget may be higher by
-      ``runner_open`` (its skipped CUDA-graph estimate, 0.20 - 0.28, is ``cuda_graphs``').
-    - ``runner_state``: the V2 runner's ``all_token_ids`` (max_num_reqs x max_model_len int32,
-      ``vllm.v2_token_ids_bytes``), counted from 0.27.0 but not in the point (it grows with the
-      length FC402 solves for): the budget may be lower by ``runner_state``."""
+      ``runner_open`` (its skipped CUDA-graph estimate, 0.20 - 0.28, is ``cuda_graphs``')."""
     v = release(engine_version)
     terms: dict[str, Term] = {}
     after = v is None or not vllm.comm_in_budget(v)
@@ -245,13 +241,6 @@ def bound_terms(
             moe_backend,
             "model_executor/layers/fused_moe/oracle/fp8.py + modular_kernel.py (0.15.0 - 0.33.0): the MoE "
             "backend is picked by GPU, EP and packages; the point takes the Triton experts' workspaces",
-        )
-    if runner_state > 0:
-        terms["runner_state"] = Term(
-            runner_state,
-            0,
-            "v1/worker/gpu/states.py RequestState.all_token_ids + utils/mem_utils.py total_consumed (0.27.1, "
-            "0.33.0): max_num_reqs x max_model_len int32 on the GPU, inside the budget",
         )
     if runner_open > 0:
         terms["model_runner"] = Term(

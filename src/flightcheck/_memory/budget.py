@@ -667,6 +667,7 @@ def default_reserve(
         state = vllm.v2_persistent_bytes(b.release, b.seqs, cfg.vocab or 0)
         if state:
             parts["runner_state"] = state
+        # (its all_token_ids grow with max_model_len: not here but in Fit, ``length_cost``)
     return sum(parts.values()), parts
 
 
@@ -709,13 +710,27 @@ class Fit(msgspec.Struct, frozen=True):
     #: point (:func:`bound_terms`; 0 with --kv-cache-memory-bytes, which fixes the budget)
     below: float = 0.0
     above: float = 0.0
+    #: bytes per token of max_model_len the engine holds besides ``reserve`` (``length_cost``),
+    #: taken off the KV budget at ``cost_length`` tokens: a shorter length frees them for the KV
+    length_cost: float = 0.0
+    cost_length: int = 0
 
     @property
     def kv_budget(self) -> float:
         if self.kv_override is not None:
             # that many bytes, as long as the GPU physically has them
             return min(float(self.kv_override), self.total - self.weights - self.reserve)
-        return self.usable - self.weights - self.reserve
+        return self.usable - self.weights - self.reserve - self.length_bytes
+
+    @property
+    def length_bytes(self) -> float:
+        """What the engine holds at this length besides the reserve and the KV cache."""
+        return self.length_cost * self.cost_length
+
+    def longest(self, shape: KvShape, budget: float) -> int:
+        """The longest max_model_len whose KV on ``shape`` fits ``budget`` (this fit's KV budget, or
+        an end of its bound), what the engine holds per token of length moving with it."""
+        return shape.max_len(budget + self.length_bytes, length_cost=self.length_cost)
 
     @property
     def kv_budget_low(self) -> float:
@@ -754,6 +769,13 @@ class Fit(msgspec.Struct, frozen=True):
     def spare(self) -> float:
         """What is left once weights, reserve and one max-length sequence are placed."""
         return self.kv_budget - self.kv_need
+
+
+def length_cost(batch: Batch, speculative_method: str | None = None) -> int:
+    """Bytes the profiled budget holds per token of max_model_len besides the reserve (the V2
+    runner's ``all_token_ids`` where they are on the GPU, ``vllm.v2_token_ids_bytes``): 0 where
+    the runner, the release or the speculative method does not put them there."""
+    return vllm.v2_token_ids_bytes(batch.release, batch.seqs, 1, speculative_method) if batch.v2_runner else 0
 
 
 def usable_bytes(total: int, utilization: float) -> int:

@@ -60,12 +60,15 @@ class KvShape(msgspec.Struct, frozen=True):
         """What a token costs once past every window (the spec's kv_bytes_per_token)."""
         return self.full if (self.full or not self.sliding) else self.sliding
 
-    def max_len(self, budget: float, multiple: int = 16) -> int:
-        """The largest length that fits ``budget``, rounded down to ``multiple``."""
+    def max_len(self, budget: float, multiple: int = 16, length_cost: float = 0.0) -> int:
+        """The largest length that fits ``budget``, rounded down to ``multiple``. ``length_cost``:
+        bytes outside the KV cache that the engine allocates per token of max_model_len (the V2
+        runner's ``all_token_ids``), which a longer length takes from the same budget."""
         room = budget - self.fixed
         if room <= 0:
             return 0
-        full = self.full / max(1, self.dcp)  # per token of the sequence, on this rank
+        # per token of the sequence, on this rank
+        full = self.full / max(1, self.dcp) + max(0.0, length_cost)
         both = full + self.sliding
         if both <= 0:
             return 1 << 62  # nothing grows with length

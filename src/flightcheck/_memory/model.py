@@ -24,6 +24,7 @@ from flightcheck._memory.budget import (
     default_reserve,
     default_utilization,
     encoder_dp,
+    length_cost,
     logits_allgather,
     moe_backend_span,
     pre_snapshot,
@@ -300,27 +301,25 @@ class MemoryModel(msgspec.Struct):
         whole = _merged(shapes) if self.kv_checked_whole(lay) and len(shapes) > 1 else None
         terms = self.bound_terms(lay) if override is None else {}
         below, above = float(sum(t.below for t in terms.values())), float(sum(t.above for t in terms.values()))
+        # what the engine holds per token of max_model_len (the V2 runner's all_token_ids,
+        # budget.length_cost) is the Fit's to carry: it comes off the KV budget at the length
+        # evaluated and the longest length that fits pays it per token, but it is no part of the
+        # room for the weights (none with a fixed KV budget or --reserve-gib)
+        cost = (
+            0
+            if (override is not None or self.reserve_set or self._rules.reserve != "profile")
+            else length_cost(self.batch, (self.speculative or {}).get("method"))
+        )
+        at = length if length is not None else self.batch.max_model_len
         for i, stage in enumerate(stages):
             w = max(0.0, sum(stage.values()) - self.cpu_offload_bytes)
             shape = shapes[i]
             checked = whole or shape
             need = checked.bytes_for(length) if length else 0.0
-            f = Fit(self.total, util, usable, reserve, w, need, length, 0, i, shape, override)
             f = Fit(
-                self.total,
-                util,
-                usable,
-                reserve,
-                w,
-                need,
-                length,
-                checked.max_len(f.kv_budget),
-                i,
-                shape,
-                override,
-                below,
-                above,
+                self.total, util, usable, reserve, w, need, length, 0, i, shape, override, below, above, cost, at or 0
             )
+            f = msgspec.structs.replace(f, max_model_len_fit=f.longest(checked, f.kv_budget))
             if worst is None or (f.fits, f.max_model_len_fit, -f.weights) < (
                 worst.fits,
                 worst.max_model_len_fit,
@@ -472,15 +471,7 @@ class MemoryModel(msgspec.Struct):
             moe_backend=moe_backend_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
             act_quant_open=act_quant_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
             runner_open=runner_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
-            runner_state=self._token_ids(),
         )
-
-    def _token_ids(self) -> int:
-        """The V2 runner's ``all_token_ids`` the bound's low end takes (``vllm.v2_token_ids_bytes``)."""
-        length = self.batch.max_model_len or (self.max_model_len if isinstance(self.max_model_len, int) else None)
-        if not self.batch.v2_runner or self.reserve_set or not length:
-            return 0
-        return vllm.v2_token_ids_bytes(self.batch.release, self.batch.seqs, length)
 
     def mxfp4_open(self, layout: Layout, acts: int) -> tuple[int, int]:
         """(below, above): how far the MXFP4 MoE backends the release leaves open
@@ -650,6 +641,10 @@ class MemoryModel(msgspec.Struct):
                 free_bytes=int(fit.spare),
                 weights_bytes=int(fit.weights),
             )
+            if fit.length_cost:
+                # what the engine holds per token of max_model_len outside the KV cache (the V2
+                # runner's all_token_ids), already off kv_budget_bytes at this length
+                per["length_bytes_per_token"] = int(fit.length_cost)
             out["max_model_len_fit"] = fit.max_model_len_fit
             cap = self.capacity(fit)
             if cap is not None:

@@ -10,13 +10,16 @@ here; what the model itself refuses whatever the memory (FC404 layout, FC405 len
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flightcheck._checks.framework import Context, Log, Outcome, Skip, check, fail, ok, summary, unknown
 from flightcheck._knowledge import engines, envread, sglang
 from flightcheck._knowledge.units import gib as _gib
 from flightcheck._vocabulary.intent import AUTO
 from flightcheck._vocabulary.results import ERROR, WARNING
+
+if TYPE_CHECKING:
+    from flightcheck._memory.budget import Fit
 
 
 def _model(ctx: Context) -> Any:
@@ -56,7 +59,7 @@ def _headline(ctx: Context) -> str:
     length = f"{f.max_model_len:,} tokens" if f.max_model_len else "auto length"
     line = (
         f"weights {_gib(f.weights)} + KV {_gib(f.kv_need)} ({length}) "
-        f"+ reserve {_gib(f.reserve)} of {_gib(f.usable)} usable per GPU"
+        f"+ reserve {_gib(f.reserve)}{_length_part(f, ' + ')} of {_gib(f.usable)} usable per GPU"
     ) + (f" ({m.weights_source})" if m.weights_source else "")
     cap = m.capacity(f) if f.fits else None
     if cap is not None and cap.tokens > 0:
@@ -115,6 +118,14 @@ def _weights_layout(m: Any) -> tuple[list[str], str]:
         else "no room is left there for the KV cache"
     )
     return [flag], f"{flag} holds the weights ({_where(lf)}), but not the KV cache for this max_model_len: {room}"
+
+
+def _length_part(f: Fit, joint: str) -> str:
+    """What the engine holds per request at this max_model_len besides the reserve (the V2
+    runner's token ids, ``Fit.length_bytes``), for a message; empty where it holds none."""
+    if not f.length_bytes:
+        return ""
+    return f"{joint}{_gib(f.length_bytes)} of per-request token ids at this length"
 
 
 @check(
@@ -265,7 +276,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         ev.update(kv_budget_low_bytes=int(f.kv_budget_low), kv_budget_high_bytes=int(f.kv_budget_high))
     checked = m.kv_checked(stage=f.stage)
     if m.requested_len == AUTO:
-        if f.max_model_len_fit <= 0 and checked.max_len(f.kv_budget_high) > 0:
+        if f.max_model_len_fit <= 0 and f.longest(checked, f.kv_budget_high) > 0:
             yield fail(
                 f"no room for any KV cache at the estimate ({_gib(f.kv_budget)} left after weights and "
                 f"reserve), but the budget may be up to {_gib(f.kv_budget_high)} ({_terms(m)}): "
@@ -297,7 +308,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     pages_short = pool is not None and pool["kv_tokens"] < f.max_model_len
     if pool is None and f.kv_fits and f.max_model_len_fit > 0 and f.kv_need > f.kv_budget_low:
         # fits at the estimate, not at the bound's low end: the margin, as a warning
-        low_fit = checked.max_len(f.kv_budget_low)
+        low_fit = f.longest(checked, f.kv_budget_low)
         ev["kv_shortfall_low_bytes"] = int(f.kv_need - f.kv_budget_low)
         yield fail(
             f"KV for {f.max_model_len:,} tokens needs {_gib(f.kv_need)}: it fits the estimated "
@@ -332,7 +343,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     )
     limit, _var, allowed = _window(ctx, m)
     # the length that fits even the bound's low end (bound.bound_terms): a fix leaves no warning
-    low_fit = min(f.max_model_len_fit, checked.max_len(f.kv_budget_low)) if f.below else f.max_model_len_fit
+    low_fit = min(f.max_model_len_fit, f.longest(checked, f.kv_budget_low)) if f.below else f.max_model_len_fit
     if low_fit <= 0:
         low_fit = f.max_model_len_fit
     suggest = low_fit if (limit is None or allowed) else min(low_fit, limit // 16 * 16)
@@ -395,7 +406,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
         f"one sequence of {f.max_model_len:,} tokens needs "
         f"{_gib(f.kv_need)} of KV cache ({int(per_tok):,} B/token, {dtype}) "
         f"but {_gib(max(0.0, f.kv_budget))} is left per GPU after "
-        f"{_gib(f.weights)} of weights and a {_gib(f.reserve)} reserve; " + "; ".join(said),
+        f"{_gib(f.weights)} of weights and a {_gib(f.reserve)} reserve{_length_part(f, ' and ')}; " + "; ".join(said),
         fix="\n".join(options) if options else hint,
         evidence=ev,
     )  # each fix line alone makes it fit
@@ -478,7 +489,7 @@ def memory_headroom_low(ctx: Context) -> Iterator[Outcome]:
         raise Skip("does not fit, or the length is automatic: FC401/FC402 speak")
     spare = f.spare
     if spare < HEADROOM_MIN * f.usable:
-        safer = f.shape.max_len(f.kv_budget - HEADROOM_MIN * f.usable)
+        safer = f.longest(f.shape, f.kv_budget - HEADROOM_MIN * f.usable)
         yield fail(
             f"only {_gib(spare)} ({100 * spare / f.usable:.1f}%) "
             f"of usable memory is left after weights, reserve and one {f.max_model_len:,}-token sequence",

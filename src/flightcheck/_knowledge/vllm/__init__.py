@@ -163,6 +163,7 @@ from flightcheck._knowledge.vllm.memory_runner import (
     v2_sampler_holds_logits_only,
     v2_skips_cudagraph_estimate,
     v2_token_ids_bytes,
+    v2_token_ids_on_gpu,
 )
 from flightcheck._knowledge.vllm.memory_tp import (
     FI_FUSION_DEFAULT_ON,
@@ -597,4 +598,5 @@ __all__ = [
     "v2_sampler_holds_logits_only",
     "v2_skips_cudagraph_estimate",
     "v2_token_ids_bytes",
+    "v2_token_ids_on_gpu",
 ]

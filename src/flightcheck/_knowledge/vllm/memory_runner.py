@@ -53,17 +53,25 @@ from flightcheck._knowledge.vllm._versions import _release
 # - Persistent per-request state the V2 runner allocates on the GPU after the worker's snapshot
 #   (in ``load_model``, outside "Model loading took"): the penalties' ``output_bin_counts``
 #   (max_num_reqs x vocab int32, "can be very large, taking up GBs") and ``prompt_bin_mask``
-#   (max_num_reqs x ceil(vocab / 32) int32, v1/worker/gpu/sample/penalties.py) and the request
-#   states' ``all_token_ids`` (max_num_reqs x max_model_len int32, a StagedWriteTensor's GPU copy,
-#   v1/worker/gpu/states.py) — in every wheel 0.26.0 - 0.33.0. From 0.27.0 the budget counts them:
+#   (max_num_reqs x ceil(vocab / 32) int32, v1/worker/gpu/sample/penalties.py) — in every wheel
+#   0.26.0 - 0.33.0. The request states' ``all_token_ids`` (max_num_reqs x max_model_len int32,
+#   v1/worker/gpu/states.py, "can be extremely large") are a ``StagedWriteTensor`` with
+#   ``uva_instead_of_gpu``: pinned host memory the GPU maps (buffer_utils.py ``UvaBuffer``:
+#   ``torch.zeros(..., pin_memory=True)`` and a device view), no device memory — always in 0.26.0,
+#   0.27.0, 0.27.1 and 0.30.0; in 0.33.0 except for n-gram speculative decoding
+#   (``use_dense_all_token_ids = speculative_config.use_ngram()``: "ngram", "ngram_gpu"), which
+#   keeps them on the GPU (``V2_DENSE_TOKEN_IDS``). From 0.30.0 a host without pinned memory
+#   (vLLM's ``is_pin_memory_available``: false under WSL) falls back to the GPU as well
+#   (``uva_instead_of_gpu and is_uva_available()``) — not modelled, the facts do not say WSL.
+#   From 0.27.0 the budget counts what is on the GPU:
 #   utils/mem_utils.py ``memory_profiling`` takes ``total_consumed`` (the free-memory drop since
 #   the snapshot) for the non-KV memory (absent in 0.26.0, present in 0.27.1 and 0.33.0); before,
 #   only the profile's torch peak above what was allocated when it began, which leaves them out.
-#   Counted here: the two penalties tensors. Not counted: ``all_token_ids`` (max_num_reqs x
-#   max_model_len x 4 B: 0.125 GiB at 1024 requests of 32,768 tokens, 0.5 GiB at 131,072), which
-#   grows with max_model_len — the length FC402 and FC403 solve for — so it belongs with the KV
-#   cache's per-token cost there, not in a fixed reserve; not done yet: the bound's low end takes it
-#   (``v2_token_ids_bytes``, ``bound.bound_terms``' ``runner_state``).
+#   Counted: the two penalties tensors (``v2_persistent_bytes``, a fixed part of the reserve) and,
+#   where they are on the GPU, ``all_token_ids`` (``v2_token_ids_bytes``: max_num_reqs x
+#   max_model_len x 4 B, 0.5 GiB at 1024 requests of 131,072 tokens), which grows with
+#   max_model_len — the length FC402 and FC403 solve for — so the memory model carries it as a cost
+#   per token of length (``_memory.budget.length_cost``, ``KvShape.max_len``'s ``length_cost``).
 # Past 0.33.0: extrapolated.
 V2_DEFAULT_SINCE = "0.22.0"
 #: from this release the V2 runner takes every speculative method but parallel drafting and
@@ -96,6 +104,8 @@ V2_SAMPLER_WARMUP_PASS_SINCE = "0.33.0"
 SAMPLER_BYTES_V2_DEFAULT = 2
 #: the first release whose budget counts the V2 runner's persistent request state
 V2_PERSISTENT_COUNTED_SINCE = "0.27.0"
+#: (first release, speculative methods) that keep ``all_token_ids`` on the GPU (see above)
+V2_DENSE_TOKEN_IDS = ("0.33.0", frozenset({"ngram", "ngram_gpu"}))
 
 
 def v2_runner(
@@ -155,9 +165,19 @@ def v2_persistent_bytes(v: tuple[int, ...] | None, seqs: int, vocab: int) -> int
     return seqs * 4 * (vocab + -(-vocab // 32))
 
 
-def v2_token_ids_bytes(v: tuple[int, ...] | None, seqs: int, max_model_len: int) -> int:
+def v2_token_ids_on_gpu(v: tuple[int, ...] | None, speculative_method: str | None = None) -> bool:
+    """Whether the V2 runner keeps ``all_token_ids`` in device memory rather than pinned host
+    memory (``V2_DENSE_TOKEN_IDS``; see above): 0.33.0 on with n-gram speculative decoding."""
+    since, methods = V2_DENSE_TOKEN_IDS
+    return v is not None and v >= _release(since) and speculative_method in methods
+
+
+def v2_token_ids_bytes(
+    v: tuple[int, ...] | None, seqs: int, max_model_len: int, speculative_method: str | None = None
+) -> int:
     """The V2 runner's ``all_token_ids`` inside the budget (max_num_reqs x max_model_len int32,
-    from 0.27.0; see above): 0 before 0.27.0 or with the release unknown."""
-    if v is None or v < _release(V2_PERSISTENT_COUNTED_SINCE):
+    where they are on the GPU, from 0.27.0; see above): 0 in pinned host memory, before 0.27.0
+    or with the release unknown."""
+    if v is None or v < _release(V2_PERSISTENT_COUNTED_SINCE) or not v2_token_ids_on_gpu(v, speculative_method):
         return 0
     return seqs * max_model_len * 4
