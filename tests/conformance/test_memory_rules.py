@@ -403,3 +403,29 @@ def test_v2_runner_rules_match_the_installed_vllm(conformance, engine_python: st
     assert vllm.v2_persistent_bytes(v, 2, 64) == 2 * 4 * (64 + 2)
     assert vllm.consumed_counts_allocator_cache(v)
     assert vllm.v2_token_ids_on_gpu(v, "ngram") and not vllm.v2_token_ids_on_gpu(v, None)
+
+
+DTYPE_PROBE = r"""
+import importlib.util, json, pathlib, re
+src = pathlib.Path(importlib.util.find_spec("vllm.config.model").origin).read_text()
+i = src.index("_STR_DTYPE_TO_TORCH_DTYPE = {")
+table = dict(re.findall(r'"(\w+)": torch\.(\w+)', src[i : src.index("}", i)]))
+j = src.index("def _resolve_auto_dtype")
+auto = src[j : src.index("\ndef ", j + 10)]
+print(json.dumps({
+    "table": table,
+    "auto_downcasts_float32": "if config_dtype == torch.float32:\n        config_dtype = preferred_dtype" in auto,
+}))
+"""
+
+
+def test_model_dtype_rule_matches_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
+    """``vllm.model_dtype`` against the installed release's config/model.py (read as text):
+    the ``--dtype`` spellings and the dtype each names, and "auto"'s float32 downcast."""
+    run = subprocess.run(
+        [engine_python, "-c", DTYPE_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["table"] == vllm.MODEL_DTYPES
+    assert got["auto_downcasts_float32"] and vllm.model_dtype("auto", "float32") in ("bfloat16", "float16")

@@ -38,7 +38,7 @@ from flightcheck._memory.budget import (
     sampler_span,
     v0_peak,
 )
-from flightcheck._memory.config import parse
+from flightcheck._memory.config import dtype_size, parse
 from flightcheck._memory.kv import capacity, kv_shape
 from flightcheck._memory.weights import Layout, stage_layers
 
@@ -548,6 +548,9 @@ def evaluate() -> list[Row]:
             # activation copies follow it (vllm.memory_moe.moe_workspace_bytes)
             doc["quantization_config"] = {"quant_method": "fp8"}
         cfg = parse(doc, None, entry.get("preprocessor_config"), entry.get("video_preprocessor_config"))
+        # the dtype vLLM runs the model in (--dtype, as the build does: vllm.model_dtype)
+        dtype = vllm.model_dtype(p.get("dtype"), cfg.dtype_name)
+        cfg.dtype_name, cfg.dtype_bytes = dtype, dtype_size(dtype, cfg.dtype_bytes)
         tp, pp = p["tp"] or 1, p["pp"] or 1
         layout = Layout(tp, pp)
         # the version the log prints, else the one its log format / line sites date it to

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from flightcheck._knowledge import engines, sglang, vllm
 from flightcheck._memory.budget import BATCHED_TOKENS, MAX_SEQS, Batch, model_runner, release
-from flightcheck._memory.config import ModelConfig, parse
+from flightcheck._memory.config import ModelConfig, dtype_size, parse
 from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization
-from flightcheck._memory.weights import Layout, draft_tally, tally
+from flightcheck._memory.weights import Layout, cast_bytes, draft_tally, tally
 
 GIB = 1 << 30
 
@@ -81,6 +81,12 @@ def build(
     if m.cfg.missing:
         m.error = f"config.json lacks {', '.join(m.cfg.missing)} (FC507)"
         return m
+    # the dtype the engine runs the model in (--dtype; "auto": the config's, float32 downcast):
+    # the unquantized weights are cast to it on load (weights.tally), the KV cache and the
+    # activations follow it
+    dtype = rules.model_dtype(intent.dtype, m.cfg.dtype_name)
+    if dtype != m.cfg.dtype_name:
+        m.cfg.dtype_name, m.cfg.dtype_bytes = dtype, dtype_size(dtype, m.cfg.dtype_bytes)
     multimodal = m.cfg.tower is not None or m.cfg.vision is not None
     # V0's batch defaults turn chunked prefill off for MLA and multimodal models (vllm.v0_batch)
     # and the model runner follows the architecture (vllm.v2_runner): the profile needs the config
@@ -115,6 +121,10 @@ def build(
     if not groups:
         m.error = "no shard header could be read (FC5xx)"
         return m
+    if m.cfg.quant.method is None and ck.gguf_groups is None:
+        # an unquantized checkpoint's float tensors are allocated in the model dtype and cast
+        # to it as they load (vllm.model_dtype), whatever they are stored in
+        groups = [(p, i, d, s, cast_bytes(n, d, m.cfg.dtype_bytes), c, e) for p, i, d, s, n, c, e in groups]
     m.tally = tally(groups, m.cfg)
     if rules.speculative_draft:
         _speculative(m, intent, ck.config, ck.draft)

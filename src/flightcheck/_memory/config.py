@@ -23,6 +23,13 @@ MAX_ROPE_FACTOR = 1 << 20
 MAX_IMAGE_SIDE = 1 << 16
 
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4, "fp32": 4, "bf16": 2, "fp16": 2}
+
+
+def dtype_size(name: str, default: int = 2) -> int:
+    """Bytes a value of the dtype ``name`` (a config's torch_dtype spelling) takes."""
+    return _DTYPE_BYTES.get(name, default)
+
+
 _EXPERT_KEYS = ("n_routed_experts", "num_local_experts", "num_experts", "n_experts", "moe_num_experts")
 _MOE_INTER_KEYS = ("moe_intermediate_size", "expert_intermediate_size", "intermediate_size_moe")
 

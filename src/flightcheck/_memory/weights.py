@@ -265,6 +265,13 @@ class DraftTally(msgspec.Struct):
 _FLOAT_BYTES = {"F32": 4, "F16": 2, "BF16": 2}
 
 
+def cast_bytes(nbytes: int, stored: str, dtype_bytes: int) -> int:
+    """A stored float tensor's bytes once allocated in a model dtype of ``dtype_bytes`` bytes a
+    value (other dtypes as stored)."""
+    size = _FLOAT_BYTES.get(stored)
+    return nbytes * dtype_bytes // size if size else nbytes
+
+
 def draft_tally(
     groups: Iterable[tuple[str, int, str, tuple[int, ...], int, int, int]],
     cfg: ModelConfig,
@@ -283,8 +290,8 @@ def draft_tally(
     d = DraftTally(method=method)
     cast = cfg.quant.method is None
     for pattern, index, dtype, shape, nbytes, count, per_item in groups:
-        if cast and dtype in _FLOAT_BYTES:
-            nbytes = nbytes * dtype_bytes // _FLOAT_BYTES[dtype]
+        if cast:
+            nbytes = cast_bytes(nbytes, dtype, dtype_bytes)
         if method == "draft_model":
             one = tally([(pattern, index, dtype, shape, nbytes, count, per_item)], cfg)
             for k, v in one.bytes.items():

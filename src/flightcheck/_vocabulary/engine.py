@@ -162,6 +162,11 @@ class MemoryRules(Protocol):
         """Whether the one-sequence KV check counts the whole model with PP > 1."""
         ...
 
+    def model_dtype(self, flag: str | None, config_dtype: str) -> str:
+        """The dtype the engine runs the model in for the launch's ``--dtype`` (None: not given)
+        and the config's torch_dtype: the unquantized weights, the KV cache and activations."""
+        ...
+
     def in_use_utilization(self, version: str | None) -> float | None:
         """The default utilization the GPU-in-use check assumes (None: not that kind)."""
         ...

@@ -109,6 +109,10 @@ class _Memory:
     def pp_kv_check_whole_model(self, release: tuple[int, ...] | None) -> bool:
         return False
 
+    def model_dtype(self, flag: str | None, config_dtype: str) -> str:
+        # SGLang's own --dtype rule is not read here: the config's dtype, as before
+        return config_dtype
+
     def in_use_utilization(self, version: str | None) -> float | None:
         return None  # SGLang's check is of free memory (see the GPU-in-use check)
 

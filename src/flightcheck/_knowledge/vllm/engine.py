@@ -85,6 +85,9 @@ class _Memory:
     def pp_kv_check_whole_model(self, release: tuple[int, ...] | None) -> bool:
         return k.pp_kv_check_whole_model(release)
 
+    def model_dtype(self, flag: str | None, config_dtype: str) -> str:
+        return k.model_dtype(flag, config_dtype)
+
     def in_use_utilization(self, version: str | None) -> float | None:
         # the in-use check's own threshold (0.33), kept as it was: see UTILIZATION_DEFAULTS
         # for the memory model's (0.20.0); the two differ for 0.20 - 0.32

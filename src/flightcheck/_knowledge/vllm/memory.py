@@ -55,6 +55,34 @@ UTILIZATION_DEFAULTS: tuple[tuple[str, float], ...] = (("0.20.0", 0.92), ("0.0",
 UTILIZATION_RANGE_SINCE = "0.11.1"
 
 
+#: the dtype vLLM runs the model in (``--dtype``): an explicit float / float32 upcasts and half /
+#: float16 / bfloat16 cast; "auto" takes the config's torch_dtype but downcasts float32 (or no
+#: torch_dtype at all) to 16 bits — float16 in 0.6.0, bfloat16 or float16 by the platform's
+#: supported dtypes in 0.33.0, the same two bytes a value (vllm/config.py ``_get_and_verify_dtype``
+#: of 0.6.0; config/model.py ``_get_and_verify_dtype`` / ``_resolve_auto_dtype`` of 0.33.0). The
+#: unquantized weights are cast to it on load, and the KV cache ("auto") and the activations
+#: follow it. Both releases read; between them and past 0.33.0: taken as the same.
+MODEL_DTYPES = {
+    "half": "float16",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float": "float32",
+    "float32": "float32",
+}
+
+
+def model_dtype(flag: str | None, config_dtype: str) -> str:
+    """The dtype vLLM runs the model in for ``--dtype flag`` (None / "auto": the config's
+    ``config_dtype``, float32 downcast to 16 bits; see ``MODEL_DTYPES``); an unknown spelling,
+    which vLLM refuses at startup, leaves the config's."""
+    chosen = (flag or "auto").lower()
+    if chosen in MODEL_DTYPES:
+        return MODEL_DTYPES[chosen]
+    if chosen == "auto" and config_dtype in ("float32", "float", "fp32"):
+        return "bfloat16"
+    return config_dtype
+
+
 def utilization_refusal(value: object, v: tuple[int, ...] | None) -> str | None:
     """vLLM's refusal of ``--gpu-memory-utilization value`` at startup for release ``v``
     (None: not refused, or not known to be)."""
