@@ -431,15 +431,16 @@ def test_the_logged_budget_lies_inside_the_reported_bound() -> None:
 
 def test_held_out_points_are_scored() -> None:
     """The held-out set (``"held_out": true``, SEARCHES.md) is scored apart from the corpus:
-    point 109, every third point the rule-deriving helpers added (115, 118, 123) and the 12
-    points of "a genuinely held-out measurement set" (126-137, gathered by a helper that changed
-    no rule). Every one of them is scored, none excluded; how well
+    point 109, every third point the rule-deriving helpers added (115, 118, 123), the 12
+    points of "a genuinely held-out measurement set" (126-137), the 5 of round 3 (138-142) and
+    the 25 of round 4 (143-167), each round gathered by a helper that changed no rule. Every one
+    of them is scored, none excluded; how well
     flightcheck predicts them is printed by ``bench/memory_accuracy.py`` ("held-out:") and
     deliberately not asserted here, since a threshold on them would invite tuning the rules
     to them."""
     rows = evaluate()
     held = [r for r in rows if r.held_out]
-    assert len(held) >= 16, [r.index for r in held]
+    assert len(held) >= 46, [r.index for r in held]
     assert all(r.excluded is None for r in held), {r.index: r.excluded for r in held if r.excluded}
     s = summary(rows, held_out=True)
     assert s["scored"] == s["bounded"] == len(held)
