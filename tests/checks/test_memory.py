@@ -66,7 +66,9 @@ def test_fc402_kimi_tp8_on_h200_needs_fp8_kv_or_tp16(ckpts) -> None:
     assert "131,072 tokens needs 8.6 GiB" in r.message and "70,272 B/token" in r.message
     # the V2 model runner's penalties state (vllm.v2_persistent_bytes: 1024 requests x (163,840 +
     # 5,120) x 4 B = 0.64 GiB, counted from 0.27.0) leaves an fp8 KV cache just short as well
-    assert "an fp8 KV cache would not fit either (up to 122,944 tokens)" in r.message
+    # (torch's 33 MiB of cuBLAS / cuBLASLt workspaces on cc 9.0, cublas.blas_workspaces_bytes, take 976
+    # fp8 tokens of 35,136 B: 122,944 before)
+    assert "an fp8 KV cache would not fit either (up to 121,968 tokens)" in r.message
     fixes = r.fix.splitlines()
     fit = int(re.search(r"--max-model-len (\d+)", r.fix).group(1))
     assert 0 < fit < 131072 and fit % 16 == 0

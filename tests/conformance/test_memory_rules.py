@@ -429,3 +429,57 @@ def test_model_dtype_rule_matches_the_installed_vllm(conformance, engine_python:
     got = json.loads(run.stdout.strip().splitlines()[-1])
     assert got["table"] == vllm.MODEL_DTYPES
     assert got["auto_downcasts_float32"] and vllm.model_dtype("auto", "float32") in ("bfloat16", "float16")
+
+
+PEAK_TERMS_PROBE = r"""
+import importlib.util, json, pathlib
+def text(mod):
+    return pathlib.Path(importlib.util.find_spec(mod).origin).read_text()
+runner = text("vllm.v1.worker.gpu_model_runner")
+worker = text("vllm.v1.worker.gpu_worker")
+triton = text("vllm.v1.sample.ops.topk_topp_triton")
+sampler = text("vllm.v1.sample.ops.topk_topp_sampler")
+i = worker.index("def determine_available_memory")
+det = worker[i : worker.index("\n    def ", i + 10)].split("\n")
+def indent(line):
+    return len(line) - len(line.lstrip())
+w = next(n for n, ln in enumerate(det) if ln.strip().startswith("with") and "memory_profiling(" in ln + det[n + 1])
+g = next(n for n, line in enumerate(det) if "profile_cudagraph_memory()" in line)
+h = next(n for n in range(w, len(det)) if det[n].rstrip().endswith(":"))  # the with's header ends
+# the graph estimate is inside the block while every line of the body before it is indented past the with
+graphs_inside = all(indent(line) > indent(det[w]) for line in det[h + 1 : g] if line.strip())
+j = sampler.index("def apply_top_k_top_p(")
+route = sampler[j : sampler.index("\ndef ", j + 10)]
+torch_dir = pathlib.Path(importlib.util.find_spec("torch").origin).parent
+blas = (torch_dir / "lib" / "libtorch_cuda.so").read_bytes()
+print(json.dumps({
+    "indexed_copy": "return hidden_states, hidden_states[logit_indices_device]" in runner,
+    "rand_like": "hidden_states = torch.rand_like(hidden_states)" in runner,
+    "triton_buffer": "size = min(next_power_of_2(NUM_PROGRAMS), num_sm)" in triton
+    and "buffer = logits.new_empty((size, vocab_size))" in triton
+    and "_TRITON_BUFFER_CACHE[buf_key] = buffer" in triton,
+    "triton_any_rows": "if HAS_TRITON:" in route and "logits.shape[0] >= 8" not in route,
+    "graphs_in_profile": graphs_inside,
+    "torch_blas_workspaces": all(s in blas for s in (
+        b"Could not parse CUBLAS_WORKSPACE_CONFIG", b"invalid CUBLASLT_WORKSPACE_SIZE",
+        b"TORCH_CUBLASLT_UNIFIED_WORKSPACE")),
+}))
+"""
+
+
+def test_profile_peak_terms_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
+    """The sampler run's hidden-state copies, Triton top-k/top-p's cached buffer and its routing
+    (``vllm.V1_SAMPLER_HIDDEN_COPIES``, ``vllm.triton_sampler_buffer_bytes``), the graph estimate's
+    captures inside the profile (``vllm.graph_profile_in_budget``) and torch's BLAS workspace
+    variables (``cublas``) in the installed release and its torch, read as text."""
+    run = subprocess.run(
+        [engine_python, "-c", PEAK_TERMS_PROBE], capture_output=True, text=True, check=False, timeout=300, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
+    assert got["indexed_copy"] and got["rand_like"] and vllm.V1_SAMPLER_HIDDEN_COPIES == 2
+    assert got["triton_buffer"] and got["triton_any_rows"]
+    assert vllm.triton_sampler_buffer_bytes(v, 4, 1000, 132) == 4 * 1000 * 4
+    assert vllm.graph_profile_in_budget(v, eager=False) is got["graphs_in_profile"]
+    assert got["torch_blas_workspaces"]

@@ -93,10 +93,13 @@ def test_kv_budget_accuracy_on_public_logs() -> None:
     # (before the Qwen-VL item: 70 within, 0.1493 GiB)
     # (before points 95-106: 62 within, 0.1488 GiB, 1.25 %)
     # (before the V0 points 113-118: 77 within, median 0.1479 GiB; the new points move the median)
-    assert s["within"] >= 84 and s["median_abs_error_gib"] <= 0.1511
+    # (before the sampler run's hidden-state copies, Triton's buffer, torch's BLAS workspaces and the
+    # non-torch figure by whether the profile holds the graph captures: 84 within, median 0.1511 GiB,
+    # tokens 1.33 %; point 15, TP 4 in 0.10.0, went +1.00 -> +1.07 GiB, 0.003 GiB past 3 % of its 35.65)
+    assert s["within"] >= 83 and s["median_abs_error_gib"] <= 0.0950
     # token capacity where logged (block-rounded, minus the null block)
     # (1.32 % after points 121 - 125 and main's 112)
-    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0133
+    assert s["median_token_error"] is not None and s["median_token_error"] <= 0.0096
 
 
 def test_nvswitch_tp8_points_count_the_derived_communicators() -> None:

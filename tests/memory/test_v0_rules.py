@@ -175,7 +175,8 @@ def test_v0_public_logs() -> None:
         assert rows[i].error_gib is not None and abs(rows[i].error_gib) < limit, (i, rows[i].error_gib)
     assert rows[115].held_out and rows[118].held_out
     assert rows[115].within
-    assert rows[113].error_gib is not None and 4 < rows[113].error_gib < 5
+    # (+4.93 before the BLAS workspaces and V0's 0.125 GiB non-torch point: budget.non_torch_point)
+    assert rows[113].error_gib is not None and 4 < rows[113].error_gib < 5.1
     # the activation peaks V0's dummy sampler makes: 256 x vocabulary x 38 bytes (+ the hidden states)
     assert rows[114].terms is not None and abs(rows[114].terms["activations"][0] - 1.83) < 0.05
     assert rows[118].terms is not None and abs(rows[118].terms["activations"][0] - 0.94) < 0.05

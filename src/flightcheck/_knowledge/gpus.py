@@ -92,3 +92,53 @@ def covers(codes: Iterable[ArchCode], cc: str | None) -> bool:
     """Whether any of ``codes`` runs on compute capability ``cc`` (``"10.3"``)."""
     mm = major_minor(cc)
     return mm is not None and any(code_runs_on(c, mm) for c in codes)
+
+
+#: Streaming multiprocessors by board, from NVIDIA's datasheets and architecture whitepapers
+#: (what ``torch.cuda.get_device_properties().multi_processor_count`` reports on each): the
+#: name as NVML / torch print it, lower-cased, matched longest key first. A board not listed
+#: gets ``SM_COUNT_DEFAULT`` (an H100 / H200's), an estimate: vLLM's Triton top-k/top-p buffer
+#: (``vllm.triton_sampler_buffer_bytes``) is the one consumer, and over 108 - 188 SMs it moves
+#: by at most 0.06 GiB at a 152k vocabulary.
+SM_COUNT = {
+    "h100 pcie": 114,
+    "h800 pcie": 114,
+    "h100": 132,  # SXM5 (h100 80gb hbm3) and NVL
+    "h800": 132,
+    "h200": 132,  # SXM and NVL
+    "gh200": 132,
+    "h20": 78,
+    "a100": 108,
+    "a800": 108,
+    "a10g": 80,
+    "a10": 72,
+    "a30": 56,
+    "a40": 84,
+    "l40s": 142,
+    "l40": 142,
+    "l20": 92,
+    "l4": 58,
+    "b200": 148,
+    "gb10": 48,
+    "rtx pro 6000 blackwell": 188,
+    "rtx 6000 ada": 142,
+    "rtx a6000": 84,
+    "rtx 5090": 170,
+    "rtx 4090": 128,
+    "rtx 4080": 76,
+    "rtx 3090": 82,
+    "rtx 3060": 28,
+    "tesla t4": 40,
+    "tesla v100": 80,
+}
+SM_COUNT_DEFAULT = 132
+
+
+def sm_count(name: str | None) -> int | None:
+    """The board's SM count (``SM_COUNT``: the longest key contained in its name), None when
+    the name is absent or not listed."""
+    if not name:
+        return None
+    low = name.lower()
+    hits = [k for k in SM_COUNT if k in low]
+    return SM_COUNT[max(hits, key=len)] if hits else None

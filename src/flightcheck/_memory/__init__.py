@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from flightcheck._knowledge import engines, sglang, vllm
+from flightcheck._knowledge import cublas, engines, gpus, sglang, vllm
 from flightcheck._memory.budget import BATCHED_TOKENS, MAX_SEQS, Batch, model_runner, release
 from flightcheck._memory.config import ModelConfig, dtype_size, parse
 from flightcheck._memory.model import MemoryModel, resolve_reserve, resolve_utilization
@@ -387,4 +387,7 @@ def batch_for(
         ),
         online_fp8=(intent.quantization or "").lower() == "fp8",
         v2_runner=v2,
+        # the sampler's Triton buffer and torch's BLAS workspaces (budget.sampler_peak, activations)
+        sms=gpus.sm_count(gpu_name),
+        blas_workspaces=cublas.blas_workspaces_bytes(compute_capability, env),
     )

@@ -55,6 +55,7 @@ def bound_terms(
     counted_after: int = 0,
     act_quant_open: int = 0,
     runner_open: int = 0,
+    non_torch: int = NON_TORCH,
 ) -> dict[str, Term]:
     """The vLLM KV budget's [low, high] terms for one launch (the point is unchanged: each term
     only widens it; an empty dict only where nothing is left open, which no profiled launch is).
@@ -83,9 +84,9 @@ def bound_terms(
     - ``non_torch``: what else the profile allocates outside torch's allocator — the CUDA modules
       the first forward loads (torch sets CUDA_MODULE_LOADING=LAZY, so kernels load when first
       run: which kernels depends on the attention backend and torch.compile), the attention
-      backends' own buffers. Its size is not in vLLM's code: the point is 0.25 GiB and the term
-      spans ``NON_TORCH_SPAN`` (the breakdowns the corpus logs, tests/fixtures/memory: 0.02 - 0.55
-      GiB on one node, V1).
+      backends' own buffers. Its size is not in vLLM's code: the point (``non_torch``) is
+      ``budget.non_torch_point``'s measured figure and the term spans ``NON_TORCH_SPAN`` (the
+      breakdowns the corpus logs, tests/fixtures/memory: 0.02 - 0.55 GiB on one node, V1).
     - ``cuda_context``: 0.6.4.x counts the CUDA context inside its non-torch figure
       (``vllm.non_torch_from_process_start``); the point takes ``CONTEXT``, an estimate, so the
       budget may be higher by up to it.
@@ -181,8 +182,8 @@ def bound_terms(
             "FlashInfer 0.6.6, 0.33.0 / 0.7.2.post1): the fusion workspace, multicast and its granularity",
         )
     terms["non_torch"] = Term(
-        NON_TORCH_SPAN[1] - NON_TORCH,
-        NON_TORCH - NON_TORCH_SPAN[0],
+        NON_TORCH_SPAN[1] - non_torch,
+        non_torch - NON_TORCH_SPAN[0],
         "utils/mem_utils.py memory_profiling (0.19.0, 0.33.0): CUDA modules loaded lazily by the "
         "profile run and backends' buffers outside torch; size measured, not in the code",
     )

@@ -49,11 +49,10 @@ from typing import Any
 
 import msgspec
 
-from flightcheck._knowledge import engines, nccl, sglang, vllm
+from flightcheck._knowledge import engines, gpus, nccl, sglang, vllm
 from flightcheck._knowledge.units import GiB
 from flightcheck._knowledge.vllm import memory_moe
 from flightcheck._memory.config import ModelConfig
-from flightcheck._memory.kv import KvShape
 from flightcheck._memory.weights import Layout
 from flightcheck._vocabulary.version import release
 
@@ -61,7 +60,15 @@ MiB = 1 << 20
 BATCHED_TOKENS = 8192  # when neither the launch nor the GPU says (memory unknown)
 MAX_SEQS = 1024
 CUDA_GRAPHS = GiB // 2
+#: non-torch memory the profile adds on one rank (kernel modules loaded lazily, backends' buffers
+#: outside torch): the driver's, not in vLLM's code, so measured. Where the profile holds the
+#: CUDA-graph estimate's captures (``vllm.graph_profile_in_budget``: 0.18 - 0.26, not eager) the
+#: logged figure is 0.24 - 0.27 GiB (the 0.19.0 H100 sweep, tests/fixtures/memory points 144,
+#: 147, 156 - 167); without them 0.01 - 0.14 (0.11.0 on H100, points 57 - 67: 0.13 - 0.14;
+#: 0.10.2, points 19, 81, 83, 84, 101: 0.02 - 0.07; V0 0.7.x, points 114 - 120: 0.01 - 0.09).
+#: ``NON_TORCH_SPAN`` is the bound's span either way.
 NON_TORCH = GiB // 4
+NON_TORCH_NO_GRAPH_PROFILE = GiB // 8
 #: the bound's spans (``bound_terms``): non-torch memory after the snapshot on one rank, the
 #: CUDA-graph estimate's high end, the activation peak's share either way
 NON_TORCH_SPAN = (0, 600 * MiB)
@@ -325,6 +332,12 @@ class Batch(msgspec.Struct, frozen=True):
     #: the V1 engine profiles with the V2 model runner (``vllm.v2_runner``; None: open — the point
     #: keeps the V1 runner's sampler and graph estimate, the bound's ``model_runner`` the rest)
     v2_runner: bool | None = False
+    #: the board's SM count (``gpus.sm_count``; None: ``gpus.SM_COUNT_DEFAULT``), which sizes
+    #: Triton top-k/top-p's buffer (``vllm.triton_sampler_buffer_bytes``)
+    sms: int | None = None
+    #: torch's cuBLAS + cuBLASLt workspaces the profile's first matrix multiply keeps
+    #: (``cublas.blas_workspaces_bytes``): under the profile's peak, whichever phase binds
+    blas_workspaces: int = 0
 
 
 def forward_peak(
@@ -386,12 +399,31 @@ def forward_peak(
     return int(max(dense_part, moe_part))
 
 
-def sampler_peak(cfg: ModelConfig, tokens: int, seqs: int, sampler: str) -> int:
+def sampler_peak(
+    cfg: ModelConfig,
+    tokens: int,
+    seqs: int,
+    sampler: str,
+    *,
+    v1_runner: bool = False,
+    release: tuple[int, ...] | None = None,
+    sms: int | None = None,
+) -> int:
     """The dummy sampler run's peak (``flightcheck._knowledge.vllm``: bytes per request x
-    vocabulary element by sampler), with the forward pass's hidden states still held."""
+    vocabulary element by sampler), with the forward pass's hidden states still held; in the
+    V1 runner (``v1_runner``) the hidden states its release holds instead — the batch's and the
+    rows' copies, ``vllm.v1_sampler_hidden`` — and, on the Triton path, Triton's cached buffer
+    (``vllm.triton_sampler_buffer_bytes``)."""
     rows = max(1, min(seqs, tokens))
+    vocab, hidden, dt = cfg.vocab or 0, cfg.hidden or 0, cfg.dtype_bytes or 2
     per = vllm.sampler_bytes_per_element(sampler, rows)
-    return int(rows * (cfg.vocab or 0) * per + tokens * (cfg.hidden or 0) * (cfg.dtype_bytes or 2))
+    peak = rows * vocab * per + tokens * hidden * dt
+    if v1_runner:
+        whole, copies = vllm.v1_sampler_hidden(release)
+        peak += copies * rows * hidden * dt - (0 if whole else tokens * hidden * dt)
+        if sampler == "triton":
+            peak += vllm.triton_sampler_buffer_bytes(release, rows, vocab, sms or gpus.SM_COUNT_DEFAULT)
+    return int(peak)
 
 
 def activations(
@@ -405,13 +437,18 @@ def activations(
     release: tuple[int, ...] | None = None,
     moe_modular: bool | None = None,
     act_fp8: bool = False,
+    v1_runner: bool = False,
+    sms: int | None = None,
+    blas_workspaces: int = 0,
 ) -> int:
     """The profile run's transient peak: the forward pass and the sampler run one after
-    the other (``profile_run``), so the larger of the two."""
+    the other (``profile_run``), so the larger of the two, over the BLAS workspaces the
+    first matrix multiply leaves allocated."""
     forward = forward_peak(
         cfg, layout, tokens, mxfp4_backend, release=release, moe_modular=moe_modular, act_fp8=act_fp8
     )
-    return max(forward, sampler_peak(cfg, tokens, seqs, sampler))
+    sampler_run = sampler_peak(cfg, tokens, seqs, sampler, v1_runner=v1_runner, release=release, sms=sms)
+    return max(forward, sampler_run) + blas_workspaces
 
 
 def encoder_dp(cfg: ModelConfig, batch: Batch) -> bool:
@@ -621,11 +658,30 @@ def profile_peak(cfg: ModelConfig, layout: Layout, batch: Batch) -> tuple[int, i
         release=batch.release,
         moe_modular=batch.moe_modular,
         act_fp8=batch.act_fp8 is True and fp8_linear(cfg, batch),
+        # the V1 runner's sampler run (a V2 runner left open keeps the V1 runner's, as the point does)
+        v1_runner=not batch.v0 and batch.v2_runner is not True,
+        sms=batch.sms,
+        blas_workspaces=batch.blas_workspaces,
     )
     run, held = encoder_terms(cfg, layout, batch)
     if not run and not held:
         return text, 0
+    run += batch.blas_workspaces  # the encoder's matrix multiplies come first: they allocate them
     return text, max(run, text + held) - text
+
+
+def non_torch_point(batch: Batch, *, eager: bool) -> int:
+    """The point's non-torch memory for one rank: ``NON_TORCH_NO_GRAPH_PROFILE`` where V0 or
+    the V1 runner profiles without a graph capture, else ``NON_TORCH``. Two kept at
+    ``NON_TORCH`` without one: the V2 runner, whose only logs with a breakdown (0.27.1, points
+    141 - 142, under WSL) have 0.30 and 0.56 GiB, for reasons not derived; and 0.6.5 - 0.6.6,
+    whose figure also holds torch's cached blocks (``vllm.non_torch_counts_allocator_cache``:
+    points 34, 103, 118 log 1.79, 0.28, 0.26)."""
+    if batch.v2_runner is True or vllm.non_torch_counts_allocator_cache(batch.release):
+        return NON_TORCH
+    if batch.v0 or not vllm.graph_profile_in_budget(batch.release, eager=eager, v2_runner=batch.v2_runner):
+        return NON_TORCH_NO_GRAPH_PROFILE
+    return NON_TORCH
 
 
 def default_reserve(
@@ -649,7 +705,7 @@ def default_reserve(
     parts = {
         "activations": text,
         "cuda_graphs": 0 if (eager or not b.cudagraphs) else CUDA_GRAPHS,
-        "non_torch": NON_TORCH,
+        "non_torch": non_torch_point(b, eager=eager),
     }
     if allreduce_fusion:
         parts["allreduce_fusion"] = allreduce_fusion
@@ -687,88 +743,6 @@ def pre_snapshot(
         else:
             parts["communication"] = COMM_NVLINK if nvlink else COMM_PCIE
     return parts
-
-
-_NO_KV = KvShape(0.0)
-
-
-class Fit(msgspec.Struct, frozen=True):
-    """One rank's budget for one launch: the rank of the PP stage with the least room."""
-
-    total: int
-    utilization: float
-    usable: int
-    reserve: int
-    weights: float
-    kv_need: float  # for one sequence of max_model_len
-    max_model_len: int | None
-    max_model_len_fit: int
-    stage: int = 0  # which PP stage
-    shape: KvShape = _NO_KV  # that stage's KV demand
-    kv_override: int | None = None  # --kv-cache-memory-bytes: the KV budget, utilization ignored
-    #: how far the facts not known before the launch may put the budget below / above the
-    #: point (:func:`bound_terms`; 0 with --kv-cache-memory-bytes, which fixes the budget)
-    below: float = 0.0
-    above: float = 0.0
-    #: bytes per token of max_model_len the engine holds besides ``reserve`` (``length_cost``),
-    #: taken off the KV budget at ``cost_length`` tokens: a shorter length frees them for the KV
-    length_cost: float = 0.0
-    cost_length: int = 0
-
-    @property
-    def kv_budget(self) -> float:
-        if self.kv_override is not None:
-            # that many bytes, as long as the GPU physically has them
-            return min(float(self.kv_override), self.total - self.weights - self.reserve)
-        return self.usable - self.weights - self.reserve - self.length_bytes
-
-    @property
-    def length_bytes(self) -> float:
-        """What the engine holds at this length besides the reserve and the KV cache."""
-        return self.length_cost * self.cost_length
-
-    def longest(self, shape: KvShape, budget: float) -> int:
-        """The longest max_model_len whose KV on ``shape`` fits ``budget`` (this fit's KV budget, or
-        an end of its bound), what the engine holds per token of length moving with it."""
-        return shape.max_len(budget + self.length_bytes, length_cost=self.length_cost)
-
-    @property
-    def kv_budget_low(self) -> float:
-        return self.kv_budget - self.below
-
-    @property
-    def kv_budget_high(self) -> float:
-        return self.kv_budget + self.above
-
-    @property
-    def weights_fit(self) -> bool:
-        room = self.total if self.kv_override is not None else self.usable
-        return self.weights <= room - self.reserve
-
-    @property
-    def weights_fit_high(self) -> bool:
-        """The weights fit where the facts not known before the launch are kindest."""
-        room = self.total if self.kv_override is not None else self.usable
-        return self.weights <= room - self.reserve + self.above
-
-    @property
-    def weights_fit_low(self) -> bool:
-        """The weights fit even where those facts are least kind."""
-        room = self.total if self.kv_override is not None else self.usable
-        return self.weights <= room - self.reserve - self.below
-
-    @property
-    def kv_fits(self) -> bool:
-        return self.max_model_len is None or self.kv_need <= self.kv_budget
-
-    @property
-    def fits(self) -> bool:
-        return self.weights_fit and self.kv_fits and self.max_model_len_fit > 0
-
-    @property
-    def spare(self) -> float:
-        """What is left once weights, reserve and one max-length sequence are placed."""
-        return self.kv_budget - self.kv_need
 
 
 def length_cost(batch: Batch, speculative_method: str | None = None) -> int:

@@ -16,7 +16,6 @@ from flightcheck._memory.bound import Term, bound_terms
 from flightcheck._memory.budget import (
     Batch,
     Communication,
-    Fit,
     GiB,
     Interconnect,
     act_quant_span,
@@ -27,6 +26,7 @@ from flightcheck._memory.budget import (
     length_cost,
     logits_allgather,
     moe_backend_span,
+    non_torch_point,
     pre_snapshot,
     profile_peak,
     release,
@@ -37,6 +37,7 @@ from flightcheck._memory.budget import (
     v0_peak,
 )
 from flightcheck._memory.config import ModelConfig
+from flightcheck._memory.fit import Fit
 from flightcheck._memory.kv import Capacity, KvShape, capacity, kv_bytes, kv_shape
 from flightcheck._memory.weights import (
     DraftTally,
@@ -471,6 +472,7 @@ class MemoryModel(msgspec.Struct):
             moe_backend=moe_backend_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
             act_quant_open=act_quant_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
             runner_open=runner_span(self.cfg, lay, self.batch) if acts and self.cfg is not None else 0,
+            non_torch=non_torch_point(self.batch, eager=self.eager),
         )
 
     def mxfp4_open(self, layout: Layout, acts: int) -> tuple[int, int]:

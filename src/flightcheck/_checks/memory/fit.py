@@ -19,7 +19,7 @@ from flightcheck._vocabulary.intent import AUTO
 from flightcheck._vocabulary.results import ERROR, WARNING
 
 if TYPE_CHECKING:
-    from flightcheck._memory.budget import Fit
+    from flightcheck._memory.fit import Fit
 
 
 def _model(ctx: Context) -> Any:
@@ -239,7 +239,7 @@ def kv_cache_too_small(ctx: Context) -> Iterator[Outcome]:
     larger than the available KV cache memory".
 
     A shortfall no larger than 0.25 GiB is within this estimate's measured error (median
-    0.16 GiB on public startup logs; the same launch has logged both sides of its need):
+    0.10 GiB on public startup logs; the same launch has logged both sides of its need):
     a warning, since vLLM may start.
 
     SGLang 0.5.23 sizes its pool as ``mem_fraction_static x free memory before loading -

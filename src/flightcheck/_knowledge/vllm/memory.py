@@ -10,7 +10,7 @@ from typing import Any
 
 from flightcheck._knowledge.vllm._versions import _release
 from flightcheck._knowledge.vllm.env import ENV_DEFAULTS, ESTIMATE_CUDAGRAPHS, USE_FLASHINFER_SAMPLER
-from flightcheck._knowledge.vllm.memory_runner import SAMPLER_BYTES_V2_DEFAULT
+from flightcheck._knowledge.vllm.memory_runner import SAMPLER_BYTES_V2_DEFAULT, v2_skips_cudagraph_estimate
 
 # The V0 engine (which launches run it, its batch and profiler rules) has its own module,
 # read in 0.6.1 - 0.10.1.1: V0 by default before 0.8.0 unless VLLM_USE_V1=1, then the
@@ -176,6 +176,29 @@ GB10_SMALL_TIER_SINCE = "0.33.0"
 # FlashInfer is on by default
 # but ``_dummy_sampler_run`` also warms ``forward_native`` — 14 bytes either way
 # (topk_topp_sampler.py, envs.py and gpu_model_runner.py of the wheels, read).
+#: Besides the bytes per element, the V1 runner's sampler run holds hidden states
+#: (tokens or rows x hidden x model dtype), by release (v1/worker/gpu_model_runner.py):
+#: from 0.9.2 ``_dummy_run`` returns the forward's ``hidden_states`` and
+#: ``hidden_states[logit_indices]`` (an indexed copy), ``profile_run`` keeps both, and
+#: ``_dummy_sampler_run`` computes the logits from ``torch.rand_like(hidden_states)``: the whole
+#: batch's plus two copies of the rows' (read in 0.9.2, 0.10.0, 0.10.1.1, 0.11.0, 0.17.0, 0.19.0,
+#: 0.23.0, 0.26.0, 0.27.0, 0.30.0 and 0.33.0); 0.9.0 returns the indexed copy alone (the batch's
+#: freed) and adds ``rand_like``: two copies of the rows'; 0.8.5 the indexed copy alone, no
+#: ``rand_like``: one. 0.9.1 is not read (0.9.0's rule). V0's ``compute_logits`` prunes inside
+#: the logits processor and frees the copy before sampling, the batch's hidden states held by
+#: ``execute_model``; the V2 runner has a sampler run of its own (``memory_runner``). Past
+#: 0.33.0: extrapolated. (since, whole batch held, row copies), newest first
+V1_SAMPLER_HIDDEN = (("0.9.2", True, 2), ("0.9.0", False, 2), ("0.0", False, 1))
+V1_SAMPLER_HIDDEN_COPIES = 2  # the newest rule's row copies
+#: Triton top-k/top-p's buffer: ``apply_top_k_top_p_triton`` (v1/sample/ops/topk_topp_triton.py)
+#: caches ``(min(next_power_of_2(min(num_sm, rows)), num_sm), vocab)`` float32 in
+#: ``_TRITON_BUFFER_CACHE`` for the life of the process, so it is under the sampler run's peak
+#: (read in 0.17.0, 0.19.0, 0.23.0, 0.26.0, 0.27.0, 0.30.0 and 0.33.0). 0.17.0 - 0.29.x route only
+#: >= 8 rows to it (topk_topp_sampler.py ``HAS_TRITON and logits.shape[0] >= 8``), 0.30.0 on any;
+#: 0.30.0 - 0.33.0's split-row top-p pipeline serves <= 64 rows without top-k, and the dummy run
+#: sets top-k. ``num_sm`` is the board's (``gpus.sm_count``).
+TRITON_SAMPLER_MIN_ROWS = 8
+TRITON_SAMPLER_ANY_ROWS_SINCE = "0.30.0"
 SAMPLER_BYTES_NATIVE = 38
 SAMPLER_BYTES_NATIVE_FEW_ROWS = 50  # 2-127 requests: torch's full-sort path
 SAMPLER_SORT_SEGMENTED_MIN_ROWS = 128  # SortStable.cu: nsegments < 128 -> full sort
@@ -358,6 +381,53 @@ def sampler_bytes_per_element(kind: str, rows: int) -> int:
     if kind == "triton":
         return SAMPLER_BYTES_TRITON
     return SAMPLER_BYTES_NATIVE if rows >= SAMPLER_SORT_SEGMENTED_MIN_ROWS else SAMPLER_BYTES_NATIVE_FEW_ROWS
+
+
+def v1_sampler_hidden(v: tuple[int, ...] | None) -> tuple[bool, int]:
+    """(whether the whole batch's hidden states are held, copies of the rows' hidden states)
+    under the V1 runner's sampler run (:data:`V1_SAMPLER_HIDDEN`; unknown: the newest)."""
+    for since, whole, copies in V1_SAMPLER_HIDDEN:
+        if v is None or v >= _release(since):
+            return whole, copies
+    return V1_SAMPLER_HIDDEN[-1][1:]
+
+
+def triton_sampler_buffer_bytes(v: tuple[int, ...] | None, rows: int, vocab: int, sms: int) -> int:
+    """Bytes of Triton top-k/top-p's cached buffer for ``rows`` dummy requests on a board of
+    ``sms`` SMs (:data:`TRITON_SAMPLER_MIN_ROWS`): 0 where the rows take the sort."""
+    if rows <= 0 or sms <= 0:
+        return 0
+    if rows < TRITON_SAMPLER_MIN_ROWS and (v is None or v < _release(TRITON_SAMPLER_ANY_ROWS_SINCE)):
+        return 0
+    programs = min(sms, rows)
+    return min(1 << (programs - 1).bit_length(), sms) * vocab * 4
+
+
+#: 0.18.0 - 0.26.x: ``Worker.determine_available_memory`` (v1/worker/gpu_worker.py) runs
+#: ``GPUModelRunner.profile_cudagraph_memory`` inside ``memory_profiling`` unless the launch is
+#: eager: it captures the first two graphs of every capture mode on a minimal KV cache, then
+#: clears them (``CUDAGraphWrapper.clear_all_graphs``, ``_cleanup_profiling_kv_cache``), so what
+#: those captures leave outside torch's allocator — the kernels the decode shapes load, lazily
+#: (CUDA_MODULE_LOADING=LAZY), and the driver's graph state — is in the profile's non-torch
+#: increase. Absent in the 0.17.0 wheel; inside the context in 0.18.0, 0.19.0, 0.23.0 and 0.26.0;
+#: from 0.27.0 (read in 0.27.0, 0.27.1, 0.30.0, 0.33.0) the call follows the ``with`` block, its
+#: memory outside the measure. The V2 runner's estimate captures nothing in 0.20 - 0.28
+#: (``memory_runner.V2_NO_CUDAGRAPH_ESTIMATE``). The sizes are the driver's, not in vLLM's code
+#: (``_memory.budget.NON_TORCH``). [since, until)
+GRAPH_PROFILE_IN_BUDGET = ("0.18.0", "0.27.0")
+
+
+def graph_profile_in_budget(v: tuple[int, ...] | None, *, eager: bool, v2_runner: bool | None = False) -> bool:
+    """Whether the profile's non-torch figure holds the CUDA-graph estimate's captures
+    (:data:`GRAPH_PROFILE_IN_BUDGET`); unknown release: yes (the larger reserve)."""
+    if eager:
+        return False
+    if v is None:
+        return True
+    lo, hi = GRAPH_PROFILE_IN_BUDGET
+    if not _release(lo) <= v < _release(hi):
+        return False
+    return not (v2_runner is True and v2_skips_cudagraph_estimate(v))
 
 
 def logged_peak_holds_cudagraph_estimate(v: tuple[int, ...] | None) -> bool:
