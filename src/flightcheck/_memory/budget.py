@@ -64,7 +64,7 @@ CUDA_GRAPHS = GiB // 2
 #: outside torch): the driver's, not in vLLM's code, so measured. Where the profile holds the
 #: CUDA-graph estimate's captures (``vllm.graph_profile_in_budget``: 0.18 - 0.26, not eager) the
 #: logged figure is 0.24 - 0.27 GiB (the 0.19.0 H100 sweep, tests/fixtures/memory points 144,
-#: 147, 156 - 167); without them 0.01 - 0.14 (0.11.0 on H100, points 57 - 67: 0.13 - 0.14;
+#: 147, 156 - 167); without them 0.01 - 0.14 (0.11.0 on H100 at TP 1, points 57, 58, 60 - 65, 67: 0.13 - 0.14;
 #: 0.10.2, points 19, 81, 83, 84, 101: 0.02 - 0.07; V0 0.7.x, points 114 - 120: 0.01 - 0.09).
 #: ``NON_TORCH_SPAN`` is the bound's span either way.
 NON_TORCH = GiB // 4

@@ -176,6 +176,14 @@ GB10_SMALL_TIER_SINCE = "0.33.0"
 # FlashInfer is on by default
 # but ``_dummy_sampler_run`` also warms ``forward_native`` — 14 bytes either way
 # (topk_topp_sampler.py, envs.py and gpu_model_runner.py of the wheels, read).
+SAMPLER_BYTES_NATIVE = 38
+SAMPLER_BYTES_NATIVE_FEW_ROWS = 50  # 2-127 requests: torch's full-sort path
+SAMPLER_SORT_SEGMENTED_MIN_ROWS = 128  # SortStable.cu: nsegments < 128 -> full sort
+SAMPLER_BYTES_FLASHINFER = 14
+SAMPLER_BYTES_TRITON = 14
+FLASHINFER_SAMPLER_OPT_IN_SINCE = "0.11.2"
+TRITON_TOP_K_TOP_P_SINCE = "0.17.0"
+
 #: Besides the bytes per element, the V1 runner's sampler run holds hidden states
 #: (tokens or rows x hidden x model dtype), by release (v1/worker/gpu_model_runner.py):
 #: from 0.9.2 ``_dummy_run`` returns the forward's ``hidden_states`` and
@@ -199,13 +207,6 @@ V1_SAMPLER_HIDDEN_COPIES = 2  # the newest rule's row copies
 #: sets top-k. ``num_sm`` is the board's (``gpus.sm_count``).
 TRITON_SAMPLER_MIN_ROWS = 8
 TRITON_SAMPLER_ANY_ROWS_SINCE = "0.30.0"
-SAMPLER_BYTES_NATIVE = 38
-SAMPLER_BYTES_NATIVE_FEW_ROWS = 50  # 2-127 requests: torch's full-sort path
-SAMPLER_SORT_SEGMENTED_MIN_ROWS = 128  # SortStable.cu: nsegments < 128 -> full sort
-SAMPLER_BYTES_FLASHINFER = 14
-SAMPLER_BYTES_TRITON = 14
-FLASHINFER_SAMPLER_OPT_IN_SINCE = "0.11.2"
-TRITON_TOP_K_TOP_P_SINCE = "0.17.0"
 
 #: vllm/envs.py ``VLLM_FUSED_MOE_CHUNK_SIZE`` default: fused_moe.py processes at most this
 #: many tokens at a time, so its workspaces stop growing there. 0.6.4 - 0.11.2's value; the
