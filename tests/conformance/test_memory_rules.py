@@ -355,17 +355,28 @@ def test_profiler_rules_match_the_installed_vllm(conformance, engine_python: str
     assert memory_moe.modular_triton(v)
 
 
-RUNNER_PROBE = r"""
-import importlib.util, json, pathlib, re
+#: what the probes that read the installed modules as text start with
+TEXT_PRELUDE = r"""
+import importlib.util, json, pathlib
 def text(mod):
     return pathlib.Path(importlib.util.find_spec(mod).origin).read_text()
+def block(src, name):
+    # "def <name>" up to the next def at its own indentation (the end of the source else)
+    i = src.index("def " + name)
+    end = src.find("\n" + src[src.rfind("\n", 0, i) + 1 : i] + "def ", i)
+    return src[i : end if end >= 0 else len(src)]
+"""
+
+RUNNER_PROBE = (
+    TEXT_PRELUDE
+    + r"""
+import re
 config = text("vllm.config.vllm")
 runner = text("vllm.v1.worker.gpu.model_runner")
 penalties = text("vllm.v1.worker.gpu.sample.penalties")
 states = text("vllm.v1.worker.gpu.states")
 mem = text("vllm.utils.mem_utils")
-i = config.index("def use_v2_model_runner")
-use_v2 = config[i : config.index("\n    def ", i + 10)]
+use_v2 = block(config, "use_v2_model_runner")
 j = runner.index("def profile_cudagraph_memory")
 print(json.dumps({
     "default_rule_gone": "_is_default_v2_model_runner_model" not in use_v2 and "return True" in use_v2,
@@ -384,6 +395,7 @@ print(json.dumps({
                                                  r"- result\.after_profile\.torch_allocated", mem)),
 }))
 """
+)
 
 
 def test_v2_runner_rules_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
@@ -405,18 +417,20 @@ def test_v2_runner_rules_match_the_installed_vllm(conformance, engine_python: st
     assert vllm.v2_token_ids_on_gpu(v, "ngram") and not vllm.v2_token_ids_on_gpu(v, None)
 
 
-DTYPE_PROBE = r"""
-import importlib.util, json, pathlib, re
-src = pathlib.Path(importlib.util.find_spec("vllm.config.model").origin).read_text()
+DTYPE_PROBE = (
+    TEXT_PRELUDE
+    + r"""
+import re
+src = text("vllm.config.model")
 i = src.index("_STR_DTYPE_TO_TORCH_DTYPE = {")
 table = dict(re.findall(r'"(\w+)": torch\.(\w+)', src[i : src.index("}", i)]))
-j = src.index("def _resolve_auto_dtype")
-auto = src[j : src.index("\ndef ", j + 10)]
+auto = block(src, "_resolve_auto_dtype")
 print(json.dumps({
     "table": table,
     "auto_downcasts_float32": "if config_dtype == torch.float32:\n        config_dtype = preferred_dtype" in auto,
 }))
 """
+)
 
 
 def test_model_dtype_rule_matches_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
@@ -431,16 +445,14 @@ def test_model_dtype_rule_matches_the_installed_vllm(conformance, engine_python:
     assert got["auto_downcasts_float32"] and vllm.model_dtype("auto", "float32") in ("bfloat16", "float16")
 
 
-PEAK_TERMS_PROBE = r"""
-import importlib.util, json, pathlib
-def text(mod):
-    return pathlib.Path(importlib.util.find_spec(mod).origin).read_text()
+PEAK_TERMS_PROBE = (
+    TEXT_PRELUDE
+    + r"""
 runner = text("vllm.v1.worker.gpu_model_runner")
 worker = text("vllm.v1.worker.gpu_worker")
 triton = text("vllm.v1.sample.ops.topk_topp_triton")
 sampler = text("vllm.v1.sample.ops.topk_topp_sampler")
-i = worker.index("def determine_available_memory")
-det = worker[i : worker.index("\n    def ", i + 10)].split("\n")
+det = block(worker, "determine_available_memory").split("\n")
 def indent(line):
     return len(line) - len(line.lstrip())
 w = next(n for n, ln in enumerate(det) if ln.strip().startswith("with") and "memory_profiling(" in ln + det[n + 1])
@@ -448,8 +460,7 @@ g = next(n for n, line in enumerate(det) if "profile_cudagraph_memory()" in line
 h = next(n for n in range(w, len(det)) if det[n].rstrip().endswith(":"))  # the with's header ends
 # the graph estimate is inside the block while every line of the body before it is indented past the with
 graphs_inside = all(indent(line) > indent(det[w]) for line in det[h + 1 : g] if line.strip())
-j = sampler.index("def apply_top_k_top_p(")
-route = sampler[j : sampler.index("\ndef ", j + 10)]
+route = block(sampler, "apply_top_k_top_p(")
 torch_dir = pathlib.Path(importlib.util.find_spec("torch").origin).parent
 blas = (torch_dir / "lib" / "libtorch_cuda.so").read_bytes()
 print(json.dumps({
@@ -465,11 +476,12 @@ print(json.dumps({
         b"TORCH_CUBLASLT_UNIFIED_WORKSPACE")),
 }))
 """
+)
 
 
 def test_profile_peak_terms_match_the_installed_vllm(conformance, engine_python: str, tmp_path) -> None:
     """The sampler run's hidden-state copies, Triton top-k/top-p's cached buffer and its routing
-    (``vllm.V1_SAMPLER_HIDDEN_COPIES``, ``vllm.triton_sampler_buffer_bytes``), the graph estimate's
+    (``vllm.v1_sampler_hidden``, ``vllm.triton_sampler_buffer_bytes``), the graph estimate's
     captures inside the profile (``vllm.graph_profile_in_budget``) and torch's BLAS workspace
     variables (``cublas``) in the installed release and its torch, read as text."""
     run = subprocess.run(
@@ -478,7 +490,7 @@ def test_profile_peak_terms_match_the_installed_vllm(conformance, engine_python:
     assert run.returncode == 0, run.stderr[-2000:]
     got = json.loads(run.stdout.strip().splitlines()[-1])
     v = tuple(int(x) for x in conformance.pinned_versions()["vllm"].split("."))
-    assert got["indexed_copy"] and got["rand_like"] and vllm.V1_SAMPLER_HIDDEN_COPIES == 2
+    assert got["indexed_copy"] and got["rand_like"] and vllm.v1_sampler_hidden(v) == (True, 2)
     assert got["triton_buffer"] and got["triton_any_rows"]
     assert vllm.triton_sampler_buffer_bytes(v, 4, 1000, 132) == 4 * 1000 * 4
     assert vllm.graph_profile_in_budget(v, eager=False) is got["graphs_in_profile"]

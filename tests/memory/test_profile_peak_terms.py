@@ -1,5 +1,5 @@
 """The profile run's smaller terms: the V1 runner's two hidden-state copies and Triton top-k/top-p's
-cached buffer under the sampler's peak (vllm.V1_SAMPLER_HIDDEN_COPIES,
+cached buffer under the sampler's peak (vllm.v1_sampler_hidden,
 vllm.triton_sampler_buffer_bytes), torch's cuBLAS / cuBLASLt workspaces under the whole profile
 (cublas), the board's SM count (gpus.sm_count), and the non-torch point by whether the profile holds
 the CUDA-graph estimate's captures (vllm.graph_profile_in_budget, budget.non_torch_point)."""
@@ -21,34 +21,13 @@ from flightcheck._memory.budget import (
 from flightcheck._memory.config import parse
 from flightcheck._memory.weights import Layout
 from flightcheck._vocabulary.version import release
+from support.memory_accuracy import load
 
 GiB = 1 << 30
 MiB = 1 << 20
-# Llama-3.1-8B-Instruct and Qwen2.5-72B-Instruct (config.json)
-LLAMA_8B = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "num_hidden_layers": 32,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "torch_dtype": "bfloat16",
-}
-QWEN_72B = {
-    "architectures": ["Qwen2ForCausalLM"],
-    "model_type": "qwen2",
-    "hidden_size": 8192,
-    "intermediate_size": 29568,
-    "num_attention_heads": 64,
-    "num_key_value_heads": 8,
-    "num_hidden_layers": 80,
-    "vocab_size": 152064,
-    "max_position_embeddings": 32768,
-    "torch_dtype": "bfloat16",
-}
+# the sourced config.json figures the accuracy corpus scores with (tests/fixtures/memory/model_configs.json)
+_, CONFIGS = load()
+LLAMA_8B, QWEN_72B = (CONFIGS[k]["config"] for k in ("llama-3-8b", "qwen2.5-72b"))
 
 
 def _batch(v: str, **kw: object) -> Batch:

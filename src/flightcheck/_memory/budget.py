@@ -679,7 +679,7 @@ def non_torch_point(batch: Batch, *, eager: bool) -> int:
     points 34, 103, 118 log 1.79, 0.28, 0.26)."""
     if batch.v2_runner is True or vllm.non_torch_counts_allocator_cache(batch.release):
         return NON_TORCH
-    if batch.v0 or not vllm.graph_profile_in_budget(batch.release, eager=eager, v2_runner=batch.v2_runner):
+    if batch.v0 or not vllm.graph_profile_in_budget(batch.release, eager=eager):
         return NON_TORCH_NO_GRAPH_PROFILE
     return NON_TORCH
 

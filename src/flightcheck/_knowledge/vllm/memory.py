@@ -197,7 +197,6 @@ TRITON_TOP_K_TOP_P_SINCE = "0.17.0"
 #: ``execute_model``; the V2 runner has a sampler run of its own (``memory_runner``). Past
 #: 0.33.0: extrapolated. (since, whole batch held, row copies), newest first
 V1_SAMPLER_HIDDEN = (("0.9.2", True, 2), ("0.9.0", False, 2), ("0.0", False, 1))
-V1_SAMPLER_HIDDEN_COPIES = 2  # the newest rule's row copies
 #: Triton top-k/top-p's buffer: ``apply_top_k_top_p_triton`` (v1/sample/ops/topk_topp_triton.py)
 #: caches ``(min(next_power_of_2(min(num_sm, rows)), num_sm), vocab)`` float32 in
 #: ``_TRITON_BUFFER_CACHE`` for the life of the process, so it is under the sampler run's peak
@@ -387,10 +386,8 @@ def sampler_bytes_per_element(kind: str, rows: int) -> int:
 def v1_sampler_hidden(v: tuple[int, ...] | None) -> tuple[bool, int]:
     """(whether the whole batch's hidden states are held, copies of the rows' hidden states)
     under the V1 runner's sampler run (:data:`V1_SAMPLER_HIDDEN`; unknown: the newest)."""
-    for since, whole, copies in V1_SAMPLER_HIDDEN:
-        if v is None or v >= _release(since):
-            return whole, copies
-    return V1_SAMPLER_HIDDEN[-1][1:]
+    # the oldest span starts at 0.0: every release has one
+    return next((whole, copies) for since, whole, copies in V1_SAMPLER_HIDDEN if v is None or v >= _release(since))
 
 
 def triton_sampler_buffer_bytes(v: tuple[int, ...] | None, rows: int, vocab: int, sms: int) -> int:
