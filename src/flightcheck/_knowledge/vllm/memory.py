@@ -203,7 +203,7 @@ V1_SAMPLER_HIDDEN = (("0.9.2", True, 2), ("0.9.0", False, 2), ("0.0", False, 1))
 #: (read in 0.17.0, 0.19.0, 0.23.0, 0.26.0, 0.27.0, 0.30.0 and 0.33.0). 0.17.0 - 0.29.x route only
 #: >= 8 rows to it (topk_topp_sampler.py ``HAS_TRITON and logits.shape[0] >= 8``), 0.30.0 on any;
 #: 0.30.0 - 0.33.0's split-row top-p pipeline serves <= 64 rows without top-k, and the dummy run
-#: sets top-k. ``num_sm`` is the board's (``gpus.sm_count``).
+#: sets top-k. ``num_sm`` is the board's (``gpus.sm_count``). Past 0.33.0: extrapolated.
 TRITON_SAMPLER_MIN_ROWS = 8
 TRITON_SAMPLER_ANY_ROWS_SINCE = "0.30.0"
 
@@ -411,7 +411,7 @@ def triton_sampler_buffer_bytes(v: tuple[int, ...] | None, rows: int, vocab: int
 #: from 0.27.0 (read in 0.27.0, 0.27.1, 0.30.0, 0.33.0) the call follows the ``with`` block, its
 #: memory outside the measure. The V2 runner's estimate captures nothing in 0.20 - 0.28
 #: (``memory_runner.V2_NO_CUDAGRAPH_ESTIMATE``). The sizes are the driver's, not in vLLM's code
-#: (``_memory.budget.NON_TORCH``). [since, until)
+#: (``_memory.budget.NON_TORCH``). [since, until); past 0.33.0 extrapolated (after the block).
 GRAPH_PROFILE_IN_BUDGET = ("0.18.0", "0.27.0")
 
 
