@@ -21,11 +21,11 @@ loads, so both workspaces appear first in the profile run and stay: they are par
 "torch peak memory increase" it logs (the 0.19.0 sweep on H100: 33 MiB of the logged peak
 that the sampler and forward pass do not hold). One stream is counted.
 
-Which torch releases: the source above is one version (torch 2.6 or later, by its
-``c10::utils::get_env``); 2.14.0 is checked by its strings (the conformance suite). The torch
+Which torch releases: the source above is one recent version (its commit is not in the index:
+it uses ``c10::utils::get_env``); 2.14.0 is checked by its strings (the conformance suite). The torch
 pins of vLLM 0.6 - 0.9 (2.4 - 2.7: ``vllm.TORCH_PINS``) are not read — the same sizes are
-applied to them as an extrapolation; the 0.19.0 / 0.11.0 / 0.7.x breakdowns fit them to within
-0.01 GiB (tests/fixtures/memory).
+applied to them as an extrapolation; the breakdowns of 0.19.0, 0.11.0 and 0.7.x points 114 and
+117 - 120 fit them to within 0.01 GiB (tests/fixtures/memory).
 """
 
 from __future__ import annotations
